@@ -1,0 +1,84 @@
+// The memory layouts of the paged-attention tensors (vLLM's), as element
+// offsets. Every address a kernel touches and every address the host model
+// reports is computed here and nowhere else.
+//
+//   Q            [num_seqs, num_heads, head_size]      (row stride q_stride >= num_heads*head_size)
+//   K cache      [num_blocks, num_kv_heads, head_size/x, block_size, x]
+//   V cache      [num_blocks, num_kv_heads, head_size, block_size]
+//   block_tables [num_seqs, max_blocks_per_seq]          int32, logical -> physical block
+//   output       [num_seqs, num_heads, head_size]
+//   V2 buffers   part_out [num_seqs, num_heads, max_partitions, head_size] (float)
+//                part_max / part_sum [num_seqs, num_heads, max_partitions] (float)
+#pragma once
+#include <cstdint>
+
+#include "pa/index/hd.hpp"
+
+namespace pa {
+
+struct CacheGeometry {
+  int num_blocks = 0;
+  int num_kv_heads = 0;
+  int head_size = 0;
+  int block_size = 0;
+  int x = 0;  // elements per 16 bytes
+
+  PA_HD std::int64_t block_elems() const {
+    return static_cast<std::int64_t>(num_kv_heads) * head_size * block_size;
+  }
+  PA_HD std::int64_t total_elems() const { return block_elems() * num_blocks; }
+
+  // K element (dim d, token t within the block) of (physical block, kv head).
+  PA_HD std::int64_t k_offset(int physical_block, int kv_head, int d, int t) const {
+    return ((static_cast<std::int64_t>(physical_block) * num_kv_heads + kv_head) * (head_size / x) +
+            d / x) * (static_cast<std::int64_t>(block_size) * x) +
+           static_cast<std::int64_t>(t) * x + d % x;
+  }
+  // V element (dim d, token t within the block).
+  PA_HD std::int64_t v_offset(int physical_block, int kv_head, int d, int t) const {
+    return ((static_cast<std::int64_t>(physical_block) * num_kv_heads + kv_head) * head_size + d) *
+               block_size + t;
+  }
+};
+
+struct QueryGeometry {
+  int num_seqs = 0;
+  int num_heads = 0;
+  int head_size = 0;
+  int q_stride = 0;  // elements between consecutive sequences' rows
+
+  PA_HD std::int64_t q_offset(int seq, int head, int d) const {
+    return static_cast<std::int64_t>(seq) * q_stride + static_cast<std::int64_t>(head) * head_size + d;
+  }
+  // The output is dense: [num_seqs, num_heads, head_size].
+  PA_HD std::int64_t out_offset(int seq, int head, int d) const {
+    return (static_cast<std::int64_t>(seq) * num_heads + head) * head_size + d;
+  }
+};
+
+// GQA/MQA: query heads share a KV head in consecutive groups.
+PA_HD int kv_head_of(int head, int num_heads, int num_kv_heads) {
+  return head / (num_heads / num_kv_heads);
+}
+
+struct BlockTableGeometry {
+  int max_blocks_per_seq = 0;
+  PA_HD std::int64_t offset(int seq, int logical_block) const {
+    return static_cast<std::int64_t>(seq) * max_blocks_per_seq + logical_block;
+  }
+};
+
+// V2 per-partition buffers.
+struct PartitionGeometry {
+  int num_heads = 0;
+  int max_partitions = 0;
+  int head_size = 0;
+  PA_HD std::int64_t stat_offset(int seq, int head, int partition) const {
+    return (static_cast<std::int64_t>(seq) * num_heads + head) * max_partitions + partition;
+  }
+  PA_HD std::int64_t out_offset(int seq, int head, int partition, int d) const {
+    return stat_offset(seq, head, partition) * head_size + d;
+  }
+};
+
+}  // namespace pa

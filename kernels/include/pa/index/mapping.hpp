@@ -1,0 +1,66 @@
+// The thread mapping: which (warp, lane, loop iteration) touches which
+// (token, head-dimension range, logical block). The kernels loop over exactly
+// these functions; the host trace model enumerates them; the reference uses
+// the warp-to-block assignment for the per-warp partial outputs (stage 4).
+//
+// Grid: blockIdx.x = head, blockIdx.y = sequence, blockIdx.z = partition
+// (always 0 for v1). One thread block computes one (sequence, head[, partition]).
+#pragma once
+
+#include "pa/index/config.hpp"
+#include "pa/index/hd.hpp"
+
+namespace pa {
+
+template <class Cfg>
+struct ThreadMapping {
+  // --- identity of a thread inside the block -------------------------------
+  PA_HD static int warp_of(int tid) { return tid / kWarpSize; }
+  PA_HD static int lane_of(int tid) { return tid % kWarpSize; }
+  PA_HD static int thread_group_of(int tid) { return tid / Cfg::kThreadGroupSize; }
+  PA_HD static int thread_group_offset_of(int tid) { return tid % Cfg::kThreadGroupSize; }
+
+  // --- stage 1: Q to shared memory ----------------------------------------
+  // q_vecs[kThreadGroupSize][kNumVecsPerThread] in shared memory: slot
+  // [g_off][i] holds the K-vec-sized piece of Q that thread g_off of every
+  // thread group multiplies with its i-th K vec. Thread groups fill the rows
+  // round-robin: thread group tg loads i = tg, tg + kNumThreadGroups, ...
+  PA_HD static int q_load_first_vec(int tid) { return thread_group_of(tid); }
+  static constexpr int kQLoadStride = Cfg::kNumThreadGroups;
+  // First head dimension of the Q (and K) vec slot [g_off][i].
+  PA_HD static int qk_vec_dim(int g_off, int i) {
+    return (g_off + i * Cfg::kThreadGroupSize) * Cfg::kVecSize;
+  }
+  // Linear slot index of q_vecs[g_off][i] (in vecs).
+  PA_HD static int q_smem_slot(int g_off, int i) { return g_off * Cfg::kNumVecsPerThread + i; }
+
+  // --- warp to KV-block assignment (stages 2 and 4) ------------------------
+  // Warp w handles logical blocks block_begin + w, + w + kNumWarps, ...
+  PA_HD static int warp_block(int block_begin, int warp, int iter) {
+    return block_begin + warp + iter * Cfg::kNumWarps;
+  }
+
+  // --- stage 2: QK ---------------------------------------------------------
+  // Token (within the block) that lane's thread group handles: a warp's
+  // thread groups cover the block's tokens one each.
+  PA_HD static int qk_token_in_block(int lane) { return lane / Cfg::kThreadGroupSize; }
+
+  // --- stage 4: LV ---------------------------------------------------------
+  // First token (within the block) of the V vec that lane loads.
+  PA_HD static int lv_token_in_block(int lane) {
+    return (lane % Cfg::kNumVVecsPerRow) * Cfg::kVVecSize;
+  }
+  // Head dimension (V row) of lane's i-th accumulator; rows >= head size are idle.
+  PA_HD static int lv_row(int lane, int i) {
+    return lane / Cfg::kNumVVecsPerRow + i * Cfg::kNumRowsPerIter;
+  }
+  PA_HD static bool lv_row_valid(int row) { return row < Cfg::kHeadSize; }
+
+  // --- stage 5: cross-warp tree reduction ----------------------------------
+  // Round r = 0,1,..: active warps = kNumWarps >> r; warps in the upper half
+  // [mid, active) store their rows to out scratch slot (warp - mid), the lower
+  // half adds them. out scratch is float[kNumWarps/2][kHeadSize].
+  PA_HD static int reduce_scratch_offset(int slot, int row) { return slot * Cfg::kHeadSize + row; }
+};
+
+}  // namespace pa

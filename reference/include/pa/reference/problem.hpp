@@ -1,0 +1,41 @@
+// One problem description shared by the reference, the kernels, the host
+// trace model and the viewer: shapes, dtype, context lengths and the seed
+// from which every input is drawn.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pa/index/config.hpp"
+#include "pa/index/dtype.hpp"
+#include "pa/index/layout.hpp"
+
+namespace pa {
+
+struct ProblemSpec {
+  DType dtype = DType::f16;
+  int head_size = 128;
+  int block_size = 16;
+  int num_threads = 128;
+  int num_heads = 8;
+  int num_kv_heads = 8;                 // num_heads % num_kv_heads == 0 (GQA; 1 = MQA)
+  std::vector<int> context_lens = {100};  // one per sequence, each >= 1
+  int partition_size = kDefaultPartitionSize;  // V2; a multiple of block_size
+  // Cascade: the first shared_prefix_len tokens of every sequence are the same
+  // tokens, stored in the same physical blocks (a multiple of block_size).
+  int shared_prefix_len = 0;
+  int extra_q_stride = 0;        // Q row stride = num_heads*head_size + extra_q_stride
+  int spare_blocks = 3;          // unused physical blocks in the pool (never read)
+  std::uint64_t seed = 1;
+  float logit_spread = 4.0f;     // inputs scaled so softmax is far from uniform
+
+  int num_seqs() const { return static_cast<int>(context_lens.size()); }
+  int max_context_len() const;
+  int max_blocks_per_seq() const;
+  float scale() const;  // 1/sqrt(head_size)
+  // Throws std::invalid_argument naming the bad value and what is accepted.
+  void validate() const;
+  std::string describe() const;  // one line, for logs and trace headers
+};
+
+}  // namespace pa

@@ -1,0 +1,84 @@
+// One trace event: one thread's access (or reduction step) at one step of a
+// stage. Plain data, written by the recording tracer on the GPU and by the
+// host model on the CPU, read by the analyses and the viewer.
+//
+// Order: events of one thread are in program order (seq_in_thread) within
+// barrier epochs (epoch = number of __syncthreads the thread has passed), so
+// sorting by (block, epoch, warp, lane, seq_in_thread) gives a deterministic replay.
+#pragma once
+#include <cstdint>
+
+namespace pa::trace {
+
+enum class Stage : std::uint8_t {
+  q_to_smem = 1, qk = 2, softmax = 3, lv = 4, warp_reduce = 5, v2_partition = 6,
+  cascade_merge = 7, optimized = 8
+};
+
+// The step of a stage that an event belongs to. Lessons refer to these names.
+enum class Step : std::uint8_t {
+  q_load,           // Q vec global -> registers
+  q_smem_store,     // Q vec registers -> q_vecs (shared)
+  q_smem_load,      // q_vecs (shared) -> registers, in the QK loop
+  block_table_load, // block table entry global -> register
+  k_load,           // K vec global -> registers
+  qk_dot,           // thread's partial dot product over its K vecs
+  qk_group_reduce,  // shuffle reduction inside a thread group
+  logit_store,      // scaled logit -> logits (shared)
+  max_reduce,       // warp / block max (shuffles + reduction scratch)
+  exp_sum_reduce,   // exp(logit - max) and the block-wide sum
+  prob_store,       // normalized probability -> logits (shared) / global
+  logit_load,       // probabilities (shared) -> registers, in the LV loop
+  v_load,           // V vec global -> registers
+  accumulate,       // per-thread row accumulators
+  warp_reduce,      // cross-warp tree reduction through out scratch
+  out_store,        // final output row -> global
+  partition_store,  // V2: per-partition out / max / sum -> global
+  partition_reduce, // V2 reduce kernel
+  merge,            // attention-state merge (cascade)
+  stage_output,     // a stage's observable output written for checking
+  barrier,          // __syncthreads
+  count_
+};
+
+enum class Op : std::uint8_t {
+  global_load, global_store, shared_load, shared_store, shuffle, barrier, compute
+};
+
+enum class Tensor : std::uint8_t {
+  none, q, k_cache, v_cache, block_table, context_lens, q_smem, logits, red_scratch,
+  out_scratch, output, part_out, part_max, part_sum, state_out, state_lse, stage_out
+};
+
+struct Event {
+  Stage stage;
+  Step step;
+  Op op;
+  Tensor tensor;
+  std::uint16_t warp;
+  std::uint16_t lane;
+  std::int32_t seq;        // sequence (blockIdx.y)
+  std::int32_t head;       // query head (blockIdx.x)
+  std::int32_t partition;  // V2 partition (blockIdx.z), 0 for v1
+  std::int32_t kv_head;
+  std::int32_t iter;       // loop iteration of the step (-1 if none)
+  std::int32_t epoch;      // barriers passed by this thread
+  std::int32_t seq_in_thread;  // program order within the thread
+  std::int32_t token;      // token index in the sequence (-1 if none)
+  std::int32_t logical_block;   // -1 if none
+  std::int32_t physical_block;  // -1 if none
+  std::int32_t dim_begin;  // first head dimension touched (-1 if none)
+  std::int32_t dim_count;  // number of head dimensions (elements) touched
+  std::int64_t byte_offset;  // from the tensor's base pointer (-1 if none)
+  std::int32_t bytes;        // width of the access in bytes (0 for compute)
+  float value;               // a telling value where cheap (logit, max, sum), else NaN
+};
+
+static_assert(sizeof(Event) == 72, "Event is part of the trace file format: change the version if it changes");
+
+const char* to_string(Stage);
+const char* to_string(Step);
+const char* to_string(Op);
+const char* to_string(Tensor);
+
+}  // namespace pa::trace
