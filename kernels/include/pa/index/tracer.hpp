@@ -1,7 +1,17 @@
-// The tracer policy. Every stage kernel takes a Tracer template parameter and
-// reports its accesses through PA_TRACE. NullTracer compiles to nothing, so
-// the normal build's kernels are unchanged; the recording tracer (kernels/,
-// CUDA) writes pa::trace::Event records to device memory.
+// The tracer policy. Every stage kernel takes a Tracer template parameter
+// (passed by value, so each thread holds its own copy with its own counters)
+// and reports its accesses through PA_TRACE / PA_TRACE_BARRIER.
+//
+// A tracer provides:
+//   static constexpr bool kEnabled;
+//   void record(pa::trace::Event e);  // fills e.epoch and e.seq_in_thread itself,
+//                                     // drops events of unselected blocks
+//   void barrier(...);                // called right after each __syncthreads():
+//                                     // records a barrier event, epoch += 1
+// The kernel fills every other field of the event.
+//
+// NullTracer compiles to nothing: with it the argument expressions are never
+// evaluated, so the normal build's kernels are unchanged.
 #pragma once
 #include <type_traits>
 
@@ -16,10 +26,16 @@ inline constexpr bool kTracing = std::remove_cvref_t<T>::kEnabled;
 
 }  // namespace pa
 
-// The argument expressions are not evaluated unless the tracer records.
-#define PA_TRACE(tracer, ...)                       \
-  do {                                              \
+#define PA_TRACE(tracer, ...)                         \
+  do {                                                \
     if constexpr (::pa::kTracing<decltype(tracer)>) { \
-      (tracer).record(__VA_ARGS__);                 \
-    }                                               \
+      (tracer).record(__VA_ARGS__);                   \
+    }                                                 \
+  } while (0)
+
+#define PA_TRACE_BARRIER(tracer, ...)                 \
+  do {                                                \
+    if constexpr (::pa::kTracing<decltype(tracer)>) { \
+      (tracer).barrier(__VA_ARGS__);                  \
+    }                                                 \
   } while (0)
