@@ -1,0 +1,166 @@
+// Lessons: a small Markdown subset parsed into a document the viewer can draw
+// (and tests can check), plus the step markers that tie a section to a stage,
+// a trace step and a kernel source anchor.
+//
+// Plain C++ (no ImGui): CMake target `pa_lesson` (lessons/CMakeLists.txt).
+// A target that needs it without the top-level `add_subdirectory(lessons)`:
+//   if(NOT TARGET pa_lesson)
+//     add_subdirectory(${PROJECT_SOURCE_DIR}/lessons ${PROJECT_BINARY_DIR}/lessons)
+//   endif()
+//
+// The Markdown subset (what the lessons use; anything else is a paragraph):
+//   # .. ###### ATX headings             -> a new Section
+//   paragraphs (lines joined by a space)  -> Block::paragraph
+//   - / * / + items, "1." / "1)" items    -> Block::bullet_item / numbered_item (indent = nesting)
+//   ``` or ~~~ fenced code, info string   -> Block::code (language = first word of the info)
+//   > quote lines                         -> Block::quote (inline spans, lines joined)
+//   | a | b | tables (header, --- row)    -> Block::table
+//   ---, ***, ___                         -> Block::rule
+//   <details><summary>S</summary> ... </details>  -> Block::details (children = the
+//                                            blocks inside, drawn collapsed; not nested)
+//   <!-- pa:step stage=.. step=.. anchor=.. -->   -> StepMarker on the NEXT section
+//   other <!-- comments --> (one or many lines)   -> dropped
+// Inline: `code`, **strong** / __strong__, *emphasis* / _emphasis_, [text](url),
+// ![alt](url) (as a link span), backslash escapes. Spans do not nest: text
+// inside **...** is strong plain text.
+//
+// Robustness: parse_lesson never crashes and never loops forever on any
+// input (fuzzed: tests/lessons, lessons/FUZZING.md); inputs over
+// kMaxLessonBytes are rejected with a LessonError; memory is linear in the input.
+#pragma once
+#include <cstddef>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pa/trace/event.hpp"
+
+namespace pa::lesson {
+
+inline constexpr std::size_t kMaxLessonBytes = 4u << 20;  // 4 MiB: a lesson is ~20 KB
+
+// Every error names the file and 1-based line (line 0: the whole file).
+// what() is "file:line: message".
+class LessonError : public std::runtime_error {
+ public:
+  LessonError(std::string file, int line, const std::string& message);
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string file_;
+  int line_;
+  std::string message_;
+};
+
+// ---- inline text --------------------------------------------------------------
+enum class SpanKind { plain, emphasis, strong, code, link };
+
+struct Span {
+  SpanKind kind = SpanKind::plain;
+  std::string text;  // the visible text (link: the link text)
+  std::string url;   // link only
+  friend bool operator==(const Span&, const Span&) = default;
+};
+
+// The visible text of spans, concatenated (no markup).
+std::string plain_text(const std::vector<Span>& spans);
+
+// ---- blocks -------------------------------------------------------------------
+enum class BlockKind { paragraph, bullet_item, numbered_item, code, quote, table, rule, details };
+
+struct Block {
+  BlockKind kind = BlockKind::paragraph;
+  int line = 0;                 // 1-based source line where the block starts
+  std::vector<Span> spans;      // paragraph, list items, quote; details: the summary
+  int indent = 0;               // list items: nesting level (0 = top; 2+ spaces or a tab per level)
+  int number = 0;               // numbered items: the number written
+  std::string language;         // code: first word of the info string ("" if none)
+  std::string info;             // code: the whole info string (e.g. "text pa-config")
+  std::string code;             // code: the lines, '\n'-terminated, verbatim
+  std::vector<std::vector<std::vector<Span>>> rows;  // table: rows[0] = header, cells as spans
+  std::vector<Block> children;  // details: the blocks inside (never details themselves)
+};
+
+// ---- markers and sections -----------------------------------------------------
+// <!-- pa:step stage=qk step=k_load anchor=qk.k_load -->
+// stage: a Stage name (q_to_smem qk softmax lv warp_reduce v2_partition
+// cascade_merge optimized); step: a Step name (event.hpp); anchor: a source
+// anchor name ([A-Za-z0-9_.-]+) marked LESSON-BEGIN/END in kernels/stages/*.cuh.
+struct StepMarker {
+  pa::trace::Stage stage = pa::trace::Stage::q_to_smem;
+  pa::trace::Step step = pa::trace::Step::q_load;
+  std::string stage_name;  // as written
+  std::string step_name;   // as written
+  std::string anchor;
+  int line = 0;            // 1-based line of the marker in the lesson file
+};
+
+struct Section {
+  int level = 0;                    // 1..6; 0 = text before the first heading
+  std::vector<Span> heading;        // empty for level 0
+  int line = 0;                     // line of the heading (0 for the preamble)
+  std::vector<StepMarker> markers;  // markers written before this heading (after the previous one)
+  std::vector<Block> blocks;
+};
+
+struct Document {
+  std::string file;               // as given to the parser (for messages)
+  std::string title;              // plain text of the first level-1 heading ("" if none)
+  std::vector<Section> sections;  // in order; a preamble section only if it has blocks
+
+  // Markers in document order, with the index of the section each belongs to.
+  struct MarkerRef {
+    const StepMarker* marker;
+    std::size_t section;
+  };
+  std::vector<MarkerRef> markers() const;
+};
+
+// Parse Markdown text. file names the source in messages. Throws LessonError on
+// a malformed pa: marker (unknown key, stage or step, missing field, unclosed
+// comment, marker with no heading after it) or an input over kMaxLessonBytes.
+Document parse_lesson(std::string_view text, const std::string& file = "<text>");
+// Read and parse a file; LessonError (line 0) if it cannot be read.
+Document load_lesson(const std::string& path);
+
+// Name tables (the enum names of event.hpp). nullopt for an unknown name.
+std::optional<pa::trace::Stage> stage_from_name(std::string_view name);
+std::optional<pa::trace::Step> step_from_name(std::string_view name);
+const char* stage_name(pa::trace::Stage stage);
+const char* step_name(pa::trace::Step step);
+
+// ---- the lesson list ----------------------------------------------------------
+struct LessonEntry {
+  int number = 0;     // from the file name "NN_name.md"
+  std::string path;   // full path
+  std::string slug;   // "paged_kv_cache" for 00_paged_kv_cache.md
+};
+// The files dir/NN_*.md (NN = two digits), sorted by number. Throws
+// LessonError if dir cannot be read or two files share a number.
+std::vector<LessonEntry> list_lessons(const std::string& dir);
+
+// ---- source anchors -----------------------------------------------------------
+// `// LESSON-BEGIN(name)` ... `// LESSON-END(name)` in kernel sources.
+struct AnchorRange {
+  std::string name;
+  std::string file;   // path as given
+  int begin_line = 0; // 1-based line of the LESSON-BEGIN comment
+  int end_line = 0;   // 1-based line of the LESSON-END comment
+  // The code lines between them are begin_line+1 .. end_line-1.
+};
+// All anchors of a source text. Throws LessonError (file:line) for an END
+// without BEGIN, a BEGIN without END, a duplicate name or a malformed name.
+// Anchors may nest or overlap; names are unique per file.
+std::vector<AnchorRange> scan_anchors(std::string_view source, const std::string& file = "<source>");
+// The named anchor in one file, nullopt if absent. Throws LessonError if the
+// file cannot be read or its anchors are malformed.
+std::optional<AnchorRange> find_anchor(const std::string& path, std::string_view name);
+// The named anchor in the first file under dir (*.cuh, *.cu, *.hpp, *.h; not
+// recursive; files in name order) that has it; nullopt if none has.
+std::optional<AnchorRange> find_anchor_in_dir(const std::string& dir, std::string_view name);
+
+}  // namespace pa::lesson
