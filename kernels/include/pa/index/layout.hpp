@@ -39,6 +39,28 @@ struct CacheGeometry {
     return ((static_cast<std::int64_t>(physical_block) * num_kv_heads + kv_head) * head_size + d) *
                block_size + t;
   }
+
+  // Inverses of k_offset / v_offset (the viewer decodes traced byte ranges
+  // into the cells it draws). Element offset -> (physical block, kv head, d, t).
+  struct Coords {
+    int physical_block, kv_head, d, t;
+  };
+  PA_HD Coords k_coords(std::int64_t off) const {
+    const int xi = static_cast<int>(off % x);
+    off /= x;
+    const int t = static_cast<int>(off % block_size);
+    off /= block_size;
+    const int chunk = static_cast<int>(off % (head_size / x));
+    off /= (head_size / x);
+    return {static_cast<int>(off / num_kv_heads), static_cast<int>(off % num_kv_heads), chunk * x + xi, t};
+  }
+  PA_HD Coords v_coords(std::int64_t off) const {
+    const int t = static_cast<int>(off % block_size);
+    off /= block_size;
+    const int d = static_cast<int>(off % head_size);
+    off /= head_size;
+    return {static_cast<int>(off / num_kv_heads), static_cast<int>(off % num_kv_heads), d, t};
+  }
 };
 
 struct QueryGeometry {
