@@ -26,6 +26,9 @@ struct ProblemSpec {
   int shared_prefix_len = 0;
   int extra_q_stride = 0;        // Q row stride = num_heads*head_size + extra_q_stride
   int spare_blocks = 3;          // unused physical blocks in the pool (never read)
+  // Slots past a sequence's context in its last block hold NaN (a kernel must
+  // mask them); false: they hold 0.
+  bool nan_tails = true;
   std::uint64_t seed = 1;
   float logit_spread = 4.0f;     // inputs scaled so softmax is far from uniform
 
@@ -33,7 +36,15 @@ struct ProblemSpec {
   int max_context_len() const;
   int max_blocks_per_seq() const;
   float scale() const;  // 1/sqrt(head_size)
-  // Throws std::invalid_argument naming the bad value and what is accepted.
+  int max_partitions() const;  // num_partitions(max_context_len, partition_size)
+  int shared_prefix_blocks() const { return shared_prefix_len / (block_size > 0 ? block_size : 1); }
+  // Throws std::invalid_argument naming the bad value and what is accepted:
+  // dtype, head size, block size and thread count from config.hpp's supported
+  // lists; num_heads >= 1, num_kv_heads >= 1 dividing num_heads; at least one
+  // sequence, every context length >= 1; partition_size 0 (one partition) or
+  // a positive multiple of block_size; shared_prefix_len >= 0, a multiple of
+  // block_size and <= every context length; extra_q_stride >= 0;
+  // spare_blocks >= 0; logit_spread finite and > 0.
   void validate() const;
   std::string describe() const;  // one line, for logs and trace headers
 };

@@ -1,0 +1,89 @@
+// Run-time access to the compile-time kernel configurations on the host:
+// with_kernel_config() calls a generic lambda with the KernelConfig instance
+// that matches a problem, so host code (reference, host model) uses the very
+// same constants and ThreadMapping functions as the kernels instead of a
+// second copy of their formulas. RuntimeConfig is a plain-value snapshot of a
+// KernelConfig's constants, for printing and for the viewer.
+#pragma once
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "pa/index/config.hpp"
+#include "pa/reference/problem.hpp"
+
+namespace pa {
+
+struct RuntimeConfig {
+  DType dtype = DType::f16;
+  int elem_bytes = 0, head_size = 0, block_size = 0, num_threads = 0, num_warps = 0;
+  int x = 0, thread_group_size = 0, num_thread_groups = 0, thread_groups_per_warp = 0;
+  int vec_size = 0, vec_bytes = 0, num_elems_per_thread = 0, num_vecs_per_thread = 0;
+  int v_vec_size = 0, v_vec_bytes = 0, num_v_vecs_per_row = 0, num_rows_per_iter = 0,
+      num_rows_per_thread = 0;
+};
+
+template <class Cfg>
+constexpr RuntimeConfig runtime_config_of() {
+  return {Cfg::kDType,           Cfg::kElemBytes,       Cfg::kHeadSize,          Cfg::kBlockSize,
+          Cfg::kNumThreads,      Cfg::kNumWarps,        Cfg::kX,                 Cfg::kThreadGroupSize,
+          Cfg::kNumThreadGroups, Cfg::kThreadGroupsPerWarp, Cfg::kVecSize,       Cfg::kVecBytes,
+          Cfg::kNumElemsPerThread, Cfg::kNumVecsPerThread, Cfg::kVVecSize,       Cfg::kVVecBytes,
+          Cfg::kNumVVecsPerRow,  Cfg::kNumRowsPerIter,  Cfg::kNumRowsPerThread};
+}
+
+// "supported: fp32 fp16 bf16 x head sizes {...} x block sizes {...} x threads {...}"
+std::string supported_configs_text();
+
+namespace detail {
+template <DType DT, int H, int B, class F, std::size_t... I>
+bool dispatch_threads(int threads, F& f, std::index_sequence<I...>) {
+  return ((threads == kSupportedThreadCounts[I]
+               ? (f(KernelConfig<DT, H, B, kSupportedThreadCounts[I]>{}), true)
+               : false) || ...);
+}
+template <DType DT, int H, class F, std::size_t... I>
+bool dispatch_block(int block, int threads, F& f, std::index_sequence<I...>) {
+  return ((block == kSupportedBlockSizes[I]
+               ? dispatch_threads<DT, H, kSupportedBlockSizes[I]>(
+                     threads, f, std::make_index_sequence<std::size(kSupportedThreadCounts)>{})
+               : false) || ...);
+}
+template <DType DT, class F, std::size_t... I>
+bool dispatch_head(int head, int block, int threads, F& f, std::index_sequence<I...>) {
+  return ((head == kSupportedHeadSizes[I]
+               ? dispatch_block<DT, kSupportedHeadSizes[I]>(
+                     block, threads, f, std::make_index_sequence<std::size(kSupportedBlockSizes)>{})
+               : false) || ...);
+}
+}  // namespace detail
+
+// Calls f(KernelConfig<dtype, head, block, threads>{}) (f returns void;
+// capture results by reference). Throws std::invalid_argument naming the
+// configuration and listing what is supported.
+template <class F>
+void with_kernel_config(DType dtype, int head_size, int block_size, int num_threads, F&& f) {
+  auto hs = std::make_index_sequence<std::size(kSupportedHeadSizes)>{};
+  bool ok = false;
+  switch (dtype) {
+    case DType::f32: ok = detail::dispatch_head<DType::f32>(head_size, block_size, num_threads, f, hs); break;
+    case DType::f16: ok = detail::dispatch_head<DType::f16>(head_size, block_size, num_threads, f, hs); break;
+    case DType::bf16: ok = detail::dispatch_head<DType::bf16>(head_size, block_size, num_threads, f, hs); break;
+  }
+  if (!ok) {
+    throw std::invalid_argument("unsupported kernel configuration: dtype " + std::to_string(int(dtype)) +
+                                ", head size " + std::to_string(head_size) + ", block size " +
+                                std::to_string(block_size) + ", threads " + std::to_string(num_threads) +
+                                "; " + supported_configs_text());
+  }
+}
+template <class F>
+void with_kernel_config(const ProblemSpec& spec, F&& f) {
+  with_kernel_config(spec.dtype, spec.head_size, spec.block_size, spec.num_threads, std::forward<F>(f));
+}
+
+RuntimeConfig make_runtime_config(DType dtype, int head_size, int block_size, int num_threads);
+RuntimeConfig make_runtime_config(const ProblemSpec& spec);
+
+}  // namespace pa

@@ -1,0 +1,59 @@
+// THE one place where tolerances live. Every test and `pa-lab run` compares
+// through compare() with a Tolerance from here; nobody writes a literal
+// epsilon elsewhere.
+//
+// Acceptance rule (numpy's allclose): |got - ref| <= abs + rel * |ref|.
+// Why these numbers: the reference and the kernels read the same stored
+// values (the reference decodes the exact dtype bytes it uploads), so errors
+// come only from (a) float accumulation and fast exp in the kernel, and (b)
+// rounding the result to the stored dtype (half an ulp: 2^-11 relative for
+// f16, 2^-8 for bf16). Each tolerance is about 2 ulps of the stored type plus
+// float accumulation slack, tight enough that one wrong token or one wrong
+// head dimension (an O(0.1..1) change) fails.
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "pa/index/dtype.hpp"
+
+namespace pa {
+
+struct Tolerance {
+  double abs = 0.0;
+  double rel = 0.0;
+};
+
+// Tolerance for a value a kernel accumulates in float and stores in `stored`
+// (the output dtype). Intermediates that kernels keep in float (logits,
+// probabilities, max, exp-sum, partition outputs, lse) use DType::f32.
+Tolerance tolerance_for(DType stored);
+
+// Tolerance for comparing two float64 reference computations that sum in a
+// different order (e.g. merged states vs one pass over the whole context).
+Tolerance reference_tolerance();
+
+struct CompareResult {
+  std::size_t count = 0;          // elements compared
+  double max_abs_err = 0.0;       // over finite pairs
+  double max_rel_err = 0.0;       // |got-ref| / |ref| (|ref| floored at 1e-30)
+  std::size_t worst_index = 0;    // element with the largest err / (abs + rel*|ref|);
+                                  // the first failing non-finite element if any
+  double worst_ref = 0.0, worst_got = 0.0;
+  std::size_t num_nonfinite = 0;  // elements where got is NaN/Inf but ref is not (or differs)
+  std::size_t num_nan = 0;        // elements where got is NaN (never pass)
+  std::size_t num_failed = 0;     // elements outside the tolerance (incl. non-finite)
+  bool pass = true;               // num_failed == 0
+  Tolerance tol{};
+
+  // One line: "PASS max_abs=... max_rel=... worst[i]: ref=... got=..." (or FAIL ...).
+  std::string summary() const;
+};
+
+// Element-wise comparison of n values. NaN in `got` never passes. A
+// non-finite `ref` (e.g. -inf max of an empty partition) passes only when
+// `got` is the identical infinity. n == 0 passes.
+CompareResult compare(const double* ref, const float* got, std::size_t n, Tolerance tol);
+CompareResult compare(const float* ref, const float* got, std::size_t n, Tolerance tol);
+CompareResult compare(const double* ref, const double* got, std::size_t n, Tolerance tol);
+
+}  // namespace pa
