@@ -1,0 +1,302 @@
+// Parsing specifics: the exact structure for small inputs, marker errors with
+// file:line, the lesson list and source anchors.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "lesson.hpp"
+
+using namespace pa::lesson;
+using Catch::Matchers::ContainsSubstring;
+using pa::trace::Stage;
+using pa::trace::Step;
+
+namespace {
+Span plain(std::string t) { return {SpanKind::plain, std::move(t), {}}; }
+Span em(std::string t) { return {SpanKind::emphasis, std::move(t), {}}; }
+Span strong(std::string t) { return {SpanKind::strong, std::move(t), {}}; }
+Span code(std::string t) { return {SpanKind::code, std::move(t), {}}; }
+Span link(std::string t, std::string u) { return {SpanKind::link, std::move(t), std::move(u)}; }
+
+std::vector<Span> spans_of(const std::string& md) {
+  auto d = parse_lesson(md);
+  REQUIRE(d.sections.size() == 1);
+  REQUIRE(d.sections[0].blocks.size() == 1);
+  return d.sections[0].blocks[0].spans;
+}
+
+// The message of the LessonError that parsing md throws ("" if none).
+std::string error_of(const std::string& md, int* line = nullptr) {
+  try {
+    parse_lesson(md, "t.md");
+  } catch (const LessonError& e) {
+    if (line) *line = e.line();
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("headings make sections; the first level-1 heading is the title", "[lesson]") {
+  auto d = parse_lesson("intro text\n# Title *one*\n\n## Sub ##\npara\n####### not a heading\n#nospace\n");
+  REQUIRE(d.title == "Title one");
+  REQUIRE(d.sections.size() == 3);
+  CHECK(d.sections[0].level == 0);
+  CHECK(d.sections[0].blocks.size() == 1);
+  CHECK(d.sections[1].level == 1);
+  CHECK(d.sections[1].line == 2);
+  CHECK(d.sections[1].heading == std::vector<Span>{plain("Title "), em("one")});
+  CHECK(d.sections[1].blocks.empty());
+  CHECK(d.sections[2].level == 2);
+  CHECK(plain_text(d.sections[2].heading) == "Sub");
+  REQUIRE(d.sections[2].blocks.size() == 1);
+  // Lines joined with a space; 7 #'s and "#nospace" are paragraph text.
+  CHECK(plain_text(d.sections[2].blocks[0].spans) == "para ####### not a heading #nospace");
+  CHECK(d.sections[2].blocks[0].line == 5);
+}
+
+TEST_CASE("no preamble section when the text starts with a heading", "[lesson]") {
+  auto d = parse_lesson("\n\n# A\nx\n");
+  REQUIRE(d.sections.size() == 1);
+  CHECK(d.sections[0].level == 1);
+  CHECK(parse_lesson("").sections.empty());
+  CHECK(parse_lesson("").title.empty());
+}
+
+TEST_CASE("inline spans", "[lesson]") {
+  CHECK(spans_of("a *b* **c** `d` [e](http://x) f") ==
+        std::vector<Span>{plain("a "), em("b"), plain(" "), strong("c"), plain(" "), code("d"), plain(" "),
+                          link("e", "http://x"), plain(" f")});
+  CHECK(spans_of("__s__ and _e_") == std::vector<Span>{strong("s"), plain(" and "), em("e")});
+  // snake_case identifiers stay plain; so do lone or spaced markers.
+  CHECK(spans_of("num_kv_heads and head_size") == std::vector<Span>{plain("num_kv_heads and head_size")});
+  CHECK(spans_of("a * b * c") == std::vector<Span>{plain("a * b * c")});
+  CHECK(spans_of("2 ** 10") == std::vector<Span>{plain("2 ** 10")});
+  CHECK(spans_of("*unclosed") == std::vector<Span>{plain("*unclosed")});
+  // Code spans: literal content, double backticks may hold one.
+  CHECK(spans_of("`a*b*c`") == std::vector<Span>{code("a*b*c")});
+  CHECK(spans_of("`` a`b ``") == std::vector<Span>{code("a`b")});
+  CHECK(spans_of("`open") == std::vector<Span>{plain("`open")});
+  // Escapes.
+  CHECK(spans_of("\\*not em\\* \\` \\[x](y)") == std::vector<Span>{plain("*not em* ` [x](y)")});
+  // Images become link spans with the alt text; a bracket without (url) is text.
+  CHECK(spans_of("![alt](p.png) [x] y") == std::vector<Span>{link("alt", "p.png"), plain(" [x] y")});
+}
+
+TEST_CASE("lists", "[lesson]") {
+  auto d = parse_lesson("- one\n  more\n* two\n  - nested\n1. first\n12) twelfth\n-notitem\n");
+  auto& b = d.sections.at(0).blocks;
+  REQUIRE(b.size() == 5);
+  CHECK(b[0].kind == BlockKind::bullet_item);
+  CHECK(plain_text(b[0].spans) == "one more");
+  CHECK(b[0].indent == 0);
+  CHECK(b[1].kind == BlockKind::bullet_item);
+  CHECK(plain_text(b[1].spans) == "two");
+  CHECK(b[2].indent == 1);
+  CHECK(plain_text(b[2].spans) == "nested");
+  CHECK(b[3].kind == BlockKind::numbered_item);
+  CHECK(b[3].number == 1);
+  CHECK(b[4].kind == BlockKind::numbered_item);
+  CHECK(b[4].number == 12);
+  CHECK(plain_text(b[4].spans) == "twelfth -notitem");
+}
+
+TEST_CASE("fenced code blocks", "[lesson]") {
+  auto d = parse_lesson("```cpp extra\nint a;\n  *x*\n```\n~~~~\n```\nstill code\n~~~~\n```\nunclosed\n");
+  auto& b = d.sections.at(0).blocks;
+  REQUIRE(b.size() == 3);
+  CHECK(b[0].kind == BlockKind::code);
+  CHECK(b[0].language == "cpp");
+  CHECK(b[0].info == "cpp extra");
+  CHECK(b[0].code == "int a;\n  *x*\n");
+  CHECK(b[1].language.empty());
+  CHECK(b[1].code == "```\nstill code\n");
+  CHECK(b[2].code == "unclosed\n");
+  // An indented fence strips its own indentation from the lines.
+  auto d2 = parse_lesson("   ```\n   a\n     b\n   ```\n");
+  CHECK(d2.sections.at(0).blocks.at(0).code == "a\n  b\n");
+}
+
+TEST_CASE("quotes, rules, tables", "[lesson]") {
+  auto d = parse_lesson("> a *b*\n> c\n\n---\n| h1 | `h|2` |\n|---|:-:|\n| 1 | 2 |\n|3\n");
+  auto& b = d.sections.at(0).blocks;
+  REQUIRE(b.size() == 3);
+  CHECK(b[0].kind == BlockKind::quote);
+  CHECK(b[0].spans == std::vector<Span>{plain("a "), em("b"), plain(" c")});
+  CHECK(b[1].kind == BlockKind::rule);
+  CHECK(b[2].kind == BlockKind::table);
+  REQUIRE(b[2].rows.size() == 3);
+  // A '|' splits cells even inside backticks (kept simple): 3 header cells.
+  CHECK(b[2].rows[0].size() == 3);
+  CHECK(plain_text(b[2].rows[0][0]) == "h1");
+  CHECK(b[2].rows[1].size() == 2);
+  CHECK(plain_text(b[2].rows[1][1]) == "2");
+  CHECK(b[2].rows[2].size() == 1);
+}
+
+TEST_CASE("details blocks hold their children", "[lesson]") {
+  auto d = parse_lesson("text\n<details><summary>Answer *1*</summary>\n\nIt is `8`.\n\n- x\n</details>\nafter\n");
+  auto& b = d.sections.at(0).blocks;
+  REQUIRE(b.size() == 3);
+  CHECK(b[1].kind == BlockKind::details);
+  CHECK(b[1].spans == std::vector<Span>{plain("Answer "), em("1")});
+  REQUIRE(b[1].children.size() == 2);
+  CHECK(b[1].children[0].spans == std::vector<Span>{plain("It is "), code("8"), plain(".")});
+  CHECK(b[1].children[1].kind == BlockKind::bullet_item);
+  CHECK(plain_text(b[2].spans) == "after");
+  // Summary on its own line.
+  auto d2 = parse_lesson("<details>\n<summary>S</summary>\nbody\n</details>\n");
+  REQUIRE(d2.sections.at(0).blocks.size() == 1);
+  CHECK(plain_text(d2.sections[0].blocks[0].spans) == "S");
+  CHECK(d2.sections[0].blocks[0].children.size() == 1);
+}
+
+TEST_CASE("comments are dropped; markers attach to the next section", "[lesson]") {
+  auto d = parse_lesson(
+      "# L\n<!-- a plain\ncomment -->\ntext\n"
+      "<!-- pa:step stage=qk step=k_load anchor=qk.k_load -->\n"
+      "<!--   pa:step   anchor=\"qk.dot\" step=qk_dot stage=qk   -->\n\n"
+      "## K loads\nbody\n",
+      "l.md");
+  REQUIRE(d.sections.size() == 2);
+  CHECK(d.sections[0].markers.empty());
+  REQUIRE(d.sections[0].blocks.size() == 1);
+  CHECK(plain_text(d.sections[0].blocks[0].spans) == "text");
+  auto& m = d.sections[1].markers;
+  REQUIRE(m.size() == 2);
+  CHECK(m[0].stage == Stage::qk);
+  CHECK(m[0].step == Step::k_load);
+  CHECK(m[0].stage_name == "qk");
+  CHECK(m[0].step_name == "k_load");
+  CHECK(m[0].anchor == "qk.k_load");
+  CHECK(m[0].line == 5);
+  CHECK(m[1].step == Step::qk_dot);
+  CHECK(m[1].anchor == "qk.dot");
+  CHECK(m[1].line == 6);
+  auto refs = d.markers();
+  REQUIRE(refs.size() == 2);
+  CHECK(refs[0].section == 1);
+  // A marker inside a code block is code.
+  auto c = parse_lesson("```\n<!-- pa:step stage=bad -->\n```\n");
+  CHECK(c.markers().empty());
+}
+
+TEST_CASE("malformed markers name file:line and what is accepted", "[lesson]") {
+  int line = 0;
+  CHECK_THAT(error_of("# a\n\n<!-- pa:step stage=qkk step=k_load anchor=a -->\n# b\n", &line),
+             ContainsSubstring("t.md:3: pa:step: unknown stage 'qkk'") && ContainsSubstring("q_to_smem qk softmax"));
+  CHECK(line == 3);
+  CHECK_THAT(error_of("<!-- pa:step stage=qk step=kload anchor=a -->\n# b\n"),
+             ContainsSubstring("t.md:1: pa:step: unknown step 'kload'") && ContainsSubstring("k_load"));
+  CHECK_THAT(error_of("<!-- pa:step stage=qk step=k_load -->\n# b\n"), ContainsSubstring("missing anchor"));
+  CHECK_THAT(error_of("<!-- pa:step stage=qk -->\n# b\n"), ContainsSubstring("missing step anchor"));
+  CHECK_THAT(error_of("<!-- pa:step stage=qk step=k_load anchor=a color=red -->\n# b\n"),
+             ContainsSubstring("unknown key 'color'"));
+  CHECK_THAT(error_of("<!-- pa:step stage=qk stage=qk step=k_load anchor=a -->\n# b\n"),
+             ContainsSubstring("'stage' given twice"));
+  CHECK_THAT(error_of("<!-- pa:step stage=qk step=k_load anchor -->\n# b\n"),
+             ContainsSubstring("expected key=value, got 'anchor'"));
+  CHECK_THAT(error_of("<!-- pa:step stage=qk step=k_load anchor= -->\n# b\n"),
+             ContainsSubstring("empty value for 'anchor'"));
+  CHECK_THAT(error_of("<!-- pa:step stage=qk step=k_load anchor=a/b -->\n# b\n"),
+             ContainsSubstring("bad anchor name 'a/b'"));
+  CHECK_THAT(error_of("<!-- pa:stop stage=qk -->\n# b\n"), ContainsSubstring("unknown lesson directive 'pa:stop'"));
+  CHECK_THAT(error_of("x\n\n<!-- pa:step stage=qk step=k_load anchor=a\n# b\n", &line),
+             ContainsSubstring("t.md:3: pa:step marker comment is not closed"));
+  CHECK_THAT(error_of("# a\n<!-- pa:step stage=qk step=k_load anchor=a -->\ntext only\n", &line),
+             ContainsSubstring("t.md:2: pa:step marker is not followed by a section heading"));
+  // A step name that only the enum's sentinel has is not a step.
+  CHECK_THAT(error_of("<!-- pa:step stage=qk step=count_ anchor=a -->\n# b\n"), ContainsSubstring("unknown step"));
+}
+
+TEST_CASE("name tables match the enums", "[lesson]") {
+  for (int i = 0; i < static_cast<int>(Step::count_); ++i) {
+    auto s = static_cast<Step>(i);
+    CHECK(step_from_name(step_name(s)) == s);
+  }
+  for (int i = 1; i <= 8; ++i) {
+    auto s = static_cast<Stage>(i);
+    CHECK(stage_from_name(stage_name(s)) == s);
+  }
+  CHECK(step_from_name("k_load") == Step::k_load);
+  CHECK(stage_from_name("cascade_merge") == Stage::cascade_merge);
+  CHECK_FALSE(stage_from_name("").has_value());
+}
+
+TEST_CASE("oversized input is rejected, not parsed", "[lesson]") {
+  std::string big(kMaxLessonBytes + 1, 'a');
+  CHECK_THAT(error_of(big), ContainsSubstring("at most"));
+}
+
+TEST_CASE("source anchors", "[lesson]") {
+  const std::string src =
+      "line1\n"
+      "  // LESSON-BEGIN(qk.k_load)\n"
+      "  load();\n"
+      "  // LESSON-BEGIN(qk.inner)\n"
+      "  x;\n"
+      "  // LESSON-END(qk.inner)\n"
+      "  // LESSON-END(qk.k_load)\n";
+  auto a = scan_anchors(src, "s.cuh");
+  REQUIRE(a.size() == 2);
+  CHECK(a[0].name == "qk.k_load");
+  CHECK(a[0].begin_line == 2);
+  CHECK(a[0].end_line == 7);
+  CHECK(a[1].name == "qk.inner");
+  CHECK(a[1].begin_line == 4);
+  CHECK(a[1].end_line == 6);
+  auto err = [](const std::string& s) {
+    try {
+      scan_anchors(s, "s.cuh");
+    } catch (const LessonError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(err("// LESSON-END(a)\n"), ContainsSubstring("s.cuh:1: LESSON-END(a) without a LESSON-BEGIN"));
+  CHECK_THAT(err("\n// LESSON-BEGIN(a)\n"), ContainsSubstring("s.cuh:2: LESSON-BEGIN(a) has no LESSON-END(a)"));
+  CHECK_THAT(err("// LESSON-BEGIN(a)\n// LESSON-END(a)\n// LESSON-BEGIN(a)\n// LESSON-END(a)\n"),
+             ContainsSubstring("s.cuh:3: anchor 'a' defined twice"));
+  CHECK_THAT(err("// LESSON-BEGIN(a b)\n"), ContainsSubstring("bad name 'a b'"));
+  CHECK_THAT(err("// LESSON-BEGIN(a\n"), ContainsSubstring("missing ')'"));
+
+  // Files and directories.
+  auto dir = std::filesystem::temp_directory_path() / "pa_lesson_anchor_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "a_stage.cuh") << "// LESSON-BEGIN(x.one)\n// LESSON-END(x.one)\n";
+  std::ofstream(dir / "b_stage.cuh") << "\n\n// LESSON-BEGIN(x.two)\nbody\n// LESSON-END(x.two)\n";
+  std::ofstream(dir / "notes.txt") << "// LESSON-BEGIN(x.three)\n";
+  auto two = find_anchor_in_dir(dir.string(), "x.two");
+  REQUIRE(two.has_value());
+  CHECK(two->begin_line == 3);
+  CHECK(two->end_line == 5);
+  CHECK_THAT(two->file, ContainsSubstring("b_stage.cuh"));
+  CHECK_FALSE(find_anchor_in_dir(dir.string(), "x.three").has_value());
+  CHECK_FALSE(find_anchor((dir / "a_stage.cuh").string(), "x.two").has_value());
+  CHECK_THROWS_AS(find_anchor((dir / "missing.cuh").string(), "x"), LessonError);
+  CHECK_THROWS_AS(find_anchor_in_dir((dir / "nodir").string(), "x"), LessonError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("lesson list: NN_*.md sorted by number, duplicates rejected", "[lesson]") {
+  auto dir = std::filesystem::temp_directory_path() / "pa_lesson_list_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (const char* n : {"02_qk.md", "00_paged_kv_cache.md", "10_x.md", "1_bad.md", "03_x.txt", "README.md"})
+    std::ofstream(dir / n) << "# t\n";
+  auto l = list_lessons(dir.string());
+  REQUIRE(l.size() == 3);
+  CHECK(l[0].number == 0);
+  CHECK(l[0].slug == "paged_kv_cache");
+  CHECK(l[1].number == 2);
+  CHECK(l[2].number == 10);
+  std::ofstream(dir / "02_other.md") << "# t\n";
+  CHECK_THROWS_WITH(list_lessons(dir.string()), ContainsSubstring("two lessons numbered 2"));
+  CHECK_THROWS_AS(list_lessons((dir / "none").string()), LessonError);
+  CHECK_THROWS_AS(load_lesson((dir / "none.md").string()), LessonError);
+  CHECK_THROWS_AS(load_lesson(dir.string()), LessonError);
+  std::filesystem::remove_all(dir);
+}
