@@ -1,0 +1,227 @@
+// The host paged KV cache: seeded values, shuffled physical blocks, shared
+// prefix blocks, spare garbage blocks, NaN tails.
+#include "pa/reference/paged_cache.hpp"
+
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+
+#include "pa/reference/dtype_convert.hpp"
+
+namespace pa {
+
+// ---- random numbers ------------------------------------------------------------
+NormalRng::NormalRng(std::uint64_t seed) : engine_(seed) {}
+
+std::uint64_t NormalRng::next_u64() { return engine_(); }
+
+double NormalRng::uniform01() {
+  // 53 random bits -> [0, 1); the engine's output is specified by the
+  // standard, this conversion by us (std::generate_canonical is not portable).
+  return static_cast<double>(engine_() >> 11) * 0x1.0p-53;
+}
+
+double NormalRng::next() {
+  if (have_spare_) {
+    have_spare_ = false;
+    return spare_;
+  }
+  // Box-Muller; 1 - u is in (0, 1], so the log is finite.
+  const double u1 = 1.0 - uniform01();
+  const double u2 = uniform01();
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  const double a = 2.0 * std::numbers::pi * u2;
+  spare_ = r * std::sin(a);
+  have_spare_ = true;
+  return r * std::cos(a);
+}
+
+namespace {
+
+// Independent streams from one seed (splitmix64 finalizer), so changing the
+// number of sequences does not change sequence 0's values.
+std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t stream) {
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ull * (stream + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+enum : std::uint64_t { kStreamPerm = 1, kStreamQ = 2, kStreamPrefix = 3, kStreamGarbage = 4, kStreamSeq0 = 1000 };
+
+// The K and V values of one logical block, in a fixed order (all K then all V;
+// token, kv head, dim), drawn from `rng` and rounded to the dtype. Only the
+// block's first `valid` tokens are drawn, so a shorter context does not shift
+// the stream. sink(is_v, t, kv_head, d, value).
+template <class Sink>
+void draw_block(NormalRng& rng, const ProblemSpec& s, int valid, Sink&& sink) {
+  for (int is_v = 0; is_v < 2; ++is_v)
+    for (int t = 0; t < valid; ++t)
+      for (int h = 0; h < s.num_kv_heads; ++h)
+        for (int d = 0; d < s.head_size; ++d)
+          sink(is_v != 0, t, h, d, round_to_dtype(static_cast<float>(rng.next()), s.dtype));
+}
+
+// Valid tokens of logical block lb of a context.
+int valid_in_block(int context_len, int block_size, int lb) {
+  const int rest = context_len - lb * block_size;
+  return rest < block_size ? rest : block_size;
+}
+
+}  // namespace
+
+// ---- PagedProblem ----------------------------------------------------------------
+int PagedProblem::num_logical_blocks(int seq) const { return ceil_div(context_lens.at(seq), spec.block_size); }
+
+int PagedProblem::physical_block(int seq, int logical_block) const {
+  if (seq < 0 || seq >= num_seqs() || logical_block < 0 || logical_block >= num_logical_blocks(seq)) {
+    throw std::out_of_range("physical_block: (seq " + std::to_string(seq) + ", logical block " +
+                            std::to_string(logical_block) + ") is outside the problem (" +
+                            std::to_string(num_seqs()) + " sequences; this one has " +
+                            (seq >= 0 && seq < num_seqs() ? std::to_string(num_logical_blocks(seq)) : "?") +
+                            " logical blocks)");
+  }
+  return block_tables[table.offset(seq, logical_block)];
+}
+
+float PagedProblem::q_at(int seq, int head, int d) const { return q[query.q_offset(seq, head, d)]; }
+
+float PagedProblem::k_at(int seq, int kv_head, int token, int d) const {
+  const int bs = spec.block_size;
+  return k_cache[cache.k_offset(physical_block(seq, token / bs), kv_head, d, token % bs)];
+}
+
+float PagedProblem::v_at(int seq, int kv_head, int token, int d) const {
+  const int bs = spec.block_size;
+  return v_cache[cache.v_offset(physical_block(seq, token / bs), kv_head, d, token % bs)];
+}
+
+std::int64_t PagedProblem::kv_bytes_read() const {
+  std::int64_t tokens = 0;
+  for (int c : context_lens) tokens += c;
+  return tokens * 2 * spec.num_kv_heads * spec.head_size * dtype_bytes(spec.dtype);
+}
+
+PagedProblem make_problem(const ProblemSpec& spec) {
+  spec.validate();
+  PagedProblem p;
+  p.spec = spec;
+  p.context_lens = spec.context_lens;
+  const int ns = spec.num_seqs(), bs = spec.block_size, hs = spec.head_size, nkv = spec.num_kv_heads;
+  const int prefix_blocks = spec.shared_prefix_blocks();
+
+  // Physical blocks needed: the shared prefix once, then each sequence's own.
+  std::int64_t needed = prefix_blocks;
+  for (int c : spec.context_lens) needed += ceil_div(c, bs) - prefix_blocks;
+  p.num_blocks = static_cast<int>(needed + spec.spare_blocks);
+  p.max_blocks_per_seq = spec.max_blocks_per_seq();
+  p.q_stride = spec.num_heads * hs + spec.extra_q_stride;
+
+  p.cache = CacheGeometry{p.num_blocks, nkv, hs, bs, 16 / dtype_bytes(spec.dtype)};
+  p.query = QueryGeometry{ns, spec.num_heads, hs, p.q_stride};
+  p.table = BlockTableGeometry{p.max_blocks_per_seq};
+
+  // Seeded shuffle of the physical block ids (Fisher-Yates with our own
+  // index draw: std::uniform_int_distribution differs between libraries).
+  std::vector<int> perm(p.num_blocks);
+  for (int i = 0; i < p.num_blocks; ++i) perm[i] = i;
+  {
+    NormalRng rng(stream_seed(spec.seed, kStreamPerm));
+    for (int i = p.num_blocks - 1; i > 0; --i) {
+      const int j = static_cast<int>(rng.next_u64() % static_cast<std::uint64_t>(i + 1));
+      std::swap(perm[i], perm[j]);
+    }
+  }
+  p.block_tables.assign(static_cast<std::size_t>(ns) * p.max_blocks_per_seq, kNoBlock);
+  int next = 0;
+  std::vector<int> prefix_phys(prefix_blocks);
+  for (int lb = 0; lb < prefix_blocks; ++lb) prefix_phys[lb] = perm[next++];
+  for (int s = 0; s < ns; ++s) {
+    const int nb = ceil_div(spec.context_lens[s], bs);
+    for (int lb = 0; lb < nb; ++lb) {
+      p.block_tables[p.table.offset(s, lb)] = lb < prefix_blocks ? prefix_phys[lb] : perm[next++];
+    }
+  }
+
+  // Pool: NaN (or 0) everywhere, then garbage in the spare blocks, then the
+  // real tokens; what stays NaN is exactly the tails of last blocks.
+  const float tail = spec.nan_tails ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+  p.k_cache.assign(static_cast<std::size_t>(p.cache.total_elems()), tail);
+  p.v_cache.assign(static_cast<std::size_t>(p.cache.total_elems()), tail);
+  {
+    NormalRng rng(stream_seed(spec.seed, kStreamGarbage));
+    for (int i = next; i < p.num_blocks; ++i) {
+      const std::int64_t base = static_cast<std::int64_t>(perm[i]) * p.cache.block_elems();
+      for (std::int64_t e = 0; e < p.cache.block_elems(); ++e) {
+        p.k_cache[base + e] = round_to_dtype(static_cast<float>(1000.0 * rng.next()), spec.dtype);
+        p.v_cache[base + e] = round_to_dtype(static_cast<float>(1000.0 * rng.next()), spec.dtype);
+      }
+    }
+  }
+  auto fill = [&](NormalRng& rng, int phys, int valid) {
+    draw_block(rng, spec, valid, [&](bool is_v, int t, int h, int d, float v) {
+      if (is_v) p.v_cache[p.cache.v_offset(phys, h, d, t)] = v;
+      else p.k_cache[p.cache.k_offset(phys, h, d, t)] = v;
+    });
+  };
+  {
+    NormalRng rng(stream_seed(spec.seed, kStreamPrefix));
+    for (int lb = 0; lb < prefix_blocks; ++lb) fill(rng, prefix_phys[lb], bs);
+  }
+  for (int s = 0; s < ns; ++s) {
+    NormalRng rng(stream_seed(spec.seed, kStreamSeq0 + static_cast<std::uint64_t>(s)));
+    const int c = spec.context_lens[s];
+    for (int lb = prefix_blocks; lb < ceil_div(c, bs); ++lb) {
+      fill(rng, p.block_tables[p.table.offset(s, lb)], valid_in_block(c, bs, lb));
+    }
+  }
+
+  // Q: N(0,1) * logit_spread, row padding NaN.
+  p.q.assign(static_cast<std::size_t>(ns) * p.q_stride, std::numeric_limits<float>::quiet_NaN());
+  {
+    NormalRng rng(stream_seed(spec.seed, kStreamQ));
+    for (int s = 0; s < ns; ++s)
+      for (int h = 0; h < spec.num_heads; ++h)
+        for (int d = 0; d < hs; ++d)
+          p.q[p.query.q_offset(s, h, d)] =
+              round_to_dtype(static_cast<float>(rng.next() * spec.logit_spread), spec.dtype);
+  }
+
+  p.q_bytes = encode(spec.dtype, p.q);
+  p.k_bytes = encode(spec.dtype, p.k_cache);
+  p.v_bytes = encode(spec.dtype, p.v_cache);
+  return p;
+}
+
+DenseKV make_dense_kv(const ProblemSpec& spec, int seq) {
+  spec.validate();
+  if (seq < 0 || seq >= spec.num_seqs()) {
+    throw std::out_of_range("make_dense_kv: seq " + std::to_string(seq) + "; accepted: 0.." +
+                            std::to_string(spec.num_seqs() - 1));
+  }
+  DenseKV kv;
+  kv.context_len = spec.context_lens[seq];
+  kv.num_kv_heads = spec.num_kv_heads;
+  kv.head_size = spec.head_size;
+  const std::size_t n = static_cast<std::size_t>(kv.context_len) * kv.num_kv_heads * kv.head_size;
+  kv.k.assign(n, 0.0f);
+  kv.v.assign(n, 0.0f);
+  const int bs = spec.block_size, prefix_blocks = spec.shared_prefix_blocks();
+  auto fill = [&](NormalRng& rng, int lb, int valid) {
+    draw_block(rng, spec, valid, [&](bool is_v, int t, int h, int d, float v) {
+      const std::size_t i =
+          (static_cast<std::size_t>(lb * bs + t) * kv.num_kv_heads + h) * kv.head_size + d;
+      (is_v ? kv.v : kv.k)[i] = v;
+    });
+  };
+  NormalRng prefix_rng(stream_seed(spec.seed, kStreamPrefix));
+  for (int lb = 0; lb < prefix_blocks; ++lb) fill(prefix_rng, lb, bs);
+  NormalRng rng(stream_seed(spec.seed, kStreamSeq0 + static_cast<std::uint64_t>(seq)));
+  for (int lb = prefix_blocks; lb < ceil_div(kv.context_len, bs); ++lb) {
+    fill(rng, lb, valid_in_block(kv.context_len, bs, lb));
+  }
+  return kv;
+}
+
+}  // namespace pa

@@ -1,0 +1,142 @@
+// ProblemSpec: validation (messages name the bad value and what is accepted),
+// derived sizes, and the host view of the kernel configurations.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "pa/reference/config_dispatch.hpp"
+#include "pa/reference/problem.hpp"
+
+namespace pa {
+namespace {
+
+template <class Arr>
+std::string list_text(const Arr& arr) {
+  std::string s = "{";
+  bool first = true;
+  for (int v : arr) {
+    if (!first) s += ", ";
+    s += std::to_string(v);
+    first = false;
+  }
+  return s + "}";
+}
+
+template <class Arr>
+bool contains(const Arr& arr, int v) {
+  return std::find(std::begin(arr), std::end(arr), v) != std::end(arr);
+}
+
+[[noreturn]] void bad(const std::string& msg) { throw std::invalid_argument("invalid problem: " + msg); }
+
+}  // namespace
+
+std::string supported_configs_text() {
+  return "supported: dtype {fp32, fp16, bf16} x head size " + list_text(kSupportedHeadSizes) +
+         " x block size " + list_text(kSupportedBlockSizes) + " x threads " + list_text(kSupportedThreadCounts);
+}
+
+int ProblemSpec::max_context_len() const {
+  int m = 0;
+  for (int c : context_lens) m = std::max(m, c);
+  return m;
+}
+
+int ProblemSpec::max_blocks_per_seq() const {
+  return block_size > 0 ? ceil_div(max_context_len(), block_size) : 0;
+}
+
+float ProblemSpec::scale() const { return 1.0f / std::sqrt(static_cast<float>(head_size)); }
+
+int ProblemSpec::max_partitions() const { return num_partitions(max_context_len(), partition_size); }
+
+void ProblemSpec::validate() const {
+  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
+    bad("dtype " + std::to_string(int(dtype)) + " is unknown; accepted: fp32, fp16, bf16");
+  }
+  if (!contains(kSupportedHeadSizes, head_size)) {
+    bad("head_size " + std::to_string(head_size) + " is not supported; accepted: " +
+        list_text(kSupportedHeadSizes));
+  }
+  if (!contains(kSupportedBlockSizes, block_size)) {
+    bad("block_size " + std::to_string(block_size) + " is not supported; accepted: " +
+        list_text(kSupportedBlockSizes));
+  }
+  if (!contains(kSupportedThreadCounts, num_threads)) {
+    bad("num_threads " + std::to_string(num_threads) + " is not supported; accepted: " +
+        list_text(kSupportedThreadCounts));
+  }
+  if (num_heads < 1) bad("num_heads " + std::to_string(num_heads) + " must be >= 1");
+  if (num_kv_heads < 1) bad("num_kv_heads " + std::to_string(num_kv_heads) + " must be >= 1");
+  if (num_heads % num_kv_heads != 0) {
+    bad("num_heads " + std::to_string(num_heads) + " is not a multiple of num_kv_heads " +
+        std::to_string(num_kv_heads) + "; accepted: num_kv_heads dividing num_heads (1 = MQA)");
+  }
+  if (context_lens.empty()) bad("no sequences: context_lens is empty; accepted: one length >= 1 per sequence");
+  for (std::size_t i = 0; i < context_lens.size(); ++i) {
+    if (context_lens[i] < 1) {
+      bad("context_lens[" + std::to_string(i) + "] = " + std::to_string(context_lens[i]) +
+          "; accepted: every context length >= 1");
+    }
+  }
+  if (partition_size < 0 || partition_size % block_size != 0) {
+    bad("partition_size " + std::to_string(partition_size) + " is not a multiple of block_size " +
+        std::to_string(block_size) + "; accepted: 0 (one partition) or a positive multiple of block_size");
+  }
+  if (shared_prefix_len < 0 || shared_prefix_len % block_size != 0) {
+    bad("shared_prefix_len " + std::to_string(shared_prefix_len) + " is not a multiple of block_size " +
+        std::to_string(block_size) + "; accepted: 0 or a positive multiple of block_size");
+  }
+  for (std::size_t i = 0; i < context_lens.size(); ++i) {
+    if (context_lens[i] < shared_prefix_len) {
+      bad("shared_prefix_len " + std::to_string(shared_prefix_len) + " exceeds context_lens[" +
+          std::to_string(i) + "] = " + std::to_string(context_lens[i]) +
+          "; accepted: a prefix no longer than every context");
+    }
+  }
+  if (extra_q_stride < 0) bad("extra_q_stride " + std::to_string(extra_q_stride) + " must be >= 0");
+  if (spare_blocks < 0) bad("spare_blocks " + std::to_string(spare_blocks) + " must be >= 0");
+  if (!(std::isfinite(logit_spread) && logit_spread > 0.0f)) {
+    bad("logit_spread " + std::to_string(logit_spread) + "; accepted: a finite value > 0");
+  }
+  // Element counts must fit the int32 indices the kernels use for blocks.
+  std::int64_t blocks = spare_blocks;
+  for (int c : context_lens) blocks += ceil_div(c, block_size);
+  if (blocks > (std::int64_t{1} << 31) - 1) {
+    bad("the pool needs " + std::to_string(blocks) + " blocks; accepted: < 2^31");
+  }
+}
+
+std::string ProblemSpec::describe() const {
+  std::ostringstream os;
+  os << dtype_name(dtype) << " head=" << head_size << " block=" << block_size << " threads=" << num_threads
+     << " heads=" << num_heads << "/" << num_kv_heads << " seqs=" << num_seqs() << " ctx=";
+  if (context_lens.size() <= 8) {
+    os << "[";
+    for (std::size_t i = 0; i < context_lens.size(); ++i) os << (i ? "," : "") << context_lens[i];
+    os << "]";
+  } else {
+    const auto [mn, mx] = std::minmax_element(context_lens.begin(), context_lens.end());
+    os << "[" << *mn << ".." << *mx << "]";
+  }
+  os << " part=" << partition_size;
+  if (shared_prefix_len > 0) os << " prefix=" << shared_prefix_len;
+  if (extra_q_stride > 0) os << " q_pad=" << extra_q_stride;
+  os << " seed=" << seed;
+  return os.str();
+}
+
+RuntimeConfig make_runtime_config(DType dtype, int head_size, int block_size, int num_threads) {
+  RuntimeConfig rc;
+  with_kernel_config(dtype, head_size, block_size, num_threads,
+                     [&](auto cfg) { rc = runtime_config_of<decltype(cfg)>(); });
+  return rc;
+}
+
+RuntimeConfig make_runtime_config(const ProblemSpec& spec) {
+  return make_runtime_config(spec.dtype, spec.head_size, spec.block_size, spec.num_threads);
+}
+
+}  // namespace pa
