@@ -83,6 +83,9 @@ PA_HD int kv_head_of(int head, int num_heads, int num_kv_heads) {
   return head / (num_heads / num_kv_heads);
 }
 
+// context_lens [num_seqs] int32.
+PA_HD std::int64_t context_len_offset(int seq) { return seq; }
+
 struct BlockTableGeometry {
   int max_blocks_per_seq = 0;
   PA_HD std::int64_t offset(int seq, int logical_block) const {
@@ -102,5 +105,46 @@ struct PartitionGeometry {
     return stat_offset(seq, head, partition) * head_size + d;
   }
 };
+
+// Observable outputs of stages 1-4 (float, dense), checked against the reference.
+//   q_smem   [num_seqs, num_heads, head_size]   Q as read back from q_vecs, slot order
+//   logits   [num_seqs, num_heads, max_context_len]   (stage 2 logits, stage 3 probabilities;
+//                                                   tokens >= the sequence's context are not written)
+//   stats    [num_seqs, num_heads]               stage 3 max and sum (two arrays)
+//   partials [num_seqs, num_heads, num_warps, head_size]   stage 4 per-warp partial outputs
+struct StageOutGeometry {
+  int num_heads = 0;
+  int head_size = 0;
+  int max_context_len = 0;
+  int num_warps = 0;
+
+  PA_HD std::int64_t row(int seq, int head) const {
+    return static_cast<std::int64_t>(seq) * num_heads + head;
+  }
+  PA_HD std::int64_t q_smem_offset(int seq, int head, int e) const { return row(seq, head) * head_size + e; }
+  PA_HD std::int64_t logit_offset(int seq, int head, int token) const {
+    return row(seq, head) * max_context_len + token;
+  }
+  PA_HD std::int64_t stat_offset(int seq, int head) const { return row(seq, head); }
+  PA_HD std::int64_t partial_offset(int seq, int head, int warp, int d) const {
+    return (row(seq, head) * num_warps + warp) * head_size + d;
+  }
+};
+
+// Shared memory of the v1-style kernels. Static: q_vecs (head_size elements)
+// and the reduction scratch (max and sum, one float per warp each). Dynamic:
+// logits float[tokens], reused after the LV loop as the cross-warp out
+// scratch float[num_warps / 2][head_size] (whichever is larger).
+PA_HD constexpr std::int64_t v1_static_smem_bytes(int head_size, int elem_bytes, int num_warps) {
+  return static_cast<std::int64_t>(head_size) * elem_bytes + 2 * num_warps * 4;
+}
+PA_HD constexpr std::int64_t v1_dynamic_smem_bytes(int tokens, int head_size, int num_warps) {
+  const std::int64_t logits = static_cast<std::int64_t>(tokens) * 4;
+  const std::int64_t scratch = static_cast<std::int64_t>(num_warps / 2) * head_size * 4;
+  return logits > scratch ? logits : scratch;
+}
+// Offsets inside those shared tensors, in bytes (trace events report them).
+PA_HD constexpr std::int64_t logits_smem_byte(int token_in_range) { return static_cast<std::int64_t>(token_in_range) * 4; }
+PA_HD constexpr std::int64_t red_scratch_byte(int slot) { return static_cast<std::int64_t>(slot) * 4; }
 
 }  // namespace pa

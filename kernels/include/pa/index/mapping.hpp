@@ -44,6 +44,8 @@ struct ThreadMapping {
   // Token (within the block) that lane's thread group handles: a warp's
   // thread groups cover the block's tokens one each.
   PA_HD static int qk_token_in_block(int lane) { return lane / Cfg::kThreadGroupSize; }
+  // Token index in the sequence of token t of logical block b.
+  PA_HD static int token_of(int logical_block, int t) { return logical_block * Cfg::kBlockSize + t; }
 
   // --- stage 4: LV ---------------------------------------------------------
   // First token (within the block) of the V vec that lane loads.
@@ -61,6 +63,26 @@ struct ThreadMapping {
   // [mid, active) store their rows to out scratch slot (warp - mid), the lower
   // half adds them. out scratch is float[kNumWarps/2][kHeadSize].
   PA_HD static int reduce_scratch_offset(int slot, int row) { return slot * Cfg::kHeadSize + row; }
+
+  // --- added by the kernels module (stages 1-5) -----------------------------
+  // Byte offset of q_vecs[g_off][i] from the start of q_vecs.
+  PA_HD static int q_smem_byte(int g_off, int i) { return q_smem_slot(g_off, i) * Cfg::kVecBytes; }
+  static constexpr int kNumQSlots = Cfg::kThreadGroupSize * Cfg::kNumVecsPerThread;
+  // Stage 1's observable output: slot s read back from q_vecs lands at elements
+  // [s * kVecSize, (s + 1) * kVecSize) of the output row (slot order).
+  PA_HD static int q_readback_elem(int slot) { return slot * Cfg::kVecSize; }
+  // Inverse of q_smem_slot: the (g_off, i) of a linear slot.
+  PA_HD static int q_slot_g_off(int slot) { return slot / Cfg::kNumVecsPerThread; }
+  PA_HD static int q_slot_vec(int slot) { return slot % Cfg::kNumVecsPerThread; }
+  // Block-strided loops over the tokens of a range (softmax, stage outputs):
+  // thread tid handles range-relative token tid + k * kNumThreads at iteration k.
+  PA_HD static int strided_index(int tid, int k) { return tid + k * Cfg::kNumThreads; }
+  // Reduction scratch (float red[2 * kNumWarps]): warp maxima, then warp sums.
+  PA_HD static int red_max_slot(int warp) { return warp; }
+  PA_HD static int red_sum_slot(int warp) { return Cfg::kNumWarps + warp; }
+  // LV: lanes that share a V row (the kNumVVecsPerRow lanes covering one block
+  // row) are reduced into the first of them, which then owns the row.
+  PA_HD static bool lv_row_owner(int lane) { return lane % Cfg::kNumVVecsPerRow == 0; }
 };
 
 }  // namespace pa
