@@ -7,6 +7,9 @@
 // sorting by (block, epoch, warp, lane, seq_in_thread) gives a deterministic replay.
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
 
 namespace pa::trace {
 
@@ -80,5 +83,20 @@ const char* to_string(Stage);
 const char* to_string(Step);
 const char* to_string(Op);
 const char* to_string(Tensor);
+
+// Enum values read from files or command lines must be checked before use.
+bool is_valid(Stage);
+bool is_valid(Step);
+bool is_valid(Op);
+bool is_valid(Tensor);
+
+// Inverse of to_string (exact enumerator names); nullopt for an unknown name.
+std::optional<Stage> stage_from_string(std::string_view name);
+std::optional<Step> step_from_string(std::string_view name);
+std::optional<Op> op_from_string(std::string_view name);
+std::optional<Tensor> tensor_from_string(std::string_view name);
+
+// One line for logs and test failure messages.
+std::string describe(const Event& e);
 
 }  // namespace pa::trace

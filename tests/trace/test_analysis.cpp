@@ -1,0 +1,194 @@
+// Analyses on hand-built event sets with numbers worked out by hand.
+#include <catch2/catch_test_macros.hpp>
+
+#include <vector>
+
+#include "pa/trace/analysis.hpp"
+
+using namespace pa::trace;
+
+namespace {
+// One warp-level access: lane l touches [base + l*stride, + bytes).
+std::vector<Event> warp_access(Op op, Tensor t, int bytes, std::int64_t base, std::int64_t stride, int lanes = 32,
+                               int iter = 0, int warp = 0, int first_seq_in_thread = 0) {
+  std::vector<Event> v;
+  for (int l = 0; l < lanes; ++l) {
+    Event e{};
+    e.stage = Stage::qk;
+    e.step = op == Op::global_load ? Step::k_load : Step::q_smem_load;
+    e.op = op;
+    e.tensor = t;
+    e.warp = static_cast<std::uint16_t>(warp);
+    e.lane = static_cast<std::uint16_t>(l);
+    e.iter = iter;
+    e.seq_in_thread = first_seq_in_thread;
+    e.logical_block = -1;
+    e.physical_block = -1;
+    e.token = -1;
+    e.byte_offset = base + l * stride;
+    e.bytes = bytes;
+    v.push_back(e);
+  }
+  return v;
+}
+MemoryRequest one_request(const std::vector<Event>& ev) {
+  auto r = memory_requests(ev);
+  REQUIRE(r.size() == 1);
+  return r[0];
+}
+}  // namespace
+
+TEST_CASE("global coalescing: sectors vs ideal", "[trace][analysis]") {
+  SECTION("16 B x 32 lanes, contiguous: 16 sectors, ideal 16") {
+    auto r = one_request(warp_access(Op::global_load, Tensor::k_cache, 16, 0, 16));
+    CHECK(r.lanes == 32);
+    CHECK(r.unique_bytes == 512);
+    CHECK(r.sectors == 16);
+    CHECK(r.ideal_sectors == 16);
+    CHECK(r.efficiency() == 1.0);
+  }
+  SECTION("16 B x 32 lanes starting 16 B into a sector: 17 sectors") {
+    auto r = one_request(warp_access(Op::global_load, Tensor::k_cache, 16, 16, 16));
+    CHECK(r.sectors == 17);
+    CHECK(r.ideal_sectors == 16);
+  }
+  SECTION("8 B x 32 lanes contiguous (the fp16/block-16 K load): 8 sectors") {
+    auto r = one_request(warp_access(Op::global_load, Tensor::k_cache, 8, 4096, 8));
+    CHECK(r.sectors == 8);
+    CHECK(r.ideal_sectors == 8);
+  }
+  SECTION("4 B x 32 lanes, stride 128 B: 32 sectors, ideal 4") {
+    auto r = one_request(warp_access(Op::global_load, Tensor::v_cache, 4, 0, 128));
+    CHECK(r.sectors == 32);
+    CHECK(r.ideal_sectors == 4);
+    CHECK(r.efficiency() == 0.125);
+  }
+  SECTION("4 B x 32 lanes, stride 8 B: 8 sectors, ideal 4") {
+    auto r = one_request(warp_access(Op::global_load, Tensor::q, 4, 0, 8));
+    CHECK(r.sectors == 8);
+    CHECK(r.ideal_sectors == 4);
+  }
+  SECTION("broadcast: 32 lanes read the same 4 B: 1 sector, ideal 1") {
+    auto r = one_request(warp_access(Op::global_load, Tensor::block_table, 4, 12, 0));
+    CHECK(r.bytes_requested == 128);
+    CHECK(r.unique_bytes == 4);
+    CHECK(r.sectors == 1);
+    CHECK(r.ideal_sectors == 1);
+  }
+  SECTION("an access straddling a sector boundary touches 2") {
+    auto r = one_request(warp_access(Op::global_store, Tensor::output, 16, 24, 0, 1));
+    CHECK(r.store);
+    CHECK(r.sectors == 2);
+    CHECK(r.ideal_sectors == 1);
+  }
+}
+
+TEST_CASE("shared memory: bank wavefronts per request", "[trace][analysis]") {
+  SECTION("4 B x 32 lanes consecutive: 1 wavefront") {
+    auto r = one_request(warp_access(Op::shared_load, Tensor::logits, 4, 0, 4));
+    CHECK(r.shared);
+    CHECK(r.wavefronts == 1);
+    CHECK(r.ideal_wavefronts == 1);
+  }
+  SECTION("4 B, stride 8 B: 2-way conflict") {
+    auto r = one_request(warp_access(Op::shared_load, Tensor::logits, 4, 0, 8));
+    CHECK(r.wavefronts == 2);
+    CHECK(r.ideal_wavefronts == 1);
+    CHECK(r.efficiency() == 0.5);
+  }
+  SECTION("4 B, stride 128 B: 32-way conflict") {
+    auto r = one_request(warp_access(Op::shared_store, Tensor::red_scratch, 4, 0, 128));
+    CHECK(r.wavefronts == 32);
+    CHECK(r.ideal_wavefronts == 1);
+  }
+  SECTION("broadcast: every lane reads the same word: 1 wavefront") {
+    auto r = one_request(warp_access(Op::shared_load, Tensor::q_smem, 4, 64, 0));
+    CHECK(r.wavefronts == 1);
+    CHECK(r.ideal_wavefronts == 1);
+  }
+  SECTION("16 B x 32 lanes contiguous: 4 quarter-warp phases, 4 wavefronts, ideal 4") {
+    auto r = one_request(warp_access(Op::shared_load, Tensor::q_smem, 16, 0, 16));
+    CHECK(r.wavefronts == 4);
+    CHECK(r.ideal_wavefronts == 4);
+  }
+  SECTION("16 B, stride 32 B: each quarter warp 2-way: 8 wavefronts") {
+    auto r = one_request(warp_access(Op::shared_load, Tensor::q_smem, 16, 0, 32));
+    CHECK(r.wavefronts == 8);
+    CHECK(r.ideal_wavefronts == 4);
+  }
+  SECTION("8 B, 2 slots 128 B apart, lanes alternating (q_vecs, fp16 block 16): 2 per half warp") {
+    std::vector<Event> ev = warp_access(Op::shared_load, Tensor::q_smem, 8, 0, 0);
+    for (auto& e : ev) e.byte_offset = (e.lane % 2) * 128 + 24;
+    auto r = one_request(ev);
+    CHECK(r.unique_bytes == 16);
+    CHECK(r.wavefronts == 4);
+    CHECK(r.ideal_wavefronts == 2);
+  }
+  SECTION("direct bank-model calls") {
+    std::vector<LaneAccess> a = {{0, 0, 4}, {1, 128, 4}, {2, 256, 4}, {3, 4, 4}};
+    CHECK(shared_wavefronts(a).wavefronts == 3);
+    CHECK(shared_wavefronts(a).ideal == 1);
+    CHECK(global_sectors(a) == 3);  // sectors 0, 4, 8
+  }
+}
+
+TEST_CASE("request grouping, per-thread counts and traffic", "[trace][analysis]") {
+  // Warp 0: two 8 B K loads per lane in iter 0 (two instructions), one in iter 1;
+  // warp 1: one load in iter 0. 16 lanes each.
+  std::vector<Event> ev;
+  auto add = [&](std::vector<Event> v) { ev.insert(ev.end(), v.begin(), v.end()); };
+  add(warp_access(Op::global_load, Tensor::k_cache, 8, 0, 8, 16, 0, 0, 0));
+  add(warp_access(Op::global_load, Tensor::k_cache, 8, 1024, 8, 16, 0, 0, 1));
+  add(warp_access(Op::global_load, Tensor::k_cache, 8, 2048, 8, 16, 1, 0, 2));
+  add(warp_access(Op::global_load, Tensor::k_cache, 8, 4096, 8, 16, 0, 1, 0));
+  add(warp_access(Op::shared_load, Tensor::q_smem, 8, 0, 0, 16, 0, 0, 3));
+  Event bar{};
+  bar.stage = Stage::qk;
+  bar.step = Step::barrier;
+  bar.op = Op::barrier;
+  bar.seq_in_thread = 4;
+  bar.byte_offset = -1;
+  ev.push_back(bar);
+
+  const auto reqs = memory_requests(ev);
+  REQUIRE(reqs.size() == 5);
+  int occ1 = 0;
+  for (const auto& r : reqs) {
+    CHECK(r.lanes == 16);
+    if (!r.shared) {
+      CHECK(r.sectors == 4);
+      CHECK(r.ideal_sectors == 4);
+    }
+    if (r.key.warp == 0 && r.key.iter == 0 && !r.shared) {
+      // The two instructions of iter 0 are told apart by their occurrence.
+      CHECK(ev[r.events.front()].byte_offset == (r.key.occurrence == 0 ? 0 : 1024));
+      occ1 += r.key.occurrence;
+    }
+  }
+  CHECK(occ1 == 1);
+  const auto idx = request_index_of_events(reqs, ev.size());
+  CHECK(idx.back() == -1);  // the barrier
+  CHECK(request_of(reqs, 0) == &reqs[static_cast<std::size_t>(idx[0])]);
+
+  const auto threads = per_thread_counts(ev);
+  REQUIRE(threads.size() == 32);  // 16 lanes x 2 warps
+  const ThreadCounts& t0 = threads[0];
+  CHECK(t0.warp == 0);
+  CHECK(t0.lane == 0);
+  CHECK(t0.global_loads == 3);
+  CHECK(t0.global_load_bytes == 24);
+  CHECK(t0.shared_loads == 1);
+  CHECK(t0.barriers == 1);
+  CHECK(threads[16].warp == 1);
+  CHECK(threads[16].global_loads == 1);
+
+  const auto tot = traffic_totals(ev, reqs);
+  CHECK(tot.global_load_bytes == 4 * 16 * 8);
+  CHECK(tot.global_requests == 4);
+  CHECK(tot.global_sectors == 16);
+  CHECK(tot.shared_requests == 1);
+  CHECK(tot.shared_load_bytes == 128);
+  CHECK(tot.shared_wavefronts == 1);  // broadcast; lanes 0-15 = the first half-warp phase only
+  const auto steps = traffic_by_step(ev, reqs);
+  REQUIRE(steps.size() == 3);
+}
