@@ -1,0 +1,198 @@
+// Index math of stage 8, the optimized decode kernel (kernels/stages/08_optimized.cuh).
+//
+// Mapping: one CTA per (sequence, "unit", split), where a unit is one KV head
+// and up to 16 of the query heads of its GQA group (units = kv_heads *
+// head_chunks; head_chunks > 1 only when the group has more than 16 query
+// heads). The split is a contiguous range of logical blocks. The CTA's warps
+// take "steps" of kStepTokens tokens (one block, or two 8-token blocks)
+// round-robin: warp w handles steps w, w + kNumWarps, ... of the split.
+// Each step's K and V tiles (whole (block, kv head) tiles: they are contiguous
+// in both caches) are copied into the warp's own shared-memory stage by
+// 16-byte cp.async; QK and PV run on tensor cores (mma.m16n8k16) fed by
+// ldmatrix from those stages.
+//
+// Everything here is plain integer math, shared by the kernel, its tests and
+// the benchmark's byte counts.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "pa/index/dtype.hpp"
+#include "pa/index/hd.hpp"
+#include "pa/index/layout.hpp"
+
+namespace pa {
+
+// HEAD_TILES: 8 query heads per tile (the n = 8 of the PV mma); 1 covers GQA
+// groups of up to 8 heads, 2 up to 16.
+template <DType DT, int HEAD_SIZE, int BLOCK_SIZE, int HEAD_TILES, int NUM_WARPS = 4>
+struct OptConfig {
+  static constexpr DType kDType = DT;
+  static constexpr int kElemBytes = dtype_bytes(DT);
+  static constexpr int kX = 16 / kElemBytes;  // elements per 16-byte chunk (the K layout's x)
+  static constexpr int kHeadSize = HEAD_SIZE;
+  static constexpr int kBlockSize = BLOCK_SIZE;
+  static constexpr int kHeadTiles = HEAD_TILES;
+  static constexpr int kMaxUnitHeads = 8 * HEAD_TILES;  // query heads one CTA serves
+  static constexpr int kNumWarps = NUM_WARPS;
+  static constexpr int kNumThreads = NUM_WARPS * kWarpSize;
+
+  // A step: at least 16 tokens (the k of the PV mma), whole blocks.
+  static constexpr int kStepTokens = cmax(BLOCK_SIZE, 16);
+  static constexpr int kBlocksPerStep = kStepTokens / BLOCK_SIZE;
+  // 16-byte chunks in one (block, kv head) K tile; the V tile has as many.
+  static constexpr int kTileChunks = HEAD_SIZE * BLOCK_SIZE / kX;
+  static constexpr int kStepChunks = kTileChunks * kBlocksPerStep;  // K (or V) of one step
+  static constexpr int kStepBytes = 2 * kStepChunks * 16;           // K + V of one step
+  // Pipeline depth per warp: about 96 KB of stages per CTA (2 CTAs per SM on
+  // Hopper for head size <= 128), at least double buffering.
+  static constexpr int kStages = cmax(2, cmin(6, (96 * 1024) / (NUM_WARPS * kStepBytes)));
+  static constexpr int kPipeBytes = NUM_WARPS * kStages * kStepBytes;
+
+  // mma tiling.
+  static constexpr int kQkKSteps = HEAD_SIZE / 16;      // k = head dims
+  static constexpr int kQkNTiles = kStepTokens / 8;     // n = tokens
+  static constexpr int kPvKSteps = kStepTokens / 16;    // k = tokens
+  static constexpr int kDimTiles = HEAD_SIZE / 16;      // m = head dims of O^T
+
+  // Epilogue scratch (reuses the stage memory): per-warp unnormalized O and stats.
+  static constexpr int kRedBytes = NUM_WARPS * kMaxUnitHeads * HEAD_SIZE * 4;
+  static constexpr int kStatBytes = 2 * NUM_WARPS * kMaxUnitHeads * 4;
+  static constexpr int kSmemBytes = cmax(kPipeBytes, kRedBytes) + kStatBytes + 16;
+
+  static_assert(kElemBytes == 2, "stage 8 runs on 16-bit tensor-core inputs (fp16, bf16)");
+  static_assert(HEAD_SIZE % 16 == 0, "head size must be a multiple of 16 (mma k and m)");
+  static_assert(BLOCK_SIZE % kX == 0, "a V row of a block must be whole 16-byte chunks");
+  static_assert(kStepTokens % 16 == 0, "a step must be whole PV k-steps");
+  static_assert(HEAD_TILES == 1 || HEAD_TILES == 2, "one QK m-tile (16 rows) per CTA");
+
+  // --- chunks of a tile ------------------------------------------------------
+  // K tile chunk L holds dims [c*x, c*x + x) of token t, with c = L / BLOCK_SIZE,
+  // t = L % BLOCK_SIZE; V tile chunk L holds dim d = L / (BLOCK_SIZE/x), tokens
+  // [(L % (BLOCK_SIZE/x)) * x, + x). Both tiles are contiguous, so chunk L sits
+  // at element offset L * x from CacheGeometry::k_offset(p, h, 0, 0) /
+  // v_offset(p, h, 0, 0) (a CPU test checks this against k_offset/v_offset).
+  PA_HD static constexpr int chunk_elem_offset(int L) { return L * kX; }
+  PA_HD static constexpr int k_chunk_token(int L) { return L % BLOCK_SIZE; }
+  PA_HD static constexpr int k_chunk_dim(int L) { return (L / BLOCK_SIZE) * kX; }
+  static constexpr int kVChunksPerRow = BLOCK_SIZE / kX;
+  PA_HD static constexpr int v_chunk_first_token(int L) { return (L % kVChunksPerRow) * kX; }
+  PA_HD static constexpr int v_chunk_dim(int L) { return L / kVChunksPerRow; }
+
+  // --- shared memory of a step -------------------------------------------------
+  // Chunk index inside a step's K (or V) region: block bi of the step, chunk L.
+  PA_HD static constexpr int step_chunk(int bi, int L) { return bi * kTileChunks + L; }
+  // XOR swizzle inside each 128-byte line (8 chunks): the 8 rows an ldmatrix
+  // reads (8 tokens of one K dim chunk, or 8 dims of one V token group) land in
+  // 8 different 16-byte bank groups for every block size.
+  PA_HD static constexpr int swizzle(int s) { return s ^ ((s >> 3) & 7); }
+  // Chunk (in 16-byte units) from the start of the CTA's shared memory.
+  PA_HD static constexpr int stage_base_chunk(int warp, int stage) {
+    return (warp * kStages + stage) * (2 * kStepChunks);
+  }
+  PA_HD static constexpr int k_smem_chunk(int warp, int stage, int s) {
+    return stage_base_chunk(warp, stage) + swizzle(s);
+  }
+  PA_HD static constexpr int v_smem_chunk(int warp, int stage, int s) {
+    return stage_base_chunk(warp, stage) + kStepChunks + swizzle(s);
+  }
+  // Step chunk of K row (token T of the step, dim chunk c) — ldmatrix row for QK.
+  PA_HD static constexpr int k_row_chunk(int T, int c) {
+    return step_chunk(T / BLOCK_SIZE, c * BLOCK_SIZE + T % BLOCK_SIZE);
+  }
+  // Step chunk of V row (dim d, token group q = tokens [8q, 8q+8) of the step).
+  PA_HD static constexpr int v_row_chunk(int d, int q) {
+    return step_chunk((q * kX) / BLOCK_SIZE, d * kVChunksPerRow + ((q * kX) % BLOCK_SIZE) / kX);
+  }
+
+  // --- work assignment -------------------------------------------------------
+  // Logical block of block bi of the warp's j-th step in a split starting at block_begin.
+  PA_HD static constexpr int step_block(int block_begin, int warp, int j, int bi) {
+    return block_begin + (warp + j * NUM_WARPS) * kBlocksPerStep + bi;
+  }
+  // Steps the warp handles when the split has num_steps steps.
+  PA_HD static constexpr int warp_steps(int num_steps, int warp) {
+    return warp < num_steps ? (num_steps - warp + NUM_WARPS - 1) / NUM_WARPS : 0;
+  }
+
+  // --- mma fragment coordinates (PTX m16n8k16 layouts) -----------------------
+  // QK: S[g][t] = Q[g][:] . K[t][:]: A = Q (rows = query heads of the unit),
+  // B = K^T, accumulators c0,c1 -> head qk_row(lane), tokens qk_col(lane)+{0,1};
+  // c2,c3 -> head qk_row(lane)+8.
+  PA_HD static constexpr int qk_row(int lane) { return lane / 4; }
+  PA_HD static constexpr int qk_col(int lane) { return 2 * (lane % 4); }
+  // Q A-fragment: register r of k-step ks holds Q[head][dim], dim + 1.
+  PA_HD static constexpr int q_frag_head(int lane, int r) { return lane / 4 + 8 * (r & 1); }
+  PA_HD static constexpr int q_frag_dim(int lane, int ks, int r) {
+    return 16 * ks + 2 * (lane % 4) + 8 * (r >> 1);
+  }
+  // ldmatrix.x4 row addresses: lane supplies row (lane % 8) of matrix (lane / 8).
+  // QK B (k-steps ks, ks+1 of n-tile nt): token nt*8 + lane%8, dim chunk 2ks + lane/8.
+  PA_HD static constexpr int qk_ldsm_token(int nt, int lane) { return nt * 8 + lane % 8; }
+  PA_HD static constexpr int qk_ldsm_chunk(int ks, int lane) { return 2 * ks + lane / 8; }
+  // PV: O^T[d][g] += V^T[d][t] P^T[t][g]: A = V^T (dim tile dt, k-step kk).
+  PA_HD static constexpr int pv_ldsm_dim(int dt, int lane) { return 16 * dt + lane % 8 + 8 * ((lane / 8) & 1); }
+  PA_HD static constexpr int pv_ldsm_group(int kk, int lane) { return 2 * kk + lane / 16; }
+  // O^T accumulators: c0,c1 -> dim o_dim(lane), heads o_head(lane)+{0,1}; c2,c3 -> dim + 8.
+  PA_HD static constexpr int o_dim(int dt, int lane) { return 16 * dt + lane / 4; }
+  PA_HD static constexpr int o_head(int lane) { return 2 * (lane % 4); }
+  // Lane whose softmax row (qk_row) is head g of a head tile: O rescaling reads
+  // the row's correction factor from there.
+  PA_HD static constexpr int row_owner_lane(int g) { return 4 * g; }
+
+  // Epilogue scratch offsets (floats).
+  PA_HD static constexpr int red_offset(int warp, int g, int d) {
+    return (warp * kMaxUnitHeads + g) * HEAD_SIZE + d;
+  }
+  PA_HD static constexpr int stat_offset(int which, int warp, int g) {
+    return (which * NUM_WARPS + warp) * kMaxUnitHeads + g;
+  }
+};
+
+// Split-KV workspace of stage 8: per (sequence, unit, split) the unnormalized
+// output of up to 16 heads and its (max, sum) in base-2 logits, plus one
+// arrival counter per (sequence, unit) that the last CTA resets to 0.
+struct OptWorkspaceGeometry {
+  int num_seqs = 0;
+  int num_units = 0;
+  int max_splits = 0;
+  int head_size = 0;
+  static constexpr int kUnitHeads = 16;
+
+  PA_HD std::int64_t part_index(int seq, int unit, int split) const {
+    return (static_cast<std::int64_t>(seq) * num_units + unit) * max_splits + split;
+  }
+  PA_HD std::int64_t out_offset(int seq, int unit, int split, int g, int d) const {
+    return (part_index(seq, unit, split) * kUnitHeads + g) * head_size + d;
+  }
+  // which = 0: max, 1: sum.
+  PA_HD std::int64_t stat_offset(int seq, int unit, int split, int which, int g) const {
+    return (part_index(seq, unit, split) * 2 + which) * kUnitHeads + g;
+  }
+  PA_HD std::int64_t counter_offset(int seq, int unit) const {
+    return static_cast<std::int64_t>(seq) * num_units + unit;
+  }
+  std::int64_t parts() const { return static_cast<std::int64_t>(num_seqs) * num_units * max_splits; }
+  // Byte layout: [out floats][stat floats][counters int32], each 256-byte aligned.
+  std::size_t out_bytes() const { return align(static_cast<std::size_t>(parts()) * kUnitHeads * head_size * 4); }
+  std::size_t stat_bytes() const { return align(static_cast<std::size_t>(parts()) * 2 * kUnitHeads * 4); }
+  std::size_t counter_bytes() const { return align(static_cast<std::size_t>(num_seqs) * num_units * 4); }
+  std::size_t total_bytes() const { return out_bytes() + stat_bytes() + counter_bytes(); }
+  static std::size_t align(std::size_t b) { return (b + 255) / 256 * 256; }
+};
+
+// Query heads of unit `unit` (kv head, head chunk): first head and count.
+PA_HD int opt_unit_kv_head(int unit, int head_chunks) { return unit / head_chunks; }
+PA_HD int opt_unit_first_head(int unit, int head_chunks, int group) {
+  return (unit / head_chunks) * group + (unit % head_chunks) * OptWorkspaceGeometry::kUnitHeads;
+}
+PA_HD int opt_unit_num_heads(int unit, int head_chunks, int group) {
+  const int rest = group - (unit % head_chunks) * OptWorkspaceGeometry::kUnitHeads;
+  return rest < OptWorkspaceGeometry::kUnitHeads ? rest : OptWorkspaceGeometry::kUnitHeads;
+}
+// Splits that hold tokens of a sequence with context_len tokens.
+PA_HD int opt_active_splits(int context_len, int block_size, int split_blocks) {
+  return ceil_div(ceil_div(context_len, block_size), split_blocks);
+}
+
+}  // namespace pa

@@ -1,0 +1,65 @@
+// Stage 8, the optimized decode kernel: host API (plain C++, no CUDA headers).
+//
+// Pointers are device pointers in the layouts of pa/index/layout.hpp. The
+// caller owns a workspace of plan.workspace_bytes, zeroed ONCE after
+// allocation (cudaMemset): the kernel leaves its arrival counters at zero, so
+// the same workspace serves any number of launches of plans that fit in it.
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "pa/index/dtype.hpp"
+
+namespace pa {
+
+struct OptimizedArgs {
+  void* out = nullptr;                 // [num_seqs, num_heads, head_size]
+  const void* q = nullptr;             // [num_seqs, q_stride]
+  const void* k_cache = nullptr;       // [num_blocks, num_kv_heads, head_size/x, block_size, x]
+  const void* v_cache = nullptr;       // [num_blocks, num_kv_heads, head_size, block_size]
+  const int* block_tables = nullptr;   // [num_seqs, max_blocks_per_seq]
+  const int* context_lens = nullptr;   // [num_seqs], each >= 1
+  DType dtype = DType::f16;
+  int head_size = 128;
+  int block_size = 16;
+  int num_seqs = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int q_stride = 0;                    // elements between sequences' Q rows
+  int max_blocks_per_seq = 0;
+  int num_blocks = 0;                  // physical blocks in the pool
+  float scale = 0.f;                   // softmax scale (usually 1/sqrt(head_size))
+  int max_context_len = 0;             // host copy, for the split heuristic
+};
+
+struct OptimizedPlan {
+  int head_tiles = 1;      // 8 query heads per tile (1: group <= 8, 2: <= 16)
+  int head_chunks = 1;     // CTAs per kv head along the query heads (group > 16)
+  int units = 0;           // num_kv_heads * head_chunks
+  int splits = 1;          // CTAs along the context of a sequence
+  int split_blocks = 0;    // logical blocks per split (a multiple of the step)
+  int ctas_per_sm = 0;     // occupancy of the chosen kernel
+  int sm_count = 0;
+  int smem_bytes = 0;
+  int stages = 0;
+  std::size_t workspace_bytes = 0;  // 0 when splits == 1
+  std::string describe() const;
+};
+
+// Chooses head tiling and the split: the split count minimizes a
+// waves x (blocks per split + fixed per-CTA cost) model over the device's SM
+// count and the kernel's occupancy. force_splits > 0 overrides the heuristic
+// (tests, experiments). Throws std::invalid_argument for unsupported
+// configurations (the message lists what is supported) and std::runtime_error
+// for CUDA errors.
+OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits = 0);
+
+// Launches on `stream` (a cudaStream_t, 0 = default). Checks the launch.
+void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace,
+                      void* stream = nullptr);
+
+// True when this build holds the kernel for (dtype, head size, block size).
+bool optimized_supported(DType dtype, int head_size, int block_size);
+std::string optimized_supported_list();
+
+}  // namespace pa

@@ -1,0 +1,219 @@
+// Stage 8 host side: runtime dispatch (dtype x head size x block size x head
+// tiles -> template instance), the split heuristic and the launch.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "08_optimized.cuh"
+#include "pa/kernels/optimized.hpp"
+
+namespace pa {
+namespace opt {
+#if defined(PA_QUICK_KERNELS)
+PA_OPT_EXTERN(f16, 64, 16) PA_OPT_EXTERN(bf16, 64, 16)
+PA_OPT_EXTERN(f16, 128, 16) PA_OPT_EXTERN(bf16, 128, 16)
+PA_OPT_EXTERN(f16, 256, 16) PA_OPT_EXTERN(bf16, 256, 16)
+#else
+PA_OPT_EXTERN_HS(64) PA_OPT_EXTERN_HS(80) PA_OPT_EXTERN_HS(96) PA_OPT_EXTERN_HS(112)
+PA_OPT_EXTERN_HS(128) PA_OPT_EXTERN_HS(192) PA_OPT_EXTERN_HS(256)
+#endif
+}  // namespace opt
+namespace {
+
+using opt::OptEntry;
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess)
+    throw std::runtime_error(std::string("stage 8: ") + what + ": " + cudaGetErrorString(e));
+}
+
+#if defined(PA_QUICK_KERNELS)
+constexpr int kHeadSizes[] = {64, 128, 256};
+constexpr int kBlockSizes[] = {16};
+#else
+constexpr int kHeadSizes[] = {64, 80, 96, 112, 128, 192, 256};
+constexpr int kBlockSizes[] = {8, 16, 32};
+#endif
+constexpr int kMaxSplits = 256;  // bounds the merge's shared-memory weights
+
+template <DType DT, int HS>
+bool entry_bs(int bs, int ht, OptEntry& e) {
+#if defined(PA_QUICK_KERNELS)
+  if (bs == 16) { e = ht == 1 ? opt::opt_entry<DT, HS, 16, 1>() : opt::opt_entry<DT, HS, 16, 2>(); return true; }
+  return false;
+#else
+  switch (bs) {
+    case 8: e = ht == 1 ? opt::opt_entry<DT, HS, 8, 1>() : opt::opt_entry<DT, HS, 8, 2>(); return true;
+    case 16: e = ht == 1 ? opt::opt_entry<DT, HS, 16, 1>() : opt::opt_entry<DT, HS, 16, 2>(); return true;
+    case 32: e = ht == 1 ? opt::opt_entry<DT, HS, 32, 1>() : opt::opt_entry<DT, HS, 32, 2>(); return true;
+    default: return false;
+  }
+#endif
+}
+
+template <DType DT>
+bool entry_hs(int hs, int bs, int ht, OptEntry& e) {
+  switch (hs) {
+    case 64: return entry_bs<DT, 64>(bs, ht, e);
+    case 128: return entry_bs<DT, 128>(bs, ht, e);
+    case 256: return entry_bs<DT, 256>(bs, ht, e);
+#if !defined(PA_QUICK_KERNELS)
+    case 80: return entry_bs<DT, 80>(bs, ht, e);
+    case 96: return entry_bs<DT, 96>(bs, ht, e);
+    case 112: return entry_bs<DT, 112>(bs, ht, e);
+    case 192: return entry_bs<DT, 192>(bs, ht, e);
+#endif
+    default: return false;
+  }
+}
+
+bool find_entry(DType dt, int hs, int bs, int ht, OptEntry& e) {
+  if (dt == DType::f16) return entry_hs<DType::f16>(hs, bs, ht, e);
+  if (dt == DType::bf16) return entry_hs<DType::bf16>(hs, bs, ht, e);
+  return false;
+}
+
+OptEntry require_entry(DType dt, int hs, int bs, int ht) {
+  OptEntry e{};
+  if (!find_entry(dt, hs, bs, ht, e)) {
+    std::ostringstream m;
+    m << "stage 8 (optimized) has no kernel for dtype " << dtype_name(dt) << ", head size " << hs
+      << ", block size " << bs << "; this build supports " << optimized_supported_list();
+    throw std::invalid_argument(m.str());
+  }
+  return e;
+}
+
+int device_sm_count() {
+  int dev = 0, sms = 0;
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "SM count");
+  return sms;
+}
+
+}  // namespace
+
+bool optimized_supported(DType dtype, int head_size, int block_size) {
+  if (dtype == DType::f32) return false;
+  return std::find(std::begin(kHeadSizes), std::end(kHeadSizes), head_size) != std::end(kHeadSizes) &&
+         std::find(std::begin(kBlockSizes), std::end(kBlockSizes), block_size) != std::end(kBlockSizes);
+}
+
+std::string optimized_supported_list() {
+  std::ostringstream m;
+  m << "dtypes {fp16, bf16} (fp32 is not supported by the tensor-core path), head sizes {";
+  for (int h : kHeadSizes) m << h << (h == kHeadSizes[std::size(kHeadSizes) - 1] ? "" : ", ");
+  m << "}, block sizes {";
+  for (int b : kBlockSizes) m << b << (b == kBlockSizes[std::size(kBlockSizes) - 1] ? "" : ", ");
+  m << "}";
+#if defined(PA_QUICK_KERNELS)
+  m << " (quick build: configure with -DPA_QUICK_KERNELS=OFF for all)";
+#endif
+  return m.str();
+}
+
+std::string OptimizedPlan::describe() const {
+  std::ostringstream m;
+  m << "splits=" << splits << " split_blocks=" << split_blocks << " units=" << units
+    << " head_tiles=" << head_tiles << " head_chunks=" << head_chunks << " stages=" << stages
+    << " smem=" << smem_bytes << " ctas/SM=" << ctas_per_sm << " SMs=" << sm_count;
+  return m.str();
+}
+
+OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits) {
+  if (a.num_seqs < 1 || a.num_heads < 1 || a.num_kv_heads < 1 || a.num_heads % a.num_kv_heads != 0) {
+    std::ostringstream m;
+    m << "stage 8: num_seqs=" << a.num_seqs << ", num_heads=" << a.num_heads << ", num_kv_heads="
+      << a.num_kv_heads << ": need >= 1 each and num_heads a multiple of num_kv_heads";
+    throw std::invalid_argument(m.str());
+  }
+  if (a.max_context_len < 1)
+    throw std::invalid_argument("stage 8: max_context_len=" + std::to_string(a.max_context_len) +
+                                ": need >= 1 (the host copy of the longest context)");
+  const int group = a.num_heads / a.num_kv_heads;
+  OptimizedPlan plan;
+  plan.head_tiles = group <= 8 ? 1 : 2;
+  plan.head_chunks = ceil_div(group, OptWorkspaceGeometry::kUnitHeads);
+  plan.units = a.num_kv_heads * plan.head_chunks;
+  const OptEntry e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles);
+  plan.smem_bytes = e.smem_bytes;
+  plan.stages = e.stages;
+  plan.ctas_per_sm = std::max(1, e.ctas_per_sm);
+  plan.sm_count = device_sm_count();
+
+  const int bps = e.blocks_per_step;
+  const int blocks = ceil_div(a.max_context_len, a.block_size);
+  const int max_splits = std::min(kMaxSplits, ceil_div(blocks, bps));
+  auto split_blocks_for = [&](int s) { return ceil_div(ceil_div(blocks, s), bps) * bps; };
+  int best_s = 1;
+  if (force_splits > 0) {
+    best_s = std::min(force_splits, max_splits);
+  } else {
+    // Time model in "blocks streamed by one CTA": waves x (blocks per split +
+    // a fixed cost for filling the pipeline and merging, about 16 KB of KV).
+    const long long base = static_cast<long long>(a.num_seqs) * plan.units;
+    const long long slots = static_cast<long long>(plan.sm_count) * plan.ctas_per_sm;
+    const double block_bytes = 2.0 * a.head_size * a.block_size * dtype_bytes(a.dtype);
+    const double fixed = std::max(2.0, 16384.0 / block_bytes);
+    double best = 1e300;
+    for (int s = 1; s <= max_splits; ++s) {
+      const int sb = split_blocks_for(s);
+      const int s_eff = ceil_div(blocks, sb);
+      if (s_eff != s) continue;  // same split as a smaller s
+      const long long waves = (base * s_eff + slots - 1) / slots;
+      const double cost = static_cast<double>(waves) * (sb + fixed + (s_eff > 1 ? 1.0 : 0.0));
+      if (cost < best * 0.999) {
+        best = cost;
+        best_s = s_eff;
+      }
+    }
+  }
+  plan.split_blocks = split_blocks_for(best_s);
+  plan.splits = ceil_div(blocks, plan.split_blocks);
+  if (plan.splits > 1) {
+    OptWorkspaceGeometry wsg{a.num_seqs, plan.units, plan.splits, a.head_size};
+    plan.workspace_bytes = wsg.total_bytes();
+  }
+  return plan;
+}
+
+void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace, void* stream) {
+  const OptEntry e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles);
+  if (plan.splits > 1 && workspace == nullptr)
+    throw std::invalid_argument("stage 8: plan has " + std::to_string(plan.splits) +
+                                " splits but no workspace was given (need plan.workspace_bytes)");
+  if (!a.out || !a.q || !a.k_cache || !a.v_cache || !a.block_tables || !a.context_lens)
+    throw std::invalid_argument("stage 8: a device pointer is null (out, q, k_cache, v_cache, block_tables, context_lens)");
+  opt::OptParams p{};
+  p.out = a.out;
+  p.q = a.q;
+  p.k_cache = a.k_cache;
+  p.v_cache = a.v_cache;
+  p.block_tables = a.block_tables;
+  p.context_lens = a.context_lens;
+  p.cache = CacheGeometry{a.num_blocks, a.num_kv_heads, a.head_size, a.block_size, 16 / dtype_bytes(a.dtype)};
+  p.qg = QueryGeometry{a.num_seqs, a.num_heads, a.head_size, a.q_stride};
+  p.btg = BlockTableGeometry{a.max_blocks_per_seq};
+  p.wsg = OptWorkspaceGeometry{a.num_seqs, plan.units, plan.splits, a.head_size};
+  if (plan.splits > 1) {
+    auto* base = static_cast<unsigned char*>(workspace);
+    p.ws_out = reinterpret_cast<float*>(base);
+    p.ws_stat = reinterpret_cast<float*>(base + p.wsg.out_bytes());
+    p.ws_counter = reinterpret_cast<int*>(base + p.wsg.out_bytes() + p.wsg.stat_bytes());
+  }
+  p.group = a.num_heads / a.num_kv_heads;
+  p.head_chunks = plan.head_chunks;
+  p.split_blocks = plan.split_blocks;
+  p.scale_log2 = a.scale * 1.4426950408889634f;
+  if (a.num_seqs > 65535)
+    throw std::invalid_argument("stage 8: num_seqs=" + std::to_string(a.num_seqs) + ": at most 65535");
+  const dim3 grid(plan.splits, plan.units, a.num_seqs);
+  e.launch(p, grid, static_cast<cudaStream_t>(stream));
+  check_cuda(cudaGetLastError(), "launch");
+}
+
+}  // namespace pa

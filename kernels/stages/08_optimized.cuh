@@ -1,0 +1,488 @@
+// Stage 8: the optimized decode kernel. What it adds to stages 1-7:
+//
+//  * GQA: one CTA serves a KV head and ALL the query heads of its group (up to
+//    16 per CTA), so every K/V byte is read from memory once, not once per
+//    query head (vLLM v1/v2 read it group-size times).
+//  * Loads in flight: each warp runs its own kStages-deep cp.async pipeline of
+//    whole (block, kv head) K and V tiles (16-byte LDGSTS.BYPASS, contiguous
+//    4 KB tiles for head 128 / block 16) into shared memory, so about 64 KB per
+//    SM is always on its way from HBM.
+//  * Tensor cores: QK (S = Q K^T, the unit's query heads are the m rows, padded
+//    to 16) and PV (O^T = V^T P^T, head dims are the m rows, so no padding in
+//    the accumulators) run as mma.m16n8k16 with fp32 accumulation, fed by
+//    ldmatrix from swizzled shared memory: fp16 and bf16 take the same path and
+//    the same time, and the arithmetic stays far from the memory time.
+//  * Split-KV chosen by the host (plan_optimized) from the SM count, the
+//    kernel's occupancy and the problem; the per-split states (unnormalized O,
+//    max, sum in base 2) are merged by the last CTA of each (sequence, unit) to
+//    arrive (arrival counter), so there is one launch.
+//
+// Thread mapping (pa/index/optimized.hpp has every formula):
+//   grid (splits, units, seqs); 4 warps; warp w handles steps w, w+4, ... of
+//   its split; a step = 16 tokens (one block of 16, two of 8) or one block of 32.
+//   In a step, lane l holds S for heads l/4 (+8) and tokens 2(l%4)+{0,1} of
+//   each 8-token n-tile, and O^T for dims l/4 (+8) of each 16-dim tile and
+//   heads 2(l%4)+{0,1}.
+//   Epilogue: warps merge through shared memory; one CTA per split writes its
+//   state to the workspace and the last one merges the splits.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "pa/index/config.hpp"
+#include "pa/index/layout.hpp"
+#include "pa/index/optimized.hpp"
+
+namespace pa::opt {
+
+struct OptParams {
+  void* out;
+  const void* q;
+  const void* k_cache;
+  const void* v_cache;
+  const int* block_tables;
+  const int* context_lens;
+  float* ws_out;
+  float* ws_stat;
+  int* ws_counter;
+  CacheGeometry cache;
+  QueryGeometry qg;
+  BlockTableGeometry btg;
+  OptWorkspaceGeometry wsg;
+  int group;        // query heads per kv head
+  int head_chunks;  // units per kv head
+  int split_blocks;
+  float scale_log2;  // softmax scale * log2(e): the kernel works in base 2
+};
+
+// What the host needs to know about one instantiated configuration.
+struct OptEntry {
+  void (*launch)(const OptParams&, dim3 grid, cudaStream_t stream);
+  int smem_bytes;
+  int stages;
+  int blocks_per_step;
+  int ctas_per_sm;  // occupancy, 0 if it could not be queried
+};
+
+template <DType DT, int HS, int BS, int HT>
+OptEntry opt_entry();  // defined below, instantiated in 08_optimized_inst_hs*.cu
+
+// ---------------------------------------------------------------- PTX helpers
+template <DType DT> struct OptElem;
+template <> struct OptElem<DType::f16> { using T = __half; };
+template <> struct OptElem<DType::bf16> { using T = __nv_bfloat16; };
+
+__device__ __forceinline__ void cp_async_16(std::uint32_t smem, const void* gmem, int src_bytes) {
+  // .cg: bypass L1 (the data is used once, from shared memory); src_bytes < 16
+  // zero-fills the rest (tokens past the context never reach the math as NaN).
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldsm_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x2(std::uint32_t (&r)[2], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+}
+template <DType DT>
+__device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  if constexpr (DT == DType::f16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+template <DType DT>
+__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
+  if constexpr (DT == DType::f16) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<std::uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<std::uint32_t*>(&h);
+  }
+}
+
+// ---------------------------------------------------------------- the kernel
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptParams p) {
+  constexpr DType DT = Cfg::kDType;
+  using T = typename OptElem<DT>::T;
+  constexpr int HS = Cfg::kHeadSize;
+  constexpr int BS = Cfg::kBlockSize;
+  constexpr int HT = Cfg::kHeadTiles;
+  constexpr int BPS = Cfg::kBlocksPerStep;
+  constexpr int kStages = Cfg::kStages;
+  constexpr int kNW = Cfg::kNumWarps;
+  constexpr unsigned kFull = 0xffffffffu;
+  constexpr float kNegInf = -__builtin_huge_valf();
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ int s_is_last;
+  const std::uint32_t smem_base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw));
+
+  const int split = blockIdx.x, unit = blockIdx.y, seq = blockIdx.z;
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int ctx = p.context_lens[seq];
+  const int nblocks = ceil_div(ctx, BS);
+  const int blk_begin = split * p.split_blocks;
+  if (blk_begin >= nblocks) return;  // this sequence is shorter than the grid's splits
+  const int blk_end = cmin(nblocks, blk_begin + p.split_blocks);
+  const int tok_limit = cmin(ctx, blk_end * BS);
+  const int nsteps = ceil_div(blk_end - blk_begin, BPS);
+  const int kvh = opt_unit_kv_head(unit, p.head_chunks);
+  const int head0 = opt_unit_first_head(unit, p.head_chunks, p.group);
+  const int nh = opt_unit_num_heads(unit, p.head_chunks, p.group);
+
+  const T* __restrict__ qptr = static_cast<const T*>(p.q);
+  const T* __restrict__ kc = static_cast<const T*>(p.k_cache);
+  const T* __restrict__ vc = static_cast<const T*>(p.v_cache);
+
+  // LESSON-BEGIN(optimized.q_frag)
+  // Q of the unit's heads straight into mma A fragments (registers), once.
+  std::uint32_t qf[Cfg::kQkKSteps][4];
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kQkKSteps; ++ks) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int g = Cfg::q_frag_head(lane, r);
+      std::uint32_t v = 0;
+      if ((HT == 2 || (r & 1) == 0) && g < nh) {
+        const int d = Cfg::q_frag_dim(lane, ks, r);
+        const auto* q16 = reinterpret_cast<const unsigned short*>(qptr);
+        const std::int64_t off = p.qg.q_offset(seq, head0 + g, d);
+        v = static_cast<std::uint32_t>(q16[off]) | (static_cast<std::uint32_t>(q16[off + 1]) << 16);
+      }
+      qf[ks][r] = v;
+    }
+  }
+  // LESSON-END(optimized.q_frag)
+
+  const int my_steps = Cfg::warp_steps(nsteps, warp);
+  constexpr int kStepsPerTbl = kWarpSize / BPS;
+  int tbl = 0;  // lane l: physical block of step (l / BPS) of the current table window
+
+  // LESSON-BEGIN(optimized.pipeline_issue)
+  auto issue = [&](int j) {
+    if (j % kStepsPerTbl == 0) {  // one coalesced block-table load per 32 blocks
+      const int lb = Cfg::step_block(blk_begin, warp, j + lane / BPS, lane % BPS);
+      tbl = lb < blk_end ? __ldg(p.block_tables + p.btg.offset(seq, lb)) : 0;
+    }
+    const int stage = j % kStages;
+#pragma unroll
+    for (int bi = 0; bi < BPS; ++bi) {
+      const int lb = Cfg::step_block(blk_begin, warp, j, bi);
+      const int phys = __shfl_sync(kFull, tbl, (j % kStepsPerTbl) * BPS + bi);
+      const int nvalid = lb < blk_end ? cmin(BS, ctx - lb * BS) : 0;
+      const T* kt = kc + p.cache.k_offset(phys, kvh, 0, 0);
+      const T* vt = vc + p.cache.v_offset(phys, kvh, 0, 0);
+#pragma unroll
+      for (int L = lane; L < Cfg::kTileChunks; L += kWarpSize) {
+        const bool kok = Cfg::k_chunk_token(L) < nvalid;
+        cp_async_16(smem_base + 16u * Cfg::k_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
+                    kok ? kt + Cfg::chunk_elem_offset(L) : kc, kok ? 16 : 0);
+        const int vn = cmax(0, cmin(Cfg::kX, nvalid - Cfg::v_chunk_first_token(L)));
+        cp_async_16(smem_base + 16u * Cfg::v_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
+                    vn > 0 ? vt + Cfg::chunk_elem_offset(L) : vc, vn * Cfg::kElemBytes);
+      }
+    }
+  };
+  // LESSON-END(optimized.pipeline_issue)
+
+  float o[Cfg::kDimTiles][HT][4];
+#pragma unroll
+  for (int dt = 0; dt < Cfg::kDimTiles; ++dt)
+#pragma unroll
+    for (int h = 0; h < HT; ++h)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[dt][h][e] = 0.f;
+  float m_run[HT], l_run[HT];
+#pragma unroll
+  for (int h = 0; h < HT; ++h) {
+    m_run[h] = kNegInf;
+    l_run[h] = 0.f;
+  }
+
+#pragma unroll
+  for (int j = 0; j < kStages - 1; ++j) {
+    if (j < my_steps) issue(j);
+    cp_async_commit();  // empty groups keep the wait_group count uniform
+  }
+
+  for (int j = 0; j < my_steps; ++j) {
+    if (j + kStages - 1 < my_steps) issue(j + kStages - 1);
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();  // step j has landed
+    __syncwarp();
+    const int stage = j % kStages;
+    const int tok0 = Cfg::step_block(blk_begin, warp, j, 0) * BS;
+
+    // LESSON-BEGIN(optimized.qk_mma)
+    float s[Cfg::kQkNTiles][4];
+#pragma unroll
+    for (int nt = 0; nt < Cfg::kQkNTiles; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks + 1 < Cfg::kQkKSteps; ks += 2) {
+        std::uint32_t b[4];
+        ldsm_x4(b, smem_base + 16u * Cfg::k_smem_chunk(
+                                         warp, stage,
+                                         Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
+                                                          Cfg::qk_ldsm_chunk(ks, lane))));
+        mma16816<DT>(s[nt], qf[ks], b[0], b[1]);
+        mma16816<DT>(s[nt], qf[ks + 1], b[2], b[3]);
+      }
+      if constexpr (Cfg::kQkKSteps % 2 == 1) {
+        constexpr int ks = Cfg::kQkKSteps - 1;
+        std::uint32_t b[2];
+        // x2: lanes 0-15 give the rows; the others repeat them (valid addresses).
+        ldsm_x2(b, smem_base + 16u * Cfg::k_smem_chunk(
+                                         warp, stage,
+                                         Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
+                                                          Cfg::qk_ldsm_chunk(ks, lane % 16))));
+        mma16816<DT>(s[nt], qf[ks], b[0], b[1]);
+      }
+    }
+    // LESSON-END(optimized.qk_mma)
+
+    // LESSON-BEGIN(optimized.online_softmax)
+    float alpha[HT];
+#pragma unroll
+    for (int h = 0; h < HT; ++h) {
+      float mx = kNegInf;
+#pragma unroll
+      for (int nt = 0; nt < Cfg::kQkNTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int tok = tok0 + nt * 8 + Cfg::qk_col(lane) + e;
+          const float v = tok < tok_limit ? s[nt][2 * h + e] * p.scale_log2 : kNegInf;
+          s[nt][2 * h + e] = v;
+          mx = fmaxf(mx, v);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+      const float m_new = fmaxf(m_run[h], mx);
+      const float m_use = m_new == kNegInf ? 0.f : m_new;  // a fully masked row stays at 0
+      alpha[h] = exp2f(m_run[h] - m_use);
+      m_run[h] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < Cfg::kQkNTiles; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pr = exp2f(s[nt][2 * h + e] - m_use);
+          s[nt][2 * h + e] = pr;
+          sum += pr;
+        }
+      l_run[h] = l_run[h] * alpha[h] + sum;  // per-lane partial; rows summed at the end
+    }
+    // O^T columns are heads 2(l%4)+{0,1}: their factors live in the row-owner lanes.
+#pragma unroll
+    for (int h = 0; h < HT; ++h) {
+      const float a0 = __shfl_sync(kFull, alpha[h], Cfg::row_owner_lane(Cfg::o_head(lane)));
+      const float a1 = __shfl_sync(kFull, alpha[h], Cfg::row_owner_lane(Cfg::o_head(lane) + 1));
+#pragma unroll
+      for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
+        o[dt][h][0] *= a0;
+        o[dt][h][1] *= a1;
+        o[dt][h][2] *= a0;
+        o[dt][h][3] *= a1;
+      }
+    }
+    // LESSON-END(optimized.online_softmax)
+
+    // LESSON-BEGIN(optimized.pv_mma)
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kPvKSteps; ++kk) {
+      std::uint32_t pb[HT][2];
+#pragma unroll
+      for (int h = 0; h < HT; ++h) {
+        pb[h][0] = pack2<DT>(s[2 * kk][2 * h], s[2 * kk][2 * h + 1]);
+        pb[h][1] = pack2<DT>(s[2 * kk + 1][2 * h], s[2 * kk + 1][2 * h + 1]);
+      }
+#pragma unroll
+      for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
+        std::uint32_t a[4];
+        ldsm_x4(a, smem_base + 16u * Cfg::v_smem_chunk(
+                                         warp, stage,
+                                         Cfg::v_row_chunk(Cfg::pv_ldsm_dim(dt, lane),
+                                                          Cfg::pv_ldsm_group(kk, lane))));
+#pragma unroll
+        for (int h = 0; h < HT; ++h) mma16816<DT>(o[dt][h], a, pb[h][0], pb[h][1]);
+      }
+    }
+    // LESSON-END(optimized.pv_mma)
+    __syncwarp();  // every lane is done with this stage before it is refilled
+  }
+
+  // ------------------------------------------------------------ epilogue
+  // LESSON-BEGIN(optimized.warp_merge)
+  cp_async_wait<0>();
+  __syncthreads();  // stage memory is now scratch
+  float* red = reinterpret_cast<float*>(smem_raw);
+  float* stat = red + cmax(Cfg::kPipeBytes, Cfg::kRedBytes) / 4;
+#pragma unroll
+  for (int h = 0; h < HT; ++h) {
+    float l = l_run[h];
+    l += __shfl_xor_sync(kFull, l, 1);
+    l += __shfl_xor_sync(kFull, l, 2);
+    if (lane % 4 == 0) {
+      stat[Cfg::stat_offset(0, warp, Cfg::qk_row(lane) + 8 * h)] = m_run[h];
+      stat[Cfg::stat_offset(1, warp, Cfg::qk_row(lane) + 8 * h)] = l;
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int h = 0; h < HT; ++h)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int g = Cfg::o_head(lane) + e + 8 * h;
+      float M = kNegInf;
+#pragma unroll
+      for (int w = 0; w < kNW; ++w) M = fmaxf(M, stat[Cfg::stat_offset(0, w, g)]);
+      const float f = exp2f(stat[Cfg::stat_offset(0, warp, g)] - M);  // 0 for an idle warp
+#pragma unroll
+      for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
+        red[Cfg::red_offset(warp, g, Cfg::o_dim(dt, lane))] = o[dt][h][e] * f;
+        red[Cfg::red_offset(warp, g, Cfg::o_dim(dt, lane) + 8)] = o[dt][h][2 + e] * f;
+      }
+    }
+  __syncthreads();
+  T* out = static_cast<T*>(p.out);
+  const bool single = gridDim.x == 1;
+  for (int i = threadIdx.x; i < nh * HS; i += Cfg::kNumThreads) {
+    const int g = i / HS, d = i % HS;
+    float M = kNegInf;
+#pragma unroll
+    for (int w = 0; w < kNW; ++w) M = fmaxf(M, stat[Cfg::stat_offset(0, w, g)]);
+    float acc = 0.f, L = 0.f;
+#pragma unroll
+    for (int w = 0; w < kNW; ++w) {
+      acc += red[Cfg::red_offset(w, g, d)];
+      L += stat[Cfg::stat_offset(1, w, g)] * exp2f(stat[Cfg::stat_offset(0, w, g)] - M);
+    }
+    if (single) {
+      out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc / L);
+    } else {
+      p.ws_out[p.wsg.out_offset(seq, unit, split, g, d)] = acc;
+      if (d == 0) {
+        p.ws_stat[p.wsg.stat_offset(seq, unit, split, 0, g)] = M;
+        p.ws_stat[p.wsg.stat_offset(seq, unit, split, 1, g)] = L;
+      }
+    }
+  }
+  // LESSON-END(optimized.warp_merge)
+  if (single) return;
+
+  // LESSON-BEGIN(optimized.split_merge)
+  // Last CTA of this (sequence, unit) to arrive merges every split's state.
+  __threadfence();
+  __syncthreads();
+  const int n_active = opt_active_splits(ctx, BS, p.split_blocks);
+  if (threadIdx.x == 0) {
+    int* counter = p.ws_counter + p.wsg.counter_offset(seq, unit);
+    const int prev = atomicAdd(counter, 1);
+    s_is_last = prev == n_active - 1;
+    if (s_is_last) *counter = 0;  // every other split has arrived: ready for the next launch
+  }
+  __syncthreads();
+  if (!s_is_last) return;
+  __threadfence();
+  // Split weights 2^(m_s - M) / L into shared memory (scratch again).
+  float* wgt = red;                                   // [n_active][16]
+  float* inv_l = red + n_active * OptWorkspaceGeometry::kUnitHeads;  // [16]
+  for (int g = threadIdx.x; g < nh; g += Cfg::kNumThreads) {
+    float M = kNegInf;
+    for (int sp = 0; sp < n_active; ++sp)
+      M = fmaxf(M, __ldcg(p.ws_stat + p.wsg.stat_offset(seq, unit, sp, 0, g)));
+    float L = 0.f;
+    for (int sp = 0; sp < n_active; ++sp) {
+      const float w = exp2f(__ldcg(p.ws_stat + p.wsg.stat_offset(seq, unit, sp, 0, g)) - M);
+      wgt[sp * OptWorkspaceGeometry::kUnitHeads + g] = w;
+      L += w * __ldcg(p.ws_stat + p.wsg.stat_offset(seq, unit, sp, 1, g));
+    }
+    inv_l[g] = 1.f / L;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < nh * HS; i += Cfg::kNumThreads) {
+    const int g = i / HS, d = i % HS;
+    float acc = 0.f;
+#pragma unroll 4
+    for (int sp = 0; sp < n_active; ++sp)
+      acc += wgt[sp * OptWorkspaceGeometry::kUnitHeads + g] *
+             __ldcg(p.ws_out + p.wsg.out_offset(seq, unit, sp, g, d));
+    out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc * inv_l[g]);
+  }
+  // LESSON-END(optimized.split_merge)
+}
+
+template <class Cfg>
+void opt_launch(const OptParams& p, dim3 grid, cudaStream_t stream) {
+  opt_decode_kernel<Cfg><<<grid, Cfg::kNumThreads, Cfg::kSmemBytes, stream>>>(p);
+}
+
+template <DType DT, int HS, int BS, int HT>
+OptEntry opt_entry() {
+  using Cfg = OptConfig<DT, HS, BS, HT>;
+  static const OptEntry entry = [] {
+    OptEntry e{&opt_launch<Cfg>, Cfg::kSmemBytes, Cfg::kStages, Cfg::kBlocksPerStep, 0};
+    // More than 48 KB of dynamic shared memory must be asked for.
+    if (cudaFuncSetAttribute(opt_decode_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             Cfg::kSmemBytes) != cudaSuccess) {
+      cudaGetLastError();
+      return e;
+    }
+    int n = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, opt_decode_kernel<Cfg>, Cfg::kNumThreads,
+                                                      Cfg::kSmemBytes) == cudaSuccess)
+      e.ctas_per_sm = n;
+    else
+      cudaGetLastError();
+    return e;
+  }();
+  return entry;
+}
+
+#define PA_OPT_INSTANTIATE(DT, HS, BS)                        \
+  template OptEntry opt_entry<DType::DT, HS, BS, 1>();        \
+  template OptEntry opt_entry<DType::DT, HS, BS, 2>();
+
+#define PA_OPT_INSTANTIATE_HS(HS)                                                  \
+  PA_OPT_INSTANTIATE(f16, HS, 8) PA_OPT_INSTANTIATE(f16, HS, 16)                   \
+  PA_OPT_INSTANTIATE(f16, HS, 32) PA_OPT_INSTANTIATE(bf16, HS, 8)                  \
+  PA_OPT_INSTANTIATE(bf16, HS, 16) PA_OPT_INSTANTIATE(bf16, HS, 32)
+
+// The dispatcher declares the instances extern so it does not compile them again.
+#define PA_OPT_EXTERN(DT, HS, BS)                                  \
+  extern template OptEntry opt_entry<DType::DT, HS, BS, 1>();      \
+  extern template OptEntry opt_entry<DType::DT, HS, BS, 2>();
+#define PA_OPT_EXTERN_HS(HS)                                                 \
+  PA_OPT_EXTERN(f16, HS, 8) PA_OPT_EXTERN(f16, HS, 16) PA_OPT_EXTERN(f16, HS, 32) \
+  PA_OPT_EXTERN(bf16, HS, 8) PA_OPT_EXTERN(bf16, HS, 16) PA_OPT_EXTERN(bf16, HS, 32)
+
+#define PA_OPT_INSTANTIATE_HS_QUICK(HS) \
+  PA_OPT_INSTANTIATE(f16, HS, 16) PA_OPT_INSTANTIATE(bf16, HS, 16)
+
+}  // namespace pa::opt

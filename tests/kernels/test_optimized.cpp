@@ -1,0 +1,262 @@
+// Stage 8 (optimized decode kernel) against the CPU reference.
+//
+// CPU part (always runs): the stage-8 chunk/tile math agrees with
+// CacheGeometry::k_offset / v_offset, and the split plan's invariants.
+// GPU part ([gpu], SKIPped without a GPU): every built dtype x head size x
+// block size, sampled across GQA ratios (incl. MQA and groups > 16), ragged
+// contexts (1, bs-1, bs, bs+1, long), NaN tails, Q row padding, forced split
+// counts (1, 2, 3, many) and the heuristic; outputs poisoned with NaN first.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "pa/index/layout.hpp"
+#include "pa/index/optimized.hpp"
+#include "pa/kernels/optimized.hpp"
+#include "pa/reference/attention.hpp"
+#include "pa/reference/dtype_convert.hpp"
+#include "pa/reference/paged_cache.hpp"
+#include "pa/reference/tolerance.hpp"
+
+namespace {
+
+using namespace pa;
+
+void ck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) FAIL(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+bool have_gpu(std::string& why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    why = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device";
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+struct DevBuf {
+  void* p = nullptr;
+  explicit DevBuf(std::size_t bytes) { ck(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"); }
+  ~DevBuf() { cudaFree(p); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+// Runs stage 8 on the problem; returns the output decoded to float.
+std::vector<float> run_optimized(const PagedProblem& pp, int force_splits, OptimizedPlan* plan_out) {
+  const ProblemSpec& s = pp.spec;
+  DevBuf q(pp.q_bytes.size()), k(pp.k_bytes.size()), v(pp.v_bytes.size());
+  DevBuf bt(pp.block_tables.size() * 4), cl(pp.context_lens.size() * 4);
+  const std::size_t out_elems = static_cast<std::size_t>(pp.num_seqs()) * s.num_heads * s.head_size;
+  DevBuf out(out_elems * dtype_bytes(s.dtype));
+  ck(cudaMemcpy(q.p, pp.q_bytes.data(), pp.q_bytes.size(), cudaMemcpyHostToDevice), "upload q");
+  ck(cudaMemcpy(k.p, pp.k_bytes.data(), pp.k_bytes.size(), cudaMemcpyHostToDevice), "upload k");
+  ck(cudaMemcpy(v.p, pp.v_bytes.data(), pp.v_bytes.size(), cudaMemcpyHostToDevice), "upload v");
+  ck(cudaMemcpy(bt.p, pp.block_tables.data(), pp.block_tables.size() * 4, cudaMemcpyHostToDevice), "upload bt");
+  ck(cudaMemcpy(cl.p, pp.context_lens.data(), pp.context_lens.size() * 4, cudaMemcpyHostToDevice), "upload cl");
+  ck(cudaMemset(out.p, 0xFF, out_elems * dtype_bytes(s.dtype)), "poison out");  // NaN in fp16/bf16
+
+  OptimizedArgs a;
+  a.out = out.p;
+  a.q = q.p;
+  a.k_cache = k.p;
+  a.v_cache = v.p;
+  a.block_tables = static_cast<const int*>(bt.p);
+  a.context_lens = static_cast<const int*>(cl.p);
+  a.dtype = s.dtype;
+  a.head_size = s.head_size;
+  a.block_size = s.block_size;
+  a.num_seqs = pp.num_seqs();
+  a.num_heads = s.num_heads;
+  a.num_kv_heads = s.num_kv_heads;
+  a.q_stride = pp.q_stride;
+  a.max_blocks_per_seq = pp.max_blocks_per_seq;
+  a.num_blocks = pp.num_blocks;
+  a.scale = s.scale();
+  a.max_context_len = s.max_context_len();
+  const OptimizedPlan plan = plan_optimized(a, force_splits);
+  if (plan_out) *plan_out = plan;
+  DevBuf ws(plan.workspace_bytes);
+  ck(cudaMemset(ws.p, 0, plan.workspace_bytes ? plan.workspace_bytes : 1), "zero workspace");
+  // Twice: the second launch proves the arrival counters were reset.
+  launch_optimized(a, plan, ws.p);
+  ck(cudaDeviceSynchronize(), "stage 8 (first launch)");
+  ck(cudaMemset(out.p, 0xFF, out_elems * dtype_bytes(s.dtype)), "poison out");
+  launch_optimized(a, plan, ws.p);
+  ck(cudaDeviceSynchronize(), "stage 8");
+  std::vector<std::uint8_t> bytes(out_elems * dtype_bytes(s.dtype));
+  ck(cudaMemcpy(bytes.data(), out.p, bytes.size(), cudaMemcpyDeviceToHost), "download out");
+  std::vector<float> got(out_elems);
+  decode(s.dtype, bytes.data(), out_elems, got.data());
+  return got;
+}
+
+void check_case(const ProblemSpec& spec, int force_splits) {
+  const PagedProblem pp = make_problem(spec);
+  OptimizedPlan plan;
+  const std::vector<float> got = run_optimized(pp, force_splits, &plan);
+  const std::vector<double> ref = ref_output(pp);
+  const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(spec.dtype));
+  INFO(spec.describe() << " force_splits=" << force_splits << " plan: " << plan.describe());
+  INFO(r.summary());
+  CHECK(r.num_nan == 0);
+  CHECK(r.pass);
+}
+
+std::vector<int> built_head_sizes() {
+  std::vector<int> hs;
+  for (int h : kSupportedHeadSizes)
+    if (optimized_supported(DType::f16, h, 16)) hs.push_back(h);
+  return hs;
+}
+std::vector<int> built_block_sizes() {
+  std::vector<int> bs;
+  for (int b : kSupportedBlockSizes)
+    if (optimized_supported(DType::f16, 128, b)) bs.push_back(b);
+  return bs;
+}
+
+}  // namespace
+
+TEST_CASE("stage 8 chunk math matches the cache layouts", "[optimized]") {
+  using Cfg16 = OptConfig<DType::f16, 128, 16, 1>;
+  using Cfg8 = OptConfig<DType::bf16, 80, 8, 2>;
+  using Cfg32 = OptConfig<DType::f16, 256, 32, 1>;
+  auto check = [](auto cfg_tag, int hs, int bs) {
+    using Cfg = decltype(cfg_tag);
+    CacheGeometry g{7, 3, hs, bs, Cfg::kX};
+    for (int L = 0; L < Cfg::kTileChunks; ++L) {
+      const int kd = Cfg::k_chunk_dim(L), kt = Cfg::k_chunk_token(L);
+      REQUIRE(g.k_offset(5, 2, kd, kt) == g.k_offset(5, 2, 0, 0) + Cfg::chunk_elem_offset(L));
+      const int vd = Cfg::v_chunk_dim(L), vt = Cfg::v_chunk_first_token(L);
+      REQUIRE(g.v_offset(5, 2, vd, vt) == g.v_offset(5, 2, 0, 0) + Cfg::chunk_elem_offset(L));
+    }
+    // The swizzle is a permutation of each 8-chunk line.
+    std::vector<int> seen(Cfg::kStepChunks, 0);
+    for (int s = 0; s < Cfg::kStepChunks; ++s) seen[Cfg::swizzle(s)]++;
+    for (int c : seen) REQUIRE(c == 1);
+    // The 8 rows of every ldmatrix land in 8 distinct 16-byte bank groups.
+    for (int c = 0; c < hs / Cfg::kX; ++c)
+      for (int t0 = 0; t0 < Cfg::kStepTokens; t0 += 8) {
+        int mask = 0;
+        for (int i = 0; i < 8; ++i) mask |= 1 << (Cfg::swizzle(Cfg::k_row_chunk(t0 + i, c)) % 8);
+        REQUIRE(mask == 0xFF);
+      }
+    for (int d0 = 0; d0 < hs; d0 += 8)
+      for (int q = 0; q < Cfg::kStepTokens / 8; ++q) {
+        int mask = 0;
+        for (int i = 0; i < 8; ++i) mask |= 1 << (Cfg::swizzle(Cfg::v_row_chunk(d0 + i, q)) % 8);
+        REQUIRE(mask == 0xFF);
+      }
+  };
+  check(Cfg16{}, 128, 16);
+  check(Cfg8{}, 80, 8);
+  check(Cfg32{}, 256, 32);
+}
+
+TEST_CASE("stage 8 rejects what it does not support", "[optimized]") {
+  OptimizedArgs a;
+  a.dtype = DType::f32;
+  a.num_seqs = 1;
+  a.num_heads = 8;
+  a.num_kv_heads = 2;
+  a.max_context_len = 10;
+  CHECK_THROWS_AS(plan_optimized(a), std::invalid_argument);
+  a.dtype = DType::f16;
+  a.num_kv_heads = 3;
+  CHECK_THROWS_AS(plan_optimized(a), std::invalid_argument);
+  CHECK_FALSE(optimized_supported(DType::f16, 100, 16));
+  CHECK(optimized_supported_list().find("fp16") != std::string::npos);
+}
+
+TEST_CASE("stage 8 matches the reference: every dtype x head size x block size", "[optimized][gpu]") {
+  std::string why;
+  if (!have_gpu(why)) SKIP("no GPU: " << why);
+  const int sample = GENERATE(0, 1);
+  for (DType dt : {DType::f16, DType::bf16})
+    for (int hs : built_head_sizes())
+      for (int bs : built_block_sizes()) {
+        ProblemSpec s;
+        s.dtype = dt;
+        s.head_size = hs;
+        s.block_size = bs;
+        // GQA ratio sampled per configuration: 1, 4, 8 heads per kv head.
+        const int ratios[] = {1, 4, 8};
+        const int ratio = ratios[(hs / 16 + bs + sample) % 3];
+        s.num_kv_heads = 2;
+        s.num_heads = 2 * ratio;
+        s.context_lens = {1, bs - 1, bs, bs + 1, 300 + 37 * sample, 1000};
+        s.seed = 1000 + hs * 7 + bs + 13 * sample + (dt == DType::bf16 ? 5 : 0);
+        s.extra_q_stride = sample ? 8 : 0;
+        check_case(s, sample == 0 ? 0 : 3);
+      }
+}
+
+TEST_CASE("stage 8: GQA ratios incl. MQA and groups over 16", "[optimized][gpu]") {
+  std::string why;
+  if (!have_gpu(why)) SKIP("no GPU: " << why);
+  const auto [heads, kv_heads] = GENERATE(table<int, int>(
+      {{8, 8}, {8, 1}, {12, 4}, {32, 8}, {32, 2}, {40, 4}, {64, 2}, {48, 1}}));
+  for (DType dt : {DType::f16, DType::bf16}) {
+    ProblemSpec s;
+    s.dtype = dt;
+    s.head_size = 128;
+    s.block_size = 16;
+    s.num_heads = heads;
+    s.num_kv_heads = kv_heads;
+    s.context_lens = {17, 1, 513, 64};
+    s.seed = 77 + heads + kv_heads;
+    check_case(s, 0);
+    check_case(s, 2);
+  }
+}
+
+TEST_CASE("stage 8: split counts and long ragged contexts", "[optimized][gpu]") {
+  std::string why;
+  if (!have_gpu(why)) SKIP("no GPU: " << why);
+  const int splits = GENERATE(1, 2, 3, 7, 64, 256);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    ProblemSpec s;
+    s.dtype = dt;
+    s.head_size = 128;
+    s.block_size = 16;
+    s.num_heads = 8;
+    s.num_kv_heads = 2;
+    s.context_lens = {5000, 1, 16, 2049, 333};
+    s.seed = 4242 + splits;
+    check_case(s, splits);
+  }
+}
+
+TEST_CASE("stage 8: heuristic split on one long sequence", "[optimized][gpu]") {
+  std::string why;
+  if (!have_gpu(why)) SKIP("no GPU: " << why);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    ProblemSpec s;
+    s.dtype = dt;
+    s.head_size = 128;
+    s.block_size = 16;
+    s.num_heads = 32;
+    s.num_kv_heads = 8;
+    s.context_lens = {20000};
+    s.seed = 99;
+    const PagedProblem pp = make_problem(s);
+    OptimizedPlan plan;
+    const std::vector<float> got = run_optimized(pp, 0, &plan);
+    INFO(plan.describe());
+    CHECK(plan.splits > 1);  // one sequence of 8 kv heads must be split to fill the GPU
+    const std::vector<double> ref = ref_output(pp);
+    const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(dt));
+    INFO(r.summary());
+    CHECK(r.pass);
+  }
+}
