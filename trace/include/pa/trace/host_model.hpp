@@ -27,4 +27,13 @@ std::vector<Event> model_events(const ProblemSpec& spec, Stage stage, const Sele
 // Sort into replay order (used on recorded events too).
 void sort_replay_order(std::vector<Event>& events);
 
+// Whether model_events supports a stage in this build.
+bool stage_is_modelled(Stage stage);
+
+// The selection checked against the problem (seq, head in range; partition 0
+// except for v2_partition, where it must be a partition of the sequence's
+// context), with the default (first block) filled in, sorted and deduplicated.
+// Throws std::invalid_argument naming the bad value and what is accepted.
+std::vector<BlockId> resolve_selection(const ProblemSpec& spec, Stage stage, const Selection& sel);
+
 }  // namespace pa::trace

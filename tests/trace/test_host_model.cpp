@@ -1,0 +1,305 @@
+// Host model of stages 1-5: counts derived by hand, coverage (every K / V
+// element of the context touched exactly once), every byte offset inside its
+// tensor, program order and epochs, and round trips through trace files.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <cstring>
+#include <tuple>
+
+#include "pa/index/mapping.hpp"
+#include "pa/reference/config_dispatch.hpp"
+#include "pa/reference/paged_cache.hpp"
+#include "pa/trace/analysis.hpp"
+#include "pa/trace/host_model.hpp"
+#include "pa/trace/trace_file.hpp"
+
+using namespace pa;
+using namespace pa::trace;
+
+namespace {
+
+ProblemSpec spec_of(DType dt, int head, int block, std::vector<int> ctx, int heads = 4, int kv_heads = 4) {
+  ProblemSpec s;
+  s.dtype = dt;
+  s.head_size = head;
+  s.block_size = block;
+  s.num_heads = heads;
+  s.num_kv_heads = kv_heads;
+  s.context_lens = std::move(ctx);
+  return s;
+}
+
+std::vector<Event> only(const std::vector<Event>& ev, Step step, Op op) {
+  std::vector<Event> out;
+  for (const Event& e : ev)
+    if (e.step == step && e.op == op) out.push_back(e);
+  return out;
+}
+
+int count_thread(const std::vector<Event>& ev, int warp, int lane) {
+  return static_cast<int>(std::count_if(ev.begin(), ev.end(), [&](const Event& e) { return e.warp == warp && e.lane == lane; }));
+}
+
+// Tensor sizes in bytes, to check every offset lands inside.
+struct Bounds {
+  std::map<Tensor, std::int64_t> bytes;
+};
+Bounds bounds_of(const PagedProblem& p) {
+  Bounds b;
+  const int eb = dtype_bytes(p.spec.dtype);
+  const int max_ctx = p.spec.max_context_len();
+  const int nw = p.spec.num_threads / 32;
+  const std::int64_t rows = static_cast<std::int64_t>(p.num_seqs()) * p.spec.num_heads;
+  b.bytes[Tensor::q] = static_cast<std::int64_t>(p.q_bytes.size());
+  b.bytes[Tensor::k_cache] = static_cast<std::int64_t>(p.k_bytes.size());
+  b.bytes[Tensor::v_cache] = static_cast<std::int64_t>(p.v_bytes.size());
+  b.bytes[Tensor::block_table] = static_cast<std::int64_t>(p.block_tables.size()) * 4;
+  b.bytes[Tensor::context_lens] = p.num_seqs() * 4;
+  b.bytes[Tensor::q_smem] = static_cast<std::int64_t>(p.spec.head_size) * eb;
+  b.bytes[Tensor::logits] = std::max<std::int64_t>(max_ctx, 1) * 4;
+  b.bytes[Tensor::red_scratch] = 2 * nw * 4;
+  b.bytes[Tensor::out_scratch] = static_cast<std::int64_t>(nw / 2) * p.spec.head_size * 4;
+  b.bytes[Tensor::output] = rows * p.spec.head_size * eb;
+  // stage_out: the largest stage output (per-warp partials) or the logits rows.
+  b.bytes[Tensor::stage_out] = rows * std::max<std::int64_t>(std::int64_t{nw} * p.spec.head_size, max_ctx) * 4;
+  b.bytes[Tensor::part_max] = rows * 4;
+  b.bytes[Tensor::part_sum] = rows * 4;
+  return b;
+}
+
+void check_offsets_inside(const PagedProblem& p, const std::vector<Event>& ev) {
+  const Bounds b = bounds_of(p);
+  for (const Event& e : ev) {
+    if (e.bytes == 0) {
+      REQUIRE(e.byte_offset == -1);
+      continue;
+    }
+    INFO(describe(e));
+    REQUIRE(b.bytes.count(e.tensor) == 1);
+    REQUIRE(e.byte_offset >= 0);
+    REQUIRE(e.byte_offset % std::min(e.bytes, 16) == 0);  // aligned vector accesses
+    REQUIRE(e.byte_offset + e.bytes <= b.bytes.at(e.tensor));
+  }
+}
+
+// Epochs never decrease in a thread's program order, seq_in_thread is 0..n-1,
+// and every thread passes the same number of barriers.
+void check_program_order(const std::vector<Event>& ev) {
+  std::map<std::tuple<int, int, int, int, int>, std::vector<Event>> threads;
+  for (const Event& e : ev) threads[{e.seq, e.head, e.partition, e.warp, e.lane}].push_back(e);
+  std::map<std::tuple<int, int, int>, int> barriers_per_block;
+  for (auto& [k, v] : threads) {
+    std::sort(v.begin(), v.end(), [](const Event& a, const Event& b) { return a.seq_in_thread < b.seq_in_thread; });
+    int barriers = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      REQUIRE(v[i].seq_in_thread == static_cast<int>(i));
+      REQUIRE(v[i].epoch == barriers);
+      if (v[i].op == Op::barrier) ++barriers;
+    }
+    auto [it, fresh] = barriers_per_block.emplace(std::tuple{std::get<0>(k), std::get<1>(k), std::get<2>(k)}, barriers);
+    REQUIRE(it->second == barriers);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("host model, fp16 head 128 block 16, 100 tokens: counts by hand", "[trace][model]") {
+  // thread group 2, 64 groups, K vec 4 elements (8 B), 16 K vecs per thread;
+  // 7 blocks: warp 0 gets blocks 0 and 4, warp 1: 1, 5; warp 2: 2, 6; warp 3: 3.
+  const ProblemSpec s = spec_of(DType::f16, 128, 16, {100});
+  const auto ev = model_events(s, Stage::qk, {});
+  REQUIRE_FALSE(ev.empty());
+
+  const auto k = only(ev, Step::k_load, Op::global_load);
+  CHECK(k.size() == 7 * 32 * 16);
+  CHECK(count_thread(k, 0, 0) == 32);
+  CHECK(count_thread(k, 1, 5) == 32);
+  CHECK(count_thread(k, 3, 31) == 16);
+  std::int64_t kbytes = 0;
+  for (const Event& e : k) kbytes += e.bytes;
+  CHECK(kbytes == 7 * 16 * 128 * 2);  // the whole blocks, padding tokens 100..111 included
+
+  const auto q = only(ev, Step::q_load, Op::global_load);
+  CHECK(q.size() == 32);  // 32 Q slots of 4 elements, loaded by thread groups 0..15 = warp 0
+  for (const Event& e : q) CHECK(e.warp == 0);
+  CHECK(only(ev, Step::q_smem_store, Op::shared_store).size() == 32);
+  CHECK(only(ev, Step::q_smem_load, Op::shared_load).size() == 7 * 32 * 16);
+  CHECK(only(ev, Step::qk_group_reduce, Op::shuffle).size() == 7 * 32);  // one xor step (2 threads)
+  CHECK(only(ev, Step::logit_store, Op::shared_store).size() == 100);
+  CHECK(only(ev, Step::block_table_load, Op::global_load).size() == 128 + 7 * 32);
+  CHECK(only(ev, Step::barrier, Op::barrier).size() == 2 * 128);
+  CHECK(only(ev, Step::stage_output, Op::global_store).size() == 100);
+
+  // Analyses: every K request is one warp reading 256 contiguous bytes: 8 sectors, ideal 8.
+  const auto reqs = memory_requests(ev);
+  int k_reqs = 0, q_reqs = 0;
+  for (const auto& r : reqs) {
+    if (r.key.step == Step::k_load) {
+      ++k_reqs;
+      CHECK(r.lanes == 32);
+      CHECK(r.sectors == 8);
+      CHECK(r.ideal_sectors == 8);
+    }
+    if (r.key.step == Step::q_smem_load) {
+      ++q_reqs;
+      // The two threads of a group read q_vecs[0][i] and q_vecs[1][i], 16 vecs x 8 B = 128 B
+      // apart: same banks, broadcast to the 16 groups: 2 wavefronts per half-warp phase.
+      CHECK(r.unique_bytes == 16);
+      CHECK(r.wavefronts == 4);
+      CHECK(r.ideal_wavefronts == 2);
+    }
+  }
+  CHECK(k_reqs == 7 * 16);
+  CHECK(q_reqs == 7 * 16);
+  const auto counts = per_thread_counts(ev);
+  REQUIRE(counts.size() == 128);
+  CHECK(counts[0].global_loads == 1 + 1 + 2 * (1 + 16));  // context len, Q vec, 2 blocks x (table + 16 K)
+  CHECK(counts[0].shared_loads == 2 * 16 + 1);            // q_vecs, then the logits read-back (token 0)
+  CHECK(counts[0].shared_stores == 1 + 2);                // its Q slot, logits of tokens 0 and 64
+  CHECK(counts[1].shared_stores == 1);                    // g_off 1 stores no logit
+}
+
+TEST_CASE("host model: every K element of the context is loaded exactly once (stage 2)", "[trace][model]") {
+  const DType dt = GENERATE(DType::f32, DType::f16, DType::bf16);
+  const int block = GENERATE(8, 16, 32);
+  const int head = GENERATE(64, 80, 128, 256);
+  const ProblemSpec s = spec_of(dt, head, block, {1, 37, 130}, 4, 2);
+  const PagedProblem p = make_problem(s);
+  Selection sel;
+  for (int seq = 0; seq < 3; ++seq) sel.blocks.push_back({seq, 3, 0});
+  const auto ev = model_events(s, Stage::qk, sel);
+  INFO(dtype_name(dt) << " head " << head << " block " << block);
+  check_offsets_inside(p, ev);
+  check_program_order(ev);
+  const int eb = dtype_bytes(dt);
+  for (int seq = 0; seq < 3; ++seq) {
+    std::vector<int> touched(static_cast<std::size_t>(p.num_logical_blocks(seq)) * block * head, 0);
+    for (const Event& e : ev) {
+      if (e.seq != seq || e.step != Step::k_load) continue;
+      REQUIRE(e.kv_head == 1);  // head 3 of 4, 2 KV heads
+      REQUIRE(e.physical_block == p.physical_block(seq, e.logical_block));
+      REQUIRE(e.token / block == e.logical_block);
+      REQUIRE(e.bytes == e.dim_count * eb);
+      REQUIRE(e.byte_offset == p.cache.k_offset(e.physical_block, e.kv_head, e.dim_begin, e.token % block) * eb);
+      for (int d = e.dim_begin; d < e.dim_begin + e.dim_count; ++d) {
+        // The vec is contiguous in the layout (it never crosses an x chunk).
+        REQUIRE(p.cache.k_offset(e.physical_block, e.kv_head, d, e.token % block) * eb ==
+                e.byte_offset + (d - e.dim_begin) * eb);
+        ++touched[static_cast<std::size_t>(e.token) * head + d];
+      }
+    }
+    for (std::size_t i = 0; i < touched.size(); ++i) {
+      INFO("seq " << seq << " token " << i / head << " dim " << i % head);
+      REQUIRE(touched[i] == 1);
+    }
+    // One logit per context token.
+    std::set<int> logits;
+    for (const Event& e : ev)
+      if (e.seq == seq && e.step == Step::logit_store) REQUIRE(logits.insert(e.token).second);
+    REQUIRE(static_cast<int>(logits.size()) == s.context_lens[seq]);
+  }
+}
+
+TEST_CASE("host model: every V element is loaded once, every output row stored once (stages 4, 5)", "[trace][model]") {
+  const DType dt = GENERATE(DType::f16, DType::f32);
+  const int block = GENERATE(8, 16, 32);
+  const int head = GENERATE(80, 128);
+  const ProblemSpec s = spec_of(dt, head, block, {45, 3}, 8, 1);  // MQA
+  const PagedProblem p = make_problem(s);
+  Selection sel{{{0, 5, 0}, {1, 0, 0}}};
+  const auto ev = model_events(s, Stage::warp_reduce, sel);
+  INFO(dtype_name(dt) << " head " << head << " block " << block);
+  check_offsets_inside(p, ev);
+  check_program_order(ev);
+  const int eb = dtype_bytes(dt);
+  for (const BlockId& b : sel.blocks) {
+    const int nblocks = p.num_logical_blocks(b.seq);
+    std::vector<int> touched(static_cast<std::size_t>(nblocks) * block * head, 0);
+    std::vector<int> out_rows(head, 0);
+    for (const Event& e : ev) {
+      if (e.seq != b.seq || e.head != b.head) continue;
+      REQUIRE(e.kv_head == 0);
+      if (e.step == Step::v_load) {
+        const int t0 = e.token % block;
+        REQUIRE(e.byte_offset == p.cache.v_offset(e.physical_block, 0, e.dim_begin, t0) * eb);
+        for (int t = 0; t < e.bytes / eb; ++t) ++touched[static_cast<std::size_t>(e.token + t) * head + e.dim_begin];
+      }
+      if (e.step == Step::out_store) {
+        REQUIRE(e.byte_offset == p.query.out_offset(b.seq, b.head, e.dim_begin) * eb);
+        ++out_rows[e.dim_begin];
+      }
+    }
+    for (int v : touched) REQUIRE(v == 1);
+    for (int v : out_rows) REQUIRE(v == 1);
+  }
+}
+
+TEST_CASE("host model: every stage, several configurations: valid, ordered, round-trips", "[trace][model][file]") {
+  const Stage st = GENERATE(Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce);
+  const int block = GENERATE(8, 32);
+  ProblemSpec s = spec_of(DType::bf16, 96, block, {17, 200}, 4, 2);
+  s.extra_q_stride = 8;
+  const PagedProblem p = make_problem(s);
+  Selection sel{{{1, 1, 0}, {0, 2, 0}}};
+  const auto ev = model_events(s, st, sel);
+  INFO(to_string(st) << " block " << block);
+  REQUIRE_FALSE(ev.empty());
+  check_offsets_inside(p, ev);
+  check_program_order(ev);
+  for (const Event& e : ev) REQUIRE(e.stage == st);
+  // Replay order: block, epoch, warp, lane, seq_in_thread.
+  REQUIRE(ev.front().seq == 0);
+  auto sorted = ev;
+  sort_replay_order(sorted);
+  REQUIRE(std::equal(ev.begin(), ev.end(), sorted.begin(),
+                     [](const Event& a, const Event& b) { return std::memcmp(&a, &b, sizeof a) == 0; }));
+  // Deterministic.
+  const auto again = model_events(s, st, sel);
+  REQUIRE(again.size() == ev.size());
+  REQUIRE(std::memcmp(again.data(), ev.data(), ev.size() * sizeof(Event)) == 0);
+  // Through a file and back.
+  TraceData d{{s, st, kHostModelSource, build_revision()}, ev};
+  const auto bytes = serialize_trace(d);
+  const TraceData back = parse_trace(bytes.data(), bytes.size());
+  REQUIRE(back.events.size() == ev.size());
+  REQUIRE(std::memcmp(back.events.data(), ev.data(), ev.size() * sizeof(Event)) == 0);
+}
+
+TEST_CASE("host model: stage 3 values and reductions", "[trace][model]") {
+  const ProblemSpec s = spec_of(DType::f16, 64, 16, {300});
+  const auto ev = model_events(s, Stage::softmax, {});
+  // Block-wide results: the broadcast shuffle of every thread carries max, then sum.
+  std::vector<float> results;
+  for (const Event& e : ev)
+    if (e.op == Op::shuffle && e.iter == -1 && e.warp == 2 && e.lane == 7) results.push_back(e.value);
+  REQUIRE(results.size() == 2);
+  float max_seen = -1e30f;
+  for (const Event& e : ev)
+    if (e.step == Step::logit_store) max_seen = std::max(max_seen, e.value);
+  CHECK(results[0] == max_seen);
+  CHECK(results[1] >= 1.0f);
+  double psum = 0;
+  for (const Event& e : ev)
+    if (e.step == Step::prob_store && e.op == Op::shared_store) psum += e.value;
+  CHECK(std::abs(psum - 1.0) < 1e-4);
+  // One logit read per token (300 over 128 threads), then lanes 0..3 of each of
+  // the 4 warps read the 4 warp maxima from the reduction scratch.
+  CHECK(only(ev, Step::max_reduce, Op::shared_load).size() == 300 + 4 * 4);
+}
+
+TEST_CASE("host model rejects bad selections and unmodelled stages", "[trace][model]") {
+  const ProblemSpec s = spec_of(DType::f16, 128, 16, {10, 20});
+  CHECK_THROWS_AS(model_events(s, Stage::qk, Selection{{{2, 0, 0}}}), std::invalid_argument);
+  CHECK_THROWS_AS(model_events(s, Stage::qk, Selection{{{0, 4, 0}}}), std::invalid_argument);
+  CHECK_THROWS_AS(model_events(s, Stage::qk, Selection{{{0, 0, 1}}}), std::invalid_argument);
+  CHECK_THROWS_AS(model_events(s, static_cast<Stage>(0), {}), std::invalid_argument);
+  ProblemSpec bad = s;
+  bad.head_size = 100;
+  CHECK_THROWS_AS(model_events(bad, Stage::qk, {}), std::invalid_argument);
+  // Duplicates collapse; the default selection is block (0, 0, 0).
+  CHECK(model_events(s, Stage::qk, Selection{{{0, 0, 0}, {0, 0, 0}}}).size() == model_events(s, Stage::qk, {}).size());
+}

@@ -1,0 +1,354 @@
+// Host model of the v1-style stage kernels 1-5 (kernels/stages/01..05_*.cuh):
+// for one thread block, every thread's events in program order, enumerated
+// from the same index headers (mapping.hpp, layout.hpp, events.hpp). Each
+// function below mirrors one step function of the kernels and names it; the
+// emission contract is the comment above each kernel step.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "host_model_detail.hpp"
+#include "pa/reference/config_dispatch.hpp"
+
+namespace pa::trace::detail {
+namespace {
+
+template <class Cfg>
+struct V1Model {
+  using Map = ThreadMapping<Cfg>;
+  static constexpr int kThreads = Cfg::kNumThreads;
+  static constexpr int kWarps = Cfg::kNumWarps;
+
+  const PagedProblem& p;
+  ModelValues& vals;
+  BlockEmitter& em;
+  BlockId b;
+  int kv_head;
+  StageOutGeometry sg;
+
+  int ctx_len() const { return p.context_lens[b.seq]; }
+  EventBuilder ev_(int tid, Step s, Op o, Tensor t) const { return ev(em.ctx(tid), s, o, t); }
+
+  // load_context_len (02_qk.cuh)
+  void context_len() {
+    for (int tid = 0; tid < kThreads; ++tid) {
+      em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::context_lens)
+                         .at(context_len_offset(b.seq) * 4, 4));
+    }
+  }
+
+  // q_to_smem (01_q_to_smem.cuh)
+  void q_to_smem() {
+    for (int tid = 0; tid < kThreads; ++tid) {
+      const int g_off = Map::thread_group_offset_of(tid);
+      int n = 0;
+      for (int i = Map::q_load_first_vec(tid); i < Cfg::kNumVecsPerThread; i += Map::kQLoadStride, ++n) {
+        const int dim = Map::qk_vec_dim(g_off, i);
+        const std::int64_t off = p.query.q_offset(b.seq, b.head, dim);
+        em.record(tid, ev_(tid, Step::q_load, Op::global_load, Tensor::q)
+                           .it(n).dims(dim, Cfg::kVecSize).at(off * Cfg::kElemBytes, Cfg::kVecBytes));
+        em.record(tid, ev_(tid, Step::q_smem_store, Op::shared_store, Tensor::q_smem)
+                           .it(n).dims(dim, Cfg::kVecSize).at(Map::q_smem_byte(g_off, i), Cfg::kVecBytes));
+      }
+    }
+    em.barrier_all();
+  }
+
+  // stage1_q_to_smem_kernel's read-back
+  void q_readback() {
+    for (int tid = 0; tid < kThreads; ++tid) {
+      for (int k = 0, s = Map::strided_index(tid, 0); s < Map::kNumQSlots; s = Map::strided_index(tid, ++k)) {
+        const int e0 = Map::q_readback_elem(s);
+        const std::int64_t off = sg.q_smem_offset(b.seq, b.head, e0);
+        const int g_off = Map::q_slot_g_off(s), i = Map::q_slot_vec(s);
+        em.record(tid, ev_(tid, Step::stage_output, Op::shared_load, Tensor::q_smem)
+                           .it(k).dims(Map::qk_vec_dim(g_off, i), Cfg::kVecSize)
+                           .at(Map::q_smem_byte(g_off, i), Cfg::kVecBytes));
+        em.record(tid, ev_(tid, Step::stage_output, Op::global_store, Tensor::stage_out)
+                           .it(k).dims(e0, Cfg::kVecSize).at(off * 4, Cfg::kVecSize * 4));
+      }
+    }
+  }
+
+  int phys_block(int lblock) const { return p.block_tables[p.table.offset(b.seq, lblock)]; }
+
+  // load_physical_block (02_qk.cuh)
+  void block_table_load(int tid, int lblock, int n) {
+    em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::block_table)
+                       .it(n).blk(lblock, phys_block(lblock)).at(p.table.offset(b.seq, lblock) * 4, 4));
+  }
+
+  // qk_logits (02_qk.cuh)
+  void qk(const PartitionRange& r) {
+    for (int tid = 0; tid < kThreads; ++tid) {
+      const int warp = Map::warp_of(tid), lane = Map::lane_of(tid), g_off = Map::thread_group_offset_of(tid);
+      const int t_in_block = Map::qk_token_in_block(lane);
+      for (int n = 0, lblock = Map::warp_block(r.block_begin, warp, 0); lblock < r.block_end;
+           lblock = Map::warp_block(r.block_begin, warp, ++n)) {
+        block_table_load(tid, lblock, n);
+        const int phys = phys_block(lblock);
+        const int token = Map::token_of(lblock, t_in_block);
+        for (int i = 0; i < Cfg::kNumVecsPerThread; ++i) {
+          const int dim = Map::qk_vec_dim(g_off, i);
+          const std::int64_t off = p.cache.k_offset(phys, kv_head, dim, t_in_block);
+          em.record(tid, ev_(tid, Step::k_load, Op::global_load, Tensor::k_cache)
+                             .it(n).tok(token).blk(lblock, phys).dims(dim, Cfg::kVecSize)
+                             .at(off * Cfg::kElemBytes, Cfg::kVecBytes));
+        }
+        for (int i = 0; i < Cfg::kNumVecsPerThread; ++i) {
+          em.record(tid, ev_(tid, Step::q_smem_load, Op::shared_load, Tensor::q_smem)
+                             .it(n).tok(token).dims(Map::qk_vec_dim(g_off, i), Cfg::kVecSize)
+                             .at(Map::q_smem_byte(g_off, i), Cfg::kVecBytes));
+        }
+        em.record(tid, ev_(tid, Step::qk_dot, Op::compute, Tensor::none)
+                           .it(n).tok(token).blk(lblock, phys)
+                           .dims(Map::qk_vec_dim(g_off, 0), Cfg::kNumElemsPerThread));
+        for (int mask = Cfg::kThreadGroupSize / 2; mask >= 1; mask /= 2) {
+          em.record(tid, ev_(tid, Step::qk_group_reduce, Op::shuffle, Tensor::none).it(n).tok(token));
+        }
+        if (g_off == 0 && token < r.token_end) {
+          em.record(tid, ev_(tid, Step::logit_store, Op::shared_store, Tensor::logits)
+                             .it(n).tok(token).blk(lblock, phys)
+                             .at(logits_smem_byte(token - r.token_begin), 4)
+                             .val(vals.logit(b.seq, b.head, token)));
+        }
+      }
+    }
+    em.barrier_all();
+  }
+
+  // store_logits_row (02_qk.cuh); probs: the softmax's output instead of logits.
+  void logits_row(const PartitionRange& r, bool probs) {
+    const int n = r.token_end - r.token_begin;
+    for (int tid = 0; tid < kThreads; ++tid) {
+      for (int k = 0, i = Map::strided_index(tid, 0); i < n; i = Map::strided_index(tid, ++k)) {
+        const int token = r.token_begin + i;
+        const float v = probs ? vals.prob(b.seq, b.head, token) : vals.logit(b.seq, b.head, token);
+        em.record(tid, ev_(tid, Step::stage_output, Op::shared_load, Tensor::logits)
+                           .it(k).tok(token).at(logits_smem_byte(i), 4).val(v));
+        em.record(tid, ev_(tid, Step::stage_output, Op::global_store, Tensor::stage_out)
+                           .it(k).tok(token).at(sg.logit_offset(b.seq, b.head, token) * 4, 4).val(v));
+      }
+    }
+  }
+
+  // block_reduce (03_softmax.cuh). warp_value[w] = warp w's reduced value.
+  void block_reduce(Step step, int slot_base, const float* warp_value, float result) {
+    for (int tid = 0; tid < kThreads; ++tid) {
+      const int warp = Map::warp_of(tid), lane = Map::lane_of(tid);
+      for (int mask = kWarpSize / 2; mask >= 1; mask /= 2) em.record(tid, ev_(tid, step, Op::shuffle, Tensor::none).it(mask));
+      if (lane == 0) {
+        em.record(tid, ev_(tid, step, Op::shared_store, Tensor::red_scratch)
+                           .at(red_scratch_byte(slot_base + warp), 4).val(warp_value[warp]));
+      }
+    }
+    em.barrier_all();
+    for (int tid = 0; tid < kThreads; ++tid) {
+      const int lane = Map::lane_of(tid);
+      if (lane < kWarps) {
+        em.record(tid, ev_(tid, step, Op::shared_load, Tensor::red_scratch)
+                           .at(red_scratch_byte(slot_base + lane), 4).val(warp_value[lane]));
+      }
+      for (int mask = kWarps / 2; mask >= 1; mask /= 2) em.record(tid, ev_(tid, step, Op::shuffle, Tensor::none).it(mask));
+      em.record(tid, ev_(tid, step, Op::shuffle, Tensor::none).val(result));
+    }
+  }
+
+  // softmax_block (03_softmax.cuh)
+  void softmax(const PartitionRange& r) {
+    const int n = r.token_end - r.token_begin;
+    const float m = vals.max_logit(b.seq, b.head);
+    const float s = vals.exp_sum(b.seq, b.head);
+    // Warp w's threads own range-relative tokens i with (i % kThreads) / 32 == w.
+    float wmax[kWarps], wsum[kWarps];
+    for (int w = 0; w < kWarps; ++w) {
+      float mx = -std::numeric_limits<float>::infinity();
+      double sum = 0;
+      for (int i = 0; i < n; ++i) {
+        if (Map::warp_of(i % kThreads) != w) continue;
+        mx = std::max(mx, vals.logit(b.seq, b.head, r.token_begin + i));
+        sum += vals.exp_of(b.seq, b.head, r.token_begin + i);
+      }
+      wmax[w] = mx;
+      wsum[w] = static_cast<float>(sum);
+    }
+    auto loop = [&](Step step, bool store, auto load_val, auto store_val) {
+      for (int tid = 0; tid < kThreads; ++tid) {
+        for (int k = 0, i = Map::strided_index(tid, 0); i < n; i = Map::strided_index(tid, ++k)) {
+          const int token = r.token_begin + i;
+          em.record(tid, ev_(tid, step, Op::shared_load, Tensor::logits)
+                             .it(k).tok(token).at(logits_smem_byte(i), 4).val(load_val(token)));
+          if (store) {
+            em.record(tid, ev_(tid, step, Op::shared_store, Tensor::logits)
+                               .it(k).tok(token).at(logits_smem_byte(i), 4).val(store_val(token)));
+          }
+        }
+      }
+    };
+    auto logit = [&](int t) { return vals.logit(b.seq, b.head, t); };
+    auto ex = [&](int t) { return vals.exp_of(b.seq, b.head, t); };
+    auto prob = [&](int t) { return vals.prob(b.seq, b.head, t); };
+    loop(Step::max_reduce, false, logit, logit);
+    block_reduce(Step::max_reduce, Map::red_max_slot(0), wmax, m);
+    loop(Step::exp_sum_reduce, true, logit, ex);
+    block_reduce(Step::exp_sum_reduce, Map::red_sum_slot(0), wsum, s);
+    loop(Step::prob_store, true, ex, prob);
+    em.barrier_all();
+  }
+
+  void softmax_stats() {
+    const std::int64_t off = sg.stat_offset(b.seq, b.head);
+    em.record(0, ev_(0, Step::stage_output, Op::global_store, Tensor::part_max).at(off * 4, 4)
+                     .val(vals.max_logit(b.seq, b.head)));
+    em.record(0, ev_(0, Step::stage_output, Op::global_store, Tensor::part_sum).at(off * 4, 4)
+                     .val(vals.exp_sum(b.seq, b.head)));
+  }
+
+  // lv_accumulate + lv_reduce_rows (04_lv.cuh)
+  void lv(const PartitionRange& r) {
+    constexpr int kN = Cfg::kVVecSize;
+    for (int tid = 0; tid < kThreads; ++tid) {
+      const int warp = Map::warp_of(tid), lane = Map::lane_of(tid);
+      const int t_in_block = Map::lv_token_in_block(lane);
+      for (int n = 0, lblock = Map::warp_block(r.block_begin, warp, 0); lblock < r.block_end;
+           lblock = Map::warp_block(r.block_begin, warp, ++n)) {
+        block_table_load(tid, lblock, n);
+        const int phys = phys_block(lblock);
+        const int token0 = Map::token_of(lblock, t_in_block);
+        const int idx0 = token0 - r.token_begin;
+        const int valid = r.token_end - token0;
+        if (valid > 0) {
+          em.record(tid, ev_(tid, Step::logit_load, Op::shared_load, Tensor::logits)
+                             .it(n).tok(token0).blk(lblock, phys).at(logits_smem_byte(idx0), 4 * std::min(valid, kN)));
+        }
+        for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+          const int row = Map::lv_row(lane, i);
+          if (!Map::lv_row_valid(row)) continue;
+          const std::int64_t off = p.cache.v_offset(phys, kv_head, row, t_in_block);
+          em.record(tid, ev_(tid, Step::v_load, Op::global_load, Tensor::v_cache)
+                             .it(n).tok(token0).blk(lblock, phys).dims(row, 1)
+                             .at(off * Cfg::kElemBytes, Cfg::kVVecBytes));
+          em.record(tid, ev_(tid, Step::accumulate, Op::compute, Tensor::none)
+                             .it(n).tok(token0).blk(lblock, phys).dims(row, 1));
+        }
+      }
+      for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+        const int row = Map::lv_row(lane, i);
+        for (int mask = Cfg::kNumVVecsPerRow / 2; mask >= 1; mask /= 2) {
+          if (Map::lv_row_valid(row)) {
+            em.record(tid, ev_(tid, Step::accumulate, Op::shuffle, Tensor::none).it(mask).dims(row, 1));
+          }
+        }
+      }
+    }
+  }
+
+  // stage4_lv_kernel's partial-output store
+  void partials_out() {
+    for (int tid = 0; tid < kThreads; ++tid) {
+      const int warp = Map::warp_of(tid), lane = Map::lane_of(tid);
+      if (!Map::lv_row_owner(lane)) continue;
+      for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+        const int row = Map::lv_row(lane, i);
+        if (!Map::lv_row_valid(row)) continue;
+        em.record(tid, ev_(tid, Step::stage_output, Op::global_store, Tensor::stage_out)
+                           .it(i).dims(row, 1).at(sg.partial_offset(b.seq, b.head, warp, row) * 4, 4)
+                           .val(vals.partial(b.seq, b.head, warp, row)));
+      }
+    }
+  }
+
+  // warp_tree_reduce (05_warp_reduce.cuh)
+  void warp_reduce() {
+    em.barrier_all();
+    for (int rnd = 0, active = kWarps; active > 1; active /= 2, ++rnd) {
+      const int mid = active / 2;
+      for (int tid = 0; tid < kThreads; ++tid) {
+        const int warp = Map::warp_of(tid), lane = Map::lane_of(tid);
+        if (!(Map::lv_row_owner(lane) && warp >= mid && warp < active)) continue;
+        for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+          const int row = Map::lv_row(lane, i);
+          if (!Map::lv_row_valid(row)) continue;
+          em.record(tid, ev_(tid, Step::warp_reduce, Op::shared_store, Tensor::out_scratch)
+                             .it(rnd).dims(row, 1)
+                             .at(static_cast<std::int64_t>(Map::reduce_scratch_offset(warp - mid, row)) * 4, 4));
+        }
+      }
+      em.barrier_all();
+      for (int tid = 0; tid < kThreads; ++tid) {
+        const int warp = Map::warp_of(tid), lane = Map::lane_of(tid);
+        if (!(Map::lv_row_owner(lane) && warp < mid)) continue;
+        for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+          const int row = Map::lv_row(lane, i);
+          if (!Map::lv_row_valid(row)) continue;
+          em.record(tid, ev_(tid, Step::warp_reduce, Op::shared_load, Tensor::out_scratch)
+                             .it(rnd).dims(row, 1)
+                             .at(static_cast<std::int64_t>(Map::reduce_scratch_offset(warp, row)) * 4, 4));
+        }
+      }
+      em.barrier_all();
+    }
+  }
+
+  // store_output_row (05_warp_reduce.cuh)
+  void out_store() {
+    for (int tid = 0; tid < kWarpSize; ++tid) {  // warp 0
+      const int lane = Map::lane_of(tid);
+      if (!Map::lv_row_owner(lane)) continue;
+      for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+        const int row = Map::lv_row(lane, i);
+        if (!Map::lv_row_valid(row)) continue;
+        em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
+                           .it(i).dims(row, 1).at(p.query.out_offset(b.seq, b.head, row) * Cfg::kElemBytes,
+                                                  Cfg::kElemBytes)
+                           .val(vals.out(b.seq, b.head, row)));
+      }
+    }
+  }
+
+  void run(Stage stage) {
+    const PartitionRange r = partition_range(ctx_len(), Cfg::kBlockSize, 0, 0);
+    if (stage == Stage::q_to_smem) {
+      q_to_smem();
+      q_readback();
+      return;
+    }
+    context_len();
+    q_to_smem();
+    qk(r);
+    if (stage == Stage::qk) {
+      logits_row(r, false);
+      return;
+    }
+    softmax(r);
+    if (stage == Stage::softmax) {
+      logits_row(r, true);
+      softmax_stats();
+      return;
+    }
+    lv(r);
+    if (stage == Stage::lv) {
+      partials_out();
+      return;
+    }
+    warp_reduce();
+    out_store();
+  }
+};
+
+}  // namespace
+
+void model_v1_block(const PagedProblem& p, Stage stage, const BlockId& b, ModelValues& vals,
+                    std::vector<Event>& out) {
+  with_kernel_config(p.spec, [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    const int kv_head = kv_head_of(b.head, p.spec.num_heads, p.spec.num_kv_heads);
+    BlockEmitter em(out, stage, b, kv_head, Cfg::kNumThreads);
+    const int max_ctx = *std::max_element(p.context_lens.begin(), p.context_lens.end());
+    V1Model<Cfg> m{p, vals, em, b, kv_head,
+                   StageOutGeometry{p.spec.num_heads, p.spec.head_size, max_ctx, Cfg::kNumWarps}};
+    m.run(stage);
+  });
+}
+
+}  // namespace pa::trace::detail
