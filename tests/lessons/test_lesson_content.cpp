@@ -13,6 +13,7 @@
 #include "lesson.hpp"
 #include "pa/index/config.hpp"
 #include "pa/index/dtype.hpp"
+#include "pa/index/optimized.hpp"
 
 #if PA_LESSON_HAVE_HOST_MODEL
 #include "pa/trace/host_model.hpp"
@@ -31,8 +32,10 @@ std::vector<std::pair<LessonEntry, Document>> all_lessons() {
   return out;
 }
 
-// kernels/stages/0N_*.cuh (or .cu) for stage N; "" if not there yet.
-std::string stage_source(Stage s) {
+// kernels/stages/0N_*.cuh and 0N_*.cu: the source files of stage N (a stage
+// may have a header with the steps and .cu files with launchers); empty if
+// none has landed yet.
+std::vector<std::string> stage_sources(Stage s) {
   const std::string prefix = "0" + std::to_string(static_cast<int>(s)) + "_";
   std::error_code ec;
   std::vector<std::string> found;
@@ -43,7 +46,7 @@ std::string stage_source(Stage s) {
     if (name.rfind(prefix, 0) == 0 && (ext == ".cuh" || ext == ".cu")) found.push_back(it->path().string());
   }
   std::sort(found.begin(), found.end());
-  return found.empty() ? "" : found.front();
+  return found;
 }
 
 }  // namespace
@@ -70,20 +73,22 @@ TEST_CASE("lesson markers name anchors that exist in their stage's kernel source
       const StepMarker& m = *ref.marker;
       INFO(e.path << ":" << m.line << ": stage=" << m.stage_name << " step=" << m.step_name
                   << " anchor=" << m.anchor);
-      const std::string src = stage_source(m.stage);
-      if (src.empty()) {
+      const auto srcs = stage_sources(m.stage);
+      if (srcs.empty()) {
         FAIL_CHECK("no kernel source for stage " << m.stage_name << " (looked for " << PA_KERNEL_STAGES_DIR << "/0"
-                                                 << static_cast<int>(m.stage) << "_*.cuh)");
+                                                 << static_cast<int>(m.stage) << "_*.cuh / .cu)");
         continue;
       }
       std::optional<AnchorRange> a;
-      try {
-        a = find_anchor(src, m.anchor);
-      } catch (const LessonError& err) {
-        FAIL_CHECK("anchors of " << src << " are malformed: " << err.what());
-        continue;
+      for (const auto& src : srcs) {
+        try {
+          a = find_anchor(src, m.anchor);
+        } catch (const LessonError& err) {
+          FAIL_CHECK("anchors of " << src << " are malformed: " << err.what());
+        }
+        if (a) break;
       }
-      if (!a) FAIL_CHECK("anchor '" << m.anchor << "' not found in " << src);
+      if (!a) FAIL_CHECK("anchor '" << m.anchor << "' not found in the stage's sources (" << srcs.front() << " ...)");
       ++checked;
     }
   }
@@ -201,10 +206,42 @@ bool constants_for(const std::string& dtype, int h, int b, int t, Constants& out
   return false;
 }
 
+template <pa::DType DT, int H, int B, int HT>
+Constants opt_constants_of() {
+  using C = pa::OptConfig<DT, H, B, HT>;
+  return {{"step_tokens", C::kStepTokens},   {"blocks_per_step", C::kBlocksPerStep},
+          {"tile_chunks", C::kTileChunks},   {"step_bytes", C::kStepBytes},
+          {"stages", C::kStages},            {"pipe_bytes", C::kPipeBytes},
+          {"qk_k_steps", C::kQkKSteps},      {"qk_n_tiles", C::kQkNTiles},
+          {"pv_k_steps", C::kPvKSteps},      {"dim_tiles", C::kDimTiles},
+          {"smem_bytes", C::kSmemBytes},     {"max_unit_heads", C::kMaxUnitHeads}};
+}
+template <pa::DType DT, int H, int... Bs>
+bool opt_find_b(int b, int ht, Constants& out) {
+  return ((b == Bs ? (out = ht == 1 ? opt_constants_of<DT, H, Bs, 1>() : opt_constants_of<DT, H, Bs, 2>(), true)
+                   : false) ||
+          ...);
+}
+template <pa::DType DT, int... Hs>
+bool opt_find_h(int h, int b, int ht, Constants& out) {
+  return ((h == Hs ? opt_find_b<DT, Hs, 8, 16, 32>(b, ht, out) : false) || ...);
+}
+// Stage 8's OptConfig (fp16/bf16 only, head tiles 1 or 2).
+bool opt_constants_for(const std::string& dtype, int h, int b, int ht, Constants& out) {
+  if (ht != 1 && ht != 2) return false;
+  if (dtype == "fp16") return opt_find_h<pa::DType::f16, 64, 80, 96, 112, 128, 192, 256>(h, b, ht, out);
+  if (dtype == "bf16") return opt_find_h<pa::DType::bf16, 64, 80, 96, 112, 128, 192, 256>(h, b, ht, out);
+  return false;
+}
+
 }  // namespace
 
-TEST_CASE("constants quoted by the lessons equal KernelConfig", "[lessons][constants]") {
-  int blocks = 0, values = 0;
+// Every `pa-constants` block (KernelConfig: keys dtype head_size block_size
+// threads + derived names) and `pa-opt-constants` block (OptConfig: keys dtype
+// head_size block_size head_tiles + derived names) in every lesson, including
+// those inside <details>. Every key must be checkable: a typo fails.
+TEST_CASE("constants quoted by the lessons equal KernelConfig / OptConfig", "[lessons][constants]") {
+  int blocks = 0, opt_blocks = 0, values = 0;
   for (const auto& [e, d] : all_lessons()) {
     std::vector<const Block*> code;
     for (const auto& s : d.sections)
@@ -214,33 +251,36 @@ TEST_CASE("constants quoted by the lessons equal KernelConfig", "[lessons][const
           if (c.kind == BlockKind::code) code.push_back(&c);
       }
     for (const Block* b : code) {
-      if (b->language != "pa-constants") continue;
-      ++blocks;
-      INFO(e.path << ":" << b->line << " (pa-constants block)");
+      const bool opt = b->language == "pa-opt-constants";
+      if (b->language != "pa-constants" && !opt) continue;
+      ++(opt ? opt_blocks : blocks);
+      INFO(e.path << ":" << b->line << " (" << b->language << " block)");
       std::map<std::string, std::string> kv;
       std::istringstream in(b->code);
       std::string line;
+      auto strip = [](std::string s) {
+        const auto b0 = s.find_first_not_of(" \t"), e0 = s.find_last_not_of(" \t");
+        return b0 == std::string::npos ? std::string() : s.substr(b0, e0 - b0 + 1);
+      };
       while (std::getline(in, line)) {
         const auto hash = line.find('#');
         if (hash != std::string::npos) line.resize(hash);
-        const auto eq = line.find('=');
         if (line.find_first_not_of(" \t") == std::string::npos) continue;
+        const auto eq = line.find('=');
+        INFO("line: " << line);
         REQUIRE(eq != std::string::npos);
-        auto strip = [](std::string s) {
-          const auto b0 = s.find_first_not_of(" \t"), e0 = s.find_last_not_of(" \t");
-          return b0 == std::string::npos ? std::string() : s.substr(b0, e0 - b0 + 1);
-        };
         kv[strip(line.substr(0, eq))] = strip(line.substr(eq + 1));
       }
+      const char* fourth = opt ? "head_tiles" : "threads";
       REQUIRE(kv.count("dtype"));
       REQUIRE(kv.count("head_size"));
       REQUIRE(kv.count("block_size"));
-      REQUIRE(kv.count("threads"));
+      REQUIRE(kv.count(fourth));
       Constants c;
-      REQUIRE(constants_for(kv["dtype"], std::stoi(kv["head_size"]), std::stoi(kv["block_size"]),
-                            std::stoi(kv["threads"]), c));
+      const int h = std::stoi(kv["head_size"]), bs = std::stoi(kv["block_size"]), t = std::stoi(kv[fourth]);
+      REQUIRE((opt ? opt_constants_for(kv["dtype"], h, bs, t, c) : constants_for(kv["dtype"], h, bs, t, c)));
       for (const auto& [k, v] : kv) {
-        if (k == "dtype" || k == "head_size" || k == "block_size" || k == "threads") continue;
+        if (k == "dtype" || k == "head_size" || k == "block_size" || k == fourth) continue;
         INFO("key " << k);
         REQUIRE(c.count(k));  // every quoted key is one we can check
         CHECK(std::stol(v) == c[k]);
@@ -249,5 +289,6 @@ TEST_CASE("constants quoted by the lessons equal KernelConfig", "[lessons][const
     }
   }
   CHECK(blocks >= 3);
+  CHECK(opt_blocks >= 1);
   CHECK(values >= 10);
 }
