@@ -1,0 +1,63 @@
+// Host API of stages 6 (V2 split-KV) and 7 (attention-state merge, cascade
+// decoding). Plain C++ (no CUDA headers): pointers are device pointers in the
+// layouts of pa/index/layout.hpp and pa/index/cascade.hpp; `stream` is a
+// cudaStream_t (nullptr = default stream). Every launch is checked; errors are
+// std::invalid_argument (bad configuration, naming it and what is accepted) or
+// std::runtime_error (CUDA).
+#pragma once
+#include <cstddef>
+#include <string>
+
+#include "pa/kernels/v2_cascade_args.hpp"
+
+namespace pa::kernels {
+
+// Stage 6: the partition kernel (grid head x seq x a.max_partitions) then the
+// reduce kernel. a.base.partition_size must be a positive multiple of the
+// block size; a.range.begin a multiple of the block size.
+void launch_v2(const V2Args& a, void* stream = nullptr);
+
+// Stage 7 merge: out[row] = merge(a[row], b[row]) for num_seqs * num_heads rows.
+void launch_merge_states(const MergeArgs& m, void* stream = nullptr);
+
+// Cascade: every sequence of `base` shares its first prefix_len tokens (the
+// same physical blocks: sequence 0's table row is used for the prefix).
+struct CascadePlan {
+  int prefix_len = 0;
+  int chunk_len = 0;       // prefix tokens per thread block of the prefix kernel
+  int num_chunks = 0;
+  int query_tiles = 0;     // 64 query rows per tile, per KV head
+  bool tensor_cores = false;  // fp16/bf16: the mma prefix kernel; fp32: stage 6 per sequence
+  int prefix_partitions = 0;  // partitions of the prefix state (chunks, or fp32's V2 partitions)
+  int suffix_partitions = 0;  // grid z of the suffix V2 launch
+  int partition_size = 0;
+  // Workspace layout (bytes from the workspace base, 256-aligned).
+  std::size_t prefix_part_out = 0, prefix_part_max = 0, prefix_part_sum = 0;
+  std::size_t suffix_part_out = 0, suffix_part_max = 0, suffix_part_sum = 0;
+  std::size_t prefix_state_out = 0, prefix_state_lse = 0, suffix_state_out = 0, suffix_state_lse = 0;
+  std::size_t workspace_bytes = 0;
+  std::string describe() const;
+};
+
+// chunk_len 0 = the rule in cascade_chunk_len() (pa/index/cascade.hpp) for this GPU.
+// prefix_len must be a multiple of the block size and <= every context length.
+CascadePlan plan_cascade(const StageArgs& base, int prefix_len, int chunk_len = 0);
+
+// Runs prefix kernel + chunk reduce, suffix V2, merge. Writes base.out (dtype)
+// and, when lse_out is not null, the merged lse [seq, head] (natural log).
+// When prefix_state / suffix_state are not null they receive copies of the
+// two states' device pointers inside the workspace (for tests).
+struct CascadeStates {
+  const float* prefix_out = nullptr;
+  const float* prefix_lse = nullptr;
+  const float* suffix_out = nullptr;
+  const float* suffix_lse = nullptr;
+};
+CascadeStates launch_cascade(const StageArgs& base, const CascadePlan& plan, void* workspace, float* lse_out,
+                             void* stream = nullptr);
+
+// The largest context v1 (stage 5) can take on this device (shared-memory
+// logits), for choose_decode_kernel().
+int max_v1_context_len(int head_size, int num_warps = 4);
+
+}  // namespace pa::kernels

@@ -1,0 +1,57 @@
+// Running stages 6 (V2) and 7 (merge, cascade) on a PagedProblem: upload,
+// poison the outputs with NaN, launch, synchronize, copy back; and CUDA-event
+// timings. Used by the tests and `pa-lab run`. Plain C++ (no CUDA headers);
+// without CUDA every call throws NoGpuError.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "pa/kernels/api.hpp"
+#include "pa/kernels/v2_cascade.hpp"
+#include "pa/reference/paged_cache.hpp"
+
+namespace pa::kernels {
+
+struct V2Run {
+  int partition_size = 0;
+  int max_partitions = 0;
+  PartitionGeometry pg;
+  std::vector<float> out;  // [seq][head][head_size], the dtype output decoded
+  std::vector<float> lse;  // [seq][head], natural log
+  // Partition buffers as the kernel left them (NaN where it wrote nothing:
+  // partitions past a context, and single-partition sequences when
+  // single_partition_direct).
+  std::vector<float> part_out, part_max, part_sum;
+};
+// range: the tokens to decode ({0, -1} = whole contexts).
+V2Run run_v2(const PagedProblem& p, int partition_size, bool single_partition_direct = true,
+             TokenRange range = {});
+
+struct CascadeRun {
+  CascadePlan plan;
+  std::vector<float> out;  // [seq][head][head_size], decoded
+  std::vector<float> lse;  // [seq][head]
+  std::vector<float> prefix_out, prefix_lse, suffix_out, suffix_lse;  // the two states (float)
+};
+// Uses p.spec.shared_prefix_len and p.spec.partition_size.
+CascadeRun run_cascade(const PagedProblem& p, int chunk_len = 0);
+
+// The merge kernel on host states: out (rounded to out_dtype, decoded) and lse.
+struct MergeRun {
+  std::vector<float> out, lse;
+};
+MergeRun run_merge(const std::vector<float>& a_out, const std::vector<float>& a_lse,
+                   const std::vector<float>& b_out, const std::vector<float>& b_lse, int num_seqs, int num_heads,
+                   int head_size, DType out_dtype);
+
+// Median CUDA-event times (ms) over `iters` launches after `warmup`, the same
+// device inputs for every kernel. Kernels that cannot run the problem get -1
+// and a note (e.g. v1 past its shared-memory limit).
+struct CascadeTiming {
+  float cascade_ms = -1, v2_ms = -1, v1_ms = -1, optimized_ms = -1;
+  std::string plan, notes;
+};
+CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup = 3, bool baselines = true);
+float time_v2(const PagedProblem& p, int partition_size, int iters, int warmup = 3);
+
+}  // namespace pa::kernels

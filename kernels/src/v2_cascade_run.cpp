@@ -1,0 +1,303 @@
+// Host runners and timers for stages 6 and 7 (v2_cascade_run.hpp).
+#include "pa/kernels/v2_cascade_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pa/reference/dtype_convert.hpp"
+
+#if PA_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "pa/kernels/cuda_check.hpp"
+#include "pa/kernels/optimized.hpp"
+#endif
+
+namespace pa::kernels {
+
+#if PA_HAVE_CUDA
+namespace {
+
+// The problem's inputs on the device (no v1 shared-memory validation: V2 and
+// the cascade take any context).
+struct Inputs {
+  DeviceBuffer q, k, v, bt, cl;
+  explicit Inputs(const PagedProblem& p)
+      : q(p.q_bytes.size()), k(p.k_bytes.size()), v(p.v_bytes.size()), bt(p.block_tables.size() * sizeof(int)),
+        cl(p.context_lens.size() * sizeof(int)) {
+    q.upload(p.q_bytes.data(), p.q_bytes.size());
+    k.upload(p.k_bytes.data(), p.k_bytes.size());
+    v.upload(p.v_bytes.data(), p.v_bytes.size());
+    bt.upload(p.block_tables.data(), p.block_tables.size() * sizeof(int));
+    cl.upload(p.context_lens.data(), p.context_lens.size() * sizeof(int));
+  }
+};
+
+StageArgs base_args(const PagedProblem& p, const Inputs& in, void* out) {
+  StageArgs a;
+  a.dtype = p.spec.dtype;
+  a.head_size = p.spec.head_size;
+  a.block_size = p.spec.block_size;
+  a.num_threads = p.spec.num_threads;
+  a.num_seqs = p.num_seqs();
+  a.num_heads = p.spec.num_heads;
+  a.num_kv_heads = p.spec.num_kv_heads;
+  a.max_context_len = *std::max_element(p.context_lens.begin(), p.context_lens.end());
+  a.partition_size = p.spec.partition_size;
+  a.scale = p.spec.scale();
+  a.q = in.q.get();
+  a.k_cache = in.k.get();
+  a.v_cache = in.v.get();
+  a.block_tables = static_cast<const int*>(in.bt.get());
+  a.context_lens = static_cast<const int*>(in.cl.get());
+  a.qg = p.query;
+  a.cg = p.cache;
+  a.btg = p.table;
+  a.out = out;
+  return a;
+}
+
+std::vector<float> download_f32(const DeviceBuffer& b, std::size_t n) {
+  std::vector<float> v(n);
+  b.download(v.data(), n * sizeof(float));
+  return v;
+}
+std::vector<float> download_f32(const float* dev, std::size_t n) {
+  std::vector<float> v(n);
+  if (n) PA_CUDA_CHECK(cudaMemcpy(v.data(), dev, n * sizeof(float), cudaMemcpyDeviceToHost));
+  return v;
+}
+std::vector<float> download_dtype(const DeviceBuffer& b, std::size_t n, DType t) {
+  std::vector<std::uint8_t> bytes(n * dtype_bytes(t));
+  b.download(bytes.data(), bytes.size());
+  std::vector<float> v(n);
+  decode(t, bytes.data(), n, v.data());
+  return v;
+}
+
+struct V2Buffers {
+  int max_partitions;
+  DeviceBuffer part_out, part_max, part_sum;
+  V2Buffers(const PagedProblem& p, int partition_size, TokenRange range)
+      : max_partitions(std::max(
+            1, num_partitions_in(range, *std::max_element(p.context_lens.begin(), p.context_lens.end()),
+                                 partition_size))),
+        part_out(rows(p) * max_partitions * p.spec.head_size * sizeof(float)),
+        part_max(rows(p) * max_partitions * sizeof(float)),
+        part_sum(rows(p) * max_partitions * sizeof(float)) {}
+  static std::size_t rows(const PagedProblem& p) { return static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads; }
+  void poison() {
+    part_out.fill_bytes(0xFF);
+    part_max.fill_bytes(0xFF);
+    part_sum.fill_bytes(0xFF);
+  }
+  V2Args args(const StageArgs& base, int partition_size, TokenRange range) const {
+    V2Args a;
+    a.base = base;
+    a.base.partition_size = partition_size;
+    a.range = range;
+    a.max_partitions = max_partitions;
+    a.part_out = static_cast<float*>(part_out.get());
+    a.part_max = static_cast<float*>(part_max.get());
+    a.part_sum = static_cast<float*>(part_sum.get());
+    a.pg = PartitionGeometry{base.num_heads, max_partitions, base.head_size};
+    a.stg = StateGeometry{base.num_heads, base.head_size};
+    return a;
+  }
+};
+
+float median(std::vector<float> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+template <class F>
+float time_median(F&& launch, int iters, int warmup) {
+  for (int i = 0; i < warmup; ++i) launch();
+  PA_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaEvent_t start = nullptr, stop = nullptr;
+  PA_CUDA_CHECK(cudaEventCreate(&start));
+  PA_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> ms;
+  try {
+    for (int i = 0; i < iters; ++i) {
+      PA_CUDA_CHECK(cudaEventRecord(start));
+      launch();
+      PA_CUDA_CHECK(cudaEventRecord(stop));
+      PA_CUDA_CHECK(cudaEventSynchronize(stop));
+      float t = 0.f;
+      PA_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+      ms.push_back(t);
+    }
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return median(ms);
+}
+
+}  // namespace
+
+V2Run run_v2(const PagedProblem& p, int partition_size, bool single_partition_direct, TokenRange range) {
+  const Inputs in(p);
+  const std::size_t rows = V2Buffers::rows(p);
+  DeviceBuffer out(rows * p.spec.head_size * dtype_bytes(p.spec.dtype));
+  DeviceBuffer lse(rows * sizeof(float));
+  V2Buffers bufs(p, partition_size, range);
+  out.fill_bytes(0xFF);
+  lse.fill_bytes(0xFF);
+  bufs.poison();
+  V2Args a = bufs.args(base_args(p, in, out.get()), partition_size, range);
+  a.lse = static_cast<float*>(lse.get());
+  a.single_partition_direct = single_partition_direct;
+  launch_v2(a);
+  PA_CUDA_CHECK(cudaDeviceSynchronize());
+  V2Run r;
+  r.partition_size = partition_size;
+  r.max_partitions = bufs.max_partitions;
+  r.pg = a.pg;
+  r.out = download_dtype(out, rows * p.spec.head_size, p.spec.dtype);
+  r.lse = download_f32(lse, rows);
+  r.part_out = download_f32(bufs.part_out, rows * bufs.max_partitions * p.spec.head_size);
+  r.part_max = download_f32(bufs.part_max, rows * bufs.max_partitions);
+  r.part_sum = download_f32(bufs.part_sum, rows * bufs.max_partitions);
+  return r;
+}
+
+CascadeRun run_cascade(const PagedProblem& p, int chunk_len) {
+  const Inputs in(p);
+  const std::size_t rows = V2Buffers::rows(p);
+  const std::size_t n = rows * p.spec.head_size;
+  DeviceBuffer out(n * dtype_bytes(p.spec.dtype));
+  DeviceBuffer lse(rows * sizeof(float));
+  const StageArgs base = base_args(p, in, out.get());
+  CascadeRun r;
+  r.plan = plan_cascade(base, p.spec.shared_prefix_len, chunk_len);
+  DeviceBuffer ws(r.plan.workspace_bytes);
+  ws.fill_bytes(0xFF);
+  out.fill_bytes(0xFF);
+  lse.fill_bytes(0xFF);
+  const CascadeStates st = launch_cascade(base, r.plan, ws.get(), static_cast<float*>(lse.get()));
+  PA_CUDA_CHECK(cudaDeviceSynchronize());
+  r.out = download_dtype(out, n, p.spec.dtype);
+  r.lse = download_f32(lse, rows);
+  if (st.prefix_out != nullptr) {
+    r.prefix_out = download_f32(st.prefix_out, n);
+    r.prefix_lse = download_f32(st.prefix_lse, rows);
+    r.suffix_out = download_f32(st.suffix_out, n);
+    r.suffix_lse = download_f32(st.suffix_lse, rows);
+  }
+  return r;
+}
+
+MergeRun run_merge(const std::vector<float>& a_out, const std::vector<float>& a_lse, const std::vector<float>& b_out,
+                   const std::vector<float>& b_lse, int num_seqs, int num_heads, int head_size, DType out_dtype) {
+  const std::size_t rows = static_cast<std::size_t>(num_seqs) * num_heads, n = rows * head_size;
+  if (a_out.size() != n || b_out.size() != n || a_lse.size() != rows || b_lse.size() != rows)
+    throw std::invalid_argument("run_merge: state sizes do not match num_seqs x num_heads x head_size");
+  DeviceBuffer ao(n * 4), al(rows * 4), bo(n * 4), bl(rows * 4), out(n * dtype_bytes(out_dtype)), lse(rows * 4);
+  ao.upload(a_out.data(), n * 4);
+  al.upload(a_lse.data(), rows * 4);
+  bo.upload(b_out.data(), n * 4);
+  bl.upload(b_lse.data(), rows * 4);
+  out.fill_bytes(0xFF);
+  lse.fill_bytes(0xFF);
+  MergeArgs m;
+  m.a_out = static_cast<const float*>(ao.get());
+  m.a_lse = static_cast<const float*>(al.get());
+  m.b_out = static_cast<const float*>(bo.get());
+  m.b_lse = static_cast<const float*>(bl.get());
+  m.out = out.get();
+  m.out_dtype = out_dtype;
+  m.out_lse = static_cast<float*>(lse.get());
+  m.num_seqs = num_seqs;
+  m.num_heads = num_heads;
+  m.head_size = head_size;
+  m.stg = StateGeometry{num_heads, head_size};
+  launch_merge_states(m);
+  PA_CUDA_CHECK(cudaDeviceSynchronize());
+  return {download_dtype(out, n, out_dtype), download_f32(lse, rows)};
+}
+
+float time_v2(const PagedProblem& p, int partition_size, int iters, int warmup) {
+  const Inputs in(p);
+  const std::size_t rows = V2Buffers::rows(p);
+  DeviceBuffer out(rows * p.spec.head_size * dtype_bytes(p.spec.dtype));
+  V2Buffers bufs(p, partition_size, {});
+  const V2Args a = bufs.args(base_args(p, in, out.get()), partition_size, {});
+  return time_median([&] { launch_v2(a); }, iters, warmup);
+}
+
+CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup, bool baselines) {
+  const Inputs in(p);
+  const std::size_t rows = V2Buffers::rows(p);
+  DeviceBuffer out(rows * p.spec.head_size * dtype_bytes(p.spec.dtype));
+  const StageArgs base = base_args(p, in, out.get());
+  CascadeTiming t;
+  const CascadePlan plan = plan_cascade(base, p.spec.shared_prefix_len, 0);
+  t.plan = plan.describe();
+  {
+    DeviceBuffer ws(plan.workspace_bytes);
+    t.cascade_ms = time_median([&] { launch_cascade(base, plan, ws.get(), nullptr); }, iters, warmup);
+  }
+  if (!baselines) return t;
+  {  // V2 over the same block tables (the prefix blocks read once per sequence)
+    V2Buffers bufs(p, p.spec.partition_size, {});
+    const V2Args a = bufs.args(base, p.spec.partition_size, {});
+    t.v2_ms = time_median([&] { launch_v2(a); }, iters, warmup);
+  }
+  const int max_ctx = base.max_context_len;
+  if (max_ctx <= v1_max_context(p.spec.dtype, p.spec.head_size, p.spec.num_threads, gpu_info().smem_optin_bytes)) {
+    t.v1_ms = time_median([&] { launch_stage(Stage::warp_reduce, base); }, iters, warmup);
+  } else {
+    t.notes += "v1: context " + std::to_string(max_ctx) + " exceeds its shared-memory limit; ";
+  }
+  try {  // stage 8, when built for this configuration
+    OptimizedArgs o;
+    o.out = out.get();
+    o.q = base.q;
+    o.k_cache = base.k_cache;
+    o.v_cache = base.v_cache;
+    o.block_tables = base.block_tables;
+    o.context_lens = base.context_lens;
+    o.dtype = base.dtype;
+    o.head_size = base.head_size;
+    o.block_size = base.block_size;
+    o.num_seqs = base.num_seqs;
+    o.num_heads = base.num_heads;
+    o.num_kv_heads = base.num_kv_heads;
+    o.q_stride = p.query.q_stride;
+    o.max_blocks_per_seq = p.max_blocks_per_seq;
+    o.num_blocks = p.num_blocks;
+    o.scale = base.scale;
+    o.max_context_len = max_ctx;
+    const OptimizedPlan op = plan_optimized(o);
+    DeviceBuffer ws(std::max<std::size_t>(op.workspace_bytes, 16));
+    ws.fill_bytes(0);
+    t.optimized_ms = time_median([&] { launch_optimized(o, op, ws.get()); }, iters, warmup);
+  } catch (const std::exception& e) {
+    t.notes += std::string("optimized: ") + e.what() + "; ";
+  }
+  return t;
+}
+
+#else  // no CUDA: say so
+
+V2Run run_v2(const PagedProblem&, int, bool, TokenRange) { throw NoGpuError("built without CUDA"); }
+CascadeRun run_cascade(const PagedProblem&, int) { throw NoGpuError("built without CUDA"); }
+MergeRun run_merge(const std::vector<float>&, const std::vector<float>&, const std::vector<float>&,
+                   const std::vector<float>&, int, int, int, DType) {
+  throw NoGpuError("built without CUDA");
+}
+CascadeTiming time_cascade(const PagedProblem&, int, int, bool) { throw NoGpuError("built without CUDA"); }
+float time_v2(const PagedProblem&, int, int, int) { throw NoGpuError("built without CUDA"); }
+
+#endif
+
+}  // namespace pa::kernels

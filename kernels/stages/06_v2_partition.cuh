@@ -1,0 +1,219 @@
+// Stage 6, v2_partition: split-KV. The context (or a token range of it) is cut
+// into partitions of partition_size tokens (512 by default, any multiple of
+// the block size); each partition is one thread block, so a few long
+// sequences still fill the GPU and no block's logits outgrow shared memory.
+//
+// What it adds to stage 5: grid z = partition. The partition kernel runs the
+// SAME step functions as v1 (q_to_smem, qk_logits, softmax_block,
+// lv_accumulate, lv_reduce_rows, warp_tree_reduce from stages 1-5) on the
+// partition's PartitionRange (partition_range_in, pa/index/cascade.hpp) and
+// writes the partition's output (normalized within the partition), its max
+// logit and its exp sum (PartitionGeometry, layout.hpp). The reduce kernel
+// (one thread block per (head, sequence)) then combines the partitions:
+//   M = max_p max_p,  w_p = exp(max_p - M) * sum_p,
+//   out = sum_p w_p out_p / sum_p w_p,  lse = M + log(sum_p w_p)  (natural log).
+//
+// Thread mapping: the partition kernel is v1's (ThreadMapping, mapping.hpp)
+// on the partition's blocks. The reduce kernel: threads stride over the
+// partitions for the max and the weights (kept in shared memory), then
+// thread d of the block accumulates output dims d, d + blockDim, ... over all
+// partitions (consecutive threads read consecutive floats: coalesced).
+//
+// Edge cases (documented contract):
+// - Partitions past a sequence's range (grid z covers the longest sequence)
+//   exit at once and write nothing; the reduce only reads a sequence's own
+//   num_partitions_in() partitions, so they can never inject NaN.
+// - A sequence whose range is ONE partition (single_partition_direct) writes
+//   its final output (and lse) straight from the partition kernel; the reduce
+//   kernel returns at once for it. So a batch of short contexts costs one
+//   near-empty extra launch, not a second pass over the data.
+// - An empty range (the cascade suffix of a sequence that is all prefix) gets
+//   the empty state from the reduce kernel: out 0, lse -inf.
+// - A partition's max/sum are never -inf/0 (a partition holds >= 1 token);
+//   the reduce still gives such entries weight 0.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "05_warp_reduce.cuh"
+#include "pa/index/cascade.hpp"
+#include "pa/kernels/cuda_check.hpp"
+#include "pa/kernels/v2_cascade_args.hpp"
+
+namespace pa::kernels {
+
+// Warp 0's row owners write the reduced rows (already normalized by the
+// partition's sum) as float to `dst` at dst_offset(row). Events: partition_store
+// global_store part_out (or state_out), iter = i, dims [row, 1).
+template <class Cfg, class Tracer, class Offset>
+__device__ __forceinline__ void store_rows_f32(float* __restrict__ dst, Offset dst_offset, trace::Tensor tensor,
+                                               const RowAcc<Cfg>& acc, const ThreadCtx<Cfg>& c,
+                                               Tracer& tracer) {
+  using Map = ThreadMapping<Cfg>;
+  if (c.warp == 0 && Map::lv_row_owner(c.lane)) {
+#pragma unroll
+    for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+      const int row = Map::lv_row(c.lane, i);
+      if (Map::lv_row_valid(row)) {
+        const std::int64_t off = dst_offset(row);
+        dst[off] = acc.v[i];
+        PA_TRACE(tracer, ev(c.tc, Step::partition_store, Op::global_store, tensor)
+                             .it(i).dims(row, 1).at(off * 4, 4).val(acc.v[i]));
+      }
+    }
+  }
+}
+
+// Stage 6 partition kernel: grid (head, seq, partition).
+template <class Cfg, class Tracer>
+__global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V2Args a, Tracer tracer) {
+  const auto c = ThreadCtx<Cfg>::make(trace::Stage::v2_partition, a.base.num_heads, a.base.num_kv_heads);
+  const int ctx = load_context_len<Cfg>(a.base.context_lens, c, tracer);
+  const int n_parts = num_partitions_in(a.range, ctx, a.base.partition_size);
+  if (c.partition >= n_parts) return;  // past this sequence's range: empty, writes nothing
+  // LESSON-BEGIN(v2_partition.range)
+  const PartitionRange r = partition_range_in(a.range, ctx, Cfg::kBlockSize, a.base.partition_size, c.partition);
+  // LESSON-END(v2_partition.range)
+  auto sm = shared_v1<Cfg>();
+  q_to_smem<Cfg>(static_cast<const Elem<Cfg>*>(a.base.q), a.base.qg, c, sm, tracer);
+  qk_logits<Cfg>(static_cast<const Elem<Cfg>*>(a.base.k_cache), a.base.cg, a.base.block_tables, a.base.btg, r,
+                 a.base.scale, c, sm, tracer);
+  const SoftmaxStats st = softmax_block<Cfg>(r, c, sm, tracer);
+  RowAcc<Cfg> acc;
+  lv_accumulate<Cfg>(static_cast<const Elem<Cfg>*>(a.base.v_cache), a.base.cg, a.base.block_tables, a.base.btg,
+                     r, c, sm, acc, tracer);
+  lv_reduce_rows<Cfg>(acc, c, tracer);
+  warp_tree_reduce<Cfg>(acc, c, sm, tracer);
+
+  // LESSON-BEGIN(v2_partition.partition_store)
+  if (n_parts == 1 && a.single_partition_direct) {
+    // The partition is the whole range: this is already the final answer.
+    if (a.base.out != nullptr)
+      store_output_row<Cfg>(static_cast<Elem<Cfg>*>(a.base.out), a.base.qg, acc, c, tracer);
+    if (a.out_state != nullptr)
+      store_rows_f32<Cfg>(a.out_state, [&](int row) { return a.stg.out_offset(c.seq, c.head, row); },
+                          trace::Tensor::state_out, acc, c, tracer);
+    if (a.lse != nullptr && c.tid == 0) {
+      const std::int64_t off = a.stg.lse_offset(c.seq, c.head);
+      a.lse[off] = st.max + logf(st.sum);
+      PA_TRACE(tracer, ev(c.tc, Step::partition_store, Op::global_store, trace::Tensor::state_lse)
+                           .at(off * 4, 4).val(a.lse[off]));
+    }
+    return;
+  }
+  store_rows_f32<Cfg>(a.part_out, [&](int row) { return a.pg.out_offset(c.seq, c.head, c.partition, row); },
+                      trace::Tensor::part_out, acc, c, tracer);
+  if (c.tid == 0) {
+    const std::int64_t off = a.pg.stat_offset(c.seq, c.head, c.partition);
+    a.part_max[off] = st.max;
+    PA_TRACE(tracer, ev(c.tc, Step::partition_store, Op::global_store, trace::Tensor::part_max)
+                         .at(off * 4, 4).val(st.max));
+    a.part_sum[off] = st.sum;
+    PA_TRACE(tracer, ev(c.tc, Step::partition_store, Op::global_store, trace::Tensor::part_sum)
+                         .at(off * 4, 4).val(st.sum));
+  }
+  // LESSON-END(v2_partition.partition_store)
+}
+
+// Block-wide float reduction for the reduce kernel (any blockDim multiple of 32, <= 1024).
+template <bool IS_MAX>
+__device__ __forceinline__ float reduce_block_any(float v, float* scratch) {
+#pragma unroll
+  for (int mask = kWarpSize / 2; mask >= 1; mask /= 2) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, mask);
+    v = IS_MAX ? fmaxf(v, o) : v + o;
+  }
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int nw = blockDim.x / kWarpSize;
+  __syncthreads();  // scratch may still be read from a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < nw ? scratch[lane] : (IS_MAX ? -INFINITY : 0.f);
+#pragma unroll
+  for (int mask = kWarpSize / 2; mask >= 1; mask /= 2) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, mask);
+    v = IS_MAX ? fmaxf(v, o) : v + o;
+  }
+  return v;  // every lane of every warp
+}
+
+// Stage 6 reduce kernel: grid (head, seq), any block size (128 used); dynamic
+// shared memory = max_partitions floats (the weights). T is the output dtype.
+// partition_size here is the one the partitions were cut with (the cascade
+// also uses this kernel for its prefix chunks, partition_size = chunk length).
+template <class T>
+__global__ void stage6_v2_reduce_kernel(V2Args a) {
+  extern __shared__ float4 reduce_smem[];
+  float* w = reinterpret_cast<float*>(reduce_smem);
+  __shared__ float scratch[32];
+  const int head = blockIdx.x, seq = blockIdx.y, tid = threadIdx.x;
+  const int head_size = a.base.head_size;
+  const int ctx = a.base.context_lens[seq];
+  const int n_parts = num_partitions_in(a.range, ctx, a.base.partition_size);
+  if (n_parts == 1 && a.single_partition_direct) return;  // the partition kernel wrote it
+
+  // LESSON-BEGIN(v2_partition.partition_reduce)
+  float m = -INFINITY;
+  for (int p = tid; p < n_parts; p += blockDim.x) m = fmaxf(m, a.part_max[a.pg.stat_offset(seq, head, p)]);
+  m = reduce_block_any<true>(m, scratch);
+  float s = 0.f;
+  for (int p = tid; p < n_parts; p += blockDim.x) {
+    const float mp = a.part_max[a.pg.stat_offset(seq, head, p)];
+    const float sp = a.part_sum[a.pg.stat_offset(seq, head, p)];
+    // Rescale each partition from its own max to the global one.
+    const float wp = (mp == -INFINITY || !(sp > 0.f)) ? 0.f : expf(mp - m) * sp;
+    w[p] = wp;
+    s += wp;
+  }
+  s = reduce_block_any<false>(s, scratch);  // its barriers also publish w[]
+  const float inv = s > 0.f ? 1.f / s : 0.f;
+  for (int d = tid; d < head_size; d += blockDim.x) {
+    float acc = 0.f;
+    for (int p = 0; p < n_parts; ++p) {
+      if (w[p] > 0.f) acc = fmaf(w[p], a.part_out[a.pg.out_offset(seq, head, p, d)], acc);
+    }
+    acc *= inv;
+    if (a.base.out != nullptr) static_cast<T*>(a.base.out)[a.base.qg.out_offset(seq, head, d)] = from_float<T>(acc);
+    if (a.out_state != nullptr) a.out_state[a.stg.out_offset(seq, head, d)] = acc;
+  }
+  if (a.lse != nullptr && tid == 0) a.lse[a.stg.lse_offset(seq, head)] = s > 0.f ? m + logf(s) : -INFINITY;
+  // LESSON-END(v2_partition.partition_reduce)
+}
+
+}  // namespace pa::kernels
+
+// ---- launchers (templated so the trace module can instantiate its tracer) ----
+
+namespace pa::kernels {
+
+// Reduce kernel launch: grid (head, seq), 128 threads, max_partitions weights in shared memory.
+template <class T>
+void launch_v2_reduce(const V2Args& a, cudaStream_t stream) {
+  const int parts = a.max_partitions > 0 ? a.max_partitions : 1;
+  const auto dyn = static_cast<std::size_t>(parts) * sizeof(float);
+  auto kernel = &stage6_v2_reduce_kernel<T>;
+  if (dyn > 48 * 1024) {
+    PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dyn)));
+  }
+  kernel<<<dim3(a.base.num_heads, a.base.num_seqs, 1), 128, dyn, stream>>>(a);
+  PA_CUDA_CHECK(cudaGetLastError());
+}
+
+// Partition kernel, then the reduce. Grid (head, seq, max_partitions);
+// dynamic shared memory holds one partition's logits.
+template <class Cfg, class Tracer>
+void launch_v2_kernels(const V2Args& a, Tracer tracer, cudaStream_t stream) {
+  const auto dyn =
+      static_cast<std::size_t>(v1_dynamic_smem_bytes(a.base.partition_size, Cfg::kHeadSize, Cfg::kNumWarps));
+  auto kernel = &stage6_v2_partition_kernel<Cfg, Tracer>;
+  if (dyn > 48 * 1024) {
+    PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dyn)));
+  }
+  const dim3 grid(a.base.num_heads, a.base.num_seqs, a.max_partitions > 0 ? a.max_partitions : 1);
+  kernel<<<grid, Cfg::kNumThreads, dyn, stream>>>(a, tracer);
+  PA_CUDA_CHECK(cudaGetLastError());
+  launch_v2_reduce<Elem<Cfg>>(a, stream);
+}
+
+}  // namespace pa::kernels

@@ -1,0 +1,3 @@
+// Stage 6 kernels, f32.
+#define PA_V2_DTYPE f32
+#include "06_v2_partition_inst.inc"

@@ -1,0 +1,267 @@
+// Host side of stages 6 and 7: argument validation, dtype dispatch to the
+// instance files (06_v2_partition_<dtype>.cu, 07_cascade_prefix_<dtype>.cu),
+// the merge launch and the cascade pipeline (v2_cascade.hpp).
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "07_cascade_merge.cuh"
+#include "pa/kernels/v2_cascade.hpp"
+
+namespace pa::kernels::detail {
+bool launch_v2_f32(int, int, const V2Args&, cudaStream_t);
+bool launch_v2_f16(int, int, const V2Args&, cudaStream_t);
+bool launch_v2_bf16(int, int, const V2Args&, cudaStream_t);
+bool launch_cascade_prefix_f16(int, int, const PrefixArgs&, cudaStream_t);
+bool launch_cascade_prefix_bf16(int, int, const PrefixArgs&, cudaStream_t);
+}  // namespace pa::kernels::detail
+
+namespace pa::kernels {
+namespace {
+
+[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
+
+std::string config_text(const StageArgs& b) {
+  return std::string(dtype_name(b.dtype)) + " head " + std::to_string(b.head_size) + " block " +
+         std::to_string(b.block_size);
+}
+
+void check_base(const StageArgs& b) {
+  if (b.num_seqs < 1 || b.num_heads < 1 || b.num_kv_heads < 1 || b.num_heads % b.num_kv_heads != 0)
+    bad("v2/cascade: num_seqs " + std::to_string(b.num_seqs) + ", num_heads " + std::to_string(b.num_heads) +
+        ", num_kv_heads " + std::to_string(b.num_kv_heads) +
+        ": need >= 1 each and num_kv_heads dividing num_heads");
+  if (b.num_seqs > 65535) bad("v2/cascade: num_seqs " + std::to_string(b.num_seqs) + " > 65535 (grid y)");
+  if (b.q == nullptr || b.k_cache == nullptr || b.v_cache == nullptr || b.block_tables == nullptr ||
+      b.context_lens == nullptr)
+    bad("v2/cascade: null input pointer (q, k_cache, v_cache, block_tables, context_lens are required)");
+}
+
+constexpr std::size_t kAlign = 256;
+std::size_t carve(std::size_t& cursor, std::size_t bytes) {
+  const std::size_t at = cursor;
+  cursor += (bytes + kAlign - 1) / kAlign * kAlign;
+  return at;
+}
+template <class T>
+T* at(void* base, std::size_t off) {
+  return reinterpret_cast<T*>(static_cast<char*>(base) + off);
+}
+
+int device_sm_count() {
+  int dev = 0, sms = 0;
+  PA_CUDA_CHECK(cudaGetDevice(&dev));
+  PA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+}  // namespace
+
+void launch_v2(const V2Args& a, void* stream) {
+  const StageArgs& b = a.base;
+  check_base(b);
+  if (b.partition_size <= 0 || b.partition_size % b.block_size != 0)
+    bad("v2_partition: partition size " + std::to_string(b.partition_size) +
+        " must be a positive multiple of the block size " + std::to_string(b.block_size));
+  if (a.range.begin < 0 || a.range.begin % b.block_size != 0)
+    bad("v2_partition: range begin " + std::to_string(a.range.begin) +
+        " must be >= 0 and a multiple of the block size " + std::to_string(b.block_size));
+  if (a.max_partitions < 1 || a.max_partitions > 65535)
+    bad("v2_partition: max_partitions " + std::to_string(a.max_partitions) + " must be in [1, 65535]");
+  if (a.pg.max_partitions < a.max_partitions)
+    bad("v2_partition: partition buffers hold " + std::to_string(a.pg.max_partitions) +
+        " partitions, the launch needs " + std::to_string(a.max_partitions));
+  const auto s = static_cast<cudaStream_t>(stream);
+  bool ok = false;
+  switch (b.dtype) {
+    case DType::f32: ok = detail::launch_v2_f32(b.head_size, b.block_size, a, s); break;
+    case DType::f16: ok = detail::launch_v2_f16(b.head_size, b.block_size, a, s); break;
+    case DType::bf16: ok = detail::launch_v2_bf16(b.head_size, b.block_size, a, s); break;
+  }
+  if (!ok) bad("v2_partition: configuration " + config_text(b) + " is not built (PA_FOR_EACH_HEAD_BLOCK)");
+}
+
+void launch_merge_states(const MergeArgs& m, void* stream) {
+  if (m.head_size % 4 != 0) bad("merge: head size " + std::to_string(m.head_size) + " must be a multiple of 4");
+  if (m.a_out == nullptr || m.a_lse == nullptr || m.b_out == nullptr || m.b_lse == nullptr || m.out == nullptr)
+    bad("merge: null state pointer (a_out, a_lse, b_out, b_lse, out are required)");
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (m.out_dtype) {
+    case DType::f32: launch_merge_kernel<float>(m, s); break;
+    case DType::f16: launch_merge_kernel<__half>(m, s); break;
+    case DType::bf16: launch_merge_kernel<__nv_bfloat16>(m, s); break;
+  }
+}
+
+std::string CascadePlan::describe() const {
+  std::ostringstream o;
+  o << "cascade: prefix " << prefix_len << " tokens";
+  if (tensor_cores)
+    o << " in " << num_chunks << " chunks of " << chunk_len << " (mma prefix kernel, " << query_tiles
+      << " query tiles/KV head)";
+  else
+    o << " by the V2 kernel per sequence (fp32: no shared-prefix kernel)";
+  o << ", suffix V2 partition " << partition_size << " x " << suffix_partitions << ", workspace "
+    << workspace_bytes / (1024.0 * 1024.0) << " MiB";
+  return o.str();
+}
+
+CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
+  check_base(b);
+  if (prefix_len < 0 || prefix_len % b.block_size != 0 || prefix_len > b.max_context_len)
+    bad("cascade: prefix length " + std::to_string(prefix_len) + " must be >= 0, a multiple of the block size " +
+        std::to_string(b.block_size) + " and <= every context length");
+  if (b.partition_size <= 0 || b.partition_size % b.block_size != 0)
+    bad("cascade: partition size " + std::to_string(b.partition_size) +
+        " must be a positive multiple of the block size " + std::to_string(b.block_size));
+  if (chunk_len < 0 || chunk_len % b.block_size != 0)
+    bad("cascade: chunk length " + std::to_string(chunk_len) + " must be 0 (auto) or a multiple of the block size");
+  CascadePlan p;
+  p.prefix_len = prefix_len;
+  p.partition_size = b.partition_size;
+  p.tensor_cores = b.dtype != DType::f32;
+  const int ratio = b.num_heads / b.num_kv_heads;
+  p.query_tiles = prefix_query_tiles(b.num_seqs, ratio);
+  if (prefix_len > 0) {
+    if (p.tensor_cores) {
+      const int tile = prefix_tile_tokens(b.head_size, b.block_size);
+      p.chunk_len = chunk_len > 0 ? chunk_len
+                                  : cascade_chunk_len(prefix_len, tile, b.num_kv_heads * p.query_tiles,
+                                                      device_sm_count());
+      p.num_chunks = ceil_div(prefix_len, p.chunk_len);
+      p.prefix_partitions = p.num_chunks;
+    } else {
+      p.prefix_partitions = num_partitions(prefix_len, b.partition_size);
+    }
+  }
+  p.suffix_partitions = std::max(1, num_partitions(std::max(1, b.max_context_len - prefix_len), b.partition_size));
+
+  const std::size_t rows = static_cast<std::size_t>(b.num_seqs) * b.num_heads;
+  const std::size_t hs = b.head_size;
+  const std::size_t pp = std::max(1, p.prefix_partitions), sp = p.suffix_partitions;
+  std::size_t cur = 0;
+  p.prefix_part_out = carve(cur, rows * pp * hs * 4);
+  p.prefix_part_max = carve(cur, rows * pp * 4);
+  p.prefix_part_sum = carve(cur, rows * pp * 4);
+  p.suffix_part_out = carve(cur, rows * sp * hs * 4);
+  p.suffix_part_max = carve(cur, rows * sp * 4);
+  p.suffix_part_sum = carve(cur, rows * sp * 4);
+  p.prefix_state_out = carve(cur, rows * hs * 4);
+  p.prefix_state_lse = carve(cur, rows * 4);
+  p.suffix_state_out = carve(cur, rows * hs * 4);
+  p.suffix_state_lse = carve(cur, rows * 4);
+  p.workspace_bytes = cur;
+  return p;
+}
+
+CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws, float* lse_out, void* stream) {
+  check_base(b);
+  if (b.out == nullptr) bad("cascade: null output pointer");
+  if (ws == nullptr && p.workspace_bytes > 0) bad("cascade: null workspace (plan.workspace_bytes needed)");
+  const auto s = static_cast<cudaStream_t>(stream);
+  const StateGeometry stg{b.num_heads, b.head_size};
+
+  StageArgs inputs = b;  // the sub-launches write states, never base.out
+  inputs.out = nullptr;
+  V2Args v2;
+  v2.base = inputs;
+  v2.stg = stg;
+
+  if (p.prefix_len == 0) {  // nothing shared: plain V2 straight into the output
+    v2.base.out = b.out;
+    v2.range = {0, -1};
+    v2.max_partitions = p.suffix_partitions;
+    v2.part_out = at<float>(ws, p.suffix_part_out);
+    v2.part_max = at<float>(ws, p.suffix_part_max);
+    v2.part_sum = at<float>(ws, p.suffix_part_sum);
+    v2.pg = {b.num_heads, p.suffix_partitions, b.head_size};
+    v2.lse = lse_out;
+    launch_v2(v2, stream);
+    return {};
+  }
+
+  CascadeStates st;
+  st.prefix_out = at<float>(ws, p.prefix_state_out);
+  st.prefix_lse = at<float>(ws, p.prefix_state_lse);
+  st.suffix_out = at<float>(ws, p.suffix_state_out);
+  st.suffix_lse = at<float>(ws, p.suffix_state_lse);
+
+  // 1-2. Prefix state: chunks (or fp32 partitions), then their reduce.
+  V2Args pre = v2;
+  pre.range = {0, p.prefix_len};
+  pre.max_partitions = p.prefix_partitions;
+  pre.part_out = at<float>(ws, p.prefix_part_out);
+  pre.part_max = at<float>(ws, p.prefix_part_max);
+  pre.part_sum = at<float>(ws, p.prefix_part_sum);
+  pre.pg = {b.num_heads, p.prefix_partitions, b.head_size};
+  pre.out_state = at<float>(ws, p.prefix_state_out);
+  pre.lse = at<float>(ws, p.prefix_state_lse);
+  if (p.tensor_cores) {
+    PrefixArgs pa;
+    pa.q = b.q;
+    pa.k_cache = b.k_cache;
+    pa.v_cache = b.v_cache;
+    pa.prefix_blocks = b.block_tables + b.btg.offset(0, 0);
+    pa.qg = b.qg;
+    pa.cg = b.cg;
+    pa.num_seqs = b.num_seqs;
+    pa.num_heads = b.num_heads;
+    pa.num_kv_heads = b.num_kv_heads;
+    pa.prefix_len = p.prefix_len;
+    pa.chunk_len = p.chunk_len;
+    pa.scale = b.scale;
+    pa.part_out = pre.part_out;
+    pa.part_max = pre.part_max;
+    pa.part_sum = pre.part_sum;
+    pa.pg = pre.pg;
+    const bool ok = b.dtype == DType::f16 ? detail::launch_cascade_prefix_f16(b.head_size, b.block_size, pa, s)
+                                          : detail::launch_cascade_prefix_bf16(b.head_size, b.block_size, pa, s);
+    if (!ok) bad("cascade: configuration " + config_text(b) + " is not built (PA_FOR_EACH_HEAD_BLOCK)");
+    pre.base.partition_size = p.chunk_len;  // the reduce counts chunks with the chunk length
+    pre.single_partition_direct = false;    // the prefix kernel never writes a final state
+    if (b.dtype == DType::f16) launch_v2_reduce<__half>(pre, s);
+    else launch_v2_reduce<__nv_bfloat16>(pre, s);
+  } else {
+    launch_v2(pre, stream);
+  }
+
+  // 3. Suffix states: V2 over tokens [prefix_len, context).
+  V2Args suf = v2;
+  suf.range = {p.prefix_len, -1};
+  suf.max_partitions = p.suffix_partitions;
+  suf.part_out = at<float>(ws, p.suffix_part_out);
+  suf.part_max = at<float>(ws, p.suffix_part_max);
+  suf.part_sum = at<float>(ws, p.suffix_part_sum);
+  suf.pg = {b.num_heads, p.suffix_partitions, b.head_size};
+  suf.out_state = at<float>(ws, p.suffix_state_out);
+  suf.lse = at<float>(ws, p.suffix_state_lse);
+  launch_v2(suf, stream);
+
+  // 4. Merge.
+  MergeArgs m;
+  m.a_out = st.prefix_out;
+  m.a_lse = st.prefix_lse;
+  m.b_out = st.suffix_out;
+  m.b_lse = st.suffix_lse;
+  m.out = b.out;
+  m.out_dtype = b.dtype;
+  m.out_lse = lse_out;
+  m.num_seqs = b.num_seqs;
+  m.num_heads = b.num_heads;
+  m.head_size = b.head_size;
+  m.stg = stg;
+  launch_merge_states(m, stream);
+  return st;
+}
+
+int max_v1_context_len(int head_size, int num_warps) {
+  int dev = 0, optin = 0;
+  PA_CUDA_CHECK(cudaGetDevice(&dev));
+  PA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  // Static part: q_vecs + reduction scratch (at most 2 bytes x head for 16-bit, 4 for fp32).
+  const std::int64_t static_bytes = v1_static_smem_bytes(head_size, 4, num_warps);
+  return static_cast<int>((optin - static_bytes) / 4);
+}
+
+}  // namespace pa::kernels

@@ -1,0 +1,381 @@
+// Stage 7, cascade_merge: attention states and cascade decoding of sequences
+// that share a prefix.
+//
+// What it adds to stage 6: the attention STATE (out, lse) of a query over a
+// token set, lse = log(sum_t exp(logit_t)) in NATURAL log, out normalized over
+// the set; the empty set is (0, -inf). Two states over disjoint sets merge into
+// the state over their union:
+//   m = max(lse_a, lse_b), w_a = exp(lse_a - m), w_b = exp(lse_b - m),
+//   out = (w_a out_a + w_b out_b) / (w_a + w_b), lse = m + log(w_a + w_b).
+// A V2 partition (out_p, max_p, sum_p) is the state (out_p, max_p + log sum_p).
+//
+// Cascade: when N sequences share their first P tokens (the same physical
+// blocks), decoding each of them over its whole context reads the prefix's
+// K/V N times. Here the prefix is attended ONCE for all of them:
+//   1. prefix kernel (below): for each KV head, the queries of all N sequences
+//      (x the GQA ratio) form a small matrix Q[g x head_size]; S = Q K^T and
+//      O = softmax(S) V are tensor-core matrix products (mma.sync m16n8k16,
+//      fp16/bf16 in, fp32 accumulate) over the prefix, split into chunks
+//      across thread blocks; each chunk writes a V2-style partition
+//      (out normalized in the chunk, max, sum).
+//   2. stage 6's reduce kernel merges the chunks into the prefix state.
+//   3. stage 6's decode kernel (the stage 1-5 steps over a token range)
+//      computes each sequence's suffix state over tokens [P, context).
+//   4. merge_states_kernel merges prefix and suffix states into the output.
+// fp32 has no fp16-style mma: its prefix goes through the stage 6 decode
+// kernel per sequence (correct, no sharing).
+//
+// Thread mapping of the prefix kernel: grid (query tile, KV head, chunk),
+// 4 warps; warp w owns query rows [16w, 16w + 16) of the tile (PrefixTiling in
+// pa/index/cascade.hpp). All 128 threads copy each K/V tile (whole KV blocks)
+// into shared memory with 16-byte cp.async (double buffered, swizzled); then
+// each warp runs S = Q K^T (ldmatrix A from Q, B from K), an online softmax
+// over its 16 rows (a row lives in the 4 lanes of a quad), and O += P V with
+// P converted in registers to the A operand (no shared-memory round trip).
+//
+// The merge kernel: one thread per 4 consecutive output elements of a state
+// row (float4 loads/stores), grid-stride; a zero-weight state is never read
+// (its out may be anything, even NaN).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "06_v2_partition.cuh"
+#include "pa/index/cascade.hpp"
+
+namespace pa::kernels {
+
+// ---- PTX wrappers ----------------------------------------------------------
+__device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+// 16-byte async copy global -> shared; bytes beyond src_bytes (0 or 16) are zero-filled.
+__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+template <class T> struct MmaType;
+template <> struct MmaType<__half> {
+  __device__ static __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                             std::uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ static __forceinline__ std::uint32_t pack(float lo, float hi) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&h);
+  }
+  __device__ static __forceinline__ float round(float v) { return __half2float(__float2half_rn(v)); }
+};
+template <> struct MmaType<__nv_bfloat16> {
+  __device__ static __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                             std::uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  __device__ static __forceinline__ std::uint32_t pack(float lo, float hi) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&h);
+  }
+  __device__ static __forceinline__ float round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+};
+
+// ---- the merge kernel -----------------------------------------------------
+// Weights of two states; both empty -> (0, 0, -inf). Never NaN for -inf lse.
+struct MergeWeights {
+  float wa, wb, lse;
+};
+__device__ __forceinline__ MergeWeights merge_weights(float la, float lb) {
+  const float m = fmaxf(la, lb);
+  if (m == -INFINITY) return {0.f, 0.f, -INFINITY};
+  const float ea = la == -INFINITY ? 0.f : __expf(la - m);
+  const float eb = lb == -INFINITY ? 0.f : __expf(lb - m);
+  const float s = ea + eb;  // >= 1: the larger one is exp(0)
+  return {ea / s, eb / s, m + __logf(s)};
+}
+
+__device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+template <class T>
+__device__ __forceinline__ void store4(T* p, float4 v) {
+  Vec<T, 4> o;
+  o.e[0] = from_float<T>(v.x);
+  o.e[1] = from_float<T>(v.y);
+  o.e[2] = from_float<T>(v.z);
+  o.e[3] = from_float<T>(v.w);
+  store_vec<T, 4>(p, o);
+}
+
+// LESSON-BEGIN(cascade_merge.merge)
+template <class OutT>
+__global__ void merge_states_kernel(const float* __restrict__ a_out, const float* __restrict__ a_lse,
+                                    const float* __restrict__ b_out, const float* __restrict__ b_lse,
+                                    OutT* __restrict__ out, float* __restrict__ out_lse, std::int64_t rows,
+                                    StateGeometry stg) {
+  const int vecs_per_row = stg.head_size / 4;
+  const std::int64_t total = rows * vecs_per_row;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t row = i / vecs_per_row;
+    const int d = static_cast<int>(i % vecs_per_row) * 4;
+    const MergeWeights w = merge_weights(a_lse[row], b_lse[row]);
+    const std::int64_t off = stg.row_elem_offset(row, d);
+    float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (w.wa > 0.f) {
+      const float4 x = *reinterpret_cast<const float4*>(a_out + off);
+      r.x = w.wa * x.x; r.y = w.wa * x.y; r.z = w.wa * x.z; r.w = w.wa * x.w;
+    }
+    if (w.wb > 0.f) {
+      const float4 x = *reinterpret_cast<const float4*>(b_out + off);
+      r.x = fmaf(w.wb, x.x, r.x); r.y = fmaf(w.wb, x.y, r.y);
+      r.z = fmaf(w.wb, x.z, r.z); r.w = fmaf(w.wb, x.w, r.w);
+    }
+    store4(out + off, r);
+    if (d == 0 && out_lse != nullptr) out_lse[row] = w.lse;
+  }
+}
+// LESSON-END(cascade_merge.merge)
+
+// ---- the prefix multi-query kernel -------------------------------------------
+struct PrefixArgs {
+  const void* q = nullptr;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  const int* prefix_blocks = nullptr;  // the shared logical->physical map (sequence 0's table row)
+  QueryGeometry qg;
+  CacheGeometry cg;
+  int num_seqs = 0, num_heads = 0, num_kv_heads = 0;
+  int prefix_len = 0, chunk_len = 0;
+  float scale = 1.f;
+  float* part_out = nullptr;  // chunk c of (seq, head) = partition c, PartitionGeometry pg
+  float* part_max = nullptr;
+  float* part_sum = nullptr;
+  PartitionGeometry pg;
+};
+
+template <class Cfg, int NW>
+__global__ void __launch_bounds__(NW * 32) cascade_prefix_kernel(PrefixArgs a) {
+  using Tl = PrefixTiling<Cfg, NW>;
+  using T = Elem<Cfg>;
+  using M = MmaType<T>;
+  constexpr int kNT = Tl::kTileTokens / 8;  // 8-token n-tiles of S
+  constexpr int kDN = Tl::kHead / 8;        // 8-dim n-tiles of O
+  extern __shared__ float4 cascade_smem[];
+  T* q_s = reinterpret_cast<T*>(cascade_smem);
+  unsigned char* kv_base = reinterpret_cast<unsigned char*>(cascade_smem) + Tl::kQBytes;
+
+  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int kvh = blockIdx.y, chunk = blockIdx.z;
+  const int ratio = a.num_heads / a.num_kv_heads;
+  const int num_rows = Tl::rows_per_kv_head(a.num_seqs, ratio);
+  const int row0 = blockIdx.x * Tl::kRows;
+  const int chunk_begin = chunk * a.chunk_len;
+  const int chunk_end = min(a.prefix_len, chunk_begin + a.chunk_len);
+  if (chunk_begin >= chunk_end) return;  // whole block: no barrier skipped by half of it
+
+  const T* k_cache = static_cast<const T*>(a.k_cache);
+  const T* v_cache = static_cast<const T*>(a.v_cache);
+
+  // K/V tile loader: tile chunk c -> swizzled slot; blocks past the chunk are zero-filled.
+  // LESSON-BEGIN(cascade_merge.prefix_load)
+  auto load_tile = [&](int tile, int stage) {
+    const int t0 = chunk_begin + tile * Tl::kTileTokens;
+    const std::uint32_t ks = smem_u32(kv_base + stage * Tl::kStageBytes);
+    const std::uint32_t vs = ks + Tl::kTileChunks * 16;
+    for (int c = tid; c < Tl::kTileChunks; c += Tl::kNumThreads) {
+      const int b = Tl::tile_block_of_chunk(c);
+      const int token = t0 + b * Tl::kBlock;
+      const bool valid = token < chunk_end;
+      const int phys = valid ? a.prefix_blocks[token / Tl::kBlock] : 0;
+      const std::int64_t off = Tl::region_chunk_offset(a.cg, phys, kvh, Tl::region_chunk_of(c));
+      const std::uint32_t slot = static_cast<std::uint32_t>(Tl::swizzle(c)) * 16;
+      cp_async16(ks + slot, k_cache + off, valid ? 16 : 0);
+      cp_async16(vs + slot, v_cache + off, valid ? 16 : 0);
+    }
+  };
+  // LESSON-END(cascade_merge.prefix_load)
+
+  const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
+  load_tile(0, 0);
+  cp_async_commit();
+
+  // Q tile -> shared (rows past the group are zero: their math stays finite, never stored).
+  {
+    const T* q = static_cast<const T*>(a.q);
+    for (int e = tid; e < Tl::kRows * Tl::kHead; e += Tl::kNumThreads) {
+      const int r = e / Tl::kHead, d = e % Tl::kHead, grow = row0 + r;
+      T v = from_float<T>(0.f);
+      if (grow < num_rows) v = q[a.qg.q_offset(Tl::row_seq(grow, ratio), Tl::row_head(grow, kvh, ratio), d)];
+      q_s[Tl::q_smem_elem(r, d)] = v;
+    }
+  }
+
+  const bool warp_active = row0 + warp * Tl::kRowsPerWarp < num_rows;
+  const float scale_log2 = a.scale * 1.4426950408889634f;  // exp(x) = exp2(x * log2 e)
+  float o[kDN][4];
+#pragma unroll
+  for (int dn = 0; dn < kDN; ++dn) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY};  // running row max, log2 units
+  // This lane's part of the row sums: l of the exact probabilities (the
+  // partition's exp sum, hence its weight and lse), lr of the probabilities as
+  // rounded for the P V product (so the output is normalized by exactly the
+  // weights it was summed with).
+  float l[2] = {0.f, 0.f}, lr[2] = {0.f, 0.f};
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    if (tile + 1 < n_tiles) load_tile(tile + 1, (tile + 1) & 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // this tile's group has landed (the next one may be in flight)
+    __syncthreads();
+    if (warp_active) {
+      const std::uint32_t ks = smem_u32(kv_base + (tile & 1) * Tl::kStageBytes);
+      const std::uint32_t vs = ks + Tl::kTileChunks * 16;
+      const int valid = min(Tl::kTileTokens, chunk_end - (chunk_begin + tile * Tl::kTileTokens));
+
+      // LESSON-BEGIN(cascade_merge.prefix_qk)
+      float s[kNT][4];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < Tl::kHead / 16; ++kk) {
+        std::uint32_t qa[4];
+        ldmatrix_x4(qa, smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+#pragma unroll
+        for (int nt = 0; nt < kNT; nt += 2) {
+          std::uint32_t kb[4];
+          ldmatrix_x4(kb, ks + Tl::k_smem_chunk(nt * 8 + Tl::ldk_token(lane), kk * 16 + Tl::ldk_dim(lane)) * 16);
+          M::mma(s[nt], qa, kb[0], kb[1]);
+          M::mma(s[nt + 1], qa, kb[2], kb[3]);
+        }
+      }
+      // LESSON-END(cascade_merge.prefix_qk)
+
+      // LESSON-BEGIN(cascade_merge.prefix_softmax)
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int t = nt * 8 + Tl::frag_col(lane, j);
+          const float v = t < valid ? s[nt][j] * scale_log2 : -INFINITY;
+          s[nt][j] = v;
+          mx[j / 2] = fmaxf(mx[j / 2], v);
+        }
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+        const float mnew = fmaxf(m[i], mx[i]);  // finite: every tile has a valid token
+        const float corr = exp2f(m[i] - mnew);  // 0 on the first tile (m = -inf)
+        m[i] = mnew;
+        l[i] *= corr;
+        lr[i] *= corr;
+#pragma unroll
+        for (int dn = 0; dn < kDN; ++dn) {
+          o[dn][2 * i] *= corr;
+          o[dn][2 * i + 1] *= corr;
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float p = exp2f(s[nt][j] - m[j / 2]);
+          const float pr = M::round(p);  // what the mma multiplies
+          s[nt][j] = pr;
+          l[j / 2] += p;
+          lr[j / 2] += pr;
+        }
+      // LESSON-END(cascade_merge.prefix_softmax)
+
+      // LESSON-BEGIN(cascade_merge.prefix_pv)
+#pragma unroll
+      for (int kk = 0; kk < Tl::kTileTokens / 16; ++kk) {
+        const std::uint32_t pa[4] = {M::pack(s[2 * kk][0], s[2 * kk][1]), M::pack(s[2 * kk][2], s[2 * kk][3]),
+                                     M::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                     M::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int dn = 0; dn < kDN; dn += 2) {
+          std::uint32_t vb[4];
+          ldmatrix_x4(vb, vs + Tl::v_smem_chunk(kk * 16 + Tl::ldv_token(lane), dn * 8 + Tl::ldv_dim(lane)) * 16);
+          M::mma(o[dn], pa, vb[0], vb[1]);
+          M::mma(o[dn + 1], pa, vb[2], vb[3]);
+        }
+      }
+      // LESSON-END(cascade_merge.prefix_pv)
+    }
+    __syncthreads();  // the buffer just read is the one the next iteration's copy refills
+  }
+  cp_async_wait<0>();
+
+  if (!warp_active) return;
+  // LESSON-BEGIN(cascade_merge.prefix_store)
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 1);
+    lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 2);
+    const int grow = row0 + warp * 16 + Tl::frag_row(lane, 2 * i);
+    if (grow >= num_rows) continue;
+    const int seq = Tl::row_seq(grow, ratio), head = Tl::row_head(grow, kvh, ratio);
+    const float inv = 1.f / lr[i];  // >= 1: the row max contributes exp(0) = 1 exactly
+#pragma unroll
+    for (int dn = 0; dn < kDN; ++dn) {
+      const int d = dn * 8 + Tl::frag_col(lane, 0);
+      *reinterpret_cast<float2*>(a.part_out + a.pg.out_offset(seq, head, chunk, d)) =
+          make_float2(o[dn][2 * i] * inv, o[dn][2 * i + 1] * inv);
+    }
+    if (lane % 4 == 0) {
+      a.part_max[a.pg.stat_offset(seq, head, chunk)] = m[i] * 0.6931471805599453f;  // log2 -> natural
+      a.part_sum[a.pg.stat_offset(seq, head, chunk)] = l[i];
+    }
+  }
+  // LESSON-END(cascade_merge.prefix_store)
+}
+
+}  // namespace pa::kernels
+
+namespace pa::kernels {
+
+// Prefix kernel launch: grid (query tiles, KV heads, chunks), 4 warps.
+template <class Cfg>
+void launch_cascade_prefix(const PrefixArgs& a, cudaStream_t stream) {
+  using Tl = PrefixTiling<Cfg, 4>;
+  auto kernel = &cascade_prefix_kernel<Cfg, 4>;
+  PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes));
+  const int ratio = a.num_heads / a.num_kv_heads;
+  const dim3 grid(Tl::num_query_tiles(a.num_seqs, ratio), a.num_kv_heads, ceil_div(a.prefix_len, a.chunk_len));
+  kernel<<<grid, Tl::kNumThreads, Tl::kSmemBytes, stream>>>(a);
+  PA_CUDA_CHECK(cudaGetLastError());
+}
+
+template <class OutT>
+void launch_merge_kernel(const MergeArgs& m, cudaStream_t stream) {
+  const std::int64_t rows = static_cast<std::int64_t>(m.num_seqs) * m.num_heads;
+  const std::int64_t vecs = rows * (m.head_size / 4);
+  const int threads = 256;
+  std::int64_t blocks = (vecs + threads - 1) / threads;
+  if (blocks > 65535) blocks = 65535;  // grid-stride beyond
+  if (blocks < 1) blocks = 1;
+  merge_states_kernel<OutT><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
+      m.a_out, m.a_lse, m.b_out, m.b_lse, static_cast<OutT*>(m.out), m.out_lse, rows, m.stg);
+  PA_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace pa::kernels

@@ -1,0 +1,365 @@
+// Stages 6 (V2 split-KV) and 7 (attention-state merge, cascade) against the
+// CPU reference.
+//
+// CPU part (always runs): token-range partition math, the prefix kernel's
+// shared-memory tile map against CacheGeometry, the chunk rule, the V1/V2 rule.
+// GPU part ([gpu], SKIPped without a GPU): V2 partitions and reduce (single-
+// token partitions, contexts shorter than one partition, many partitions,
+// 131072 tokens), the merge kernel (-inf lse, empty states with NaN outputs),
+// cascade == plain attention over prefix + suffix for several prefix and
+// suffix lengths, group sizes, GQA ratios and dtypes. Every output buffer is
+// NaN-poisoned before each launch (the runners do it).
+#include <catch2/catch_get_random_seed.hpp>
+#include <catch2/catch_test_macros.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "pa/index/cascade.hpp"
+#include "pa/kernels/api.hpp"
+#include "pa/kernels/v2_cascade_args.hpp"
+#include "pa/kernels/v2_cascade_run.hpp"
+#include "pa/reference/attention.hpp"
+#include "pa/reference/paged_cache.hpp"
+#include "pa/reference/tolerance.hpp"
+
+namespace {
+
+using namespace pa;
+using namespace pa::kernels;
+
+std::uint64_t seed_for(std::uint64_t salt) {
+  return static_cast<std::uint64_t>(Catch::getSeed()) * 0x9e3779b97f4a7c15ull + salt * 0xd1b54a32d192ed03ull + 7;
+}
+
+void require_gpu() {
+  std::string why;
+  if (!gpu_available(&why)) SKIP("no GPU: " + why);
+}
+
+template <class R, class G>
+void require_close(const std::vector<R>& ref, const std::vector<G>& got, Tolerance tol, const std::string& what) {
+  REQUIRE(ref.size() == got.size());
+  const CompareResult r = compare(ref.data(), got.data(), ref.size(), tol);
+  INFO(what << ": " << r.summary());
+  REQUIRE(r.pass);
+}
+
+bool no_nan(const std::vector<float>& v) {
+  for (float x : v)
+    if (std::isnan(x)) return false;
+  return true;
+}
+
+// One (head, block) per dtype from this build (the first built: 128 x 16 in quick builds).
+std::vector<KernelKey> one_config_per_dtype() {
+  std::vector<KernelKey> out;
+  std::set<int> seen;
+  for (const auto& k : built_configs())
+    if (seen.insert(static_cast<int>(k.dtype)).second) out.push_back(k);
+  return out;
+}
+
+ProblemSpec spec_for(const KernelKey& k, std::vector<int> ctx, int heads, int kv_heads, std::uint64_t salt) {
+  ProblemSpec s;
+  s.dtype = k.dtype;
+  s.head_size = k.head_size;
+  s.block_size = k.block_size;
+  s.num_threads = k.num_threads;
+  s.num_heads = heads;
+  s.num_kv_heads = kv_heads;
+  s.context_lens = std::move(ctx);
+  s.seed = seed_for(salt);
+  return s;
+}
+
+std::vector<double> lse_of(const std::vector<AttentionState>& st) {
+  std::vector<double> v;
+  for (const auto& s : st) v.push_back(s.lse);
+  return v;
+}
+std::vector<double> out_of(const PagedProblem& p, const std::vector<AttentionState>& st) {
+  std::vector<double> v(st.size() * p.spec.head_size);
+  for (int seq = 0; seq < p.num_seqs(); ++seq)
+    for (int h = 0; h < p.spec.num_heads; ++h)
+      for (int d = 0; d < p.spec.head_size; ++d)
+        v[p.query.out_offset(seq, h, d)] = st[static_cast<std::size_t>(seq) * p.spec.num_heads + h].out[d];
+  return v;
+}
+
+// Checks run_v2 against ref_v2 (partitions when they were written, the reduced
+// output, the lse).
+void check_v2(const PagedProblem& p, int ps, bool direct) {
+  const V2Ref ref = ref_v2(p, ps);
+  const V2Run got = run_v2(p, ps, direct);
+  REQUIRE(got.max_partitions == ref.max_partitions);
+  INFO(p.spec.describe() << " partition " << ps << (direct ? " direct" : " all-partitions"));
+  require_close(ref.out, got.out, tolerance_for(p.spec.dtype), "output");
+  require_close(lse_of(ref_states(p, 0, std::numeric_limits<int>::max())), got.lse, tolerance_for(DType::f32),
+                "lse");
+  // Partition entries: compare those of partitions inside each context (the
+  // rest are empty and, by contract, not written: still NaN from the poison).
+  std::vector<double> ro, rm, rs;
+  std::vector<float> go, gm, gs;
+  for (int seq = 0; seq < p.num_seqs(); ++seq) {
+    const int np = num_partitions(p.context_len(seq), ps);
+    if (direct && np == 1) continue;
+    for (int h = 0; h < p.spec.num_heads; ++h)
+      for (int pi = 0; pi < np; ++pi) {
+        const auto si = ref.geom.stat_offset(seq, h, pi);
+        rm.push_back(ref.part_max[si]);
+        rs.push_back(ref.part_sum[si]);
+        gm.push_back(got.part_max[si]);
+        gs.push_back(got.part_sum[si]);
+        for (int d = 0; d < p.spec.head_size; ++d) {
+          ro.push_back(ref.part_out[ref.geom.out_offset(seq, h, pi, d)]);
+          go.push_back(got.part_out[ref.geom.out_offset(seq, h, pi, d)]);
+        }
+      }
+  }
+  require_close(ro, go, tolerance_for(DType::f32), "part_out");
+  require_close(rm, gm, tolerance_for(DType::f32), "part_max");
+  require_close(rs, gs, tolerance_for(DType::f32), "part_sum");
+}
+
+}  // namespace
+
+// ---- CPU ----------------------------------------------------------------------------
+
+TEST_CASE("partition_range_in shifts partitions by the range and clamps to the context", "[v2]") {
+  const TokenRange whole{};
+  for (int ctx : {1, 15, 16, 17, 512, 513, 5000}) {
+    for (int ps : {16, 512}) {
+      REQUIRE(num_partitions_in(whole, ctx, ps) == num_partitions(ctx, ps));
+      for (int i = 0; i < num_partitions(ctx, ps); ++i) {
+        const auto a = partition_range_in(whole, ctx, 16, ps, i);
+        const auto b = partition_range(ctx, 16, ps, i);
+        REQUIRE(a.token_begin == b.token_begin);
+        REQUIRE(a.token_end == b.token_end);
+        REQUIRE(a.block_begin == b.block_begin);
+        REQUIRE(a.block_end == b.block_end);
+      }
+    }
+  }
+  const TokenRange suffix{64, -1};
+  REQUIRE(num_partitions_in(suffix, 64, 512) == 0);  // all prefix: empty range
+  REQUIRE(num_partitions_in(suffix, 65, 512) == 1);
+  REQUIRE(num_partitions_in(suffix, 64 + 1025, 512) == 3);
+  const auto r = partition_range_in(suffix, 64 + 1025, 16, 512, 2);
+  REQUIRE(r.token_begin == 64 + 1024);
+  REQUIRE(r.token_end == 64 + 1025);
+  REQUIRE(r.block_begin == (64 + 1024) / 16);
+  REQUIRE(r.block_end == (64 + 1025 + 15) / 16);
+  const TokenRange prefix{0, 100};
+  REQUIRE(num_partitions_in(prefix, 5000, 32) == 4);
+  REQUIRE(partition_range_in(prefix, 5000, 16, 32, 3).token_end == 100);
+}
+
+namespace {
+// Every (token, dim) of a tile maps, through the copy (region chunk ->
+// swizzled slot) and through k_smem_chunk / v_smem_chunk, to the same cache
+// element; the 8 rows of each ldmatrix fall in 8 different 16-byte bank groups.
+template <class Cfg>
+void check_tile_map() {
+  using Tl = PrefixTiling<Cfg, 4>;
+  INFO("head " << Cfg::kHeadSize << " block " << Cfg::kBlockSize);
+  CacheGeometry g{3 * Tl::kBlocksPerTile, 2, Cfg::kHeadSize, Cfg::kBlockSize, Cfg::kX};
+  std::vector<int> phys;
+  for (int b = 0; b < Tl::kBlocksPerTile; ++b) phys.push_back((b * 7 + 5) % g.num_blocks);
+  const int kvh = 1;
+  std::vector<std::int64_t> slot(Tl::kTileChunks, -1);
+  for (int c = 0; c < Tl::kTileChunks; ++c) {
+    const int s = Tl::swizzle(c);
+    REQUIRE(slot[s] == -1);  // the swizzle is a permutation
+    slot[s] = Tl::region_chunk_offset(g, phys[Tl::tile_block_of_chunk(c)], kvh, Tl::region_chunk_of(c));
+  }
+  for (int t = 0; t < Tl::kTileTokens; ++t)
+    for (int d = 0; d < Cfg::kHeadSize; d += 8)
+      REQUIRE(slot[Tl::k_smem_chunk(t, d)] == g.k_offset(phys[t / Cfg::kBlockSize], kvh, d, t % Cfg::kBlockSize));
+  for (int t = 0; t < Tl::kTileTokens; t += 8)
+    for (int d = 0; d < Cfg::kHeadSize; ++d)
+      REQUIRE(slot[Tl::v_smem_chunk(t, d)] == g.v_offset(phys[t / Cfg::kBlockSize], kvh, d, t % Cfg::kBlockSize));
+  for (int t = 0; t < Tl::kTileTokens; t += 8)
+    for (int d = 0; d < Cfg::kHeadSize; d += 8) {
+      std::set<int> kb, vb;
+      for (int r = 0; r < 8; ++r) {
+        kb.insert(Tl::k_smem_chunk(t + r, d) % 8);
+        vb.insert(Tl::v_smem_chunk(t, d + r) % 8);
+      }
+      REQUIRE(kb.size() == 8);
+      REQUIRE(vb.size() == 8);
+    }
+}
+}  // namespace
+
+TEST_CASE("the prefix kernel's shared tiles hold exactly the K/V elements the mma reads", "[cascade]") {
+  check_tile_map<KernelConfig<DType::f16, 128, 16, 128>>();
+  check_tile_map<KernelConfig<DType::bf16, 64, 8, 128>>();
+  check_tile_map<KernelConfig<DType::f16, 80, 32, 128>>();
+  check_tile_map<KernelConfig<DType::bf16, 256, 16, 128>>();
+  check_tile_map<KernelConfig<DType::f16, 112, 8, 128>>();
+}
+
+TEST_CASE("cascade chunk rule and the V1/V2 rule", "[cascade][v2]") {
+  // Chunks are whole tiles, cover the prefix, and fill ~4 waves of 132 SMs.
+  const int len = cascade_chunk_len(32768, 64, 32 * 2, 132);
+  REQUIRE(len % 64 == 0);
+  REQUIRE(ceil_div(32768, len) * 32 * 2 >= 4 * 132);
+  REQUIRE(cascade_chunk_len(64, 64, 1, 132) == 64);  // never more chunks than tiles
+  REQUIRE(cascade_chunk_len(0, 64, 1, 132) == 64);
+  // V1/V2.
+  REQUIRE(choose_decode_kernel(1, 32, 131072, 512, 132, 50000) == DecodeKernel::v2);   // past v1's limit
+  REQUIRE(choose_decode_kernel(256, 32, 400, 512, 132, 50000) == DecodeKernel::v1);   // one partition
+  REQUIRE(choose_decode_kernel(1, 32, 4096, 512, 132, 50000) == DecodeKernel::v2);    // grid too small
+  REQUIRE(choose_decode_kernel(256, 32, 2048, 512, 132, 50000) == DecodeKernel::v1);  // grid full, short
+}
+
+// ---- GPU: stage 6 -----------------------------------------------------------------------
+
+TEST_CASE("v2: partitions and reduce match the reference", "[gpu][v2]") {
+  require_gpu();
+  std::uint64_t salt = 100;
+  for (const KernelKey& k : one_config_per_dtype()) {
+    const int bs = k.block_size;
+    SECTION(describe(k)) {
+      // Contexts: shorter than one partition, exactly one, one token into the
+      // next (a single-token partition), several, ragged around the blocks.
+      const std::vector<int> ctx = {1, bs - 1, bs, bs + 1, 511, 512, 513, 1025, 2000, 3 * 512 + 1};
+      for (int ps : {512, bs, 4 * bs}) {
+        for (bool direct : {true, false}) {
+          const PagedProblem p = make_problem(spec_for(k, ctx, 8, 2, ++salt));
+          check_v2(p, ps, direct);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("v2: GQA ratios, MQA and padded Q rows", "[gpu][v2]") {
+  require_gpu();
+  std::uint64_t salt = 200;
+  for (const KernelKey& k : one_config_per_dtype()) {
+    for (auto [h, kv] : {std::pair{8, 8}, std::pair{8, 1}, std::pair{12, 3}}) {
+      ProblemSpec s = spec_for(k, {700, 33, 1300}, h, kv, ++salt);
+      s.extra_q_stride = 16 / dtype_bytes(k.dtype) * 2;
+      const PagedProblem p = make_problem(s);
+      check_v2(p, 256, true);
+    }
+  }
+}
+
+TEST_CASE("v2: many partitions (single-block partitions over 20000 tokens)", "[gpu][v2]") {
+  require_gpu();
+  const KernelKey k = one_config_per_dtype().front();
+  const PagedProblem p = make_problem(spec_for(k, {20000, 7}, 4, 4, 300));
+  check_v2(p, k.block_size, true);
+}
+
+TEST_CASE("v2: a 131072-token context", "[gpu][v2][long]") {
+  require_gpu();
+  for (const KernelKey& k : one_config_per_dtype()) {
+    if (k.dtype == DType::f32) continue;  // the long case in the two 16-bit types keeps the test short
+    const PagedProblem p = make_problem(spec_for(k, {131072}, 8, 2, 400 + static_cast<int>(k.dtype)));
+    const V2Run got = run_v2(p, 512, true);
+    REQUIRE(got.max_partitions == 256);
+    REQUIRE(no_nan(got.out));
+    require_close(ref_output(p), got.out, tolerance_for(k.dtype), "131072-token output");
+  }
+}
+
+// ---- GPU: stage 7 ------------------------------------------------------------------------
+
+TEST_CASE("merge kernel: states, -inf lse and empty states", "[gpu][cascade]") {
+  require_gpu();
+  const int seqs = 5, heads = 4, hs = 128;
+  const std::size_t rows = seqs * heads;
+  NormalRng rng(seed_for(500));
+  std::vector<float> ao(rows * hs), bo(rows * hs), al(rows), bl(rows);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (auto& x : ao) x = static_cast<float>(rng.next());
+  for (auto& x : bo) x = static_cast<float>(rng.next());
+  for (std::size_t r = 0; r < rows; ++r) {
+    al[r] = static_cast<float>(rng.next() * 5);
+    bl[r] = static_cast<float>(rng.next() * 5);
+    // Empty states: -inf lse, and an output that must never be read (NaN).
+    const int kind = static_cast<int>(r % 5);
+    if (kind == 1 || kind == 3) al[r] = -inf;
+    if (kind == 2 || kind == 3) bl[r] = -inf;
+    if (kind == 4) bl[r] = al[r] + 80.f;  // one weight underflows in float
+    for (int d = 0; d < hs; ++d) {
+      if (al[r] == -inf) ao[r * hs + d] = nan;
+      if (bl[r] == -inf) bo[r * hs + d] = nan;
+    }
+  }
+  std::vector<double> ref_out(rows * hs), ref_lse(rows);
+  for (std::size_t r = 0; r < rows; ++r) {
+    AttentionState a, b;
+    a.lse = al[r];
+    b.lse = bl[r];
+    a.out.assign(hs, 0.0);
+    b.out.assign(hs, 0.0);
+    for (int d = 0; d < hs; ++d) {
+      if (!a.empty()) a.out[d] = ao[r * hs + d];
+      if (!b.empty()) b.out[d] = bo[r * hs + d];
+    }
+    const AttentionState m = merge_states(a, b);
+    ref_lse[r] = m.lse;
+    for (int d = 0; d < hs; ++d) ref_out[r * hs + d] = m.empty() ? 0.0 : m.out[d];
+  }
+  for (DType t : kAllDTypes) {
+    const MergeRun got = run_merge(ao, al, bo, bl, seqs, heads, hs, t);
+    REQUIRE(no_nan(got.out));
+    require_close(ref_out, got.out, tolerance_for(t), std::string("merged out ") + dtype_name(t));
+    require_close(ref_lse, got.lse, tolerance_for(DType::f32), "merged lse");
+  }
+}
+
+namespace {
+void check_cascade(const KernelKey& k, int prefix, std::vector<int> suffixes, int heads, int kv, std::uint64_t salt,
+                   int chunk_len = 0) {
+  std::vector<int> ctx;
+  for (int s : suffixes) ctx.push_back(prefix + s);
+  ProblemSpec s = spec_for(k, ctx, heads, kv, salt);
+  s.shared_prefix_len = prefix;
+  const PagedProblem p = make_problem(s);
+  const CascadeRef ref = ref_cascade(p);
+  const CascadeRun got = run_cascade(p, chunk_len);
+  INFO(s.describe() << " | " << got.plan.describe());
+  // Cascade == plain attention over prefix + suffix (the reference's dense output).
+  require_close(ref.out, got.out, tolerance_for(k.dtype), "cascade output");
+  require_close(ref_output(p), got.out, tolerance_for(k.dtype), "cascade output vs plain attention");
+  // The tensor-core prefix sums probabilities rounded to the 16-bit type, so
+  // its lse carries the dtype's tolerance; fp32 goes through V2 in float.
+  require_close(ref.lse, got.lse, tolerance_for(k.dtype), "merged lse");
+  if (prefix > 0) {
+    require_close(out_of(p, ref.prefix), got.prefix_out, tolerance_for(k.dtype), "prefix state out");
+    require_close(lse_of(ref.prefix), got.prefix_lse, tolerance_for(k.dtype), "prefix state lse");
+    require_close(out_of(p, ref.suffix), got.suffix_out, tolerance_for(DType::f32), "suffix state out");
+    require_close(lse_of(ref.suffix), got.suffix_lse, tolerance_for(DType::f32), "suffix state lse");
+  }
+}
+}  // namespace
+
+TEST_CASE("cascade equals plain attention over prefix + suffix", "[gpu][cascade]") {
+  require_gpu();
+  std::uint64_t salt = 600;
+  for (const KernelKey& k : one_config_per_dtype()) {
+    const int bs = k.block_size;
+    SECTION(describe(k)) {
+      // prefix lengths: one block, not a multiple of the tile, several chunks;
+      // suffixes: empty, one token, ragged, longer than a partition.
+      check_cascade(k, bs, {1, 0, 5, bs}, 8, 8, ++salt);
+      check_cascade(k, 5 * bs, {0, 1, 2 * bs + 3, 700}, 8, 2, ++salt);
+      check_cascade(k, 1024, {37, 1, 513, 0, 64, 1030, 2}, 8, 1, ++salt);       // MQA
+      check_cascade(k, 2048 + bs, std::vector<int>(70, 17), 4, 4, ++salt);      // 70 seqs: 2 query tiles
+      check_cascade(k, 4096, {100, 3, 900}, 32, 4, ++salt);                     // group 8 x 3 seqs
+      check_cascade(k, 1024, {5, 600, 9}, 8, 2, ++salt, 4 * bs);                // many small chunks
+      check_cascade(k, 1024, {5, 600, 9}, 8, 2, ++salt, 1024);                  // one chunk
+      check_cascade(k, 0, {5, 600}, 8, 2, ++salt);                              // no prefix: plain V2
+    }
+  }
+}
