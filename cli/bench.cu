@@ -1,0 +1,578 @@
+// pa-bench: the decode-attention benchmark (issue 8).
+//
+// For each shape and dtype it times v1 (stage 5), v2 (stage 6), the
+// optimized kernel (stage 8) and, on the shared-prefix problem, cascade
+// (stage 7): median of >= 100 CUDA-event timings after warm-up, one event pair
+// per launch. KV comes from a pool far larger than L2: R disjoint sets of
+// physical blocks (R * set bytes >= --pool-gb), each with its own shuffled
+// block tables and Q, rotated every launch, so no launch finds its KV in L2.
+// The device-to-device copy bandwidth ((bytes read + bytes written) / time)
+// is measured in the same run; each row reports time, GB/s of KV read (the
+// bytes of the tokens in the contexts, K and V, each once) and that as a
+// percentage of the copy bandwidth. Kernels not in this build or refusing a
+// shape are reported as such, never timed as something else.
+//
+//   pa-bench [--json FILE] [--iters N] [--warmup N] [--pool-gb G] [--only optimized] [--quick]
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pa/index/layout.hpp"
+#include "pa/kernels/optimized.hpp"
+#if PA_BENCH_WITH_V1
+#include "pa/kernels/api.hpp"
+#endif
+#if PA_BENCH_WITH_V2CASCADE
+#include "pa/kernels/v2_cascade.hpp"
+#endif
+
+namespace {
+
+using namespace pa;
+
+#define BCK(call)                                                                            \
+  do {                                                                                       \
+    cudaError_t e_ = (call);                                                                 \
+    if (e_ != cudaSuccess)                                                                   \
+      throw std::runtime_error(std::string(#call) + " failed: " + cudaGetErrorString(e_)); \
+  } while (0)
+
+struct Buf {
+  void* p = nullptr;
+  std::size_t n = 0;
+  Buf() = default;
+  explicit Buf(std::size_t bytes) : n(bytes) { BCK(cudaMalloc(&p, bytes ? bytes : 1)); }
+  ~Buf() {
+    if (p) cudaFree(p);
+  }
+  Buf(Buf&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; }
+  Buf& operator=(Buf&& o) noexcept {
+    std::swap(p, o.p);
+    std::swap(n, o.n);
+    return *this;
+  }
+};
+
+// Random 16-bit values in [-1, 1) (fp16 or bf16 bit patterns), from a hash of
+// the index: fills GBs at memory speed, never zeros.
+__global__ void fill_random16(std::uint16_t* dst, std::size_t n, std::uint32_t seed, int bf16, float scale) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed ^ static_cast<std::uint32_t>(i >> 32) * 40503u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    h *= 3266489917u;
+    h ^= h >> 16;
+    const float f = (static_cast<float>(h & 0xFFFFFF) / 8388608.0f - 1.0f) * scale;
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    if (bf16) {
+      dst[i] = static_cast<std::uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+    } else {
+      dst[i] = __half_as_ushort(__float2half_rn(f));
+    }
+  }
+}
+
+void fill(void* p, std::size_t elems, std::uint32_t seed, DType dt, float scale) {
+  fill_random16<<<4096, 256>>>(static_cast<std::uint16_t*>(p), elems, seed, dt == DType::bf16 ? 1 : 0, scale);
+  BCK(cudaGetLastError());
+}
+
+struct Shape {
+  int seqs, heads, kv_heads, context, head_size;
+  int block_size = 16;
+  int prefix = 0;  // cascade: shared prefix tokens (context = prefix + unique)
+};
+
+struct Row {
+  std::string kernel, dtype, status = "ok", plan;
+  Shape shape{};
+  double kv_bytes = 0, kv_unique_bytes = 0;
+  double median_us = 0, min_us = 0, p10_us = 0, p90_us = 0;
+  int timed = 0;
+  double gbps = 0, pct_copy = 0;
+  double xcheck_max_abs = -1;  // |optimized - other| on one set, where both ran
+};
+
+double median_of(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+double pct_of(std::vector<float> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<std::size_t>(q * v.size()))];
+}
+
+struct Options {
+  std::string json = "bench.json";
+  int iters = 100, warmup = 10;
+  double pool_gb = 6.0;
+  std::string only;
+  bool quick = false;
+};
+
+// One problem instance set: R rotations of (Q, block tables) over disjoint KV blocks.
+struct Problem {
+  Shape s;
+  DType dt;
+  int R = 0, blocks_per_seq = 0, set_blocks = 0;
+  std::size_t block_elems = 0;
+  Buf k, v, q, tables, ctx, out, out2;
+  double kv_bytes = 0, kv_unique = 0;
+};
+
+void build_problem(Problem& P, const Shape& s, DType dt, const Options& o, std::mt19937_64& rng) {
+  P.s = s;
+  P.dt = dt;
+  const int E = dtype_bytes(dt);
+  P.blocks_per_seq = ceil_div(s.context, s.block_size);
+  const int prefix_blocks = s.prefix / s.block_size;
+  const int unique_per_seq = P.blocks_per_seq - prefix_blocks;
+  P.set_blocks = prefix_blocks + s.seqs * unique_per_seq;
+  P.block_elems = static_cast<std::size_t>(s.kv_heads) * s.head_size * s.block_size;
+  const double set_bytes = 2.0 * P.set_blocks * P.block_elems * E;
+  P.R = static_cast<int>(std::ceil(o.pool_gb * 1e9 / set_bytes));
+  P.R = std::max(2, std::min(P.R, o.iters + o.warmup));
+  P.kv_bytes = 2.0 * s.seqs * static_cast<double>(s.context) * s.kv_heads * s.head_size * E;
+  P.kv_unique = 2.0 * (static_cast<double>(s.prefix) + static_cast<double>(s.seqs) * (s.context - s.prefix)) *
+                s.kv_heads * s.head_size * E;
+  const std::size_t pool_elems = static_cast<std::size_t>(P.R) * P.set_blocks * P.block_elems;
+  P.k = Buf(pool_elems * E);
+  P.v = Buf(pool_elems * E);
+  fill(P.k.p, pool_elems, static_cast<std::uint32_t>(rng()), dt, 1.0f);
+  fill(P.v.p, pool_elems, static_cast<std::uint32_t>(rng()), dt, 1.0f);
+  const std::size_t q_elems = static_cast<std::size_t>(s.seqs) * s.heads * s.head_size;
+  P.q = Buf(q_elems * E * P.R);
+  fill(P.q.p, q_elems * P.R, static_cast<std::uint32_t>(rng()), dt, 2.0f);
+  // Block tables: set r uses physical blocks [r*set_blocks, (r+1)*set_blocks), shuffled;
+  // the prefix blocks (cascade) are the same physical blocks for every sequence.
+  std::vector<int> tables(static_cast<std::size_t>(P.R) * s.seqs * P.blocks_per_seq);
+  std::vector<int> perm(P.set_blocks);
+  for (int r = 0; r < P.R; ++r) {
+    std::iota(perm.begin(), perm.end(), r * P.set_blocks);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    int next = prefix_blocks;
+    for (int sq = 0; sq < s.seqs; ++sq)
+      for (int b = 0; b < P.blocks_per_seq; ++b)
+        tables[(static_cast<std::size_t>(r) * s.seqs + sq) * P.blocks_per_seq + b] =
+            b < prefix_blocks ? perm[b] : perm[next++];
+  }
+  P.tables = Buf(tables.size() * 4);
+  BCK(cudaMemcpy(P.tables.p, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice));
+  std::vector<int> ctx(s.seqs, s.context);
+  P.ctx = Buf(ctx.size() * 4);
+  BCK(cudaMemcpy(P.ctx.p, ctx.data(), ctx.size() * 4, cudaMemcpyHostToDevice));
+  P.out = Buf(q_elems * E);
+  P.out2 = Buf(q_elems * E);
+  BCK(cudaDeviceSynchronize());
+}
+
+const int* table_of(const Problem& P, int r) {
+  return static_cast<const int*>(P.tables.p) + static_cast<std::size_t>(r) * P.s.seqs * P.blocks_per_seq;
+}
+const void* q_of(const Problem& P, int r) {
+  return static_cast<const char*>(P.q.p) +
+         static_cast<std::size_t>(r) * P.s.seqs * P.s.heads * P.s.head_size * dtype_bytes(P.dt);
+}
+
+// Times launch(r) for warmup + iters launches, rotating r.
+template <class F>
+void time_kernel(Row& row, const Problem& P, const Options& o, F&& launch) {
+  cudaEvent_t a, b;
+  BCK(cudaEventCreate(&a));
+  BCK(cudaEventCreate(&b));
+  for (int i = 0; i < o.warmup; ++i) launch(i % P.R);
+  BCK(cudaDeviceSynchronize());
+  std::vector<float> ms;
+  for (int i = 0; i < o.iters; ++i) {
+    const int r = (o.warmup + i) % P.R;
+    BCK(cudaEventRecord(a));
+    launch(r);
+    BCK(cudaEventRecord(b));
+    BCK(cudaEventSynchronize(b));
+    float t = 0;
+    BCK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  BCK(cudaGetLastError());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  row.timed = static_cast<int>(ms.size());
+  row.median_us = median_of(ms) * 1e3;
+  row.min_us = *std::min_element(ms.begin(), ms.end()) * 1e3;
+  row.p10_us = pct_of(ms, 0.1) * 1e3;
+  row.p90_us = pct_of(ms, 0.9) * 1e3;
+}
+
+OptimizedArgs opt_args(const Problem& P, int r, void* out) {
+  OptimizedArgs a;
+  a.out = out;
+  a.q = q_of(P, r);
+  a.k_cache = P.k.p;
+  a.v_cache = P.v.p;
+  a.block_tables = table_of(P, r);
+  a.context_lens = static_cast<const int*>(P.ctx.p);
+  a.dtype = P.dt;
+  a.head_size = P.s.head_size;
+  a.block_size = P.s.block_size;
+  a.num_seqs = P.s.seqs;
+  a.num_heads = P.s.heads;
+  a.num_kv_heads = P.s.kv_heads;
+  a.q_stride = P.s.heads * P.s.head_size;
+  a.max_blocks_per_seq = P.blocks_per_seq;
+  a.num_blocks = P.R * P.set_blocks;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(P.s.head_size));
+  a.max_context_len = P.s.context;
+  return a;
+}
+
+#if PA_BENCH_WITH_V1 || PA_BENCH_WITH_V2CASCADE
+kernels::StageArgs stage_args(const Problem& P, int r, void* out) {
+  kernels::StageArgs a;
+  a.dtype = P.dt;
+  a.head_size = P.s.head_size;
+  a.block_size = P.s.block_size;
+  a.num_threads = 128;
+  a.num_seqs = P.s.seqs;
+  a.num_heads = P.s.heads;
+  a.num_kv_heads = P.s.kv_heads;
+  a.max_context_len = P.s.context;
+  a.partition_size = 0;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(P.s.head_size));
+  a.q = q_of(P, r);
+  a.k_cache = P.k.p;
+  a.v_cache = P.v.p;
+  a.block_tables = table_of(P, r);
+  a.context_lens = static_cast<const int*>(P.ctx.p);
+  a.qg = QueryGeometry{P.s.seqs, P.s.heads, P.s.head_size, P.s.heads * P.s.head_size};
+  a.cg = CacheGeometry{P.R * P.set_blocks, P.s.kv_heads, P.s.head_size, P.s.block_size, 16 / dtype_bytes(P.dt)};
+  a.btg = BlockTableGeometry{P.blocks_per_seq};
+  a.out = out;
+  return a;
+}
+#endif
+
+// Max |a - b| of two dtype outputs, decoded on the host.
+float to_float(std::uint16_t h, DType dt) {
+  if (dt == DType::bf16) {
+    std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
+  const std::uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
+  float f;
+  if (exp == 0) f = std::ldexp(static_cast<float>(man), -24);
+  else if (exp == 31) f = man ? NAN : INFINITY;
+  else f = std::ldexp(static_cast<float>(man | 0x400), static_cast<int>(exp) - 25);
+  return sign ? -f : f;
+}
+double max_abs_diff(const Problem& P) {
+  const std::size_t n = static_cast<std::size_t>(P.s.seqs) * P.s.heads * P.s.head_size;
+  std::vector<std::uint16_t> a(n), b(n);
+  BCK(cudaMemcpy(a.data(), P.out.p, n * 2, cudaMemcpyDeviceToHost));
+  BCK(cudaMemcpy(b.data(), P.out2.p, n * 2, cudaMemcpyDeviceToHost));
+  double m = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d = std::fabs(static_cast<double>(to_float(a[i], P.dt)) - to_float(b[i], P.dt));
+    if (std::isnan(d)) return INFINITY;
+    m = std::max(m, d);
+  }
+  return m;
+}
+
+void finish_row(Row& row, double copy_gbps) {
+  if (row.status != "ok" || row.median_us <= 0) return;
+  row.gbps = row.kv_bytes / (row.median_us * 1e-6) / 1e9;
+  row.pct_copy = 100.0 * row.gbps / copy_gbps;
+}
+
+std::string dname(DType d) { return d == DType::f16 ? "fp16" : "bf16"; }
+
+void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng, double copy_gbps,
+               std::vector<Row>& rows) {
+  Problem P;
+  build_problem(P, s, dt, o, rng);
+  auto new_row = [&](const char* k) {
+    Row r;
+    r.kernel = k;
+    r.dtype = dname(dt);
+    r.shape = s;
+    r.kv_bytes = P.kv_bytes;
+    r.kv_unique_bytes = P.kv_unique;
+    return r;
+  };
+  const bool cascade_shape = s.prefix > 0;
+
+  // --- optimized (stage 8) ---
+  {
+    Row row = new_row("optimized");
+    try {
+      OptimizedArgs a0 = opt_args(P, 0, P.out.p);
+      const OptimizedPlan plan = plan_optimized(a0);
+      row.plan = plan.describe();
+      Buf ws(plan.workspace_bytes);
+      BCK(cudaMemset(ws.p, 0, std::max<std::size_t>(1, plan.workspace_bytes)));
+      time_kernel(row, P, o, [&](int r) { launch_optimized(opt_args(P, r, P.out.p), plan, ws.p); });
+      launch_optimized(opt_args(P, 0, P.out.p), plan, ws.p);  // set 0 kept in out for the cross-check
+      BCK(cudaDeviceSynchronize());
+    } catch (const std::exception& e) {
+      row.status = std::string("error: ") + e.what();
+    }
+    finish_row(row, copy_gbps);
+    rows.push_back(row);
+  }
+  if (o.only == "optimized") return;
+  const bool opt_ok = rows.back().status == "ok";
+
+  // --- v1 (stage 5) ---
+  {
+    Row row = new_row("v1");
+#if PA_BENCH_WITH_V1
+    try {
+      time_kernel(row, P, o, [&](int r) {
+        kernels::launch_stage(kernels::Stage::warp_reduce, stage_args(P, r, P.out2.p));
+      });
+      kernels::launch_stage(kernels::Stage::warp_reduce, stage_args(P, 0, P.out2.p));
+      BCK(cudaDeviceSynchronize());
+      if (opt_ok) row.xcheck_max_abs = max_abs_diff(P);
+    } catch (const std::exception& e) {
+      row.status = std::string("unsupported: ") + e.what();
+      cudaGetLastError();
+    }
+#else
+    row.status = "missing: v1 (stage 5) not in this build";
+#endif
+    finish_row(row, copy_gbps);
+    rows.push_back(row);
+  }
+
+  // --- v2 (stage 6) ---
+  {
+    Row row = new_row("v2");
+#if PA_BENCH_WITH_V2CASCADE
+    try {
+      const int psize = 512;
+      const int maxp = ceil_div(s.context, psize);
+      Buf po(static_cast<std::size_t>(s.seqs) * s.heads * maxp * s.head_size * 4);
+      Buf pm(static_cast<std::size_t>(s.seqs) * s.heads * maxp * 4);
+      Buf ps(static_cast<std::size_t>(s.seqs) * s.heads * maxp * 4);
+      auto v2a = [&](int r, void* out) {
+        kernels::V2Args a;
+        a.base = stage_args(P, r, out);
+        a.base.partition_size = psize;
+        a.max_partitions = maxp;
+        a.part_out = static_cast<float*>(po.p);
+        a.part_max = static_cast<float*>(pm.p);
+        a.part_sum = static_cast<float*>(ps.p);
+        a.pg = PartitionGeometry{s.heads, maxp, s.head_size};
+        return a;
+      };
+      row.plan = "partition_size=512";
+      time_kernel(row, P, o, [&](int r) { kernels::launch_v2(v2a(r, P.out2.p)); });
+      kernels::launch_v2(v2a(0, P.out2.p));
+      BCK(cudaDeviceSynchronize());
+      if (opt_ok) row.xcheck_max_abs = max_abs_diff(P);
+    } catch (const std::exception& e) {
+      row.status = std::string("unsupported: ") + e.what();
+      cudaGetLastError();
+    }
+#else
+    row.status = "missing: v2 (stage 6) not in this build";
+#endif
+    finish_row(row, copy_gbps);
+    rows.push_back(row);
+  }
+
+  // --- cascade (stage 7), shared-prefix problem only ---
+  if (cascade_shape) {
+    Row row = new_row("cascade");
+    row.kv_bytes = P.kv_unique;  // what cascade must read: the prefix once
+#if PA_BENCH_WITH_V2CASCADE
+    try {
+      const kernels::CascadePlan plan = kernels::plan_cascade(stage_args(P, 0, P.out2.p), s.prefix);
+      row.plan = plan.describe();
+      Buf ws(plan.workspace_bytes);
+      BCK(cudaMemset(ws.p, 0, std::max<std::size_t>(1, plan.workspace_bytes)));
+      time_kernel(row, P, o, [&](int r) {
+        kernels::launch_cascade(stage_args(P, r, P.out2.p), plan, ws.p, nullptr);
+      });
+      kernels::launch_cascade(stage_args(P, 0, P.out2.p), plan, ws.p, nullptr);
+      BCK(cudaDeviceSynchronize());
+      if (opt_ok) row.xcheck_max_abs = max_abs_diff(P);
+    } catch (const std::exception& e) {
+      row.status = std::string("unsupported: ") + e.what();
+      cudaGetLastError();
+    }
+#else
+    row.status = "missing: cascade (stage 7) not in this build";
+#endif
+    finish_row(row, copy_gbps);
+    rows.push_back(row);
+  }
+}
+
+double measure_copy(const Options& o, double& bytes_out) {
+  const std::size_t bytes = std::size_t(2) << 30;  // 2 GiB each way: 40x the L2
+  Buf a(bytes), b(bytes);
+  BCK(cudaMemset(a.p, 1, bytes));
+  std::vector<float> ms;
+  cudaEvent_t e0, e1;
+  BCK(cudaEventCreate(&e0));
+  BCK(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) BCK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice));
+  for (int i = 0; i < std::max(20, o.iters / 5); ++i) {
+    BCK(cudaEventRecord(e0));
+    BCK(cudaMemcpyAsync(i % 2 ? a.p : b.p, i % 2 ? b.p : a.p, bytes, cudaMemcpyDeviceToDevice));
+    BCK(cudaEventRecord(e1));
+    BCK(cudaEventSynchronize(e1));
+    float t;
+    BCK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  bytes_out = static_cast<double>(bytes);
+  return 2.0 * bytes / (median_of(ms) * 1e-3) / 1e9;  // read + write
+}
+
+std::string jstr(const std::string& s) {
+  std::string r = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') r += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) { r += ' '; continue; }
+    r += c;
+  }
+  return r + "\"";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--json") o.json = next();
+    else if (a == "--iters") o.iters = std::stoi(next());
+    else if (a == "--warmup") o.warmup = std::stoi(next());
+    else if (a == "--pool-gb") o.pool_gb = std::stod(next());
+    else if (a == "--only") o.only = next();
+    else if (a == "--quick") o.quick = true;
+    else {
+      std::fprintf(stderr,
+                   "unknown option %s\nusage: pa-bench [--json FILE] [--iters N>=100] [--warmup N] "
+                   "[--pool-gb G] [--only optimized] [--quick]\n",
+                   a.c_str());
+      return 2;
+    }
+  }
+  try {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+      std::printf("pa-bench: no CUDA GPU present; nothing to measure.\n");
+      return 3;
+    }
+    cudaDeviceProp prop{};
+    BCK(cudaGetDeviceProperties(&prop, 0));
+    double copy_bytes = 0;
+    const double copy_gbps = measure_copy(o, copy_bytes);
+    std::printf("GPU: %s, %d SMs, L2 %d MB; D2D copy %.0f GB/s (read+write)\n", prop.name,
+                prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_gbps);
+
+    std::vector<Shape> shapes = {
+        {1, 32, 8, 4096, 128},    {8, 32, 8, 4096, 128},     {32, 32, 8, 4096, 128},
+        {64, 32, 8, 8192, 128},   {128, 32, 32, 1024, 128},  {256, 32, 8, 2048, 128},
+        {16, 64, 8, 32768, 128},  {1, 32, 8, 131072, 128},   {64, 32, 8, 8192, 64},
+        {64, 32, 8, 8192, 256},
+    };
+    if (o.quick) shapes = {{1, 32, 8, 4096, 128}, {64, 32, 8, 8192, 128}, {1, 32, 8, 131072, 128}};
+    Shape cascade{128, 32, 32, 32768 + 256, 128};
+    cascade.prefix = 32768;
+    if (!o.quick && o.only.empty()) shapes.push_back(cascade);
+
+    std::mt19937_64 rng(20261122);
+    std::vector<Row> rows;
+    for (const Shape& s : shapes)
+      for (DType dt : {DType::f16, DType::bf16}) {
+        const std::size_t first = rows.size();
+        run_shape(s, dt, o, rng, copy_gbps, rows);
+        const Row& r = rows[first];
+        std::fprintf(stderr, "  done %s seqs=%d heads=%d kv=%d ctx=%d hs=%d: optimized %.1f us\n",
+                     dname(dt).c_str(), s.seqs, s.heads, s.kv_heads, s.context, s.head_size, r.median_us);
+      }
+
+    // Cascade speedup vs the best non-cascade kernel on the same problem.
+    std::vector<std::string> cascade_lines;
+    for (DType dt : {DType::f16, DType::bf16}) {
+      double best = 0, casc = 0;
+      std::string best_k;
+      for (const Row& r : rows)
+        if (r.shape.prefix > 0 && r.dtype == dname(dt) && r.status == "ok") {
+          if (r.kernel == "cascade") casc = r.median_us;
+          else if (best == 0 || r.median_us < best) { best = r.median_us; best_k = r.kernel; }
+        }
+      if (best > 0 && casc > 0) {
+        std::ostringstream l;
+        l << "{\"dtype\": " << jstr(dname(dt)) << ", \"cascade_us\": " << casc << ", \"best_non_cascade\": "
+          << jstr(best_k) << ", \"best_non_cascade_us\": " << best << ", \"speedup\": " << best / casc << "}";
+        cascade_lines.push_back(l.str());
+      }
+    }
+
+    std::ofstream js(o.json);
+    js << "{\n  \"gpu\": " << jstr(prop.name) << ",\n  \"sm_count\": " << prop.multiProcessorCount
+       << ",\n  \"l2_bytes\": " << prop.l2CacheSize << ",\n  \"copy_gbps\": " << copy_gbps
+       << ",\n  \"copy_bytes_each_way\": " << copy_bytes << ",\n  \"iters\": " << o.iters
+       << ",\n  \"warmup\": " << o.warmup << ",\n  \"pool_gb\": " << o.pool_gb
+       << ",\n  \"kv_bytes_note\": \"K+V bytes of every context token, each read once (cascade: the shared prefix once)\""
+       << ",\n  \"pct_copy_note\": \"GB/s of KV read / (copy bytes read + written per second)\""
+       << ",\n  \"rows\": [\n";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      js << "    {\"kernel\": " << jstr(r.kernel) << ", \"dtype\": " << jstr(r.dtype) << ", \"seqs\": " << r.shape.seqs
+         << ", \"heads\": " << r.shape.heads << ", \"kv_heads\": " << r.shape.kv_heads
+         << ", \"context\": " << r.shape.context << ", \"prefix\": " << r.shape.prefix
+         << ", \"head_size\": " << r.shape.head_size << ", \"block_size\": " << r.shape.block_size
+         << ", \"kv_bytes\": " << r.kv_bytes << ", \"status\": " << jstr(r.status)
+         << ", \"median_us\": " << r.median_us << ", \"min_us\": " << r.min_us << ", \"p10_us\": " << r.p10_us
+         << ", \"p90_us\": " << r.p90_us << ", \"timed\": " << r.timed << ", \"gbps\": " << r.gbps
+         << ", \"pct_copy\": " << r.pct_copy << ", \"xcheck_max_abs_vs_optimized\": " << r.xcheck_max_abs
+         << ", \"plan\": " << jstr(r.plan) << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+    }
+    js << "  ],\n  \"cascade\": [";
+    for (std::size_t i = 0; i < cascade_lines.size(); ++i) js << (i ? ", " : "") << cascade_lines[i];
+    js << "]\n}\n";
+    js.close();
+
+    std::printf("%-9s %-4s %4s %3s %3s %7s %4s %9s %7s %6s  %s\n", "kernel", "dt", "seqs", "hd", "kv", "ctx", "hs",
+                "us", "GB/s", "%copy", "status");
+    for (const Row& r : rows)
+      std::printf("%-9s %-4s %4d %3d %3d %7d %4d %9.1f %7.0f %6.1f  %s\n", r.kernel.c_str(), r.dtype.c_str(),
+                  r.shape.seqs, r.shape.heads, r.shape.kv_heads, r.shape.context, r.shape.head_size, r.median_us,
+                  r.gbps, r.pct_copy, r.status == "ok" ? "" : r.status.substr(0, 60).c_str());
+    for (const auto& l : cascade_lines) std::printf("cascade: %s\n", l.c_str());
+    std::printf("wrote %s\n", o.json.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pa-bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

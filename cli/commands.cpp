@@ -1,0 +1,15 @@
+// The subcommand registry: one line per command.
+#include "commands.hpp"
+
+namespace pa::cli {
+
+namespace {
+constexpr Command kCommands[] = {
+    {"run", "run a stage on the GPU, check it against the CPU reference, time it", cmd_run, help_run},
+    {"list", "list the stages and the supported / built configurations", cmd_list, help_list},
+};
+}  // namespace
+
+std::span<const Command> commands() { return kCommands; }
+
+}  // namespace pa::cli

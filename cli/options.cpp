@@ -1,0 +1,163 @@
+// Flag parsing for pa-lab: see options.hpp.
+#include "options.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+namespace pa::cli {
+
+Flags::Flags(Args args, std::vector<std::string> switches) : switches_(std::move(switches)) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h") {
+      values_["help"] = "1";
+      continue;
+    }
+    if (a.rfind("--", 0) != 0 || a.size() == 2) {
+      throw UsageError("unexpected argument '" + a + "': options are --name value (see --help)");
+    }
+    std::string name = a.substr(2), value;
+    const auto eq = name.find('=');
+    const bool is_switch = std::find(switches_.begin(), switches_.end(), name) != switches_.end();
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (is_switch) {
+      value = "1";
+    } else {
+      if (i + 1 >= args.size()) throw UsageError("option --" + name + " needs a value");
+      value = args[++i];
+    }
+    if (values_.count(name)) throw UsageError("option --" + name + " given twice");
+    values_[name] = value;
+  }
+}
+
+std::optional<std::string> Flags::take(const std::string& name) {
+  auto it = values_.find(name);
+  if (it == values_.end()) return std::nullopt;
+  taken_[name] = true;
+  return it->second;
+}
+
+std::string Flags::take_str(const std::string& name, const std::string& def) {
+  auto v = take(name);
+  return v ? *v : def;
+}
+
+namespace {
+long long parse_ll(const std::string& name, const std::string& v) {
+  long long x = 0;
+  const auto* end = v.data() + v.size();
+  auto [p, ec] = std::from_chars(v.data(), end, x);
+  if (ec != std::errc() || p != end) throw UsageError("option --" + name + ": '" + v + "' is not an integer");
+  return x;
+}
+}  // namespace
+
+int Flags::take_int(const std::string& name, int def, int min_value) {
+  auto v = take(name);
+  if (!v) return def;
+  const long long x = parse_ll(name, *v);
+  if (x < min_value || x > 2147483647LL) {
+    throw UsageError("option --" + name + ": " + *v + " is out of range (accepted: >= " + std::to_string(min_value) +
+                     ")");
+  }
+  return static_cast<int>(x);
+}
+
+std::uint64_t Flags::take_u64(const std::string& name, std::uint64_t def) {
+  auto v = take(name);
+  if (!v) return def;
+  const long long x = parse_ll(name, *v);
+  if (x < 0) throw UsageError("option --" + name + ": must be >= 0, got " + *v);
+  return static_cast<std::uint64_t>(x);
+}
+
+std::vector<int> Flags::take_int_list(const std::string& name) {
+  auto v = take(name);
+  std::vector<int> out;
+  if (!v) return out;
+  std::size_t pos = 0;
+  while (pos <= v->size()) {
+    const auto comma = v->find(',', pos);
+    const std::string item = v->substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (item.empty()) throw UsageError("option --" + name + ": empty item in '" + *v + "' (expected e.g. 1,17,100)");
+    const long long x = parse_ll(name, item);
+    if (x > 2147483647LL || x < -2147483647LL) throw UsageError("option --" + name + ": " + item + " is out of range");
+    out.push_back(static_cast<int>(x));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+bool Flags::take_switch(const std::string& name) { return take(name).has_value(); }
+
+void Flags::finish(const std::string& command) const {
+  for (const auto& [name, value] : values_) {
+    if (!taken_.count(name)) {
+      throw UsageError("unknown option --" + name + " for '" + command + "' (see pa-lab " + command + " --help)");
+    }
+  }
+}
+
+DType parse_dtype(const std::string& s) {
+  if (s == "fp32" || s == "f32" || s == "float") return DType::f32;
+  if (s == "fp16" || s == "f16" || s == "half") return DType::f16;
+  if (s == "bf16") return DType::bf16;
+  throw UsageError("unknown dtype '" + s + "' (accepted: fp32, fp16, bf16)");
+}
+
+ProblemSpec take_problem_flags(Flags& f) {
+  ProblemSpec s;
+  s.dtype = parse_dtype(f.take_str("dtype", "fp16"));
+  s.head_size = f.take_int("head-size", 128, 1);
+  s.block_size = f.take_int("block-size", 16, 1);
+  s.num_threads = f.take_int("threads", 128, 1);
+  s.num_heads = f.take_int("heads", 8, 1);
+  s.num_kv_heads = f.take_int("kv-heads", s.num_heads, 1);
+  const int seqs = f.take_int("seqs", 4, 1);
+  std::vector<int> lens = f.take_int_list("context-lens");
+  const bool one = f.has("context-len");
+  const int len = f.take_int("context-len", 1000, 1);
+  if (!lens.empty() && one) throw UsageError("give either --context-lens or --context-len, not both");
+  if (lens.empty()) {
+    lens.assign(seqs, len);
+  } else if (f.has("seqs") && static_cast<int>(lens.size()) != seqs) {
+    throw UsageError("--seqs " + std::to_string(seqs) + " but --context-lens lists " + std::to_string(lens.size()) +
+                     " lengths");
+  }
+  s.context_lens = lens;
+  s.partition_size = f.take_int("partition-size", kDefaultPartitionSize, 0);
+  s.extra_q_stride = f.take_int("extra-q-stride", 0, 0);
+  s.seed = f.take_u64("seed", 1);
+  const auto spread = f.take("spread");
+  if (spread) {
+    try {
+      s.logit_spread = std::stof(*spread);
+    } catch (const std::exception&) {
+      throw UsageError("option --spread: '" + *spread + "' is not a number");
+    }
+  }
+  return s;
+}
+
+const char* problem_flags_help() {
+  return "problem:\n"
+         "  --dtype fp32|fp16|bf16     storage type of Q, K, V and the output (default fp16)\n"
+         "  --head-size N              64 80 96 112 128 192 256 (default 128)\n"
+         "  --block-size N             tokens per KV block: 8 16 32 (default 16)\n"
+         "  --threads N                threads per block: 128 (default)\n"
+         "  --seqs N                   sequences (default 4)\n"
+         "  --heads N                  query heads (default 8)\n"
+         "  --kv-heads N               KV heads, divides --heads (default = heads; 1 = MQA)\n"
+         "  --context-lens A,B,...     one context length per sequence\n"
+         "  --context-len L            the same length for every sequence (default 1000)\n"
+         "  --partition-size N         V2 partition size, multiple of the block size (default 512)\n"
+         "  --extra-q-stride N         padding elements after each Q row (default 0)\n"
+         "  --seed S                   random inputs seed (default 1)\n"
+         "  --spread F                 logit spread: larger = softmax further from uniform (default 4)\n";
+}
+
+}  // namespace pa::cli

@@ -1,0 +1,49 @@
+// Command-line flags shared by the subcommands: a small parser (--name value,
+// --name=value, --flag) and the problem flags every GPU command takes.
+#pragma once
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "pa/reference/problem.hpp"
+
+namespace pa::cli {
+
+// A bad command line: the message says what was wrong and what is accepted.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Flags {
+ public:
+  // `switches` are the flags that take no value (e.g. "help").
+  Flags(Args args, std::vector<std::string> switches = {"help"});
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  std::optional<std::string> take(const std::string& name);
+  std::string take_str(const std::string& name, const std::string& def);
+  int take_int(const std::string& name, int def, int min_value);
+  std::uint64_t take_u64(const std::string& name, std::uint64_t def);
+  std::vector<int> take_int_list(const std::string& name);  // "1,17,100"
+  bool take_switch(const std::string& name);
+  // Throws UsageError naming any flag nobody took.
+  void finish(const std::string& command) const;
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::map<std::string, bool> taken_;
+  std::vector<std::string> switches_;
+};
+
+// --dtype --head-size --block-size --threads --seqs --heads --kv-heads
+// --context-lens | --context-len --partition-size --extra-q-stride --seed --spread
+ProblemSpec take_problem_flags(Flags& f);
+// The help text of those flags.
+const char* problem_flags_help();
+
+DType parse_dtype(const std::string& s);
+
+}  // namespace pa::cli

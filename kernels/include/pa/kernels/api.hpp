@@ -1,0 +1,175 @@
+// The kernels' host API: plain C++ (no CUDA headers), so pa-lab, the tests
+// and the viewer link against it whether or not CUDA is built. Without CUDA
+// (PA_HAVE_CUDA off) every call that needs a GPU throws NoGpuError("built
+// without CUDA") and gpu_available() says so.
+//
+//   PagedProblem p = make_problem(spec);          // reference/paged_cache.hpp
+//   DeviceProblem d(p);                            // validates, uploads (RAII)
+//   StageOutput o = run_stage(Stage::qk, d);       // poison, launch, sync, copy back
+//   StageTiming t = time_stage(Stage::qk, d, 100); // CUDA-event timings
+//
+// Errors: std::invalid_argument for a problem the kernels do not support
+// (the message names the value and lists what is accepted), NoGpuError when
+// no GPU / no CUDA, std::runtime_error for a failed CUDA call (file:line and
+// the call).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pa/index/dtype.hpp"
+#include "pa/index/layout.hpp"
+#include "pa/kernels/stage_args.hpp"
+#include "pa/reference/paged_cache.hpp"
+#include "pa/trace/event.hpp"
+
+namespace pa::kernels {
+
+using Stage = trace::Stage;
+
+// ---- stages -------------------------------------------------------------------
+struct StageInfo {
+  Stage stage;
+  const char* name;    // the lesson / CLI name: q_to_smem qk softmax lv warp_reduce v2_partition ...
+  const char* adds;    // the step it adds
+  const char* writes;  // its observable output
+  bool implemented;    // kernels exist in this source tree
+};
+// All stages in order (1..8). Stages 6-8 are implemented by other modules:
+// they flip `implemented` and add their case to run_stage (kernels/src/stages.cpp).
+std::span<const StageInfo> stages();
+const StageInfo& stage_info(Stage s);
+const char* stage_name(Stage s);
+// Accepts the name, the number ("2") or "v1" (= warp_reduce). Empty if unknown.
+std::optional<Stage> parse_stage(std::string_view name);
+std::string stage_names_text();  // "q_to_smem, qk, softmax, ..."
+
+// ---- the GPU ------------------------------------------------------------------------
+class NoGpuError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// True when CUDA is built and a device is usable; otherwise *reason says why
+// ("built without CUDA", "no CUDA device: <cuda error>", ...).
+bool gpu_available(std::string* reason = nullptr);
+
+struct GpuInfo {
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  std::int64_t smem_optin_bytes = 0;  // max dynamic + static shared memory per block
+  std::int64_t global_mem_bytes = 0;
+};
+GpuInfo gpu_info();  // throws NoGpuError
+
+// ---- configurations -------------------------------------------------------------------
+struct KernelKey {
+  DType dtype;
+  int head_size, block_size, num_threads;
+  friend bool operator==(const KernelKey&, const KernelKey&) = default;
+};
+// The (dtype, head, block, threads) instances compiled into this build (the
+// same for stages 1-5). PA_QUICK_KERNELS builds only head 128 x block 16.
+std::vector<KernelKey> built_configs();
+bool quick_kernels_build();
+// "fp16 head 128 block 16 threads 128" ...
+std::string describe(const KernelKey& k);
+// What the design supports and what this build holds, for messages and `pa-lab list`.
+std::string supported_text();
+
+// ---- validation (before any launch; plain C++, also without a GPU) --------------------
+// Throws std::invalid_argument: unsupported dtype/head/block/threads (listing
+// what is supported, and saying when it is supported but not built here);
+// num_heads % num_kv_heads; context 0; context beyond what the block table
+// holds; block-table entries outside the pool; Q rows not aligned to the
+// vector width; stages 2-5 with a context whose logits exceed
+// smem_limit_bytes (0 = do not check) -> points to V2 (stage v2_partition).
+void validate_problem(Stage stage, const PagedProblem& p, std::int64_t smem_limit_bytes);
+// Shared memory (bytes) a v1-style stage needs for this context length.
+std::int64_t v1_smem_bytes(Stage stage, DType dtype, int head_size, int num_threads, int max_context_len);
+// The longest context a v1-style kernel can hold in smem_limit_bytes.
+int v1_max_context(DType dtype, int head_size, int num_threads, std::int64_t smem_limit_bytes);
+
+// ---- device problem ---------------------------------------------------------------------
+// Owns one device allocation; frees it on destruction. Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  std::size_t size() const { return bytes_; }
+  void upload(const void* src, std::size_t bytes);
+  void download(void* dst, std::size_t bytes) const;
+  void fill_bytes(int byte_value);  // e.g. 0xFF: NaN in fp32, fp16 and bf16
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// A PagedProblem on the device: inputs uploaded once, output buffers for
+// every stage 1-5. Construction validates (validate_problem for the most
+// demanding stage the problem fits, against this GPU's shared memory) and
+// throws before allocating anything on a bad problem.
+class DeviceProblem {
+ public:
+  explicit DeviceProblem(const PagedProblem& p);
+  const PagedProblem& host() const { return *host_; }
+  // Device views for a stage's launch (outputs of stages 1-5 wired in).
+  StageArgs args() const;
+  // Fill every output buffer with NaN (0xFF bytes).
+  void poison_outputs();
+
+  DeviceBuffer q, k_cache, v_cache, block_tables, context_lens;
+  DeviceBuffer out, stage_out, stage_max, stage_sum;
+
+ private:
+  const PagedProblem* host_;
+  std::int64_t stage_out_elems_ = 0;
+};
+
+// ---- running -------------------------------------------------------------------------------
+// One launch of a stage on device views. Validates the arguments' geometry and
+// the configuration first. stream = a cudaStream_t or nullptr (default).
+void launch_stage(Stage stage, const StageArgs& args, void* stream = nullptr);
+
+// A stage's observable output, copied back (float; stage 5's dtype output decoded).
+//   q_to_smem:   values [seq][head][head_size] (q_vecs in slot order)
+//   qk:          values [seq][head][max_context_len] logits (tail of each row NaN: not written)
+//   softmax:     values = probabilities, same layout; max, sum [seq][head]
+//   lv:          values [seq][head][num_warps][head_size]
+//   warp_reduce: values [seq][head][head_size] = the attention output
+struct StageOutput {
+  Stage stage{};
+  StageOutGeometry geometry;
+  std::vector<float> values;
+  std::vector<float> max, sum;
+};
+// Poisons the outputs, launches, synchronizes, copies back.
+StageOutput run_stage(Stage stage, DeviceProblem& d);
+StageOutput run_stage(Stage stage, const PagedProblem& p);  // uploads too
+
+struct StageTiming {
+  std::vector<float> ms;  // one per timed launch (CUDA events)
+  float median_ms = 0.f;
+};
+// warmup launches, then iters launches each timed with CUDA events.
+StageTiming time_stage(Stage stage, DeviceProblem& d, int iters, int warmup = 3);
+
+// Bytes a stage moves from/to global memory at least (KV read for the tokens
+// of every context + Q + output), for GB/s.
+std::int64_t stage_bytes(Stage stage, const PagedProblem& p);
+
+}  // namespace pa::kernels

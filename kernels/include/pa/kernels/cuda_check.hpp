@@ -1,0 +1,21 @@
+// Every CUDA runtime call and every launch is checked: a failure throws
+// std::runtime_error naming file:line, the call and CUDA's error string.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace pa::kernels::detail {
+[[noreturn]] inline void cuda_fail(cudaError_t e, const char* call, const char* file, int line) {
+  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + call + " failed: " +
+                           cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+}  // namespace pa::kernels::detail
+
+#define PA_CUDA_CHECK(call)                                                          \
+  do {                                                                               \
+    const cudaError_t pa_cuda_err_ = (call);                                         \
+    if (pa_cuda_err_ != cudaSuccess)                                                 \
+      ::pa::kernels::detail::cuda_fail(pa_cuda_err_, #call, __FILE__, __LINE__);     \
+  } while (0)

@@ -1,0 +1,38 @@
+// The device views a stage kernel reads and writes: plain data (no CUDA
+// types), so host code builds it without nvcc and later stages (V2, cascade,
+// optimized) and the recording tracer's launchers take the same struct.
+#pragma once
+#include <cstdint>
+
+#include "pa/index/dtype.hpp"
+#include "pa/index/layout.hpp"
+
+namespace pa::kernels {
+
+struct StageArgs {
+  DType dtype = DType::f16;
+  int head_size = 0, block_size = 0, num_threads = 128;
+  int num_seqs = 0, num_heads = 0, num_kv_heads = 0;
+  int max_context_len = 0;
+  int partition_size = 0;  // 0 = one partition per sequence (v1)
+  float scale = 1.0f;      // 1/sqrt(head_size)
+
+  // Inputs (device pointers).
+  const void* q = nullptr;        // [num_seqs, num_heads, head_size], row stride qg.q_stride
+  const void* k_cache = nullptr;  // [num_blocks, num_kv_heads, head_size/x, block_size, x]
+  const void* v_cache = nullptr;  // [num_blocks, num_kv_heads, head_size, block_size]
+  const int* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const int* context_lens = nullptr;  // [num_seqs]
+  QueryGeometry qg;
+  CacheGeometry cg;
+  BlockTableGeometry btg;
+
+  // Outputs (device pointers), which ones a stage writes: see api.hpp.
+  void* out = nullptr;              // stage 5: [num_seqs, num_heads, head_size] in dtype
+  float* stage_out = nullptr;       // stages 1-4: see StageOutGeometry
+  float* stage_max = nullptr;       // stage 3: [num_seqs, num_heads]
+  float* stage_sum = nullptr;       // stage 3
+  StageOutGeometry sg;
+};
+
+}  // namespace pa::kernels

@@ -1,0 +1,294 @@
+// The CUDA side of api.hpp: device discovery, RAII buffers, the device
+// problem, runtime dispatch to the template instances, runs and timings.
+// Host C++ compiled by g++ against the CUDA runtime; the kernels themselves
+// are in the generated instance .cu files.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "pa/kernels/api.hpp"
+#include "pa/kernels/cuda_check.hpp"
+#include "pa/kernels/instances.hpp"
+#include "pa/reference/dtype_convert.hpp"
+
+namespace pa::kernels {
+
+namespace detail {
+// Defined in the generated instance files: false when (head, block) is not built.
+#define PA_DECL(STAGE, DT) bool launch_##STAGE##_##DT(int, int, const StageArgs&, cudaStream_t);
+#define PA_DECL_STAGE(DT) PA_DECL(q_to_smem, DT) PA_DECL(qk, DT) PA_DECL(softmax, DT) PA_DECL(lv, DT) \
+  PA_DECL(warp_reduce, DT)
+PA_FOR_EACH_DTYPE(PA_DECL_STAGE)
+#undef PA_DECL_STAGE
+#undef PA_DECL
+
+using LaunchFn = bool (*)(int, int, const StageArgs&, cudaStream_t);
+// [stage 1..5][dtype f32, f16, bf16]
+constexpr LaunchFn kLaunch[5][3] = {
+    {launch_q_to_smem_f32, launch_q_to_smem_f16, launch_q_to_smem_bf16},
+    {launch_qk_f32, launch_qk_f16, launch_qk_bf16},
+    {launch_softmax_f32, launch_softmax_f16, launch_softmax_bf16},
+    {launch_lv_f32, launch_lv_f16, launch_lv_bf16},
+    {launch_warp_reduce_f32, launch_warp_reduce_f16, launch_warp_reduce_bf16},
+};
+}  // namespace detail
+
+bool gpu_available(std::string* reason) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (reason) *reason = std::string("no CUDA device: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+    cudaGetLastError();  // clear the sticky-free error state
+    return false;
+  }
+  if (n == 0) {
+    if (reason) *reason = "no CUDA device found";
+    return false;
+  }
+  if (reason) reason->clear();
+  return true;
+}
+
+GpuInfo gpu_info() {
+  std::string why;
+  if (!gpu_available(&why)) throw NoGpuError(why);
+  int dev = 0;
+  PA_CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  PA_CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+  GpuInfo g;
+  g.name = prop.name;
+  g.cc_major = prop.major;
+  g.cc_minor = prop.minor;
+  g.sm_count = prop.multiProcessorCount;
+  g.smem_optin_bytes = static_cast<std::int64_t>(prop.sharedMemPerBlockOptin);
+  g.global_mem_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
+  return g;
+}
+
+// ---- DeviceBuffer ----------------------------------------------------------------
+DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) PA_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);  // never throw from a destructor
+}
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+void DeviceBuffer::upload(const void* src, std::size_t bytes) {
+  if (bytes > bytes_) {
+    throw std::invalid_argument("upload of " + std::to_string(bytes) + " bytes into a " + std::to_string(bytes_) +
+                                "-byte device buffer");
+  }
+  if (bytes) PA_CUDA_CHECK(cudaMemcpy(ptr_, src, bytes, cudaMemcpyHostToDevice));
+}
+void DeviceBuffer::download(void* dst, std::size_t bytes) const {
+  if (bytes > bytes_) {
+    throw std::invalid_argument("download of " + std::to_string(bytes) + " bytes from a " +
+                                std::to_string(bytes_) + "-byte device buffer");
+  }
+  if (bytes) PA_CUDA_CHECK(cudaMemcpy(dst, ptr_, bytes, cudaMemcpyDeviceToHost));
+}
+void DeviceBuffer::fill_bytes(int byte_value) {
+  if (bytes_) PA_CUDA_CHECK(cudaMemset(ptr_, byte_value, bytes_));
+}
+
+// ---- DeviceProblem ------------------------------------------------------------------
+namespace {
+std::int64_t stage_out_elems(const PagedProblem& p) {
+  const std::int64_t rows = static_cast<std::int64_t>(p.num_seqs()) * p.spec.num_heads;
+  const int max_ctx = *std::max_element(p.context_lens.begin(), p.context_lens.end());
+  const int warps = p.spec.num_threads / kWarpSize;
+  return rows * std::max<std::int64_t>({p.spec.head_size, max_ctx,
+                                        static_cast<std::int64_t>(warps) * p.spec.head_size});
+}
+}  // namespace
+
+DeviceProblem::DeviceProblem(const PagedProblem& p) : host_(&p) {
+  const GpuInfo g = gpu_info();
+  // The most demanding stage (logits in shared memory) decides; stage 1 alone
+  // would fit any context, but one device problem serves every stage.
+  validate_problem(Stage::warp_reduce, p, g.smem_optin_bytes);
+  const std::size_t eb = dtype_bytes(p.spec.dtype);
+  const std::size_t rows = static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads;
+  q = DeviceBuffer(p.q_bytes.size());
+  q.upload(p.q_bytes.data(), p.q_bytes.size());
+  k_cache = DeviceBuffer(p.k_bytes.size());
+  k_cache.upload(p.k_bytes.data(), p.k_bytes.size());
+  v_cache = DeviceBuffer(p.v_bytes.size());
+  v_cache.upload(p.v_bytes.data(), p.v_bytes.size());
+  block_tables = DeviceBuffer(p.block_tables.size() * sizeof(int));
+  block_tables.upload(p.block_tables.data(), p.block_tables.size() * sizeof(int));
+  context_lens = DeviceBuffer(p.context_lens.size() * sizeof(int));
+  context_lens.upload(p.context_lens.data(), p.context_lens.size() * sizeof(int));
+  out = DeviceBuffer(rows * p.spec.head_size * eb);
+  stage_out_elems_ = stage_out_elems(p);
+  stage_out = DeviceBuffer(static_cast<std::size_t>(stage_out_elems_) * sizeof(float));
+  stage_max = DeviceBuffer(rows * sizeof(float));
+  stage_sum = DeviceBuffer(rows * sizeof(float));
+}
+
+StageArgs DeviceProblem::args() const {
+  const PagedProblem& p = *host_;
+  StageArgs a;
+  a.dtype = p.spec.dtype;
+  a.head_size = p.spec.head_size;
+  a.block_size = p.spec.block_size;
+  a.num_threads = p.spec.num_threads;
+  a.num_seqs = p.num_seqs();
+  a.num_heads = p.spec.num_heads;
+  a.num_kv_heads = p.spec.num_kv_heads;
+  a.max_context_len = *std::max_element(p.context_lens.begin(), p.context_lens.end());
+  a.partition_size = 0;
+  a.scale = p.spec.scale();
+  a.q = q.get();
+  a.k_cache = k_cache.get();
+  a.v_cache = v_cache.get();
+  a.block_tables = static_cast<const int*>(block_tables.get());
+  a.context_lens = static_cast<const int*>(context_lens.get());
+  a.qg = p.query;
+  a.cg = p.cache;
+  a.btg = p.table;
+  a.out = out.get();
+  a.stage_out = static_cast<float*>(stage_out.get());
+  a.stage_max = static_cast<float*>(stage_max.get());
+  a.stage_sum = static_cast<float*>(stage_sum.get());
+  a.sg = StageOutGeometry{a.num_heads, a.head_size, a.max_context_len, a.num_threads / kWarpSize};
+  return a;
+}
+
+void DeviceProblem::poison_outputs() {
+  out.fill_bytes(0xFF);
+  stage_out.fill_bytes(0xFF);
+  stage_max.fill_bytes(0xFF);
+  stage_sum.fill_bytes(0xFF);
+}
+
+// ---- launching ----------------------------------------------------------------------
+namespace {
+void check_args(Stage stage, const StageArgs& a) {
+  auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
+  const int n = static_cast<int>(stage);
+  if (n < 1 || n > 5) fail(std::string("launch_stage: stage ") + stage_name(stage) + " is not one of stages 1-5");
+  if (a.num_seqs < 1 || a.num_heads < 1 || a.num_kv_heads < 1 || a.num_heads % a.num_kv_heads != 0) {
+    fail("launch_stage: need num_seqs >= 1 and num_heads (" + std::to_string(a.num_heads) +
+         ") a positive multiple of num_kv_heads (" + std::to_string(a.num_kv_heads) + ")");
+  }
+  if (a.num_heads > 65535 * 32 || a.num_seqs > 65535) fail("launch_stage: grid too large");
+  if (!a.q || !a.k_cache || !a.v_cache || !a.block_tables || !a.context_lens) fail("launch_stage: null input pointer");
+  if (n <= 4 && !a.stage_out) fail("launch_stage: stage_out is null");
+  if (n == 3 && (!a.stage_max || !a.stage_sum)) fail("launch_stage: stage_max/stage_sum are null");
+  if (n == 5 && !a.out) fail("launch_stage: out is null");
+  if (a.max_context_len < 1) fail("launch_stage: max_context_len must be >= 1");
+  if (a.cg.head_size != a.head_size || a.cg.block_size != a.block_size || a.cg.num_kv_heads != a.num_kv_heads ||
+      a.cg.x != 16 / dtype_bytes(a.dtype)) {
+    fail("launch_stage: cache geometry does not match the problem (head size, block size, kv heads, x)");
+  }
+}
+}  // namespace
+
+void launch_stage(Stage stage, const StageArgs& a, void* stream) {
+  check_args(stage, a);
+  const KernelKey key{a.dtype, a.head_size, a.block_size, a.num_threads};
+  const auto built = built_configs();
+  if (a.num_threads != 128 || std::find(built.begin(), built.end(), key) == built.end()) {
+    throw std::invalid_argument("kernel configuration " + describe(key) + " is not available; " + supported_text());
+  }
+  const int dt = static_cast<int>(a.dtype);
+  if (!detail::kLaunch[static_cast<int>(stage) - 1][dt](a.head_size, a.block_size, a,
+                                                         static_cast<cudaStream_t>(stream))) {
+    throw std::invalid_argument("kernel configuration " + describe(key) + " has no instance; " + supported_text());
+  }
+}
+
+namespace {
+std::vector<float> download_floats(const DeviceBuffer& b, std::size_t n) {
+  std::vector<float> v(n);
+  b.download(v.data(), n * sizeof(float));
+  return v;
+}
+}  // namespace
+
+StageOutput run_stage(Stage stage, DeviceProblem& d) {
+  const PagedProblem& p = d.host();
+  validate_problem(stage, p, gpu_info().smem_optin_bytes);
+  d.poison_outputs();
+  const StageArgs a = d.args();
+  launch_stage(stage, a, nullptr);
+  PA_CUDA_CHECK(cudaDeviceSynchronize());
+
+  StageOutput o;
+  o.stage = stage;
+  o.geometry = a.sg;
+  const std::size_t rows = static_cast<std::size_t>(a.num_seqs) * a.num_heads;
+  switch (stage) {
+    case Stage::q_to_smem: o.values = download_floats(d.stage_out, rows * a.head_size); break;
+    case Stage::qk: o.values = download_floats(d.stage_out, rows * a.max_context_len); break;
+    case Stage::softmax:
+      o.values = download_floats(d.stage_out, rows * a.max_context_len);
+      o.max = download_floats(d.stage_max, rows);
+      o.sum = download_floats(d.stage_sum, rows);
+      break;
+    case Stage::lv: o.values = download_floats(d.stage_out, rows * a.sg.num_warps * a.head_size); break;
+    case Stage::warp_reduce: {
+      const std::size_t n = rows * a.head_size;
+      std::vector<std::uint8_t> bytes(n * dtype_bytes(a.dtype));
+      d.out.download(bytes.data(), bytes.size());
+      o.values.resize(n);
+      decode(a.dtype, bytes.data(), n, o.values.data());
+      break;
+    }
+    default: throw std::invalid_argument(std::string("run_stage: stage ") + stage_name(stage) + " not available");
+  }
+  return o;
+}
+
+StageOutput run_stage(Stage stage, const PagedProblem& p) {
+  DeviceProblem d(p);
+  return run_stage(stage, d);
+}
+
+StageTiming time_stage(Stage stage, DeviceProblem& d, int iters, int warmup) {
+  if (iters < 1) throw std::invalid_argument("time_stage: iters must be >= 1, got " + std::to_string(iters));
+  validate_problem(stage, d.host(), gpu_info().smem_optin_bytes);
+  const StageArgs a = d.args();
+  for (int i = 0; i < warmup; ++i) launch_stage(stage, a, nullptr);
+  PA_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaEvent_t start = nullptr, stop = nullptr;
+  PA_CUDA_CHECK(cudaEventCreate(&start));
+  PA_CUDA_CHECK(cudaEventCreate(&stop));
+  StageTiming t;
+  try {
+    for (int i = 0; i < iters; ++i) {
+      PA_CUDA_CHECK(cudaEventRecord(start));
+      launch_stage(stage, a, nullptr);
+      PA_CUDA_CHECK(cudaEventRecord(stop));
+      PA_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0.f;
+      PA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      t.ms.push_back(ms);
+    }
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::vector<float> s = t.ms;
+  std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
+  t.median_ms = s[s.size() / 2];
+  return t;
+}
+
+}  // namespace pa::kernels

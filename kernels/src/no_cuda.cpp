@@ -1,0 +1,46 @@
+// api.hpp without CUDA (PA_HAVE_CUDA off): everything that needs a GPU throws
+// NoGpuError("built without CUDA"), so pa-lab and the tests link and report
+// the GPU parts as unavailable / skipped. Validation and the stage table
+// (stages.cpp) work the same as in the CUDA build.
+#include "pa/kernels/api.hpp"
+
+namespace pa::kernels {
+
+namespace {
+constexpr const char* kWhy = "built without CUDA (PA_HAVE_CUDA is OFF: nvcc was not found or PA_WITH_CUDA=OFF)";
+[[noreturn]] void no_cuda() { throw NoGpuError(kWhy); }
+}  // namespace
+
+bool gpu_available(std::string* reason) {
+  if (reason) *reason = kWhy;
+  return false;
+}
+GpuInfo gpu_info() { no_cuda(); }
+
+DeviceBuffer::DeviceBuffer(std::size_t) { no_cuda(); }
+DeviceBuffer::~DeviceBuffer() = default;
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
+  o.ptr_ = nullptr;
+  o.bytes_ = 0;
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  ptr_ = o.ptr_;
+  bytes_ = o.bytes_;
+  o.ptr_ = nullptr;
+  o.bytes_ = 0;
+  return *this;
+}
+void DeviceBuffer::upload(const void*, std::size_t) { no_cuda(); }
+void DeviceBuffer::download(void*, std::size_t) const { no_cuda(); }
+void DeviceBuffer::fill_bytes(int) { no_cuda(); }
+
+DeviceProblem::DeviceProblem(const PagedProblem& p) : host_(&p) { no_cuda(); }
+StageArgs DeviceProblem::args() const { no_cuda(); }
+void DeviceProblem::poison_outputs() { no_cuda(); }
+
+void launch_stage(Stage, const StageArgs&, void*) { no_cuda(); }
+StageOutput run_stage(Stage, DeviceProblem&) { no_cuda(); }
+StageOutput run_stage(Stage, const PagedProblem&) { no_cuda(); }
+StageTiming time_stage(Stage, DeviceProblem&, int, int) { no_cuda(); }
+
+}  // namespace pa::kernels

@@ -1,0 +1,168 @@
+// Stage 2, qk: the scaled logit q . k / sqrt(head_size) of every token.
+//
+// What it adds to stage 1: the walk over the sequence's KV blocks through its
+// block table, K vec loads into registers, the per-thread partial dot product
+// with the Q vecs in shared memory, the shuffle reduction inside each thread
+// group, and the logits in shared memory.
+//
+// Thread mapping: warp w handles logical blocks warp_block(block_begin, w, n),
+// n = 0, 1, ... (round robin over the 4 warps); inside a block the warp's
+// kThreadGroupsPerWarp thread groups take one token each
+// (qk_token_in_block(lane)), so one warp covers one KV block per iteration
+// (block size 8: 4 threads per token, 16: 2, 32: 1). Thread g_off of a group
+// loads K vecs i = 0..kNumVecsPerThread-1 at head dims qk_vec_dim(g_off, i);
+// with the K layout [.., head_size/x, block_size, x] the threads of one group
+// read adjacent kVecBytes pieces of one 16-byte x chunk, and the group's
+// consecutive tokens are x elements apart, so a warp's request is contiguous.
+//
+// Range: the step takes a PartitionRange (config.hpp) so V2 (stage 6) calls
+// it on one partition; logits[] is indexed by token - range.token_begin.
+//
+// Observable output (stage 2 kernel): logits [seq][head][max_context_len]
+// (StageOutGeometry::logit_offset), tokens >= context not written.
+#pragma once
+#include "01_q_to_smem.cuh"
+
+namespace pa::kernels {
+
+// The sequence's context length (every thread loads it).
+// Event: block_table_load global_load context_lens, every thread, iter -1,
+// byte_offset = context_len_offset(seq) * 4, bytes 4.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ int load_context_len(const int* __restrict__ context_lens, const ThreadCtx<Cfg>& c,
+                                                Tracer& tracer) {
+  const std::int64_t off = context_len_offset(c.seq);
+  const int len = context_lens[off];
+  PA_TRACE(tracer, ev(c.tc, Step::block_table_load, Op::global_load, Tensor::context_lens).at(off * 4, 4));
+  return len;
+}
+
+// One logical block's physical block (every lane of the warp loads it).
+// Event: block_table_load global_load block_table, iter = n (the warp's block
+// iteration), logical/physical block, byte_offset = btg.offset(seq, lblock) * 4, bytes 4.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ int load_physical_block(const int* __restrict__ block_tables,
+                                                   const BlockTableGeometry& btg, int lblock, int n,
+                                                   const ThreadCtx<Cfg>& c, Tracer& tracer) {
+  const std::int64_t off = btg.offset(c.seq, lblock);
+  const int phys = block_tables[off];
+  PA_TRACE(tracer, ev(c.tc, Step::block_table_load, Op::global_load, Tensor::block_table)
+                       .it(n).blk(lblock, phys).at(off * 4, 4));
+  return phys;
+}
+
+// Step qk: logits[token - r.token_begin] = scale * q . k for the tokens of r,
+// then a barrier (the softmax reads every warp's logits).
+// Events, per warp iteration n (iter = n), every thread, in this order:
+//   block_table_load (see load_physical_block)
+//   k_load      global_load k_cache, one per i = 0..kNumVecsPerThread-1: token = token_of(lblock,
+//               qk_token_in_block(lane)) (also for tokens >= r.token_end of the last block: the load
+//               happens, the logit is dropped), dims [qk_vec_dim(g_off, i), +kVecSize),
+//               byte_offset = k_offset(phys, kv_head, dim, t) * elem bytes, bytes kVecBytes
+//   q_smem_load shared_load q_smem, one per i: same dims, byte_offset q_smem_byte(g_off, i)
+//   qk_dot      compute, token, dims [qk_vec_dim(g_off, 0), kNumElemsPerThread) (strided), value NaN
+//   qk_group_reduce shuffle, log2(kThreadGroupSize) events (none for 1-thread groups), token
+//   logit_store shared_store logits, only g_off == 0 and token < r.token_end: token,
+//               byte_offset logits_smem_byte(token - r.token_begin), bytes 4, value = the logit
+// then barrier (every thread).
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void qk_logits(const Elem<Cfg>* __restrict__ k_cache, const CacheGeometry& cg,
+                                          const int* __restrict__ block_tables, const BlockTableGeometry& btg,
+                                          const PartitionRange& r, float scale, const ThreadCtx<Cfg>& c,
+                                          SharedV1<Cfg>& sm, Tracer& tracer) {
+  using Map = ThreadMapping<Cfg>;
+  using T = Elem<Cfg>;
+  using KVec = Vec<T, Cfg::kVecSize>;
+  const int t_in_block = Map::qk_token_in_block(c.lane);
+  for (int n = 0, lblock = Map::warp_block(r.block_begin, c.warp, 0); lblock < r.block_end;
+       lblock = Map::warp_block(r.block_begin, c.warp, ++n)) {
+    const int phys = load_physical_block<Cfg>(block_tables, btg, lblock, n, c, tracer);
+    const int token = Map::token_of(lblock, t_in_block);
+
+    // LESSON-BEGIN(qk.k_load)
+    KVec k_vecs[Cfg::kNumVecsPerThread];
+#pragma unroll
+    for (int i = 0; i < Cfg::kNumVecsPerThread; ++i) {
+      const int dim = Map::qk_vec_dim(c.g_off, i);
+      const std::int64_t off = cg.k_offset(phys, c.kv_head, dim, t_in_block);
+      k_vecs[i] = load_vec<T, Cfg::kVecSize>(k_cache + off);
+      PA_TRACE(tracer, ev(c.tc, Step::k_load, Op::global_load, Tensor::k_cache)
+                           .it(n).tok(token).blk(lblock, phys).dims(dim, Cfg::kVecSize)
+                           .at(off * Cfg::kElemBytes, Cfg::kVecBytes));
+    }
+    // LESSON-END(qk.k_load)
+
+    // LESSON-BEGIN(qk.qk_dot)
+    float qk = 0.f;
+#pragma unroll
+    for (int i = 0; i < Cfg::kNumVecsPerThread; ++i) {
+      const KVec q_vec = sm.q_vecs[Map::q_smem_slot(c.g_off, i)];
+      PA_TRACE(tracer, ev(c.tc, Step::q_smem_load, Op::shared_load, Tensor::q_smem)
+                           .it(n).tok(token).dims(Map::qk_vec_dim(c.g_off, i), Cfg::kVecSize)
+                           .at(Map::q_smem_byte(c.g_off, i), Cfg::kVecBytes));
+      qk += dot(q_vec, k_vecs[i]);
+    }
+    PA_TRACE(tracer, ev(c.tc, Step::qk_dot, Op::compute, Tensor::none)
+                         .it(n).tok(token).blk(lblock, phys)
+                         .dims(Map::qk_vec_dim(c.g_off, 0), Cfg::kNumElemsPerThread));
+    // LESSON-END(qk.qk_dot)
+
+    // LESSON-BEGIN(qk.qk_group_reduce)
+    // The group's threads are adjacent lanes: xor masks < kThreadGroupSize stay inside it.
+#pragma unroll
+    for (int mask = Cfg::kThreadGroupSize / 2; mask >= 1; mask /= 2) {
+      qk += shfl_xor(qk, mask);
+      PA_TRACE(tracer, ev(c.tc, Step::qk_group_reduce, Op::shuffle, Tensor::none).it(n).tok(token));
+    }
+    // LESSON-END(qk.qk_group_reduce)
+
+    // LESSON-BEGIN(qk.logit_store)
+    if (c.g_off == 0 && token < r.token_end) {
+      const float logit = scale * qk;
+      const int idx = token - r.token_begin;
+      sm.logits[idx] = logit;
+      PA_TRACE(tracer, ev(c.tc, Step::logit_store, Op::shared_store, Tensor::logits)
+                           .it(n).tok(token).blk(lblock, phys).at(logits_smem_byte(idx), 4).val(logit));
+    }
+    // LESSON-END(qk.logit_store)
+  }
+  PA_SYNC(tracer, c);
+}
+
+// Copy logits[0, r tokens) (shared) to a float row in global memory, block-
+// strided: thread tid handles index i = strided_index(tid, k), iter = k.
+// Events (step stage_output): shared_load logits (token, byte_offset
+// logits_smem_byte(i), 4 bytes, value) then global_store stage_out (token,
+// byte_offset = logit_offset(seq, head, token) * 4, 4 bytes, value).
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void store_logits_row(const float* logits, const PartitionRange& r, float* out,
+                                                 const StageOutGeometry& sg, const ThreadCtx<Cfg>& c,
+                                                 Tracer& tracer) {
+  using Map = ThreadMapping<Cfg>;
+  const int n = r.token_end - r.token_begin;
+  for (int k = 0, i = Map::strided_index(c.tid, 0); i < n; i = Map::strided_index(c.tid, ++k)) {
+    const int token = r.token_begin + i;
+    const float v = logits[i];
+    PA_TRACE(tracer, ev(c.tc, Step::stage_output, Op::shared_load, Tensor::logits)
+                         .it(k).tok(token).at(logits_smem_byte(i), 4).val(v));
+    const std::int64_t off = sg.logit_offset(c.seq, c.head, token);
+    out[off] = v;
+    PA_TRACE(tracer, ev(c.tc, Step::stage_output, Op::global_store, Tensor::stage_out)
+                         .it(k).tok(token).at(off * 4, 4).val(v));
+  }
+}
+
+// Stage 2 kernel: q_to_smem + qk over the whole context (v1: one partition).
+template <class Cfg, class Tracer>
+__global__ void __launch_bounds__(Cfg::kNumThreads) stage2_qk_kernel(StageArgs a, Tracer tracer) {
+  const auto c = ThreadCtx<Cfg>::make(trace::Stage::qk, a.num_heads, a.num_kv_heads);
+  auto sm = shared_v1<Cfg>();
+  const int ctx = load_context_len<Cfg>(a.context_lens, c, tracer);
+  const PartitionRange r = partition_range(ctx, Cfg::kBlockSize, 0, 0);
+  q_to_smem<Cfg>(static_cast<const Elem<Cfg>*>(a.q), a.qg, c, sm, tracer);
+  qk_logits<Cfg>(static_cast<const Elem<Cfg>*>(a.k_cache), a.cg, a.block_tables, a.btg, r, a.scale, c, sm,
+                 tracer);
+  store_logits_row<Cfg>(sm.logits, r, a.stage_out, a.sg, c, tracer);
+}
+
+}  // namespace pa::kernels

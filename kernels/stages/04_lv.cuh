@@ -1,0 +1,167 @@
+// Stage 4, lv: probabilities times V, accumulated per thread, per warp.
+//
+// What it adds to stage 3: the second walk over the KV blocks (same warp ->
+// block assignment as QK), V vec loads (16 bytes: kVVecSize consecutive tokens
+// of one head dimension, the V layout's innermost axis), the matching
+// probabilities read from shared memory, per-thread float accumulators for
+// the V rows (head dims) the thread owns, and the shuffle reduction of the
+// lanes that share a row.
+//
+// Thread mapping: in a block, kNumVVecsPerRow lanes cover one V row (one head
+// dim, block_size tokens): lane loads tokens [lv_token_in_block(lane), +kVVecSize)
+// of rows lv_row(lane, i) = lane / kNumVVecsPerRow + i * kNumRowsPerIter,
+// i = 0..kNumRowsPerThread-1 (rows >= head_size idle). After the loop the
+// kNumVVecsPerRow lanes of a row are reduced into the first (lv_row_owner), so
+// each warp holds one partial output over the blocks it walked.
+//
+// Range: like qk_logits, takes a PartitionRange (V2 calls it per partition).
+//
+// Observable output (stage 4 kernel): per-warp partial outputs
+// [seq][head][warp][head_size] (StageOutGeometry::partial_offset): warp w's
+// sum over its blocks of prob * V (probabilities already normalized).
+#pragma once
+#include "03_softmax.cuh"
+
+namespace pa::kernels {
+
+template <class Cfg>
+struct RowAcc {
+  float v[Cfg::kNumRowsPerThread];
+};
+
+// Step lv: acc rows += sum over this warp's tokens of prob * V.
+// Events, per warp iteration n (iter = n), every thread, in this order:
+//   block_table_load (load_physical_block, 02_qk.cuh)
+//   logit_load  shared_load logits, only if the lane's first token token0 = token_of(lblock,
+//               lv_token_in_block(lane)) < r.token_end: token0, byte_offset
+//               logits_smem_byte(token0 - r.token_begin), bytes = 4 * (valid tokens of the vec)
+//   then for each valid row i (lv_row_valid(lv_row(lane, i))), in order of i:
+//     v_load     global_load v_cache, token0, dims [row, 1), byte_offset = v_offset(phys, kv_head,
+//                row, lv_token_in_block(lane)) * elem bytes, bytes kVVecBytes (also past the context:
+//                the load happens, those tokens are zeroed)
+//     accumulate compute, token0, dims [row, 1)
+// After the loop (lv_reduce_rows): for each valid row i, for mask = kNumVVecsPerRow/2 .. 1:
+//     accumulate shuffle, iter = mask, dims [row, 1)   (no events when kNumVVecsPerRow == 1)
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void lv_accumulate(const Elem<Cfg>* __restrict__ v_cache, const CacheGeometry& cg,
+                                              const int* __restrict__ block_tables,
+                                              const BlockTableGeometry& btg, const PartitionRange& r,
+                                              const ThreadCtx<Cfg>& c, const SharedV1<Cfg>& sm,
+                                              RowAcc<Cfg>& acc, Tracer& tracer) {
+  using Map = ThreadMapping<Cfg>;
+  using T = Elem<Cfg>;
+  constexpr int kN = Cfg::kVVecSize;
+#pragma unroll
+  for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) acc.v[i] = 0.f;
+
+  const int t_in_block = Map::lv_token_in_block(c.lane);
+  for (int n = 0, lblock = Map::warp_block(r.block_begin, c.warp, 0); lblock < r.block_end;
+       lblock = Map::warp_block(r.block_begin, c.warp, ++n)) {
+    const int phys = load_physical_block<Cfg>(block_tables, btg, lblock, n, c, tracer);
+    const int token0 = Map::token_of(lblock, t_in_block);
+
+    // LESSON-BEGIN(lv.logit_load)
+    // Probabilities of the vec's kVVecSize tokens; tokens past the range count 0.
+    const int idx0 = token0 - r.token_begin;
+    const int valid = r.token_end - token0;  // >= kN except in the last block
+    float p[kN];
+    if (valid >= kN) {
+#pragma unroll
+      for (int e = 0; e < kN; e += 4) {  // kVVecSize is 4 or 8; logits are 16-byte aligned
+        const float4 f = *reinterpret_cast<const float4*>(sm.logits + idx0 + e);
+        p[e] = f.x; p[e + 1] = f.y; p[e + 2] = f.z; p[e + 3] = f.w;
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < kN; ++e) p[e] = e < valid ? sm.logits[idx0 + e] : 0.f;
+    }
+    if (valid > 0) {
+      PA_TRACE(tracer, ev(c.tc, Step::logit_load, Op::shared_load, Tensor::logits)
+                           .it(n).tok(token0).blk(lblock, phys)
+                           .at(logits_smem_byte(idx0), 4 * (valid < kN ? valid : kN)));
+    }
+    // LESSON-END(lv.logit_load)
+
+    // LESSON-BEGIN(lv.v_load)
+#pragma unroll
+    for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+      const int row = Map::lv_row(c.lane, i);
+      if (Map::lv_row_valid(row)) {
+        const std::int64_t off = cg.v_offset(phys, c.kv_head, row, t_in_block);
+        auto v = load_vec<T, kN>(v_cache + off);
+        PA_TRACE(tracer, ev(c.tc, Step::v_load, Op::global_load, Tensor::v_cache)
+                             .it(n).tok(token0).blk(lblock, phys).dims(row, 1)
+                             .at(off * Cfg::kElemBytes, Cfg::kVVecBytes));
+        // LESSON-END(lv.v_load)
+        // LESSON-BEGIN(lv.accumulate)
+        // Past the context the cache holds anything (NaN too), and 0 * NaN = NaN: zero it.
+        float s = 0.f;
+#pragma unroll
+        for (int e = 0; e < kN; ++e) {
+          const float x = e < valid ? to_float(v.e[e]) : 0.f;
+          s = fmaf(p[e], x, s);
+        }
+        acc.v[i] += s;
+        PA_TRACE(tracer, ev(c.tc, Step::accumulate, Op::compute, Tensor::none)
+                             .it(n).tok(token0).blk(lblock, phys).dims(row, 1));
+        // LESSON-END(lv.accumulate)
+      }
+    }
+  }
+}
+
+// The lanes sharing a row are adjacent (xor masks < kNumVVecsPerRow): reduce
+// them into the row owner. Every lane shuffles every row (a shuffle needs the
+// whole warp); events only for valid rows.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void lv_reduce_rows(RowAcc<Cfg>& acc, const ThreadCtx<Cfg>& c, Tracer& tracer) {
+  using Map = ThreadMapping<Cfg>;
+  // LESSON-BEGIN(lv.row_reduce)
+#pragma unroll
+  for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+    const int row = Map::lv_row(c.lane, i);
+#pragma unroll
+    for (int mask = Cfg::kNumVVecsPerRow / 2; mask >= 1; mask /= 2) {
+      acc.v[i] += shfl_xor(acc.v[i], mask);
+      if (Map::lv_row_valid(row)) {
+        PA_TRACE(tracer, ev(c.tc, Step::accumulate, Op::shuffle, Tensor::none).it(mask).dims(row, 1));
+      }
+    }
+  }
+  // LESSON-END(lv.row_reduce)
+}
+
+// Stage 4 kernel: stages 1-3, then LV; each warp's partial rows written by
+// their owners. Output events (step stage_output): row-owner lanes, each valid
+// row i (iter = i): global_store stage_out, dims [row, 1), byte_offset =
+// partial_offset(seq, head, warp, row) * 4, bytes 4, value.
+template <class Cfg, class Tracer>
+__global__ void __launch_bounds__(Cfg::kNumThreads) stage4_lv_kernel(StageArgs a, Tracer tracer) {
+  using Map = ThreadMapping<Cfg>;
+  const auto c = ThreadCtx<Cfg>::make(trace::Stage::lv, a.num_heads, a.num_kv_heads);
+  auto sm = shared_v1<Cfg>();
+  const int ctx = load_context_len<Cfg>(a.context_lens, c, tracer);
+  const PartitionRange r = partition_range(ctx, Cfg::kBlockSize, 0, 0);
+  q_to_smem<Cfg>(static_cast<const Elem<Cfg>*>(a.q), a.qg, c, sm, tracer);
+  qk_logits<Cfg>(static_cast<const Elem<Cfg>*>(a.k_cache), a.cg, a.block_tables, a.btg, r, a.scale, c, sm,
+                 tracer);
+  softmax_block<Cfg>(r, c, sm, tracer);
+  RowAcc<Cfg> acc;
+  lv_accumulate<Cfg>(static_cast<const Elem<Cfg>*>(a.v_cache), a.cg, a.block_tables, a.btg, r, c, sm, acc,
+                     tracer);
+  lv_reduce_rows<Cfg>(acc, c, tracer);
+  if (Map::lv_row_owner(c.lane)) {
+#pragma unroll
+    for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+      const int row = Map::lv_row(c.lane, i);
+      if (Map::lv_row_valid(row)) {
+        const std::int64_t off = a.sg.partial_offset(c.seq, c.head, c.warp, row);
+        a.stage_out[off] = acc.v[i];
+        PA_TRACE(tracer, ev(c.tc, Step::stage_output, Op::global_store, Tensor::stage_out)
+                             .it(i).dims(row, 1).at(off * 4, 4).val(acc.v[i]));
+      }
+    }
+  }
+}
+
+}  // namespace pa::kernels
