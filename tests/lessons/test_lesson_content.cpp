@@ -292,3 +292,27 @@ TEST_CASE("constants quoted by the lessons equal KernelConfig / OptConfig", "[le
   CHECK(opt_blocks >= 1);
   CHECK(values >= 10);
 }
+
+// The parts every lesson promises: exercises with collapsed answers, and (1-8)
+// the command that runs the lesson's own stage.
+TEST_CASE("each lesson has exercises with answers and its stage's run command", "[lessons]") {
+  for (const auto& [e, d] : all_lessons()) {
+    INFO(e.path);
+    bool exercises = false, answers = false, run = false;
+    for (const auto& s : d.sections) {
+      const std::string h = plain_text(s.heading);
+      if (h.rfind("Exercises", 0) == 0) {
+        exercises = true;
+        for (const auto& b : s.blocks) answers = answers || (b.kind == BlockKind::details && !b.children.empty());
+      }
+      if (e.number >= 1 && e.number <= 8) {
+        const std::string want =
+            std::string("pa-lab run --stage ") + stage_name(static_cast<Stage>(e.number)) + " ";
+        for (const auto& b : s.blocks) run = run || (b.kind == BlockKind::code && b.code.find(want) != std::string::npos);
+      }
+    }
+    CHECK(exercises);
+    CHECK(answers);
+    if (e.number >= 1 && e.number <= 8) CHECK(run);
+  }
+}
