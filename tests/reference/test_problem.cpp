@@ -1,0 +1,274 @@
+// ProblemSpec validation and the host paged cache: block tables, spare blocks,
+// NaN tails, shared prefix, determinism, the generator.
+#include <algorithm>
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <cmath>
+#include <set>
+
+#include "pa/reference/config_dispatch.hpp"
+#include "pa/reference/dtype_convert.hpp"
+#include "pa/reference/paged_cache.hpp"
+#include "support.hpp"
+
+using namespace pa;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+ProblemSpec small_spec(std::uint64_t seed) {
+  ProblemSpec s;
+  s.dtype = DType::f16;
+  s.head_size = 64;
+  s.block_size = 16;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.context_lens = {37, 16, 1, 100};
+  s.seed = seed;
+  return s;
+}
+
+void require_invalid(const ProblemSpec& s, const std::string& value_text, const std::string& accepted_text) {
+  REQUIRE_THROWS_AS(s.validate(), std::invalid_argument);
+  REQUIRE_THROWS_WITH(s.validate(), ContainsSubstring(value_text) && ContainsSubstring(accepted_text));
+  REQUIRE_THROWS_AS(make_problem(s), std::invalid_argument);
+}
+}  // namespace
+
+TEST_CASE("validation names the bad value and what is accepted", "[reference][problem]") {
+  const ProblemSpec good = small_spec(1);
+  REQUIRE_NOTHROW(good.validate());
+  ProblemSpec s = good;
+  s.head_size = 100;
+  require_invalid(s, "head_size 100", "64, 80, 96, 112, 128, 192, 256");
+  s = good;
+  s.block_size = 12;
+  require_invalid(s, "block_size 12", "8, 16, 32");
+  s = good;
+  s.num_threads = 96;
+  require_invalid(s, "num_threads 96", "accepted");
+  s = good;
+  s.num_heads = 6;
+  s.num_kv_heads = 4;
+  require_invalid(s, "num_heads 6", "num_kv_heads dividing num_heads");
+  s = good;
+  s.num_kv_heads = 0;
+  require_invalid(s, "num_kv_heads 0", ">= 1");
+  s = good;
+  s.num_heads = -1;
+  require_invalid(s, "num_heads -1", ">= 1");
+  s = good;
+  s.context_lens = {5, 0};
+  require_invalid(s, "context_lens[1] = 0", ">= 1");
+  s = good;
+  s.context_lens = {};
+  require_invalid(s, "context_lens is empty", "accepted");
+  s = good;
+  s.partition_size = 100;
+  require_invalid(s, "partition_size 100", "positive multiple of block_size");
+  s = good;
+  s.partition_size = -16;
+  require_invalid(s, "partition_size -16", "multiple of block_size");
+  s = good;
+  s.shared_prefix_len = 8;
+  require_invalid(s, "shared_prefix_len 8", "multiple of block_size");
+  s = good;
+  s.shared_prefix_len = 32;  // longer than context 16
+  require_invalid(s, "context_lens[1] = 16", "no longer than every context");
+  s = good;
+  s.extra_q_stride = -1;
+  require_invalid(s, "extra_q_stride -1", ">= 0");
+  s = good;
+  s.spare_blocks = -2;
+  require_invalid(s, "spare_blocks -2", ">= 0");
+  s = good;
+  s.logit_spread = 0.0f;
+  require_invalid(s, "logit_spread", "finite value > 0");
+  s = good;
+  s.dtype = static_cast<DType>(7);
+  require_invalid(s, "dtype 7", "fp32, fp16, bf16");
+  s = good;
+  s.partition_size = 0;  // one partition: accepted
+  REQUIRE_NOTHROW(s.validate());
+}
+
+TEST_CASE("derived sizes and describe()", "[reference][problem]") {
+  ProblemSpec s = small_spec(3);
+  CHECK(s.num_seqs() == 4);
+  CHECK(s.max_context_len() == 100);
+  CHECK(s.max_blocks_per_seq() == 7);
+  CHECK(s.scale() == 1.0f / 8.0f);
+  s.partition_size = 32;
+  CHECK(s.max_partitions() == 4);
+  const std::string d = s.describe();
+  CHECK_THAT(d, ContainsSubstring("fp16") && ContainsSubstring("head=64") && ContainsSubstring("ctx=[37,16,1,100]"));
+}
+
+TEST_CASE("every supported configuration dispatches to its KernelConfig", "[reference][problem]") {
+  for (DType t : kAllDTypes)
+    for (int h : kSupportedHeadSizes)
+      for (int b : kSupportedBlockSizes) {
+        const RuntimeConfig rc = make_runtime_config(t, h, b, 128);
+        REQUIRE(rc.dtype == t);
+        REQUIRE(rc.head_size == h);
+        REQUIRE(rc.block_size == b);
+        REQUIRE(rc.num_warps == 4);
+        REQUIRE(rc.x * rc.elem_bytes == 16);
+        REQUIRE(rc.thread_group_size * b >= 32);
+      }
+  const RuntimeConfig rc = make_runtime_config(DType::f16, 128, 16, 128);  // config.hpp's worked example
+  CHECK(rc.thread_group_size == 2);
+  CHECK(rc.x == 8);
+  CHECK(rc.vec_size == 4);
+  CHECK(rc.num_vecs_per_thread == 16);
+  CHECK(rc.v_vec_size == 8);
+  CHECK(rc.num_rows_per_thread == 8);
+  REQUIRE_THROWS_WITH(make_runtime_config(DType::f16, 100, 16, 128),
+                      ContainsSubstring("head size 100") && ContainsSubstring("supported"));
+}
+
+TEST_CASE("block tables: shuffled, in range, unused entries -1, spare blocks unreferenced", "[reference][problem]") {
+  const auto dt = GENERATE(DType::f32, DType::f16, DType::bf16);
+  ProblemSpec s = small_spec(test::fresh_seed(11));
+  s.dtype = dt;
+  s.spare_blocks = 5;
+  const PagedProblem p = make_problem(s);
+  INFO(s.describe());
+  const int used = 3 + 1 + 1 + 7;
+  REQUIRE(p.num_blocks == used + 5);
+  REQUIRE(p.cache.num_blocks == p.num_blocks);
+  REQUIRE(p.cache.x == 16 / dtype_bytes(dt));
+  REQUIRE(p.max_blocks_per_seq == 7);
+  REQUIRE(p.block_tables.size() == 4u * 7u);
+  REQUIRE(p.q_bytes.size() == p.q.size() * dtype_bytes(dt));
+  REQUIRE(p.k_bytes.size() == static_cast<std::size_t>(p.cache.total_elems()) * dtype_bytes(dt));
+  REQUIRE(p.v_bytes.size() == p.k_bytes.size());
+  std::set<int> referenced;
+  int identity = 0;
+  for (int seq = 0; seq < p.num_seqs(); ++seq) {
+    for (int lb = 0; lb < p.max_blocks_per_seq; ++lb) {
+      const int e = p.block_tables[p.table.offset(seq, lb)];
+      if (lb < p.num_logical_blocks(seq)) {
+        REQUIRE(e >= 0);
+        REQUIRE(e < p.num_blocks);
+        REQUIRE(referenced.insert(e).second);  // no sharing without a prefix
+        identity += e == lb;
+      } else {
+        REQUIRE(e == kNoBlock);
+      }
+    }
+  }
+  REQUIRE(static_cast<int>(referenced.size()) == used);
+  CHECK(identity < used);  // shuffled (all 12 in place: probability ~1/17!)
+  REQUIRE_THROWS_AS(p.physical_block(2, 1), std::out_of_range);  // past context 1
+  // Spare blocks: finite garbage of large magnitude, in K and V.
+  double spare_abs = 0;
+  std::size_t spare_n = 0;
+  for (int b = 0; b < p.num_blocks; ++b) {
+    if (referenced.count(b)) continue;
+    for (std::int64_t e = 0; e < p.cache.block_elems(); ++e) {
+      const float k = p.k_cache[b * p.cache.block_elems() + e], v = p.v_cache[b * p.cache.block_elems() + e];
+      REQUIRE(std::isfinite(k));
+      REQUIRE(std::isfinite(v));
+      spare_abs += std::fabs(k);
+      ++spare_n;
+    }
+  }
+  CHECK(spare_abs / spare_n > 100.0);
+}
+
+TEST_CASE("tail slots hold NaN (or 0), valid slots finite; Q padding is NaN", "[reference][problem]") {
+  const bool nan_tails = GENERATE(true, false);
+  ProblemSpec s = small_spec(test::fresh_seed(12));
+  s.nan_tails = nan_tails;
+  s.extra_q_stride = 8;
+  const PagedProblem p = make_problem(s);
+  REQUIRE(p.q_stride == 4 * 64 + 8);
+  for (int seq = 0; seq < p.num_seqs(); ++seq) {
+    const int c = p.context_len(seq), nb = p.num_logical_blocks(seq);
+    for (int kvh = 0; kvh < s.num_kv_heads; ++kvh)
+      for (int t = 0; t < nb * s.block_size; ++t)
+        for (int d = 0; d < s.head_size; d += 7) {
+          const int phys = p.physical_block(seq, t / s.block_size);
+          const float k = p.k_cache[p.cache.k_offset(phys, kvh, d, t % s.block_size)];
+          const float v = p.v_cache[p.cache.v_offset(phys, kvh, d, t % s.block_size)];
+          if (t < c) {
+            REQUIRE(std::isfinite(k));
+            REQUIRE(k == p.k_at(seq, kvh, t, d));
+            REQUIRE(v == p.v_at(seq, kvh, t, d));
+          } else if (nan_tails) {
+            REQUIRE(std::isnan(k));
+            REQUIRE(std::isnan(v));
+          } else {
+            REQUIRE(k == 0.0f);
+            REQUIRE(v == 0.0f);
+          }
+        }
+    for (int j = 0; j < 8; ++j) REQUIRE(std::isnan(p.q[seq * p.q_stride + 4 * 64 + j]));
+  }
+  // Values are exactly the stored dtype values, and the bytes decode to them.
+  for (std::size_t i = 0; i < p.q.size(); ++i) {
+    if (!std::isnan(p.q[i])) REQUIRE(round_to_dtype(p.q[i], s.dtype) == p.q[i]);
+  }
+}
+
+TEST_CASE("shared prefix: every sequence's first blocks are the same physical blocks", "[reference][problem]") {
+  ProblemSpec s = small_spec(test::fresh_seed(13));
+  s.block_size = 8;
+  s.context_lens = {40, 25, 24, 60};
+  s.shared_prefix_len = 24;
+  const PagedProblem p = make_problem(s);
+  const int pb = 3;
+  REQUIRE(p.num_blocks == pb + (5 - pb) + (4 - pb) + (3 - pb) + (8 - pb) + s.spare_blocks);
+  std::set<int> own;
+  for (int seq = 0; seq < p.num_seqs(); ++seq) {
+    for (int lb = 0; lb < p.num_logical_blocks(seq); ++lb) {
+      if (lb < pb) REQUIRE(p.physical_block(seq, lb) == p.physical_block(0, lb));
+      else REQUIRE(own.insert(p.physical_block(seq, lb)).second);
+    }
+    for (int t = 0; t < s.shared_prefix_len; t += 5) REQUIRE(p.k_at(seq, 1, t, 3) == p.k_at(0, 1, t, 3));
+  }
+  for (int lb = 0; lb < pb; ++lb) REQUIRE(own.count(p.physical_block(0, lb)) == 0);
+}
+
+TEST_CASE("problems are deterministic in the seed", "[reference][problem]") {
+  const std::uint64_t seed = test::fresh_seed(14);
+  ProblemSpec s = small_spec(seed);
+  s.dtype = DType::bf16;
+  const PagedProblem a = make_problem(s), b = make_problem(s);
+  REQUIRE(a.q_bytes == b.q_bytes);
+  REQUIRE(a.k_bytes == b.k_bytes);
+  REQUIRE(a.v_bytes == b.v_bytes);
+  REQUIRE(a.block_tables == b.block_tables);
+  s.seed = seed + 1;
+  const PagedProblem c = make_problem(s);
+  REQUIRE(a.q_bytes != c.q_bytes);
+  REQUIRE(a.k_bytes != c.k_bytes);
+  // A sequence's values do not depend on the other sequences.
+  ProblemSpec s2 = small_spec(seed);
+  s2.dtype = DType::bf16;
+  s2.context_lens = {37};
+  const PagedProblem d = make_problem(s2);
+  for (int t = 0; t < 37; ++t) REQUIRE(d.v_at(0, 1, t, 5) == a.v_at(0, 1, t, 5));
+  s.seed = seed;
+  const DenseKV kv = make_dense_kv(s, 3);
+  for (int t = 0; t < 100; t += 3) REQUIRE(kv.k_at(t, 1, 9) == a.k_at(3, 1, t, 9));
+}
+
+TEST_CASE("the generator is the standard mt19937_64 with a portable normal transform", "[reference][problem]") {
+  NormalRng g(5489u);  // std::mt19937_64's default seed
+  std::uint64_t v = 0;
+  for (int i = 0; i < 10000; ++i) v = g.next_u64();
+  REQUIRE(v == 9981545732273789042ull);  // the value the C++ standard specifies
+  NormalRng n(test::fresh_seed(15));
+  double sum = 0, sq = 0;
+  const int count = 200000;
+  for (int i = 0; i < count; ++i) {
+    const double x = n.next();
+    REQUIRE(std::isfinite(x));
+    sum += x;
+    sq += x * x;
+  }
+  CHECK(std::fabs(sum / count) < 0.02);
+  CHECK(std::fabs(sq / count - 1.0) < 0.02);
+}

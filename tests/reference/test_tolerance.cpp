@@ -1,0 +1,68 @@
+// compare(): the acceptance rule, NaN handling, worst-element reporting.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "pa/reference/tolerance.hpp"
+
+using namespace pa;
+
+TEST_CASE("tolerances are ordered by the stored type's precision", "[reference][tolerance]") {
+  const auto f32 = tolerance_for(DType::f32), f16 = tolerance_for(DType::f16), bf16 = tolerance_for(DType::bf16);
+  CHECK(f32.abs < f16.abs);
+  CHECK(f16.abs < bf16.abs);
+  CHECK(f32.rel < f16.rel);
+  CHECK(f16.rel < bf16.rel);
+  // Rounding a value to the stored type (half an ulp) is always accepted.
+  CHECK(f16.rel >= std::ldexp(1.0, -11));
+  CHECK(bf16.rel >= std::ldexp(1.0, -8));
+  // A wrong token (an O(0.1) change) never is.
+  CHECK(bf16.abs + bf16.rel * 1.0 < 0.1);
+  CHECK(reference_tolerance().abs < f32.abs);
+}
+
+TEST_CASE("compare: pass, fail, worst index", "[reference][tolerance]") {
+  const Tolerance tol{1e-3, 1e-3};
+  const std::vector<double> ref = {1.0, 2.0, -3.0, 100.0};
+  std::vector<float> got = {1.0005f, 2.0f, -3.0f, 100.09f};  // 100.09: within 1e-3 + 0.1
+  auto r = compare(ref.data(), got.data(), ref.size(), tol);
+  CHECK(r.pass);
+  CHECK(r.num_failed == 0);
+  CHECK(r.worst_index == 3);
+  CHECK(r.max_abs_err > 0.08);
+  got[1] = 2.01f;
+  r = compare(ref.data(), got.data(), ref.size(), tol);
+  CHECK(!r.pass);
+  CHECK(r.num_failed == 1);
+  CHECK(r.worst_index == 1);
+  CHECK_THAT(r.summary(), Catch::Matchers::StartsWith("FAIL"));
+  CHECK(compare(ref.data(), got.data(), 0, tol).pass);  // nothing to compare
+}
+
+TEST_CASE("compare: NaN never passes, identical infinities do", "[reference][tolerance]") {
+  const double inf = std::numeric_limits<double>::infinity();
+  const float finf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const Tolerance loose{1e9, 1e9};
+  const std::vector<double> ref = {1.0, -inf, 2.0, 3.0};
+  std::vector<float> got = {1.0f, -finf, 2.0f, 3.0f};
+  CHECK(compare(ref.data(), got.data(), ref.size(), loose).pass);
+  got[0] = nan;
+  auto r = compare(ref.data(), got.data(), ref.size(), loose);
+  CHECK(!r.pass);
+  CHECK(r.num_nan == 1);
+  CHECK(r.num_nonfinite == 1);
+  CHECK(r.worst_index == 0);
+  got[0] = 1.0f;
+  got[1] = -3.0e38f;  // finite where -inf is expected
+  CHECK(!compare(ref.data(), got.data(), ref.size(), loose).pass);
+  got[1] = finf;  // wrong sign
+  CHECK(!compare(ref.data(), got.data(), ref.size(), loose).pass);
+  got[1] = -finf;
+  got[3] = finf;  // inf where finite is expected
+  CHECK(!compare(ref.data(), got.data(), ref.size(), loose).pass);
+  const std::vector<double> nref = {std::nan("")};
+  const std::vector<double> ngot = {std::nan("")};
+  CHECK(!compare(nref.data(), ngot.data(), 1, loose).pass);  // NaN == NaN is still a failure
+}
