@@ -1,0 +1,181 @@
+// pa-lab run for stages 6 (v2_partition) and 7 (cascade_merge): the problem,
+// the check against the CPU reference, CUDA-event timings. cmd_run hands over
+// after it has taken the common problem flags.
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cmd_run_v2cascade.hpp"
+#include "commands.hpp"
+#include "options.hpp"
+#include "pa/kernels/api.hpp"
+#include "pa/kernels/v2_cascade_run.hpp"
+#include "pa/reference/attention.hpp"
+#include "pa/reference/paged_cache.hpp"
+#include "pa/reference/tolerance.hpp"
+
+namespace pa::cli {
+
+namespace {
+
+// The first k sequences of p (same pool of blocks): the reference of a huge
+// batch is checked on a sample (--check-seqs) instead of taking minutes.
+PagedProblem first_seqs(const PagedProblem& p, int k) {
+  PagedProblem s = p;
+  s.spec.context_lens.resize(k);
+  s.context_lens.resize(k);
+  s.block_tables.resize(static_cast<std::size_t>(k) * p.max_blocks_per_seq);
+  s.q.resize(static_cast<std::size_t>(k) * p.q_stride);
+  s.q_bytes.resize(static_cast<std::size_t>(k) * p.q_stride * dtype_bytes(p.spec.dtype));
+  s.query.num_seqs = k;
+  return s;
+}
+
+template <class R>
+bool report(const char* name, const std::vector<R>& ref, const std::vector<float>& got, Tolerance tol) {
+  const std::size_t n = std::min(ref.size(), got.size());  // got may cover more sequences than the sample
+  const CompareResult r = compare(ref.data(), got.data(), n, tol);
+  std::printf("  %-10s %s\n", name, r.summary().c_str());
+  return r.pass;
+}
+
+int run_v2(const PagedProblem& p, int iters, int check_seqs) {
+  const auto gpu = kernels::gpu_info();
+  const ProblemSpec& s = p.spec;
+  const int max_ctx = s.max_context_len();
+  const int v1_max = kernels::v1_max_context(s.dtype, s.head_size, s.num_threads, gpu.smem_optin_bytes);
+  const auto choice = kernels::choose_decode_kernel(s.num_seqs(), s.num_heads, max_ctx, s.partition_size,
+                                                    gpu.sm_count, v1_max);
+  std::printf("rule:    choose_decode_kernel -> %s (v1 holds contexts up to %d tokens here)\n",
+              choice == kernels::DecodeKernel::v2 ? "V2" : "V1", v1_max);
+  const kernels::V2Run got = kernels::run_v2(p, s.partition_size, true);
+  std::printf("v2:      %d partitions of %d tokens at most per sequence\n", got.max_partitions, s.partition_size);
+  std::optional<PagedProblem> sub;
+  if (check_seqs > 0 && check_seqs < p.num_seqs()) {
+    sub = first_seqs(p, check_seqs);
+    std::printf("check:   first %d of %d sequences\n", check_seqs, p.num_seqs());
+  }
+  const PagedProblem& sample = sub ? *sub : p;
+  const V2Ref ref = ref_v2(sample, s.partition_size);
+  std::vector<double> ref_lse;
+  for (const auto& st : ref_states(sample, 0, max_ctx)) ref_lse.push_back(st.lse);
+  std::printf("check (vs CPU reference, float64):\n");
+  bool pass = report("output", ref.out, got.out, tolerance_for(s.dtype));
+  pass = report("lse", ref_lse, got.lse, tolerance_for(DType::f32)) && pass;
+  if (iters > 0) {
+    const float ms = kernels::time_v2(p, s.partition_size, iters);
+    const double bytes = static_cast<double>(p.kv_bytes_read());
+    std::printf("time:    median %.4f ms over %d launches (partition + reduce, CUDA events, after 3 warm-up)\n",
+                ms, iters);
+    std::printf("traffic: %.3f MB of KV -> %.1f GB/s\n", bytes / 1e6, bytes / (ms * 1e-3) / 1e9);
+  }
+  std::printf("%s\n", pass ? "PASS" : "FAIL");
+  return pass ? kExitOk : kExitFail;
+}
+
+int run_cascade(const PagedProblem& p, int iters, int check_seqs, bool baselines) {
+  const ProblemSpec& s = p.spec;
+  const kernels::CascadeRun got = kernels::run_cascade(p);
+  std::printf("plan:    %s\n", got.plan.describe().c_str());
+  bool pass = true;
+  if (check_seqs != 0) {
+    std::optional<PagedProblem> sub;
+    if (check_seqs > 0 && check_seqs < p.num_seqs()) {
+      sub = first_seqs(p, check_seqs);
+      std::printf("check:   first %d of %d sequences\n", check_seqs, p.num_seqs());
+    }
+    const PagedProblem& sample = sub ? *sub : p;
+    const CascadeRef ref = ref_cascade(sample);
+    std::printf("check (vs CPU reference, float64; output also vs plain attention over prefix + suffix):\n");
+    pass = report("output", ref.out, got.out, tolerance_for(s.dtype));
+    pass = report("plain", ref_output(sample), got.out, tolerance_for(s.dtype)) && pass;
+    pass = report("lse", ref.lse, got.lse, tolerance_for(s.dtype)) && pass;
+  } else {
+    std::printf("check:   skipped (--check-seqs 0)\n");
+  }
+  if (iters > 0) {
+    const kernels::CascadeTiming t = kernels::time_cascade(p, iters, 3, baselines);
+    // Bytes that must move: the prefix once, each suffix once.
+    const double kv_token = 2.0 * s.num_kv_heads * s.head_size * dtype_bytes(s.dtype);
+    double tokens = s.shared_prefix_len;
+    for (int c : s.context_lens) tokens += c - s.shared_prefix_len;
+    const double bytes = tokens * kv_token;
+    std::printf("time (median of %d CUDA-event timings after 3 warm-up, same device inputs):\n", iters);
+    std::printf("  cascade    %9.4f ms  (%.1f GB/s of unique KV)\n", t.cascade_ms, bytes / (t.cascade_ms * 1e-3) / 1e9);
+    float best = -1;
+    auto line = [&](const char* name, float ms) {
+      if (ms < 0) return;
+      std::printf("  %-10s %9.4f ms  cascade is %.1fx faster\n", name, ms, ms / t.cascade_ms);
+      if (best < 0 || ms < best) best = ms;
+    };
+    line("v2", t.v2_ms);
+    line("v1", t.v1_ms);
+    line("optimized", t.optimized_ms);
+    if (best > 0) std::printf("  speedup vs the best non-cascade kernel: %.1fx\n", best / t.cascade_ms);
+    if (!t.notes.empty()) std::printf("  notes: %s\n", t.notes.c_str());
+  }
+  std::printf("%s\n", pass ? "PASS" : "FAIL");
+  return pass ? kExitOk : kExitFail;
+}
+
+}  // namespace
+
+bool is_v2cascade_stage(kernels::Stage s) {
+  return s == kernels::Stage::v2_partition || s == kernels::Stage::cascade_merge;
+}
+
+const char* help_run_v2cascade() {
+  return "stages v2_partition and cascade_merge:\n"
+         "  --check-seqs K             check the first K sequences against the CPU reference\n"
+         "                             (default: all; 0 = no check, cascade only)\n"
+         "cascade_merge:\n"
+         "  --prefix-len P             tokens every sequence shares (same physical blocks;\n"
+         "                             a multiple of the block size; default 0)\n"
+         "  --suffix-lens A,B,...      unique tokens after the prefix, one per sequence, or one\n"
+         "                             value for all --seqs sequences (context = P + suffix);\n"
+         "                             without it the contexts come from --context-len(s)\n"
+         "  --baselines 0|1            also time v2, v1 and optimized on the same block tables\n"
+         "                             (default 1)\n";
+}
+
+int cmd_run_v2cascade(kernels::Stage stage, Flags& f, ProblemSpec spec, int iters) {
+  const int check_seqs = f.take_int("check-seqs", -1, -1);
+  if (stage == kernels::Stage::cascade_merge) {
+    const bool seqs_given = f.has("seqs") || f.has("context-lens");
+    spec.shared_prefix_len = f.take_int("prefix-len", 0, 0);
+    const std::vector<int> suffixes = f.take_int_list("suffix-lens");
+    if (!suffixes.empty()) {
+      std::vector<int> lens;
+      if (suffixes.size() == 1) {
+        lens.assign(spec.context_lens.size(), spec.shared_prefix_len + suffixes[0]);
+      } else {
+        if (seqs_given && suffixes.size() != spec.context_lens.size())
+          throw UsageError("--suffix-lens lists " + std::to_string(suffixes.size()) + " lengths but there are " +
+                           std::to_string(spec.context_lens.size()) + " sequences (--seqs)");
+        for (int x : suffixes) lens.push_back(spec.shared_prefix_len + x);
+      }
+      spec.context_lens = lens;
+    }
+  }
+  const bool baselines = f.take_int("baselines", 1, 0) != 0;
+  f.finish("run");
+  spec.validate();  // names the bad value (e.g. a prefix longer than a context)
+
+  std::string why;
+  if (!kernels::gpu_available(&why)) {
+    std::fprintf(stderr, "pa-lab run: no GPU: %s\n", why.c_str());
+    return kExitNoGpu;
+  }
+  const auto gpu = kernels::gpu_info();
+  const auto& info = kernels::stage_info(stage);
+  std::printf("stage:   %d %s (%s)\n", static_cast<int>(stage), info.name, info.adds);
+  std::printf("gpu:     %s (sm_%d%d, %d SMs)\n", gpu.name.c_str(), gpu.cc_major, gpu.cc_minor, gpu.sm_count);
+  std::printf("problem: %s\n", spec.describe().c_str());
+  const PagedProblem p = make_problem(spec);
+  return stage == kernels::Stage::v2_partition ? run_v2(p, iters, check_seqs)
+                                               : run_cascade(p, iters, check_seqs, baselines);
+}
+
+}  // namespace pa::cli
