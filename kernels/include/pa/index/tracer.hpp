@@ -26,6 +26,17 @@ inline constexpr bool kTracing = std::remove_cvref_t<T>::kEnabled;
 
 }  // namespace pa
 
+// PA_NO_TRACE_HOOKS: the hooks expand to nothing at all. Only for the proof
+// that the NullTracer build equals a build without hooks
+// (trace/tools/tracer_overhead.sh, trace/NOTES.md); never set in the build.
+#if defined(PA_NO_TRACE_HOOKS)
+#define PA_TRACE(tracer, ...) \
+  do {                        \
+  } while (0)
+#define PA_TRACE_BARRIER(tracer, ...) \
+  do {                                \
+  } while (0)
+#else
 #define PA_TRACE(tracer, ...)                         \
   do {                                                \
     if constexpr (::pa::kTracing<decltype(tracer)>) { \
@@ -39,3 +50,4 @@ inline constexpr bool kTracing = std::remove_cvref_t<T>::kEnabled;
       (tracer).barrier(__VA_ARGS__);                  \
     }                                                 \
   } while (0)
+#endif  // PA_NO_TRACE_HOOKS

@@ -1,0 +1,165 @@
+// pa-lab trace: the events of one stage for a few thread blocks, written as
+// a trace file (trace/FORMAT.md). Recorded on the GPU when one is present and
+// the configuration has a recording instance, otherwise produced by the host
+// model; the file's header says which ("host model" or the GPU's name).
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "options.hpp"
+#include "pa/kernels/api.hpp"
+#include "pa/reference/paged_cache.hpp"
+#include "pa/trace/analysis.hpp"
+#include "pa/trace/host_model.hpp"
+#include "pa/trace/record.hpp"
+#include "pa/trace/trace_file.hpp"
+
+namespace pa::cli {
+
+void help_trace() {
+  std::printf(
+      "usage: pa-lab trace --stage NAME [problem flags] [--select LIST] [--source auto|gpu|model] -o FILE\n\n"
+      "Writes the events of the stage's kernel for the selected thread blocks to FILE\n"
+      "(format: trace/FORMAT.md; written to FILE.tmp, then renamed).\n\n"
+      "  --stage NAME        q_to_smem qk softmax lv warp_reduce (or 1..5; v1 = warp_reduce)\n"
+      "  --select LIST       thread blocks as seq,head[,partition], separated by ';'\n"
+      "                      (default: 0,0 = the first block; at most 16)\n"
+      "  --source S          auto (default): record on the GPU if present and this configuration\n"
+      "                      has a recording instance, else the host model; gpu: record or fail;\n"
+      "                      model: the host model\n"
+      "  --check             when recording, also build the host model and compare (exit 1 if different)\n"
+      "  -o, --output FILE   the trace file to write\n\n%s\n"
+      "Recordable on the GPU in this build: %s\n",
+      problem_flags_help(), trace::recordable_configs_text().c_str());
+}
+
+namespace {
+
+trace::Selection parse_selection(const std::string& text) {
+  trace::Selection sel;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ';')) {
+    if (item.empty()) continue;
+    std::vector<int> v;
+    std::stringstream is(item);
+    std::string num;
+    while (std::getline(is, num, ',')) {
+      try {
+        std::size_t used = 0;
+        v.push_back(std::stoi(num, &used));
+        if (used != num.size()) throw std::invalid_argument(num);
+      } catch (const std::exception&) {
+        throw UsageError("option --select: '" + num + "' in '" + item + "' is not an integer (expected seq,head[,partition])");
+      }
+    }
+    if (v.size() < 2 || v.size() > 3) {
+      throw UsageError("option --select: '" + item + "' (expected seq,head or seq,head,partition)");
+    }
+    sel.blocks.push_back({v[0], v[1], v.size() == 3 ? v[2] : 0});
+  }
+  if (sel.blocks.empty()) throw UsageError("option --select: no block in '" + text + "'");
+  return sel;
+}
+
+void print_summary(const trace::TraceData& d) {
+  using namespace trace;
+  const auto reqs = memory_requests(d.events);
+  std::printf("%-18s %-13s %-12s %8s %10s %8s %9s %8s %9s\n", "step", "op", "tensor", "events", "bytes", "requests",
+              "sectors", "ideal", "wavefronts");
+  for (const auto& t : traffic_by_step(d.events, reqs)) {
+    if (t.op == Op::barrier) continue;
+    std::printf("%-18s %-13s %-12s %8lld %10lld %8lld %9lld %8lld %9lld\n", to_string(t.step), to_string(t.op),
+                to_string(t.tensor), static_cast<long long>(t.events), static_cast<long long>(t.bytes),
+                static_cast<long long>(t.requests),
+                static_cast<long long>(t.op == Op::global_load || t.op == Op::global_store ? t.sectors : 0),
+                static_cast<long long>(t.op == Op::shared_load || t.op == Op::shared_store ? t.ideal_wavefronts
+                                                                                           : t.ideal_sectors),
+                static_cast<long long>(t.wavefronts));
+  }
+}
+
+}  // namespace
+
+int cmd_trace(Args args_in) {
+  std::vector<std::string> args(args_in.begin(), args_in.end());
+  for (auto& a : args) {
+    if (a == "-o") a = "--output";
+  }
+  Flags f(Args(args), {"help", "check"});
+  if (f.take_switch("help")) {
+    help_trace();
+    return kExitOk;
+  }
+  const auto stage_name = f.take("stage");
+  if (!stage_name) throw UsageError("--stage NAME is required (accepted: " + kernels::stage_names_text() + ")");
+  const auto stage = kernels::parse_stage(*stage_name);
+  if (!stage) throw UsageError("unknown stage '" + *stage_name + "' (accepted: " + kernels::stage_names_text() + ")");
+  ProblemSpec spec = take_problem_flags(f);
+  const auto sel_text = f.take("select");
+  const trace::Selection sel = sel_text ? parse_selection(*sel_text) : trace::Selection{};
+  const std::string source = f.take_str("source", "auto");
+  if (source != "auto" && source != "gpu" && source != "model") {
+    throw UsageError("option --source: '" + source + "' (accepted: auto, gpu, model)");
+  }
+  const bool check = f.take_switch("check");
+  const auto out = f.take("output");
+  if (!out) throw UsageError("-o FILE (or --output FILE) is required");
+  f.finish("trace");
+
+  spec.validate();
+  if (!trace::stage_is_modelled(*stage) && !trace::can_record(*stage, spec)) {
+    throw std::invalid_argument(std::string("stage ") + trace::to_string(*stage) +
+                                " cannot be traced yet (traceable: q_to_smem, qk, softmax, lv, warp_reduce)");
+  }
+  trace::TraceData d;
+  d.header.spec = spec;
+  d.header.stage = *stage;
+  d.header.revision = trace::build_revision();
+
+  std::string why;
+  const bool gpu = source != "model" && kernels::gpu_available(&why) && trace::can_record(*stage, spec);
+  if (source == "gpu" && !gpu) {
+    if (!kernels::gpu_available(&why)) throw kernels::NoGpuError(why);
+    throw std::invalid_argument(std::string("no recording instance for this configuration; recordable: ") +
+                                trace::recordable_configs_text());
+  }
+  if (gpu) {
+    const PagedProblem p = make_problem(spec);
+    trace::RecordResult r = trace::record_stage(*stage, p, sel);
+    d.events = std::move(r.events);
+    d.header.source = r.gpu_name;
+    std::printf("recorded on %s: %zu events (%d launch%s)\n", r.gpu_name.c_str(), d.events.size(), r.launches,
+                r.launches == 1 ? "" : "es, the first buffer was too small");
+    if (check) {
+      const auto model = trace::model_events(spec, *stage, sel);
+      std::size_t diff = model.size() == d.events.size() ? 0 : 1;
+      for (std::size_t i = 0; diff == 0 && i < model.size(); ++i) {
+        trace::Event a = model[i], b = d.events[i];
+        a.value = b.value = 0;
+        if (std::memcmp(&a, &b, sizeof a) != 0) diff = i + 1;
+      }
+      std::printf("check against the host model: %s\n", diff == 0 ? "equal (values not compared)" : "DIFFERENT");
+      if (diff) return kExitFail;
+    }
+  } else {
+    if (source == "auto") {
+      std::printf("host model (%s)\n", kernels::gpu_available(&why)
+                                           ? "this configuration has no recording instance in this build"
+                                           : ("no GPU: " + why).c_str());
+    }
+    d.events = trace::model_events(spec, *stage, sel);
+    d.header.source = trace::kHostModelSource;
+  }
+  trace::write_trace(*out, d);
+  std::printf("wrote %s: stage %s, %s, source \"%s\", revision %s, %zu events\n", out->c_str(),
+              trace::to_string(*stage), spec.describe().c_str(), d.header.source.c_str(), d.header.revision.c_str(),
+              d.events.size());
+  print_summary(d);
+  return kExitOk;
+}
+
+}  // namespace pa::cli

@@ -1,0 +1,151 @@
+// The recorded GPU trace equals the host model (label gpu; SKIPPED without a
+// GPU or a CUDA build). For every stage with a recording instance and several
+// configurations (dtypes, head sizes, block sizes 8/16/32, GQA/MQA, ragged
+// contexts, several selected blocks), each thread's events must be the
+// model's, field for field and in program order (epoch, seq_in_thread);
+// values (logits, maxima, sums, probabilities, outputs) must agree within a
+// float tolerance, since the GPU sums in float and the model in double.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "gpu_skip.hpp"
+#include "pa/reference/paged_cache.hpp"
+#include "pa/trace/host_model.hpp"
+#include "pa/trace/record.hpp"
+
+using namespace pa;
+using namespace pa::trace;
+
+namespace {
+
+bool same_fields(Event a, Event b) {
+  a.value = b.value = 0.f;  // compared separately
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+bool close_values(float got, float want) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  if (std::isinf(want) || std::isinf(got)) return got == want;
+  return std::abs(got - want) <= 2e-3f * std::max(1.0f, std::abs(want));
+}
+
+// Empty when equal; else a report of the first differences.
+std::string compare(const std::vector<Event>& got, const std::vector<Event>& want) {
+  std::ostringstream os;
+  int shown = 0;
+  using Key = std::tuple<int, int, int, int, int>;
+  std::map<Key, std::pair<std::vector<Event>, std::vector<Event>>> threads;
+  for (const Event& e : got) threads[{e.seq, e.head, e.partition, e.warp, e.lane}].first.push_back(e);
+  for (const Event& e : want) threads[{e.seq, e.head, e.partition, e.warp, e.lane}].second.push_back(e);
+  for (auto& [k, gw] : threads) {
+    auto& [g, w] = gw;
+    if (g.size() != w.size() && shown < 5) {
+      os << "thread (seq " << std::get<0>(k) << ", head " << std::get<1>(k) << ", warp " << std::get<3>(k)
+         << ", lane " << std::get<4>(k) << "): " << g.size() << " recorded events, model " << w.size() << "\n";
+      ++shown;
+    }
+    for (std::size_t i = 0; i < std::min(g.size(), w.size()) && shown < 5; ++i) {
+      if (!same_fields(g[i], w[i]) || !close_values(g[i].value, w[i].value)) {
+        os << "  recorded: " << describe(g[i]) << " value " << g[i].value << "\n  model:    " << describe(w[i])
+           << " value " << w[i].value << "\n";
+        ++shown;
+      }
+    }
+  }
+  if (got.size() != want.size()) os << "total: " << got.size() << " recorded vs " << want.size() << " model\n";
+  return os.str();
+}
+
+struct Case {
+  DType dt;
+  int head, block;
+  std::vector<int> ctx;
+  int heads, kv_heads;
+  Selection sel;
+};
+
+}  // namespace
+
+TEST_CASE("recorded GPU events equal the host model, stages 1-5", "[gpu][trace][record]") {
+  PA_REQUIRE_GPU();
+  const Case cases[] = {
+      {DType::f16, 128, 16, {100}, 4, 4, {}},
+      {DType::f16, 128, 8, {37, 300}, 8, 2, {{{0, 3, 0}, {1, 7, 0}}}},
+      {DType::f16, 128, 32, {1, 64, 65}, 2, 1, {{{0, 0, 0}, {1, 1, 0}, {2, 0, 0}}}},
+      {DType::f16, 64, 16, {129}, 4, 4, {{{0, 2, 0}}}},
+      {DType::f16, 256, 16, {33, 16}, 2, 2, {{{0, 1, 0}, {1, 0, 0}}}},
+      {DType::f16, 80, 8, {77}, 4, 2, {}},
+      {DType::f16, 96, 32, {250, 31}, 4, 4, {{{1, 3, 0}, {0, 0, 0}}}},
+      {DType::f16, 112, 16, {48}, 4, 1, {{{0, 3, 0}}}},
+      {DType::f16, 192, 32, {95}, 2, 2, {}},
+      {DType::bf16, 128, 16, {513}, 4, 2, {{{0, 3, 0}}}},
+      {DType::bf16, 64, 8, {9, 100}, 4, 4, {{{0, 0, 0}, {1, 2, 0}}}},
+      {DType::bf16, 96, 32, {5, 33}, 2, 1, {{{0, 0, 0}, {1, 1, 0}}}},
+      {DType::f32, 128, 16, {100, 7}, 4, 4, {{{1, 1, 0}}}},
+      {DType::f32, 256, 32, {70}, 2, 2, {}},
+      {DType::f32, 80, 16, {19, 200}, 4, 1, {{{0, 3, 0}, {1, 1, 0}}}},
+      {DType::f32, 64, 8, {64}, 4, 4, {}},
+  };
+  int compared = 0;
+  for (const Case& c : cases) {
+    ProblemSpec s;
+    s.dtype = c.dt;
+    s.head_size = c.head;
+    s.block_size = c.block;
+    s.context_lens = c.ctx;
+    s.num_heads = c.heads;
+    s.num_kv_heads = c.kv_heads;
+    s.seed = 11;
+    const PagedProblem p = make_problem(s);
+    for (Stage st : {Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce}) {
+      if (!can_record(st, s)) continue;
+      INFO(to_string(st) << " " << s.describe());
+      const RecordResult rec = record_stage(st, p, c.sel);
+      const auto model = model_events(s, st, c.sel);
+      const std::string diff = compare(rec.events, model);
+      INFO(diff);
+      CHECK(diff.empty());
+      CHECK(rec.events.size() == model.size());
+      ++compared;
+    }
+  }
+  if (compared == 0) SKIP("no recording instance for any case (PA_QUICK_KERNELS build?)");
+  WARN("recorded == model compared for " << compared << " (configuration, stage) pairs");
+}
+
+TEST_CASE("recording never overflows silently: a small buffer is rerun exactly", "[gpu][trace][record]") {
+  PA_REQUIRE_GPU();
+  ProblemSpec s;  // fp16 / 128 / 16, 100 tokens
+  if (!can_record(Stage::qk, s)) SKIP("no recording instance for fp16/128/16");
+  const PagedProblem p = make_problem(s);
+  const RecordResult big = record_stage(Stage::qk, p, {});
+  REQUIRE(big.launches == 1);
+  for (unsigned long long cap : {0ull, 10ull, static_cast<unsigned long long>(big.events.size() - 1)}) {
+    const RecordResult small = record_stage(Stage::qk, p, {}, cap);
+    CHECK(small.launches == 2);
+    REQUIRE(small.events.size() == big.events.size());
+    CHECK(std::memcmp(small.events.data(), big.events.data(), big.events.size() * sizeof(Event)) == 0);
+  }
+  const RecordResult exact = record_stage(Stage::qk, p, {}, big.events.size());
+  CHECK(exact.launches == 1);
+  CHECK_FALSE(big.gpu_name.empty());
+}
+
+TEST_CASE("record_stage without a GPU or instance says why", "[trace][record]") {
+  ProblemSpec s;
+  s.head_size = 64;
+  s.block_size = 32;
+  s.dtype = DType::bf16;  // not in the recording list
+  const PagedProblem p = make_problem(s);
+  if (recording_built()) {
+    CHECK_FALSE(can_record(Stage::qk, s));
+    CHECK_THROWS_AS(record_stage(Stage::qk, p, {}), std::invalid_argument);
+  } else {
+    CHECK_THROWS_AS(record_stage(Stage::qk, p, {}), pa::kernels::NoGpuError);
+  }
+  CHECK_FALSE(can_record(Stage::v2_partition, s));
+}

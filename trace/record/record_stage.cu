@@ -1,0 +1,117 @@
+// record_stage: runs a stage 1-5 kernel instantiated with the recording
+// tracer and returns the selected blocks' events in replay order.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "pa/kernels/api.hpp"
+#include "pa/kernels/cuda_check.hpp"
+#include "pa/kernels/recording_tracer.cuh"
+#include "pa/trace/record.hpp"
+#include "record_configs.hpp"
+
+namespace pa::trace {
+namespace detail {
+#define PA_DECL(STAGE, DT)                                                                     \
+  bool record_launch_##STAGE##_##DT(int, int, const kernels::StageArgs&, const kernels::RecordingTracer&, \
+                                    cudaStream_t);
+#define PA_DECL_STAGE(DT) PA_DECL(q_to_smem, DT) PA_DECL(qk, DT) PA_DECL(softmax, DT) PA_DECL(lv, DT) \
+  PA_DECL(warp_reduce, DT)
+PA_DECL_STAGE(f32) PA_DECL_STAGE(f16) PA_DECL_STAGE(bf16)
+#undef PA_DECL_STAGE
+#undef PA_DECL
+
+using RecordFn = bool (*)(int, int, const kernels::StageArgs&, const kernels::RecordingTracer&, cudaStream_t);
+constexpr RecordFn kRecord[5][3] = {
+    {record_launch_q_to_smem_f32, record_launch_q_to_smem_f16, record_launch_q_to_smem_bf16},
+    {record_launch_qk_f32, record_launch_qk_f16, record_launch_qk_bf16},
+    {record_launch_softmax_f32, record_launch_softmax_f16, record_launch_softmax_bf16},
+    {record_launch_lv_f32, record_launch_lv_f16, record_launch_lv_bf16},
+    {record_launch_warp_reduce_f32, record_launch_warp_reduce_f16, record_launch_warp_reduce_bf16},
+};
+
+// Owns a cudaMalloc'd pointer.
+struct DevMem {
+  void* p = nullptr;
+  explicit DevMem(std::size_t bytes) {
+    if (bytes) PA_CUDA_CHECK(cudaMalloc(&p, bytes));
+  }
+  ~DevMem() {
+    if (p) cudaFree(p);
+  }
+  DevMem(const DevMem&) = delete;
+  DevMem& operator=(const DevMem&) = delete;
+};
+}  // namespace detail
+
+bool recording_built() { return true; }
+
+bool can_record(Stage stage, const ProblemSpec& spec) {
+  const int s = static_cast<int>(stage);
+  if (s < 1 || s > 5 || spec.num_threads != 128) return false;
+#define PA_X(DT, H, B) \
+  if (spec.dtype == DType::DT && spec.head_size == H && spec.block_size == B) return true;
+  PA_TRACE_FOR_EACH_CONFIG(PA_X)
+#undef PA_X
+  return false;
+}
+
+std::string recordable_configs_text() {
+  std::string s = "stages q_to_smem, qk, softmax, lv, warp_reduce; configurations (dtype head block):";
+#define PA_X(DT, H, B) s += std::string(" ") + dtype_name(DType::DT) + "/" #H "/" #B;
+  PA_TRACE_FOR_EACH_CONFIG(PA_X)
+#undef PA_X
+  return s;
+}
+
+RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& sel,
+                          unsigned long long initial_capacity) {
+  if (!can_record(stage, p.spec)) {
+    throw std::invalid_argument(std::string("record_stage: no recording instance for stage ") + to_string(stage) +
+                                " with " + dtype_name(p.spec.dtype) + " head " + std::to_string(p.spec.head_size) +
+                                " block " + std::to_string(p.spec.block_size) + " (recordable: " +
+                                recordable_configs_text() + "); the host model covers every configuration");
+  }
+  const std::vector<BlockId> blocks = resolve_selection(p.spec, stage, sel);
+  if (blocks.size() > static_cast<std::size_t>(kernels::kMaxTracedBlocks)) {
+    throw std::invalid_argument("record_stage: " + std::to_string(blocks.size()) +
+                                " selected blocks (accepted: at most " +
+                                std::to_string(kernels::kMaxTracedBlocks) + ")");
+  }
+  RecordResult res;
+  res.gpu_name = kernels::gpu_info().name;  // throws NoGpuError without a GPU
+
+  kernels::DeviceProblem d(p);
+  const kernels::StageArgs args = d.args();
+  detail::DevMem counter(sizeof(unsigned long long));
+  unsigned long long capacity = initial_capacity;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    detail::DevMem buf(capacity * sizeof(Event));
+    PA_CUDA_CHECK(cudaMemset(counter.p, 0, sizeof(unsigned long long)));
+    kernels::RecordingTracer t{};
+    t.events = static_cast<Event*>(buf.p);
+    t.count = static_cast<unsigned long long*>(counter.p);
+    t.capacity = capacity;
+    t.num_blocks = static_cast<int>(blocks.size());
+    for (std::size_t i = 0; i < blocks.size(); ++i) t.blocks[i] = {blocks[i].seq, blocks[i].head, blocks[i].partition};
+    d.poison_outputs();
+    const int dt = static_cast<int>(p.spec.dtype);  // f32 = 0, f16 = 1, bf16 = 2
+    if (!detail::kRecord[static_cast<int>(stage) - 1][dt](p.spec.head_size, p.spec.block_size, args, t, nullptr)) {
+      throw std::logic_error("record_stage: can_record and the instance list disagree");
+    }
+    PA_CUDA_CHECK(cudaDeviceSynchronize());
+    ++res.launches;
+    unsigned long long n = 0;
+    PA_CUDA_CHECK(cudaMemcpy(&n, counter.p, sizeof n, cudaMemcpyDeviceToHost));
+    if (n <= capacity) {
+      res.events.resize(static_cast<std::size_t>(n));
+      if (n) PA_CUDA_CHECK(cudaMemcpy(res.events.data(), buf.p, n * sizeof(Event), cudaMemcpyDeviceToHost));
+      sort_replay_order(res.events);
+      return res;
+    }
+    capacity = n;  // overflow: counted exactly, rerun with a buffer that fits
+  }
+  throw std::runtime_error("record_stage: the event count changed between two runs of the same stage");
+}
+
+}  // namespace pa::trace
