@@ -9,6 +9,7 @@
 #include "pa/index/mapping.hpp"
 #include "pa/reference/config_dispatch.hpp"
 #include "pa/reference/dtype_convert.hpp"
+#include "parallel.hpp"
 
 namespace pa {
 namespace {
@@ -94,6 +95,14 @@ TokenTensor empty_token_tensor(const PagedProblem& p) {
   return tt;
 }
 
+// Runs f(seq, head) for every row, in parallel (rows write disjoint outputs).
+template <class F>
+void for_each_row(const PagedProblem& p, F&& f) {
+  const int nh = p.spec.num_heads;
+  detail::parallel_for(static_cast<std::int64_t>(p.num_seqs()) * nh,
+                       [&](std::int64_t i) { f(static_cast<int>(i / nh), static_cast<int>(i % nh)); });
+}
+
 std::size_t out_size(const PagedProblem& p) {
   return static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads * p.spec.head_size;
 }
@@ -127,17 +136,18 @@ std::vector<double> dense_attention(const float* q, const float* k, const float*
 std::vector<double> dense_output(const PagedProblem& p) {
   const ProblemSpec& s = p.spec;
   std::vector<double> out(out_size(p));
-  std::vector<float> qrow(s.head_size);
   for (int seq = 0; seq < p.num_seqs(); ++seq) {
     const DenseKV kv = make_dense_kv(s, seq);
     const int row_stride = s.num_kv_heads * s.head_size;
-    for (int h = 0; h < s.num_heads; ++h) {
+    detail::parallel_for(s.num_heads, [&](std::int64_t h64) {
+      const int h = static_cast<int>(h64);
+      std::vector<float> qrow(s.head_size);
       for (int d = 0; d < s.head_size; ++d) qrow[d] = p.q_at(seq, h, d);
       const std::size_t kvoff = static_cast<std::size_t>(p.kv_head(h)) * s.head_size;
       const auto o = dense_attention(qrow.data(), kv.k.data() + kvoff, kv.v.data() + kvoff, kv.context_len,
                                      s.head_size, row_stride, scale_of(s));
       for (int d = 0; d < s.head_size; ++d) out[p.query.out_offset(seq, h, d)] = o[d];
-    }
+    });
   }
   return out;
 }
@@ -177,11 +187,10 @@ std::vector<float> ref_q_smem(const PagedProblem& p) {
 // ---- stages 2 and 3 -------------------------------------------------------------------
 TokenTensor ref_logits(const PagedProblem& p) {
   TokenTensor tt = empty_token_tensor(p);
-  for (int seq = 0; seq < p.num_seqs(); ++seq)
-    for (int h = 0; h < p.spec.num_heads; ++h) {
-      const auto sm = paged_softmax(p, seq, h, 0, p.context_len(seq));
-      std::copy(sm.logits.begin(), sm.logits.end(), tt.values.begin() + tt.index(seq, h, 0));
-    }
+  for_each_row(p, [&](int seq, int h) {
+    const auto sm = paged_softmax(p, seq, h, 0, p.context_len(seq));
+    std::copy(sm.logits.begin(), sm.logits.end(), tt.values.begin() + tt.index(seq, h, 0));
+  });
   return tt;
 }
 
@@ -191,16 +200,15 @@ SoftmaxRef ref_softmax(const PagedProblem& p) {
   const std::size_t nsh = static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads;
   r.max_logit.assign(nsh, kNegInf);
   r.exp_sum.assign(nsh, 0.0);
-  for (int seq = 0; seq < p.num_seqs(); ++seq)
-    for (int h = 0; h < p.spec.num_heads; ++h) {
-      const auto sm = paged_softmax(p, seq, h, 0, p.context_len(seq));
-      const std::size_t sh = static_cast<std::size_t>(seq) * p.spec.num_heads + h;
-      r.max_logit[sh] = sm.max;
-      r.exp_sum[sh] = sm.sum;
-      for (int t = 0; t < p.context_len(seq); ++t) {
-        r.probs.values[r.probs.index(seq, h, t)] = std::exp(sm.logits[t] - sm.max) / sm.sum;
-      }
+  for_each_row(p, [&](int seq, int h) {
+    const auto sm = paged_softmax(p, seq, h, 0, p.context_len(seq));
+    const std::size_t sh = static_cast<std::size_t>(seq) * p.spec.num_heads + h;
+    r.max_logit[sh] = sm.max;
+    r.exp_sum[sh] = sm.sum;
+    for (int t = 0; t < p.context_len(seq); ++t) {
+      r.probs.values[r.probs.index(seq, h, t)] = std::exp(sm.logits[t] - sm.max) / sm.sum;
     }
+  });
   return r;
 }
 
@@ -229,9 +237,11 @@ WarpPartials ref_warp_partials(const PagedProblem& p) {
   wp.num_heads = s.num_heads;
   wp.head_size = s.head_size;
   wp.values.assign(static_cast<std::size_t>(p.num_seqs()) * s.num_heads * wp.num_warps * s.head_size, 0.0);
-  for (int seq = 0; seq < p.num_seqs(); ++seq) {
-    const auto warp_of = warp_of_logical_block(s, p.num_logical_blocks(seq));
-    for (int h = 0; h < s.num_heads; ++h) {
+  std::vector<std::vector<int>> warp_of_seq(p.num_seqs());
+  for (int seq = 0; seq < p.num_seqs(); ++seq) warp_of_seq[seq] = warp_of_logical_block(s, p.num_logical_blocks(seq));
+  for_each_row(p, [&](int seq, int h) {
+    const auto& warp_of = warp_of_seq[seq];
+    {
       const auto sm = paged_softmax(p, seq, h, 0, p.context_len(seq));
       const PagedRow row{p, seq, h, p.kv_head(h), 0};
       std::vector<std::vector<double>> acc(wp.num_warps, std::vector<double>(s.head_size, 0.0));
@@ -241,19 +251,18 @@ WarpPartials ref_warp_partials(const PagedProblem& p) {
       for (int w = 0; w < wp.num_warps; ++w)
         for (int d = 0; d < s.head_size; ++d) wp.values[wp.index(seq, h, w, d)] = acc[w][d];
     }
-  }
+  });
   return wp;
 }
 
 // ---- stage 5 ------------------------------------------------------------------------------
 std::vector<double> ref_output(const PagedProblem& p) {
   std::vector<double> out(out_size(p));
-  for (int seq = 0; seq < p.num_seqs(); ++seq)
-    for (int h = 0; h < p.spec.num_heads; ++h) {
-      const auto sm = paged_softmax(p, seq, h, 0, p.context_len(seq));
-      const auto o = paged_lv(p, seq, h, 0, sm);
-      for (int d = 0; d < p.spec.head_size; ++d) out[p.query.out_offset(seq, h, d)] = o[d];
-    }
+  for_each_row(p, [&](int seq, int h) {
+    const auto sm = paged_softmax(p, seq, h, 0, p.context_len(seq));
+    const auto o = paged_lv(p, seq, h, 0, sm);
+    for (int d = 0; d < p.spec.head_size; ++d) out[p.query.out_offset(seq, h, d)] = o[d];
+  });
   return out;
 }
 
@@ -274,8 +283,8 @@ V2Ref ref_v2(const PagedProblem& p, int partition_size) {
   r.part_max.assign(nstat, kNegInf);
   r.part_sum.assign(nstat, 0.0);
   r.out.assign(out_size(p), 0.0);
-  for (int seq = 0; seq < p.num_seqs(); ++seq)
-    for (int h = 0; h < s.num_heads; ++h) {
+  for_each_row(p, [&](int seq, int h) {
+    {
       const int np = num_partitions(p.context_len(seq), partition_size);
       for (int pi = 0; pi < np; ++pi) {
         const PartitionRange pr = partition_range(p.context_len(seq), s.block_size, partition_size, pi);
@@ -301,6 +310,7 @@ V2Ref ref_v2(const PagedProblem& p, int partition_size) {
       }
       for (int d = 0; d < s.head_size; ++d) r.out[p.query.out_offset(seq, h, d)] = acc[d] / total;
     }
+  });
   return r;
 }
 
@@ -329,20 +339,18 @@ AttentionState merge_states(const AttentionState& a, const AttentionState& b) {
 
 std::vector<AttentionState> ref_states(const PagedProblem& p, int token_begin, int token_end) {
   std::vector<AttentionState> states(static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads);
-  for (int seq = 0; seq < p.num_seqs(); ++seq) {
+  for_each_row(p, [&](int seq, int h) {
     const int b = std::clamp(token_begin, 0, p.context_len(seq));
     const int e = std::clamp(token_end, b, p.context_len(seq));
-    for (int h = 0; h < p.spec.num_heads; ++h) {
-      AttentionState& st = states[static_cast<std::size_t>(seq) * p.spec.num_heads + h];
-      if (e <= b) {
-        st.out.assign(p.spec.head_size, 0.0);
-        continue;  // lse stays -inf
-      }
-      const auto sm = paged_softmax(p, seq, h, b, e);
-      st.out = paged_lv(p, seq, h, b, sm);
-      st.lse = sm.max + std::log(sm.sum);
+    AttentionState& st = states[static_cast<std::size_t>(seq) * p.spec.num_heads + h];
+    if (e <= b) {
+      st.out.assign(p.spec.head_size, 0.0);
+      return;  // lse stays -inf
     }
-  }
+    const auto sm = paged_softmax(p, seq, h, b, e);
+    st.out = paged_lv(p, seq, h, b, sm);
+    st.lse = sm.max + std::log(sm.sum);
+  });
   return states;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "pa/reference/dtype_convert.hpp"
+#include "parallel.hpp"
 
 namespace pa {
 
@@ -40,22 +41,34 @@ double NormalRng::next() {
 
 namespace {
 
-// Independent streams from one seed (splitmix64 finalizer), so changing the
-// number of sequences does not change sequence 0's values.
-std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t stream) {
-  std::uint64_t z = seed + 0x9e3779b97f4a7c15ull * (stream + 1);
+// Independent streams from one seed (splitmix64 finalizer): every logical
+// block has its own stream, so a sequence's values do not depend on the other
+// sequences, the dense copy can regenerate them without the block tables, and
+// blocks can be drawn in parallel.
+std::uint64_t mix(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
-enum : std::uint64_t { kStreamPerm = 1, kStreamQ = 2, kStreamPrefix = 3, kStreamGarbage = 4, kStreamSeq0 = 1000 };
+std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t kind, std::uint64_t a = 0, std::uint64_t b = 0) {
+  return mix(mix(mix(seed + 0x9e3779b97f4a7c15ull * (kind + 1)) + a) + 0x632be59bd9b4e019ull * b);
+}
+enum : std::uint64_t { kStreamPerm = 1, kStreamQ = 2, kStreamPrefix = 3, kStreamGarbage = 4, kStreamSeq = 5 };
+
+// The stream of logical block lb of sequence seq: shared prefix blocks have
+// one stream for all sequences.
+std::uint64_t block_stream(const ProblemSpec& s, int seq, int lb) {
+  return lb < s.shared_prefix_blocks() ? stream_seed(s.seed, kStreamPrefix, static_cast<std::uint64_t>(lb))
+                                       : stream_seed(s.seed, kStreamSeq, static_cast<std::uint64_t>(seq),
+                                                     static_cast<std::uint64_t>(lb));
+}
 
 // The K and V values of one logical block, in a fixed order (all K then all V;
-// token, kv head, dim), drawn from `rng` and rounded to the dtype. Only the
-// block's first `valid` tokens are drawn, so a shorter context does not shift
-// the stream. sink(is_v, t, kv_head, d, value).
+// token, kv head, dim), rounded to the dtype. Only the block's first `valid`
+// tokens are drawn. sink(is_v, t, kv_head, d, value).
 template <class Sink>
-void draw_block(NormalRng& rng, const ProblemSpec& s, int valid, Sink&& sink) {
+void draw_block(std::uint64_t stream, const ProblemSpec& s, int valid, Sink&& sink) {
+  NormalRng rng(stream);
   for (int is_v = 0; is_v < 2; ++is_v)
     for (int t = 0; t < valid; ++t)
       for (int h = 0; h < s.num_kv_heads; ++h)
@@ -149,43 +162,40 @@ PagedProblem make_problem(const ProblemSpec& spec) {
   const float tail = spec.nan_tails ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
   p.k_cache.assign(static_cast<std::size_t>(p.cache.total_elems()), tail);
   p.v_cache.assign(static_cast<std::size_t>(p.cache.total_elems()), tail);
-  {
-    NormalRng rng(stream_seed(spec.seed, kStreamGarbage));
-    for (int i = next; i < p.num_blocks; ++i) {
-      const std::int64_t base = static_cast<std::int64_t>(perm[i]) * p.cache.block_elems();
-      for (std::int64_t e = 0; e < p.cache.block_elems(); ++e) {
-        p.k_cache[base + e] = round_to_dtype(static_cast<float>(1000.0 * rng.next()), spec.dtype);
-        p.v_cache[base + e] = round_to_dtype(static_cast<float>(1000.0 * rng.next()), spec.dtype);
-      }
+  const int first_spare = next;
+  detail::parallel_for(p.num_blocks - first_spare, [&](std::int64_t i) {
+    const int phys = perm[first_spare + i];
+    NormalRng rng(stream_seed(spec.seed, kStreamGarbage, static_cast<std::uint64_t>(i)));
+    const std::int64_t base = static_cast<std::int64_t>(phys) * p.cache.block_elems();
+    for (std::int64_t e = 0; e < p.cache.block_elems(); ++e) {
+      p.k_cache[base + e] = round_to_dtype(static_cast<float>(1000.0 * rng.next()), spec.dtype);
+      p.v_cache[base + e] = round_to_dtype(static_cast<float>(1000.0 * rng.next()), spec.dtype);
     }
-  }
-  auto fill = [&](NormalRng& rng, int phys, int valid) {
-    draw_block(rng, spec, valid, [&](bool is_v, int t, int h, int d, float v) {
-      if (is_v) p.v_cache[p.cache.v_offset(phys, h, d, t)] = v;
-      else p.k_cache[p.cache.k_offset(phys, h, d, t)] = v;
-    });
+  });
+  // Every physical block that holds tokens, once (shared blocks from seq 0).
+  struct Job {
+    int seq, lb;
   };
-  {
-    NormalRng rng(stream_seed(spec.seed, kStreamPrefix));
-    for (int lb = 0; lb < prefix_blocks; ++lb) fill(rng, prefix_phys[lb], bs);
-  }
-  for (int s = 0; s < ns; ++s) {
-    NormalRng rng(stream_seed(spec.seed, kStreamSeq0 + static_cast<std::uint64_t>(s)));
-    const int c = spec.context_lens[s];
-    for (int lb = prefix_blocks; lb < ceil_div(c, bs); ++lb) {
-      fill(rng, p.block_tables[p.table.offset(s, lb)], valid_in_block(c, bs, lb));
-    }
-  }
+  std::vector<Job> jobs;
+  for (int s = 0; s < ns; ++s)
+    for (int lb = (s == 0 ? 0 : prefix_blocks); lb < ceil_div(spec.context_lens[s], bs); ++lb) jobs.push_back({s, lb});
+  detail::parallel_for(static_cast<std::int64_t>(jobs.size()), [&](std::int64_t j) {
+    const Job job = jobs[j];
+    const int phys = p.block_tables[p.table.offset(job.seq, job.lb)];
+    draw_block(block_stream(spec, job.seq, job.lb), spec, valid_in_block(spec.context_lens[job.seq], bs, job.lb),
+               [&](bool is_v, int t, int h, int d, float v) {
+                 if (is_v) p.v_cache[p.cache.v_offset(phys, h, d, t)] = v;
+                 else p.k_cache[p.cache.k_offset(phys, h, d, t)] = v;
+               });
+  });
 
-  // Q: N(0,1) * logit_spread, row padding NaN.
+  // Q: N(0,1) * logit_spread, one stream per sequence; row padding NaN.
   p.q.assign(static_cast<std::size_t>(ns) * p.q_stride, std::numeric_limits<float>::quiet_NaN());
-  {
-    NormalRng rng(stream_seed(spec.seed, kStreamQ));
-    for (int s = 0; s < ns; ++s)
-      for (int h = 0; h < spec.num_heads; ++h)
-        for (int d = 0; d < hs; ++d)
-          p.q[p.query.q_offset(s, h, d)] =
-              round_to_dtype(static_cast<float>(rng.next() * spec.logit_spread), spec.dtype);
+  for (int s = 0; s < ns; ++s) {
+    NormalRng rng(stream_seed(spec.seed, kStreamQ, static_cast<std::uint64_t>(s)));
+    for (int h = 0; h < spec.num_heads; ++h)
+      for (int d = 0; d < hs; ++d)
+        p.q[p.query.q_offset(s, h, d)] = round_to_dtype(static_cast<float>(rng.next() * spec.logit_spread), spec.dtype);
   }
 
   p.q_bytes = encode(spec.dtype, p.q);
@@ -207,20 +217,16 @@ DenseKV make_dense_kv(const ProblemSpec& spec, int seq) {
   const std::size_t n = static_cast<std::size_t>(kv.context_len) * kv.num_kv_heads * kv.head_size;
   kv.k.assign(n, 0.0f);
   kv.v.assign(n, 0.0f);
-  const int bs = spec.block_size, prefix_blocks = spec.shared_prefix_blocks();
-  auto fill = [&](NormalRng& rng, int lb, int valid) {
-    draw_block(rng, spec, valid, [&](bool is_v, int t, int h, int d, float v) {
-      const std::size_t i =
-          (static_cast<std::size_t>(lb * bs + t) * kv.num_kv_heads + h) * kv.head_size + d;
-      (is_v ? kv.v : kv.k)[i] = v;
-    });
-  };
-  NormalRng prefix_rng(stream_seed(spec.seed, kStreamPrefix));
-  for (int lb = 0; lb < prefix_blocks; ++lb) fill(prefix_rng, lb, bs);
-  NormalRng rng(stream_seed(spec.seed, kStreamSeq0 + static_cast<std::uint64_t>(seq)));
-  for (int lb = prefix_blocks; lb < ceil_div(kv.context_len, bs); ++lb) {
-    fill(rng, lb, valid_in_block(kv.context_len, bs, lb));
-  }
+  const int bs = spec.block_size;
+  detail::parallel_for(ceil_div(kv.context_len, bs), [&](std::int64_t lb64) {
+    const int lb = static_cast<int>(lb64);
+    draw_block(block_stream(spec, seq, lb), spec, valid_in_block(kv.context_len, bs, lb),
+               [&](bool is_v, int t, int h, int d, float v) {
+                 const std::size_t i =
+                     (static_cast<std::size_t>(lb * bs + t) * kv.num_kv_heads + h) * kv.head_size + d;
+                 (is_v ? kv.v : kv.k)[i] = v;
+               });
+  });
   return kv;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <cstdlib>
 
 #include "pa/index/mapping.hpp"
 #include "pa/reference/attention.hpp"
@@ -389,4 +390,26 @@ TEST_CASE("round_to_dtype of outputs: what a kernel stores", "[reference][attent
   std::vector<float> wrong = round_to_dtype(out, DType::bf16);
   wrong[3] += 0.25f;
   REQUIRE(!compare(out.data(), wrong.data(), out.size(), tolerance_for(DType::bf16)).pass);
+}
+
+TEST_CASE("results do not depend on the reference's thread count", "[reference][attention]") {
+  ProblemSpec s = spec_of(DType::bf16, 64, 16, 8, 2, {1, 100, 300, 17}, 9500);
+  s.shared_prefix_len = 0;
+  auto run = [&](const char* threads) {
+    ::setenv("PA_REFERENCE_THREADS", threads, 1);
+    const PagedProblem p = make_problem(s);
+    auto out = ref_output(p);
+    const auto v2 = ref_v2(p, 32);
+    out.insert(out.end(), v2.part_out.begin(), v2.part_out.end());
+    const auto wp = ref_warp_partials(p);
+    out.insert(out.end(), wp.values.begin(), wp.values.end());
+    const auto dense = dense_output(p);
+    out.insert(out.end(), dense.begin(), dense.end());
+    return std::pair{p.k_bytes, out};
+  };
+  const auto one = run("1");
+  const auto many = run("7");
+  ::unsetenv("PA_REFERENCE_THREADS");
+  REQUIRE(one.first == many.first);
+  REQUIRE(one.second == many.second);
 }
