@@ -413,3 +413,34 @@ TEST_CASE("results do not depend on the reference's thread count", "[reference][
   REQUIRE(one.first == many.first);
   REQUIRE(one.second == many.second);
 }
+
+TEST_CASE("a kernel that reads a wrong block fails the comparison", "[reference][attention]") {
+  ProblemSpec s = spec_of(DType::bf16, 64, 16, 2, 2, {100}, 9700);
+  s.spare_blocks = 2;
+  const PagedProblem p = make_problem(s);
+  const auto good = ref_output(p);
+  // Two full logical blocks swapped (a mis-indexed table): attention has no
+  // notion of token order, so the output cannot see it; the per-token
+  // logits (stage 2) do.
+  PagedProblem swapped = p;
+  std::swap(swapped.block_tables[swapped.table.offset(0, 1)], swapped.block_tables[swapped.table.offset(0, 4)]);
+  const auto a = round_to_dtype(ref_output(swapped), DType::bf16);
+  CHECK(compare(good.data(), a.data(), good.size(), tolerance_for(DType::bf16)).pass);
+  const auto good_logits = ref_logits(p).values;
+  std::vector<float> swapped_logits;
+  for (double x : ref_logits(swapped).values) swapped_logits.push_back(static_cast<float>(x));
+  CHECK(!compare(good_logits.data(), swapped_logits.data(), good_logits.size(), tolerance_for(DType::f32)).pass);
+  // A spare (garbage) block read instead of a real one.
+  std::vector<bool> used(p.num_blocks, false);
+  for (int lb = 0; lb < p.num_logical_blocks(0); ++lb) used[p.physical_block(0, lb)] = true;
+  const int spare = static_cast<int>(std::find(used.begin(), used.end(), false) - used.begin());
+  PagedProblem garbage = p;
+  garbage.block_tables[garbage.table.offset(0, 2)] = spare;
+  const auto b = round_to_dtype(ref_output(garbage), DType::bf16);
+  CHECK(!compare(good.data(), b.data(), good.size(), tolerance_for(DType::bf16)).pass);
+  // Reading the NaN tail of the last block (no masking) poisons the result.
+  PagedProblem unmasked = p;
+  unmasked.context_lens[0] = 112;  // one block's worth, past the real 100
+  const auto c = ref_output(unmasked);
+  CHECK(std::isnan(c[0]));
+}
