@@ -1,0 +1,126 @@
+#include "core/args.hpp"
+
+#include <cmath>
+#include <charconv>
+#include <sstream>
+
+namespace pa::viewer {
+namespace {
+
+int to_int(const std::string& flag, const std::string& v, int lo, int hi) {
+  int out = 0;
+  const auto* end = v.data() + v.size();
+  auto [p, ec] = std::from_chars(v.data(), end, out);
+  if (ec != std::errc() || p != end || out < lo || out > hi)
+    throw UsageError(flag + ": '" + v + "' is not an integer in [" + std::to_string(lo) + ", " +
+                     std::to_string(hi) + "]");
+  return out;
+}
+
+std::vector<std::string> split(const std::string& s, char c) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, c)) out.push_back(cur);
+  return out;
+}
+
+}  // namespace
+
+std::string usage() {
+  return
+      "usage: pa-viewer [options]\n"
+      "  --lesson N            open lesson N (0-8; default 1)\n"
+      "  --step K              replay step K (0-based) of the lesson's trace\n"
+      "  --trace FILE          open a recorded trace file instead of the host model\n"
+      "  --select SEL          select warp=W | warp=W,lane=L | k=PB,D,T | v=PB,D,T\n"
+      "                        (PB physical block, D head dim, T token in block)\n"
+      "  --granularity G       instruction (one warp instruction per step, default) | step\n"
+      "  --dtype T             fp32 | fp16 | bf16        (host model problem)\n"
+      "  --head-size N         64 80 96 112 128 192 256\n"
+      "  --block-size N        8 16 32\n"
+      "  --context L[,L...]    context length of each sequence\n"
+      "  --heads N --kv-heads N --partition-size N --prefix N\n"
+      "  --size WxH            window size (default 1600x1000)\n"
+      "  --screenshot OUT.png  render one frame headless, write a PNG, exit\n"
+      "  --dump-layout FILE    with --screenshot: write panel geometry (for tests)\n"
+      "  --lessons-dir DIR --source-dir DIR   where lessons/*.md and kernels/stages are\n"
+      "  --bench N             draw N frames, print load and frame times, exit\n"
+      "  --help                this text\n"
+      "keys: Space play/pause, Left/Right step, Home/End, 0-8 lesson, ? help\n";
+}
+
+Args parse_args(const std::vector<std::string>& av) {
+  Args a;
+  for (std::size_t i = 0; i < av.size(); ++i) {
+    const std::string& f = av[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= av.size()) throw UsageError(f + " needs a value");
+      return av[++i];
+    };
+    if (f == "--help" || f == "-h") a.help = true;
+    else if (f == "--lesson") a.lesson = to_int(f, value(), 0, 8);
+    else if (f == "--step") a.step = to_int(f, value(), 0, 1 << 30);
+    else if (f == "--trace") a.trace_file = value();
+    else if (f == "--screenshot") a.screenshot = value();
+    else if (f == "--dump-layout") a.dump_layout = value();
+    else if (f == "--lessons-dir") a.lessons_dir = value();
+    else if (f == "--source-dir") a.source_dir = value();
+    else if (f == "--bench") a.bench_frames = to_int(f, value(), 1, 100000);
+    else if (f == "--size") {
+      const std::string v = value();
+      const auto xpos = v.find('x');
+      if (xpos == std::string::npos) throw UsageError("--size: '" + v + "' is not WxH (e.g. 1280x800)");
+      a.width = to_int("--size width", v.substr(0, xpos), 200, 16384);
+      a.height = to_int("--size height", v.substr(xpos + 1), 150, 16384);
+      a.size_given = true;
+    } else if (f == "--granularity") {
+      const std::string v = value();
+      if (v == "instruction") a.coarse = false;
+      else if (v == "step") a.coarse = true;
+      else throw UsageError("--granularity: '" + v + "' (accepted: instruction, step)");
+    } else if (f == "--select") {
+      const std::string v = value();
+      if (v.rfind("k=", 0) == 0 || v.rfind("v=", 0) == 0) {
+        const auto parts = split(v.substr(2), ',');
+        if (parts.size() != 3) throw UsageError("--select: '" + v + "' needs k=PB,D,T or v=PB,D,T");
+        a.sel_kv = v[0];
+        a.sel_pb = to_int("--select block", parts[0], 0, 1 << 30);
+        a.sel_d = to_int("--select dim", parts[1], 0, 4096);
+        a.sel_t = to_int("--select token", parts[2], 0, 4096);
+      } else {
+        for (const auto& kv : split(v, ',')) {
+          const auto eq = kv.find('=');
+          const std::string key = kv.substr(0, eq);
+          if (eq == std::string::npos) throw UsageError("--select: '" + kv + "' is not key=value");
+          if (key == "warp") a.sel_warp = to_int("--select warp", kv.substr(eq + 1), 0, 31);
+          else if (key == "lane") a.sel_lane = to_int("--select lane", kv.substr(eq + 1), 0, 31);
+          else throw UsageError("--select: unknown key '" + key + "' (accepted: warp, lane, k, v)");
+        }
+        if (a.sel_lane && !a.sel_warp) throw UsageError("--select: lane=L needs warp=W too");
+      }
+    } else if (f == "--dtype") {
+      const std::string v = value();
+      if (v == "fp32" || v == "f32") a.dtype = DType::f32;
+      else if (v == "fp16" || v == "f16") a.dtype = DType::f16;
+      else if (v == "bf16") a.dtype = DType::bf16;
+      else throw UsageError("--dtype: '" + v + "' (accepted: fp32, fp16, bf16)");
+    } else if (f == "--head-size") a.head_size = to_int(f, value(), 1, 4096);
+    else if (f == "--block-size") a.block_size = to_int(f, value(), 1, 4096);
+    else if (f == "--heads") a.num_heads = to_int(f, value(), 1, 4096);
+    else if (f == "--kv-heads") a.num_kv_heads = to_int(f, value(), 1, 4096);
+    else if (f == "--partition-size") a.partition_size = to_int(f, value(), 0, 1 << 20);
+    else if (f == "--prefix") a.prefix = to_int(f, value(), 0, 1 << 24);
+    else if (f == "--context") {
+      a.context_lens.clear();
+      for (const auto& p : split(value(), ',')) a.context_lens.push_back(to_int("--context", p, 1, 1 << 24));
+      if (a.context_lens.empty()) throw UsageError("--context: needs at least one length");
+    } else {
+      throw UsageError("unknown argument '" + f + "'");
+    }
+  }
+  if (!a.dump_layout.empty() && a.screenshot.empty()) throw UsageError("--dump-layout needs --screenshot");
+  return a;
+}
+
+}  // namespace pa::viewer

@@ -1,0 +1,42 @@
+// The pa-viewer command line (parsed without a window so it can be tested).
+#pragma once
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pa/index/dtype.hpp"
+
+namespace pa::viewer {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Args {
+  int lesson = 1;                  // 0..8
+  std::optional<int> step;         // replay step (0-based)
+  std::string trace_file;          // open this trace instead of the host model
+  std::string screenshot;          // render, write PNG, exit
+  std::string dump_layout;         // screenshot mode: write panel geometry here
+  int width = 1600, height = 1000;
+  bool size_given = false;
+  // --select warp=W[,lane=L] | k=PB,D,T | v=PB,D,T  (PB = physical block, D = dim, T = token in block)
+  std::optional<int> sel_warp, sel_lane;
+  char sel_kv = 0;                 // 'k' or 'v' for an element selection
+  int sel_pb = -1, sel_d = -1, sel_t = -1;
+  bool coarse = false;             // --granularity step
+  // Problem overrides for the host model.
+  std::optional<DType> dtype;
+  std::optional<int> head_size, block_size, num_heads, num_kv_heads, partition_size, prefix;
+  std::vector<int> context_lens;
+  std::string lessons_dir, source_dir;
+  int bench_frames = 0;            // --bench N: time N frames and exit
+  bool help = false;
+};
+
+// Throws UsageError naming the bad argument and what is accepted.
+Args parse_args(const std::vector<std::string>& argv);
+std::string usage();
+
+}  // namespace pa::viewer

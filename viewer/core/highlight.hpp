@@ -1,0 +1,106 @@
+// Highlight and filter sets: what a selected thread, warp or memory element
+// touches and when; the memory requests of a replay step with their 32-byte
+// sectors (global) or bank wavefronts (shared) against the ideal; the colour
+// of each thread.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/config_info.hpp"
+#include "core/trace_index.hpp"
+#include "pa/trace/event.hpp"
+
+namespace pa::viewer {
+
+// What the learner clicked.
+struct Focus {
+  enum class Kind { none, thread, warp, element };
+  Kind kind = Kind::none;
+  int warp = -1, lane = -1;
+  trace::Tensor tensor = trace::Tensor::none;  // element
+  std::int64_t byte_begin = -1;                // element: first byte
+  int bytes = 0;                               // element: its width
+
+  static Focus thread(int w, int l) { Focus f; f.kind = Kind::thread; f.warp = w; f.lane = l; return f; }
+  static Focus whole_warp(int w) { Focus f; f.kind = Kind::warp; f.warp = w; return f; }
+  static Focus element(trace::Tensor t, std::int64_t byte, int width) {
+    Focus f; f.kind = Kind::element; f.tensor = t; f.byte_begin = byte; f.bytes = width; return f;
+  }
+  bool active() const { return kind != Kind::none; }
+  // Does the event belong to the focus (thread/warp: issued by it; element: touches it)?
+  bool matches(const trace::Event& e) const;
+  std::string describe() const;
+};
+
+// Byte ranges [a, a+na) and [b, b+nb) overlap.
+inline bool overlaps(std::int64_t a, std::int64_t na, std::int64_t b, std::int64_t nb) {
+  return a < b + nb && b < a + na;
+}
+bool touches(const trace::Event& e, trace::Tensor t, std::int64_t byte_begin, int bytes);
+
+// One access to the focus, for "who touches it and when".
+struct Touch {
+  int step = 0;
+  int warp = 0, lane = 0;
+  trace::Step what = trace::Step::q_load;
+  trace::Op op = trace::Op::compute;
+};
+// Every event of block b touching the element, in step order. O(events).
+std::vector<Touch> who_touches(const std::vector<trace::Event>& ev, const TraceIndex& idx, int b,
+                               trace::Tensor t, std::int64_t byte_begin, int bytes);
+// The steps of block b in which the thread (lane -1: any lane of the warp) is active.
+std::vector<int> steps_of_thread(const std::vector<trace::Event>& ev, const TraceIndex& idx, int b,
+                                 int warp, int lane);
+
+// KV-cache elements covered by an event (k_cache / v_cache), decoded from its
+// byte range with the cache layout's inverse. Calls f(Coords) for each.
+template <class F>
+void for_each_kv_element(const trace::Event& e, const CacheGeometry& g, int elem_bytes, F&& f) {
+  if (e.byte_offset < 0 || e.bytes <= 0 || elem_bytes <= 0) return;
+  if (e.tensor != trace::Tensor::k_cache && e.tensor != trace::Tensor::v_cache) return;
+  const std::int64_t first = e.byte_offset / elem_bytes;
+  const std::int64_t last = (e.byte_offset + e.bytes - 1) / elem_bytes;
+  for (std::int64_t o = first; o <= last; ++o)
+    f(e.tensor == trace::Tensor::k_cache ? g.k_coords(o) : g.v_coords(o));
+}
+
+// One warp-wide memory instruction of a step: the events of one warp that
+// are the same instruction (same occurrence within the step).
+struct Request {
+  int warp = 0;
+  trace::Op op = trace::Op::compute;
+  trace::Tensor tensor = trace::Tensor::none;
+  int lanes = 0;
+  int access_bytes = 0;          // per lane (of the first event)
+  std::int64_t bytes = 0;        // unique bytes touched
+  int sectors = 0;               // global: distinct 32-byte sectors
+  int ideal_sectors = 0;         // ceil(unique bytes / 32)
+  int wavefronts = 0;            // shared: bank wavefronts
+  int ideal_wavefronts = 0;      // ceil(unique bytes / 128)
+  bool global() const { return op == trace::Op::global_load || op == trace::Op::global_store; }
+  bool shared() const { return op == trace::Op::shared_load || op == trace::Op::shared_store; }
+};
+
+// Distinct 32-byte sectors of byte ranges (offset, bytes).
+int count_sectors(std::span<const std::pair<std::int64_t, int>> ranges);
+// Bank wavefronts of one warp's shared accesses (offset, bytes) in lane order:
+// accesses are split into phases of 128 bytes' worth of lanes (32 lanes of 4 B,
+// 16 of 8 B, 8 of 16 B); per phase, the most distinct 4-byte words that fall in
+// one bank (the same word is a broadcast) is the number of wavefronts.
+int count_wavefronts(std::span<const std::pair<std::int64_t, int>> ranges);
+std::int64_t unique_bytes(std::span<const std::pair<std::int64_t, int>> ranges);
+
+std::vector<Request> requests_of_step(const std::vector<trace::Event>& ev, std::span<const std::uint32_t> step_events);
+
+// Thread colours: hue by lane (neighbouring lanes and thread-group members
+// get neighbouring hues), value by warp. RGBA in [0,1].
+struct Rgba {
+  float r = 0, g = 0, b = 0, a = 1;
+};
+Rgba thread_color(int warp, int lane, int num_warps);
+Rgba tensor_color(trace::Tensor t);
+std::uint32_t to_u32(Rgba c);  // ImGui's IM_COL32 byte order (ABGR)
+
+}  // namespace pa::viewer

@@ -1,0 +1,12 @@
+// Enum names for labels. The canonical tables are pa::trace::to_string
+// (pa_trace); these forward to them, so the viewer's core only needs the
+// header at compile time and the library at link time.
+#pragma once
+#include "pa/trace/event.hpp"
+
+namespace pa::viewer {
+inline const char* step_name(trace::Step s) { return trace::to_string(s); }
+inline const char* stage_name(trace::Stage s) { return trace::to_string(s); }
+inline const char* op_name(trace::Op o) { return trace::to_string(o); }
+inline const char* tensor_name(trace::Tensor t) { return trace::to_string(t); }
+}  // namespace pa::viewer

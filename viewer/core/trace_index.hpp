@@ -1,0 +1,102 @@
+// Grouping of trace events into replay steps, and the replay state.
+//
+// A replay step is what the learner sees change at once. Events are grouped
+// per thread block (seq, head, partition) by
+//     (barrier epoch, Step, loop iteration, occurrence)
+// where "occurrence" is how many earlier events of the same (epoch, Step, iter)
+// this thread has issued. So in Granularity::instruction (the default) one
+// replay step is one instruction executed by every thread of the block at once:
+// e.g. "the 3rd K vec load of block iteration 0" - each warp's 32 lanes form
+// one warp request, which is exactly the unit whose coalescing (sectors) and
+// bank conflicts the lessons discuss. Granularity::step merges the
+// occurrences: one replay step = a whole (Step, iteration), e.g. "all K loads
+// of iteration 0" - fewer, bigger steps for a quick overview.
+// Steps are ordered by (epoch, smallest seq_in_thread of their events, Step,
+// iter, occurrence): program order, with barriers as hard separators.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "pa/trace/event.hpp"
+
+namespace pa::viewer {
+
+enum class Granularity { instruction, step };
+
+struct BlockKey {
+  int seq = 0, head = 0, partition = 0;
+  friend bool operator==(const BlockKey&, const BlockKey&) = default;
+};
+
+struct ReplayStep {
+  trace::Step step = trace::Step::q_load;
+  trace::Op op = trace::Op::compute;        // of the first event
+  trace::Tensor tensor = trace::Tensor::none;  // of the first event
+  int epoch = 0;
+  int iter = -1;
+  int occurrence = 0;  // -1 with Granularity::step
+  int min_seq_in_thread = 0;
+  std::uint32_t begin = 0, count = 0;  // range in TraceIndex::order()
+  int threads = 0;                     // distinct (warp, lane) in the step
+};
+
+class TraceIndex {
+ public:
+  TraceIndex() = default;
+  // O(n log n) once per load; every later query is O(step size) or O(1).
+  TraceIndex(const std::vector<trace::Event>& events, Granularity g);
+
+  Granularity granularity() const { return gran_; }
+  int num_blocks() const { return static_cast<int>(blocks_.size()); }
+  const BlockKey& block(int b) const { return blocks_.at(b); }
+  int find_block(const BlockKey& k) const;  // -1 if absent
+  const std::vector<ReplayStep>& steps(int b) const { return steps_.at(b); }
+  int num_steps(int b) const { return b >= 0 && b < num_blocks() ? static_cast<int>(steps_[b].size()) : 0; }
+  // Event indices (into the vector given to the constructor) of one step.
+  std::span<const std::uint32_t> events_of(int b, int step) const;
+  // The replay step (within its block) and block of an event.
+  int step_of_event(std::uint32_t e) const { return step_of_event_[e]; }
+  int block_of_event(std::uint32_t e) const { return block_of_event_[e]; }
+  // First step >= from of block b whose Step is s; -1 if none.
+  int find_step(int b, trace::Step s, int from = 0) const;
+  std::size_t num_events() const { return step_of_event_.size(); }
+
+ private:
+  Granularity gran_ = Granularity::instruction;
+  std::vector<BlockKey> blocks_;
+  std::vector<std::vector<ReplayStep>> steps_;
+  std::vector<std::uint32_t> order_;  // event indices grouped by (block, step)
+  std::vector<std::int32_t> step_of_event_;
+  std::vector<std::int32_t> block_of_event_;
+};
+
+// Step forward/back, jump, play/pause at a speed (steps per second), scrub.
+class ReplayState {
+ public:
+  void set_count(int n);  // keeps the current step, clamped
+  int count() const { return count_; }
+  int current() const { return current_; }
+  bool playing() const { return playing_; }
+  float speed() const { return speed_; }
+  void set_speed(float steps_per_second);
+  void jump(int step);  // clamped; stops nothing
+  void next() { jump(current_ + 1); }
+  void prev() { jump(current_ - 1); }
+  void home() { jump(0); }
+  void end() { jump(count_ - 1); }
+  void play();
+  void pause() { playing_ = false; }
+  void toggle_play() { playing_ ? pause() : play(); }
+  // Advance by elapsed seconds while playing; returns true if the step changed.
+  // Playing stops at the last step.
+  bool tick(double seconds);
+
+ private:
+  int count_ = 0, current_ = 0;
+  bool playing_ = false;
+  float speed_ = 4.0f;
+  double acc_ = 0.0;
+};
+
+}  // namespace pa::viewer

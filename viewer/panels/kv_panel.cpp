@@ -1,0 +1,227 @@
+// The paged KV cache of the selected sequence: the block table (logical ->
+// physical), then per logical block its physical K block in the
+// [head_size/x][block_size][x] tiling and V block in [head_size][block_size].
+// Elements the current step touches are lit in the touching thread's colour;
+// elements loaded at earlier steps are tinted; tokens past the context are
+// hatched. Only the visible blocks are drawn.
+#include <cmath>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "app/state.hpp"
+#include "core/names.hpp"
+
+namespace pa::viewer {
+namespace {
+
+bool show_k(const AppState& s) {
+  if (s.kv_show != 0) return s.kv_show == 1 || s.kv_show == 3;
+  return !(s.stage == trace::Stage::lv || s.stage == trace::Stage::warp_reduce);
+}
+bool show_v(const AppState& s) {
+  if (s.kv_show != 0) return s.kv_show >= 2;
+  return !(s.stage == trace::Stage::q_to_smem || s.stage == trace::Stage::qk || s.stage == trace::Stage::softmax);
+}
+
+}  // namespace
+
+void draw_kv_panel(AppState& s) {
+  const ConfigInfo& c = s.cfg;
+  const int nslots = static_cast<int>(s.slot_physical.size());
+  if (nslots == 0 || s.index.num_blocks() == 0) {
+    ImGui::TextDisabled("no trace loaded");
+    s.drawn.kv_valid = false;
+    return;
+  }
+  const BlockKey key = s.index.block(s.block);
+  const int ctx = key.seq < s.spec.num_seqs() ? s.spec.context_lens[key.seq] : 0;
+
+  // ---- controls
+  ImGui::TextDisabled("seq %d, head %d -> kv head %d, %d tokens, %d blocks of %d", key.seq, key.head, s.kv_head, ctx,
+                      nslots, c.block_size);
+  ImGui::SameLine();
+  const char* modes[] = {"auto", "K", "V", "K+V"};
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 4.5f);
+  ImGui::Combo("show", &s.kv_show, modes, 4);
+
+  // ---- block table
+  const std::span<const std::uint32_t> cur = s.current_events();
+  std::vector<char> table_lit(nslots, 0);
+  for (std::uint32_t i : cur) {
+    const auto& e = s.events[i];
+    if (e.tensor == trace::Tensor::block_table && e.logical_block >= 0 && e.logical_block < nslots) table_lit[e.logical_block] = 1;
+  }
+  {
+    StripLayout st;
+    st.n = nslots;
+    st.cell_w = ImGui::CalcTextSize("000").x + 8;
+    st.cell_h = ImGui::GetFontSize() + 4;
+    st.per_row = std::max(1, static_cast<int>((ImGui::GetContentRegionAvail().x - ImGui::GetFontSize() * 6) / (st.cell_w + st.gap)));
+    st.per_row = std::min(st.per_row, std::max(1, nslots));
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted("block table");
+    ImGui::SameLine(ImGui::GetFontSize() * 6);
+    const ImVec2 o = ImGui::GetCursorScreenPos();
+    const int rows_shown = std::min(st.rows(), 3);
+    const float h = rows_shown * (st.cell_h + st.gap);
+    ImGui::InvisibleButton("##bt", ImVec2(std::max(1.0f, st.width()), std::max(1.0f, h)));
+    const bool hov = ImGui::IsItemHovered();
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    const int shown = std::min(nslots, rows_shown * st.per_row);
+    for (int l = 0; l < shown; ++l) {
+      const Rect r = st.cell_rect(l).offset(o.x, o.y);
+      const ImU32 fill = table_lit[l] ? IM_COL32(90, 150, 230, 255) : IM_COL32(45, 50, 62, 255);
+      dl->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(r.x1, r.y1), fill, 3);
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "%d", s.slot_physical[l]);
+      const ImVec2 ts = ImGui::CalcTextSize(buf);
+      dl->AddText(ImVec2(r.x0 + (r.w() - ts.x) * 0.5f, r.y0 + 2), IM_COL32(230, 232, 240, 255), buf);
+    }
+    if (hov) {
+      const ImVec2 m = ImGui::GetMousePos();
+      if (auto l = st.hit(m.x - o.x, m.y - o.y); l && *l < shown)
+        ImGui::SetTooltip("block_tables[%d][%d] = %d\nlogical block %d (tokens %d-%d) lives in physical block %d", key.seq,
+                          *l, s.slot_physical[*l], *l, *l * c.block_size, std::min(ctx, (*l + 1) * c.block_size) - 1,
+                          s.slot_physical[*l]);
+    }
+    if (nslots > shown) ImGui::TextDisabled("... %d more entries", nslots - shown);
+  }
+
+  // ---- the blocks
+  KvLayout l;
+  l.head_size = c.head_size;
+  l.block_size = c.block_size;
+  l.x = c.x;
+  l.band_rows = c.num_rows_per_iter;
+  l.slots = nslots;
+  l.show_k = show_k(s);
+  l.show_v = show_v(s);
+  l.label_w = 0;
+  l.title_h = ImGui::GetFontSize() + 4;
+  l.chunk_gap = 3;
+  l.cell_w = KvLayout::fit_cell(ImGui::GetContentRegionAvail().x - 16, l, 2, 12);
+  l.cell_h = std::max(5.0f, std::min(l.cell_w, 10.0f));
+  l.part_gap = ImGui::GetFontSize() * 0.6f;
+  l.slot_gap = 10;
+
+  ImGui::BeginChild("##kvscroll", ImVec2(0, 0), false);
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  s.drawn.kv_valid = true;
+  s.drawn.kv_origin = o;
+  s.drawn.kv = l;
+  s.drawn.slot_physical = s.slot_physical;
+  s.drawn.kv_head = s.kv_head;
+  ImGui::InvisibleButton("##kvcells", ImVec2(std::max(1.0f, l.width()), std::max(1.0f, l.height())));
+  const bool hovered = ImGui::IsItemHovered();
+  const bool clicked = ImGui::IsItemClicked();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float sy = ImGui::GetScrollY();
+  const auto [first, last] = l.visible_slots(sy, sy + ImGui::GetWindowHeight());
+  const int H = c.head_size, B = c.block_size;
+  const int step = s.replay.current();
+  const Rgba kcol = tensor_color(trace::Tensor::k_cache), vcol = tensor_color(trace::Tensor::v_cache);
+  const ImU32 base = IM_COL32(40, 43, 52, 255), past = IM_COL32(28, 29, 34, 255);
+
+  for (int slot = first; slot < last; ++slot) {
+    const Rect sr = l.slot_rect(slot).offset(o.x, o.y);
+    const int tok0 = slot * B;
+    const int valid = std::clamp(ctx - tok0, 0, B);
+    char title[160];
+    std::snprintf(title, sizeof title, "logical %d  \xE2\x86\x92  physical %d     tokens %d-%d%s", slot,
+                  s.slot_physical[slot], tok0, tok0 + valid - 1, valid < B ? "  (partly filled)" : "");
+    dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(sr.x0, sr.y0 + 1), IM_COL32(175, 182, 200, 255), title);
+    for (int part = 0; part < 2; ++part) {
+      const bool isk = part == 0;
+      if ((isk && !l.show_k) || (!isk && !l.show_v)) continue;
+      const std::vector<int>& fs = isk ? s.k_first_step : s.v_first_step;
+      const Rgba pc = isk ? kcol : vcol;
+      const ImU32 earlier = dim_col(pc, 0.62f);
+      for (int d = 0; d < H; ++d) {
+        for (int t = 0; t < B; ++t) {
+          const Rect r = (isk ? l.k_cell(slot, d, t) : l.v_cell(slot, d, t)).offset(o.x, o.y);
+          ImU32 fill = t >= valid ? past : base;
+          const std::size_t ci = (static_cast<std::size_t>(slot) * H + d) * B + t;
+          if (ci < fs.size() && fs[ci] >= 0 && fs[ci] < step) fill = earlier;
+          dl->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(r.x1 - (l.cell_w > 3 ? 1 : 0), r.y1 - 1), fill);
+        }
+      }
+      // Chunk / band captions.
+      const Rect tile = (isk ? l.k_tile(slot) : l.v_tile(slot)).offset(o.x, o.y);
+      dl->AddText(s.fonts.small, s.fonts.small->FontSize * 0.9f, ImVec2(tile.x1 + 4, tile.y0),
+                  IM_COL32(150, 155, 170, 255), isk ? "K" : "V");
+    }
+  }
+
+  // Lit elements of the current step.
+  const CacheGeometry g = c.cache(s.spec.num_kv_heads);
+  struct Hov { bool any = false; int warp = 0, lane = 0; };
+  std::optional<KvCell> hcell;
+  if (hovered) {
+    const ImVec2 m = ImGui::GetMousePos();
+    hcell = l.hit(m.x - o.x, m.y - o.y);
+  }
+  std::vector<std::pair<int, int>> hover_threads;
+  for (std::uint32_t i : cur) {
+    const auto& e = s.events[i];
+    if (e.tensor != trace::Tensor::k_cache && e.tensor != trace::Tensor::v_cache) continue;
+    const bool isk = e.tensor == trace::Tensor::k_cache;
+    if ((isk && !l.show_k) || (!isk && !l.show_v)) continue;
+    const bool in_focus = !s.focus.active() || s.focus.matches(e);
+    const Rgba tc = thread_color(e.warp, e.lane, c.num_warps);
+    const ImU32 fill = in_focus ? col(tc) : dim_col(tc, 0.7f);
+    for_each_kv_element(e, g, c.elem_bytes, [&](const CacheGeometry::Coords& k) {
+      auto it = s.slot_of_physical.find(k.physical_block);
+      if (it == s.slot_of_physical.end() || k.kv_head != s.kv_head) return;
+      const int slot = it->second;
+      if (hcell && hcell->slot == slot && hcell->d == k.d && hcell->t == k.t && (hcell->part == KvPart::k) == isk)
+        hover_threads.push_back({e.warp, e.lane});
+      if (slot < first || slot >= last || k.d >= H || k.t >= B) return;
+      const Rect r = (isk ? l.k_cell(slot, k.d, k.t) : l.v_cell(slot, k.d, k.t)).offset(o.x, o.y);
+      dl->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(r.x1 - (l.cell_w > 3 ? 1 : 0), r.y1 - 1), fill);
+    });
+  }
+  // The selected element.
+  if (s.focus.kind == Focus::Kind::element &&
+      (s.focus.tensor == trace::Tensor::k_cache || s.focus.tensor == trace::Tensor::v_cache)) {
+    const bool isk = s.focus.tensor == trace::Tensor::k_cache;
+    const auto k = isk ? g.k_coords(s.focus.byte_begin / c.elem_bytes) : g.v_coords(s.focus.byte_begin / c.elem_bytes);
+    auto it = s.slot_of_physical.find(k.physical_block);
+    if (it != s.slot_of_physical.end() && ((isk && l.show_k) || (!isk && l.show_v))) {
+      const Rect r = (isk ? l.k_cell(it->second, k.d, k.t) : l.v_cell(it->second, k.d, k.t)).offset(o.x, o.y);
+      dl->AddRect(ImVec2(r.x0 - 2, r.y0 - 2), ImVec2(r.x1 + 1, r.y1 + 1), IM_COL32(255, 255, 255, 255), 0, 0, 2);
+    }
+  }
+
+  if (hcell) {
+    const int phys = s.slot_physical[hcell->slot];
+    const bool isk = hcell->part == KvPart::k;
+    const std::int64_t off = isk ? g.k_offset(phys, s.kv_head, hcell->d, hcell->t) : g.v_offset(phys, s.kv_head, hcell->d, hcell->t);
+    ImGui::BeginTooltip();
+    ImGui::PushFont(s.fonts.bold);
+    ImGui::Text("%s  token %d (in block %d), dim %d", isk ? "K" : "V", hcell->slot * B + hcell->t, hcell->t, hcell->d);
+    ImGui::PopFont();
+    if (isk)
+      ImGui::Text("k_cache[%d][%d][%d][%d][%d]   ([block][kv head][d/x][t][d%%x], x = %d)", phys, s.kv_head,
+                  hcell->d / c.x, hcell->t, hcell->d % c.x, c.x);
+    else
+      ImGui::Text("v_cache[%d][%d][%d][%d]   ([block][kv head][d][t])", phys, s.kv_head, hcell->d, hcell->t);
+    ImGui::Text("element offset %lld, byte offset %lld", static_cast<long long>(off),
+                static_cast<long long>(off * c.elem_bytes));
+    ImGui::Text("32-byte sector %lld, 128-byte line %lld", static_cast<long long>(off * c.elem_bytes / 32),
+                static_cast<long long>(off * c.elem_bytes / 128));
+    if (hcell->slot * B + hcell->t >= ctx) ImGui::TextDisabled("past the context: never read");
+    for (auto [w, ln] : hover_threads) ImGui::TextColored(ImVec4(1, 0.85f, 0.4f, 1), "touched now by warp %d lane %d", w, ln);
+    ImGui::TextDisabled("click: who touches it, and when");
+    ImGui::EndTooltip();
+    if (clicked) {
+      const Focus f = Focus::element(isk ? trace::Tensor::k_cache : trace::Tensor::v_cache, off * c.elem_bytes, c.elem_bytes);
+      s.set_focus(s.focus.kind == Focus::Kind::element && s.focus.byte_begin == f.byte_begin && s.focus.tensor == f.tensor ? Focus{} : f);
+    }
+  }
+  ImGui::EndChild();
+}
+
+}  // namespace pa::viewer

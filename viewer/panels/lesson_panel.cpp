@@ -1,0 +1,196 @@
+// The lesson text: headings, paragraphs, lists, code, quotes, tables and
+// emphasis from the lesson parser's Document. The section whose step marker
+// matches the current replay step is marked and scrolled into view; a
+// marker's button jumps the replay to its step.
+#include <cmath>
+#include <imgui.h>
+
+#include <string>
+#include <string_view>
+
+#include "app/state.hpp"
+#include "core/names.hpp"
+
+namespace pa::viewer {
+namespace {
+
+ImFont* span_font(const AppState& s, lesson::SpanKind k, ImFont* base) {
+  switch (k) {
+    case lesson::SpanKind::strong: return s.fonts.bold;
+    case lesson::SpanKind::emphasis: return s.fonts.italic;
+    case lesson::SpanKind::code: return s.fonts.mono;
+    default: return base;
+  }
+}
+
+// Inline spans flowed word by word inside [x_left, x_right) of the window.
+void flow_spans(AppState& s, const std::vector<lesson::Span>& spans, ImFont* base, float indent = 0) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float x_left = ImGui::GetCursorScreenPos().x + indent;
+  const float x_right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x - 4;
+  float x = x_left, y = ImGui::GetCursorScreenPos().y;
+  const float line_h = base->FontSize * 1.32f;
+  const ImU32 text_col = ImGui::GetColorU32(ImGuiCol_Text);
+  for (const auto& sp : spans) {
+    ImFont* f = span_font(s, sp.kind, base);
+    const float fs = f->FontSize * (sp.kind == lesson::SpanKind::code ? 0.97f : 1.0f);
+    ImU32 c = text_col;
+    if (sp.kind == lesson::SpanKind::link) c = IM_COL32(120, 175, 255, 255);
+    if (sp.kind == lesson::SpanKind::code) c = IM_COL32(240, 200, 140, 255);
+    std::string_view t = sp.text;
+    std::size_t i = 0;
+    while (i < t.size()) {
+      // One word plus its trailing spaces.
+      std::size_t j = i;
+      while (j < t.size() && t[j] != ' ') ++j;
+      std::size_t k = j;
+      while (k < t.size() && t[k] == ' ') ++k;
+      const std::string word(t.substr(i, j - i));
+      const float ww = f->CalcTextSizeA(fs, FLT_MAX, 0, word.c_str()).x;
+      const float sw = f->CalcTextSizeA(fs, FLT_MAX, 0, " ").x * static_cast<float>(k - j);
+      if (x + ww > x_right && x > x_left) {
+        x = x_left;
+        y += line_h;
+      }
+      if (sp.kind == lesson::SpanKind::code)
+        dl->AddRectFilled(ImVec2(x - 1, y), ImVec2(x + ww + 1, y + fs + 2), IM_COL32(60, 55, 50, 255), 2);
+      dl->AddText(f, fs, ImVec2(x, y + (base->FontSize - fs) * 0.5f), c, word.c_str());
+      if (sp.kind == lesson::SpanKind::link)
+        dl->AddLine(ImVec2(x, y + fs + 1), ImVec2(x + ww, y + fs + 1), c);
+      x += ww + sw;
+      i = k;
+    }
+  }
+  ImGui::SetCursorScreenPos(ImVec2(x_left - indent, y));
+  ImGui::Dummy(ImVec2(std::max(1.0f, x_right - x_left), line_h));
+}
+
+void draw_block(AppState& s, const lesson::Block& b) {
+  switch (b.kind) {
+    case lesson::BlockKind::paragraph:
+      flow_spans(s, b.spans, s.fonts.regular);
+      ImGui::Dummy(ImVec2(1, 3));
+      break;
+    case lesson::BlockKind::bullet_item:
+    case lesson::BlockKind::numbered_item: {
+      const float ind = ImGui::GetFontSize() * (1.2f + 1.1f * b.indent);
+      const ImVec2 p = ImGui::GetCursorScreenPos();
+      const std::string mark = b.kind == lesson::BlockKind::bullet_item ? "\xE2\x80\xA2" : std::to_string(b.number) + ".";
+      ImGui::GetWindowDrawList()->AddText(ImVec2(p.x + ind - ImGui::CalcTextSize(mark.c_str()).x - 5, p.y),
+                                          ImGui::GetColorU32(ImGuiCol_Text), mark.c_str());
+      flow_spans(s, b.spans, s.fonts.regular, ind);
+      break;
+    }
+    case lesson::BlockKind::code: {
+      ImGui::PushFont(s.fonts.mono);
+      const ImVec2 sz = ImGui::CalcTextSize(b.code.c_str());
+      const ImVec2 p = ImGui::GetCursorScreenPos();
+      const float w = ImGui::GetContentRegionAvail().x;
+      ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + std::max(w, sz.x + 12), p.y + sz.y + 10),
+                                                IM_COL32(24, 26, 30, 255), 4);
+      ImGui::SetCursorScreenPos(ImVec2(p.x + 6, p.y + 5));
+      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.86f, 0.88f, 0.80f, 1));
+      ImGui::TextUnformatted(b.code.c_str(), b.code.empty() ? nullptr : b.code.c_str() + b.code.size() - 1);
+      ImGui::PopStyleColor();
+      ImGui::PopFont();
+      ImGui::Dummy(ImVec2(1, 6));
+      break;
+    }
+    case lesson::BlockKind::quote: {
+      const ImVec2 p = ImGui::GetCursorScreenPos();
+      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.75f, 0.78f, 0.85f, 1));
+      flow_spans(s, b.spans, s.fonts.italic, ImGui::GetFontSize());
+      ImGui::PopStyleColor();
+      ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x + 3, p.y), ImVec2(p.x + 6, ImGui::GetCursorScreenPos().y - 4),
+                                                IM_COL32(110, 140, 200, 255));
+      break;
+    }
+    case lesson::BlockKind::table: {
+      if (b.rows.empty()) break;
+      const int ncol = static_cast<int>(b.rows[0].size());
+      if (ncol <= 0 || ncol > 32) break;
+      if (ImGui::BeginTable(("##t" + std::to_string(b.line)).c_str(), ncol,
+                            ImGuiTableFlags_Borders | ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+        for (std::size_t r = 0; r < b.rows.size(); ++r) {
+          ImGui::TableNextRow();
+          for (int c = 0; c < ncol; ++c) {
+            ImGui::TableNextColumn();
+            if (c < static_cast<int>(b.rows[r].size())) {
+              if (r == 0) ImGui::PushFont(s.fonts.bold);
+              ImGui::TextWrapped("%s", lesson::plain_text(b.rows[r][c]).c_str());
+              if (r == 0) ImGui::PopFont();
+            }
+          }
+        }
+        ImGui::EndTable();
+      }
+      break;
+    }
+    case lesson::BlockKind::rule:
+      ImGui::Separator();
+      break;
+    case lesson::BlockKind::details: {
+      const std::string title = lesson::plain_text(b.spans) + "##d" + std::to_string(b.line);
+      if (ImGui::TreeNode(title.c_str())) {
+        for (const auto& c : b.children) draw_block(s, c);
+        ImGui::TreePop();
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+void draw_lesson_panel(AppState& s) {
+  ImGui::BeginChild("##lessontext", ImVec2(0, 0), false);
+  if (!s.lesson_error.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.5f, 0.45f, 1));
+    ImGui::TextWrapped("Lesson %d could not be shown:\n%s", s.lesson, s.lesson_error.c_str());
+    ImGui::PopStyleColor();
+    ImGui::TextWrapped("The trace and the other panels still work. Lessons are read from %s.", s.lessons_dir.c_str());
+  }
+  if (!s.doc) {
+    ImGui::EndChild();
+    return;
+  }
+  int active_section = -1;
+  marker_for_step(s, s.current_step(), &active_section);
+  const auto& secs = s.doc->sections;
+  for (std::size_t i = 0; i < secs.size(); ++i) {
+    const auto& sec = secs[i];
+    const bool active = static_cast<int>(i) == active_section;
+    const ImVec2 top = ImGui::GetCursorScreenPos();
+    if (active && s.step_changed) ImGui::SetScrollHereY(0.1f);
+    if (sec.level > 0) {
+      ImFont* f = sec.level == 1 ? s.fonts.h1 : sec.level == 2 ? s.fonts.h2 : s.fonts.bold;
+      ImGui::Dummy(ImVec2(1, sec.level <= 2 ? 6.0f : 2.0f));
+      ImGui::PushStyleColor(ImGuiCol_Text, sec.level == 1 ? ImVec4(0.95f, 0.96f, 1.0f, 1) : ImVec4(0.72f, 0.83f, 1.0f, 1));
+      flow_spans(s, sec.heading, f);
+      ImGui::PopStyleColor();
+    }
+    for (const auto& m : sec.markers) {
+      const std::string lbl = std::string("step ") + m.step_name + "  \xE2\x86\x92##m" + std::to_string(m.line);
+      ImGui::PushFont(s.fonts.small);
+      if (ImGui::SmallButton(lbl.c_str())) {
+        const int k = s.index.find_step(s.block, m.step, 0);
+        if (k >= 0) { s.replay.pause(); s.replay.jump(k); }
+      }
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("jump the replay to the first %s step (source anchor %s)",
+                                                    m.step_name.c_str(), m.anchor.c_str());
+      ImGui::PopFont();
+      ImGui::SameLine();
+    }
+    if (!sec.markers.empty()) ImGui::NewLine();
+    for (const auto& b : sec.blocks) draw_block(s, b);
+    if (active) {
+      const ImVec2 bot = ImGui::GetCursorScreenPos();
+      ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(top.x - 6, top.y), ImVec2(top.x - 2, bot.y),
+                                                IM_COL32(255, 190, 70, 255), 2);
+    }
+  }
+  ImGui::Dummy(ImVec2(1, ImGui::GetFontSize() * 4));
+  ImGui::EndChild();
+}
+
+}  // namespace pa::viewer

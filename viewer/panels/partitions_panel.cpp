@@ -1,0 +1,163 @@
+// V2 partitions and the merge of attention states, as a picture: each
+// partition's (max, sum, output) flows into the merged result with its
+// weight s_p * exp(m_p - M) / S. Cascade: the shared prefix's state and the
+// suffix's state merge the same way (lse form). Values from the CPU reference
+// (pa_reference) for the loaded problem; the selected thread block's
+// partition is outlined.
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "app/state.hpp"
+#include "pa/reference/attention.hpp"
+#include "pa/reference/paged_cache.hpp"
+
+namespace pa::viewer {
+namespace {
+
+struct RefCache {
+  std::string key;
+  std::string error;
+  V2Ref v2;
+  CascadeRef cascade;
+  bool have_cascade = false;
+};
+
+ImU32 value_colour(double v, double scale) {
+  const float t = static_cast<float>(std::clamp(v / std::max(scale, 1e-9), -1.0, 1.0));
+  return t >= 0 ? IM_COL32(60 + static_cast<int>(190 * t), 70, 80, 255) : IM_COL32(60, 80, 80 + static_cast<int>(-170 * t), 255);
+}
+
+void strip(ImDrawList* dl, ImVec2 o, float w, float h, const double* v, int n, double scale) {
+  const float cw = w / n;
+  for (int d = 0; d < n; ++d)
+    dl->AddRectFilled(ImVec2(o.x + d * cw, o.y), ImVec2(o.x + (d + 1) * cw, o.y + h), value_colour(v[d], scale));
+}
+
+}  // namespace
+
+void draw_partitions_panel(AppState& s) {
+  static RefCache cache;
+  if (s.index.num_blocks() == 0) {
+    ImGui::TextDisabled("no trace loaded");
+    return;
+  }
+  const BlockKey key = s.index.block(s.block);
+  int total_tokens = 0;
+  for (int c : s.spec.context_lens) total_tokens += c;
+  const std::string k = s.spec.describe();
+  if (cache.key != k) {
+    cache = RefCache{};
+    cache.key = k;
+    try {
+      if (static_cast<long long>(total_tokens) * s.spec.num_kv_heads * s.spec.head_size > (1ll << 26))
+        throw std::runtime_error("problem too large to recompute here (" + std::to_string(total_tokens) + " tokens)");
+      const PagedProblem p = make_problem(s.spec);
+      cache.v2 = ref_v2(p, s.spec.partition_size > 0 ? s.spec.partition_size : kDefaultPartitionSize);
+      if (s.spec.shared_prefix_len > 0) {
+        cache.cascade = ref_cascade(p);
+        cache.have_cascade = true;
+      }
+    } catch (const std::exception& e) {
+      cache.error = e.what();
+    }
+  }
+  if (!cache.error.empty()) {
+    ImGui::TextColored(ImVec4(1, 0.55f, 0.45f, 1), "%s", cache.error.c_str());
+    return;
+  }
+  const V2Ref& v2 = cache.v2;
+  const int seq = key.seq, head = key.head, H = s.spec.head_size;
+  const int ctx = s.spec.context_lens[seq];
+  const int P = num_partitions(ctx, v2.partition_size);
+  ImGui::TextWrapped("V2 splits the context into partitions of %d tokens; each thread block computes its partition's "
+                     "max m, exp-sum s and normalized output o. The reduce kernel merges them: M = max m, "
+                     "S = sum s*exp(m-M), out = sum o * s*exp(m-M)/S.",
+                     v2.partition_size);
+  double M = -INFINITY;
+  for (int p = 0; p < P; ++p) M = std::max(M, v2.part_max[v2.geom.stat_offset(seq, head, p)]);
+  double S = 0;
+  for (int p = 0; p < P; ++p) {
+    const auto o = v2.geom.stat_offset(seq, head, p);
+    S += v2.part_sum[o] * std::exp(v2.part_max[o] - M);
+  }
+  double scale = 1e-6;
+  for (int d = 0; d < H; ++d) scale = std::max(scale, std::abs(v2.out[(static_cast<std::int64_t>(seq) * s.spec.num_heads + head) * H + d]));
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float fs = ImGui::GetFontSize();
+  const float W = ImGui::GetContentRegionAvail().x;
+  const int shown = std::min(P, 8);
+  const float box_w = std::min(W * 0.42f, fs * 14), box_h = fs * 3.4f;
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  const float total_h = shown * (box_h + 6) + fs;
+  ImGui::Dummy(ImVec2(W, total_h));
+  const ImVec2 merged_tl(o.x + W - box_w, o.y + total_h * 0.5f - box_h * 0.8f);
+  for (int p = 0; p < shown; ++p) {
+    const auto so = v2.geom.stat_offset(seq, head, p);
+    const double m = v2.part_max[so], sm = v2.part_sum[so];
+    const double w = S > 0 ? sm * std::exp(m - M) / S : 0;
+    const auto pr = partition_range(ctx, s.spec.block_size, v2.partition_size, p);
+    const ImVec2 tl(o.x, o.y + p * (box_h + 6));
+    const bool mine = s.stage == trace::Stage::v2_partition && key.partition == p;
+    dl->AddRectFilled(tl, ImVec2(tl.x + box_w, tl.y + box_h), IM_COL32(40, 46, 60, 255), 4);
+    if (mine) dl->AddRect(tl, ImVec2(tl.x + box_w, tl.y + box_h), IM_COL32(255, 200, 90, 255), 4, 0, 2);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "partition %d: tokens %d-%d", p, pr.token_begin, pr.token_end - 1);
+    dl->AddText(ImVec2(tl.x + 5, tl.y + 2), IM_COL32(225, 228, 238, 255), buf);
+    std::snprintf(buf, sizeof buf, "m %.3f  s %.3f  w %.2f", m, sm, w);
+    dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(tl.x + 5, tl.y + fs * 1.2f), IM_COL32(190, 195, 210, 255), buf);
+    strip(dl, ImVec2(tl.x + 5, tl.y + fs * 2.3f), box_w - 10, fs * 0.8f, &v2.part_out[v2.geom.out_offset(seq, head, p, 0)], H, scale);
+    // The flow: thickness = weight.
+    const ImVec2 a(tl.x + box_w, tl.y + box_h * 0.5f), b(merged_tl.x, merged_tl.y + box_h * 0.8f);
+    dl->AddBezierCubic(a, ImVec2(a.x + fs * 3, a.y), ImVec2(b.x - fs * 3, b.y), b, IM_COL32(240, 170, 70, 200),
+                       1.0f + 10.0f * static_cast<float>(w));
+  }
+  dl->AddRectFilled(merged_tl, ImVec2(merged_tl.x + box_w, merged_tl.y + box_h * 1.6f), IM_COL32(45, 62, 52, 255), 4);
+  char buf[160];
+  dl->AddText(ImVec2(merged_tl.x + 5, merged_tl.y + 2), IM_COL32(225, 238, 228, 255), "merged (reduce kernel)");
+  std::snprintf(buf, sizeof buf, "M %.3f  S %.3f", M, S);
+  dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(merged_tl.x + 5, merged_tl.y + fs * 1.2f), IM_COL32(200, 215, 205, 255), buf);
+  strip(dl, ImVec2(merged_tl.x + 5, merged_tl.y + fs * 2.4f), box_w - 10, fs * 1.2f,
+        &v2.out[(static_cast<std::int64_t>(seq) * s.spec.num_heads + head) * H], H, scale);
+  if (P > shown) ImGui::TextDisabled("(%d more partitions not drawn)", P - shown);
+  ImGui::TextDisabled("strips: output over the %d head dims (red +, blue -)", H);
+
+  if (cache.have_cascade) {
+    ImGui::Separator();
+    const std::size_t i = static_cast<std::size_t>(seq) * s.spec.num_heads + head;
+    const auto& pre = cache.cascade.prefix[i];
+    const auto& suf = cache.cascade.suffix[i];
+    const auto& mer = cache.cascade.merged[i];
+    ImGui::TextWrapped("Cascade: the shared prefix (%d tokens, same physical blocks for every sequence) and this "
+                       "sequence's suffix are two attention states (o, lse); merged: lse = log(e^lse1 + e^lse2), "
+                       "o = o1 * e^(lse1-lse) + o2 * e^(lse2-lse).",
+                       s.spec.shared_prefix_len);
+    const ImVec2 c0 = ImGui::GetCursorScreenPos();
+    const float bw = std::min(W * 0.42f, fs * 14), bh = fs * 2.6f;
+    ImGui::Dummy(ImVec2(W, bh * 2 + 12));
+    auto state_box = [&](ImVec2 tl, const char* name, const AttentionState& st, ImU32 bg) {
+      dl->AddRectFilled(tl, ImVec2(tl.x + bw, tl.y + bh), bg, 4);
+      char t[96];
+      std::snprintf(t, sizeof t, "%s  lse %.3f", name, st.lse);
+      dl->AddText(ImVec2(tl.x + 5, tl.y + 2), IM_COL32(225, 228, 238, 255), t);
+      if (!st.out.empty()) strip(dl, ImVec2(tl.x + 5, tl.y + fs * 1.3f), bw - 10, fs * 0.9f, st.out.data(), H, scale);
+    };
+    state_box(c0, "prefix", pre, IM_COL32(40, 46, 60, 255));
+    state_box(ImVec2(c0.x, c0.y + bh + 12), "suffix", suf, IM_COL32(40, 46, 60, 255));
+    const ImVec2 mt(c0.x + W - bw, c0.y + bh * 0.5f + 6);
+    state_box(mt, "merged", mer, IM_COL32(45, 62, 52, 255));
+    for (int r = 0; r < 2; ++r) {
+      const double w = std::exp((r == 0 ? pre.lse : suf.lse) - mer.lse);
+      const ImVec2 a(c0.x + bw, c0.y + r * (bh + 12) + bh * 0.5f), b(mt.x, mt.y + bh * 0.5f);
+      dl->AddBezierCubic(a, ImVec2(a.x + fs * 3, a.y), ImVec2(b.x - fs * 3, b.y), b, IM_COL32(240, 170, 70, 200),
+                         1.0f + 10.0f * static_cast<float>(std::isfinite(w) ? w : 0));
+    }
+  } else {
+    ImGui::TextDisabled("cascade: set a shared prefix (Problem tab) to see the prefix/suffix merge");
+  }
+}
+
+}  // namespace pa::viewer

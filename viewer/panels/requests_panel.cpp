@@ -1,0 +1,84 @@
+// The memory requests of the current step, one per warp instruction:
+// global requests with the 32-byte sectors they touch against the ideal
+// (perfect coalescing), shared requests with their bank wavefronts.
+#include <cmath>
+#include <imgui.h>
+
+#include <algorithm>
+#include <set>
+
+#include "app/state.hpp"
+#include "core/names.hpp"
+
+namespace pa::viewer {
+
+void draw_requests_panel(AppState& s) {
+  const auto cur = s.current_events();
+  const std::vector<Request> reqs = requests_of_step(s.events, cur);
+  if (reqs.empty()) {
+    ImGui::TextDisabled("no memory requests at this step (compute, shuffle or barrier)");
+    return;
+  }
+  ImGui::TextWrapped("One row per warp instruction. Global: 32-byte sectors fetched vs the fewest that hold the "
+                     "bytes. Shared: wavefronts (bank-conflict passes) vs the fewest.");
+  if (ImGui::BeginTable("##reqs", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_ScrollY |
+                                         ImGuiTableFlags_SizingStretchProp)) {
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("warp");
+    ImGui::TableSetupColumn("access");
+    ImGui::TableSetupColumn("lanes x B");
+    ImGui::TableSetupColumn("cost / ideal");
+    ImGui::TableSetupColumn("sectors", ImGuiTableColumnFlags_WidthStretch, 2.0f);
+    ImGui::TableHeadersRow();
+    for (const Request& r : reqs) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::Text("%d", r.warp);
+      ImGui::TableNextColumn();
+      ImGui::Text("%s %s", r.global() ? (r.op == trace::Op::global_load ? "ld.global" : "st.global")
+                                      : (r.op == trace::Op::shared_load ? "ld.shared" : "st.shared"),
+                  tensor_name(r.tensor));
+      ImGui::TableNextColumn();
+      ImGui::Text("%d x %d", r.lanes, r.access_bytes);
+      ImGui::TableNextColumn();
+      const int cost = r.global() ? r.sectors : r.wavefronts;
+      const int ideal = r.global() ? r.ideal_sectors : r.ideal_wavefronts;
+      ImGui::TextColored(cost > ideal ? ImVec4(1, 0.55f, 0.4f, 1) : ImVec4(0.5f, 0.9f, 0.55f, 1), "%d / %d %s", cost, ideal,
+                         r.global() ? "sect" : "wave");
+      ImGui::TableNextColumn();
+      // Picture: the sectors from the lowest to the highest touched, lit if fetched.
+      if (r.global()) {
+        std::set<std::int64_t> sec;
+        int pl = 0;
+        for (std::uint32_t i : cur) {
+          const auto& e = s.events[i];
+          if (e.warp != r.warp || e.op != r.op || e.tensor != r.tensor || e.byte_offset < 0 || e.bytes <= 0) continue;
+          for (std::int64_t q = e.byte_offset / 32; q <= (e.byte_offset + e.bytes - 1) / 32; ++q) sec.insert(q);
+          ++pl;
+        }
+        if (!sec.empty()) {
+          const std::int64_t lo = *sec.begin(), hi = *sec.rbegin();
+          const int n = static_cast<int>(std::min<std::int64_t>(hi - lo + 1, 64));
+          const float w = std::clamp((ImGui::GetContentRegionAvail().x - 4) / n, 2.0f, 10.0f);
+          const ImVec2 o = ImGui::GetCursorScreenPos();
+          ImDrawList* dl = ImGui::GetWindowDrawList();
+          for (int k = 0; k < n; ++k) {
+            const bool hit = sec.count(lo + k) > 0;
+            dl->AddRectFilled(ImVec2(o.x + k * w, o.y + 2), ImVec2(o.x + (k + 1) * w - 1, o.y + ImGui::GetFontSize()),
+                              hit ? IM_COL32(240, 170, 70, 255) : IM_COL32(55, 58, 68, 255), 1);
+          }
+          ImGui::Dummy(ImVec2(n * w, ImGui::GetFontSize()));
+          if (ImGui::IsItemHovered())
+            ImGui::SetTooltip("sectors %lld..%lld (byte %lld..%lld): %zu touched%s", static_cast<long long>(lo),
+                              static_cast<long long>(hi), static_cast<long long>(lo * 32),
+                              static_cast<long long>(hi * 32 + 31), sec.size(), hi - lo + 1 > 64 ? " (first 64 drawn)" : "");
+        }
+      } else {
+        ImGui::TextDisabled("%lld B unique", static_cast<long long>(r.bytes));
+      }
+    }
+    ImGui::EndTable();
+  }
+}
+
+}  // namespace pa::viewer

@@ -1,0 +1,106 @@
+// The kernel source with the current step's anchor lines highlighted. The
+// anchor comes from the lesson marker of the current Step; its lines are
+// found by the lesson parser's anchor scanner in kernels/stages.
+#include <cmath>
+#include <imgui.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "app/state.hpp"
+#include "core/names.hpp"
+
+namespace pa::viewer {
+namespace {
+
+const SourceFile& source_file(AppState& s, const std::string& path) {
+  auto it = s.source_cache.find(path);
+  if (it != s.source_cache.end()) return it->second;
+  SourceFile f;
+  f.path = path;
+  std::ifstream in(path);
+  if (!in) f.error = "cannot read " + path;
+  std::string line;
+  while (std::getline(in, line)) {
+    for (auto& c : line)
+      if (c == '\t') c = ' ';
+    f.lines.push_back(line);
+  }
+  return s.source_cache.emplace(path, std::move(f)).first->second;
+}
+
+const std::optional<lesson::AnchorRange>& anchor(AppState& s, const std::string& name, std::string& err) {
+  auto it = s.anchor_cache.find(name);
+  if (it != s.anchor_cache.end()) return it->second;
+  std::optional<lesson::AnchorRange> r;
+  try {
+    r = lesson::find_anchor_in_dir(s.source_dir, name);
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  return s.anchor_cache.emplace(name, r).first->second;
+}
+
+}  // namespace
+
+void draw_source_panel(AppState& s) {
+  const ReplayStep* st = s.current_step();
+  const lesson::StepMarker* m = marker_for_step(s, st);
+  std::string err;
+  const std::optional<lesson::AnchorRange>* ar = nullptr;
+  if (m && !m->anchor.empty()) ar = &anchor(s, m->anchor, err);
+
+  ImGui::PushFont(s.fonts.bold);
+  ImGui::TextUnformatted("Kernel source");
+  ImGui::PopFont();
+  ImGui::SameLine();
+  if (ar && *ar) {
+    const std::string fname = std::filesystem::path((*ar)->file).filename().string();
+    ImGui::TextDisabled("%s  lines %d-%d  (%s)", fname.c_str(), (*ar)->begin_line + 1, (*ar)->end_line - 1,
+                        m->anchor.c_str());
+  } else if (m) {
+    ImGui::TextDisabled("anchor %s not found in %s", m->anchor.c_str(), s.source_dir.c_str());
+  } else if (st) {
+    ImGui::TextDisabled("no lesson marker for step %s", step_name(st->step));
+  }
+  if (!err.empty()) ImGui::TextColored(ImVec4(1, 0.5f, 0.45f, 1), "%s", err.c_str());
+
+  ImGui::BeginChild("##code", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
+  if (!ar || !*ar) {
+    ImGui::TextWrapped("The source view shows the lines that execute the current step, once the lesson marks "
+                       "them (<!-- pa:step ... anchor=NAME --> and // LESSON-BEGIN(NAME) in the kernel).");
+    ImGui::EndChild();
+    return;
+  }
+  const SourceFile& f = source_file(s, (*ar)->file);
+  if (!f.error.empty()) ImGui::TextColored(ImVec4(1, 0.5f, 0.45f, 1), "%s", f.error.c_str());
+  ImGui::PushFont(s.fonts.mono);
+  const float lh = ImGui::GetTextLineHeightWithSpacing();
+  const int b = (*ar)->begin_line + 1, e = (*ar)->end_line - 1;  // 1-based code lines
+  if (s.step_changed) ImGui::SetScrollY(std::max(0.0f, (b - 4) * lh));
+  ImGuiListClipper clip;
+  clip.Begin(static_cast<int>(f.lines.size()), lh);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  while (clip.Step()) {
+    for (int i = clip.DisplayStart; i < clip.DisplayEnd; ++i) {
+      const int ln = i + 1;
+      const bool hl = ln >= b && ln <= e;
+      const ImVec2 p = ImGui::GetCursorScreenPos();
+      if (hl)
+        dl->AddRectFilled(p, ImVec2(p.x + ImGui::GetWindowWidth() + ImGui::GetScrollX(), p.y + lh),
+                          IM_COL32(95, 80, 30, 255));
+      const bool marker_line = f.lines[i].find("LESSON-") != std::string::npos;
+      ImGui::TextColored(hl ? ImVec4(1, 0.85f, 0.4f, 1) : ImVec4(0.45f, 0.47f, 0.52f, 1), "%4d", ln);
+      ImGui::SameLine();
+      ImVec4 c = hl ? ImVec4(1, 0.97f, 0.88f, 1) : ImVec4(0.74f, 0.76f, 0.80f, 1);
+      if (marker_line) c = ImVec4(0.45f, 0.55f, 0.45f, 1);
+      else if (f.lines[i].find("//") != std::string::npos && f.lines[i].find_first_not_of(' ') == f.lines[i].find("//"))
+        c = ImVec4(0.50f, 0.65f, 0.50f, 1);
+      ImGui::TextColored(c, "%s", f.lines[i].c_str());
+    }
+  }
+  ImGui::PopFont();
+  ImGui::EndChild();
+}
+
+}  // namespace pa::viewer

@@ -1,0 +1,98 @@
+// Replay controls: lesson, thread block, step buttons, play/pause, speed, scrub bar.
+#include <cmath>
+#include <imgui.h>
+
+#include <string>
+
+#include "app/state.hpp"
+#include "core/names.hpp"
+
+namespace pa::viewer {
+
+void draw_toolbar(AppState& s) {
+  ImGui::PushFont(s.fonts.bold);
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("Lesson");
+  ImGui::PopFont();
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 15);
+  std::string cur = std::to_string(s.lesson);
+  if (s.doc && !s.doc->title.empty()) cur += "  " + s.doc->title;
+  if (ImGui::BeginCombo("##lesson", cur.c_str())) {
+    if (s.lessons.empty()) ImGui::TextDisabled("no lessons found in %s", s.lessons_dir.c_str());
+    for (const auto& e : s.lessons) {
+      const std::string label = std::to_string(e.number) + "  " + e.slug;
+      if (ImGui::Selectable(label.c_str(), e.number == s.lesson)) {
+        s.replay.jump(0);
+        load_lesson(s, e.number);
+      }
+    }
+    ImGui::EndCombo();
+  }
+  ImGui::SameLine();
+  ImGui::TextDisabled("stage %d %s", static_cast<int>(s.stage), stage_name(s.stage));
+
+  if (s.index.num_blocks() > 1) {
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 9);
+    const BlockKey k = s.index.block(s.block);
+    const std::string lbl = "seq " + std::to_string(k.seq) + " head " + std::to_string(k.head) + " part " +
+                            std::to_string(k.partition);
+    if (ImGui::BeginCombo("##block", lbl.c_str())) {
+      for (int b = 0; b < s.index.num_blocks(); ++b) {
+        const BlockKey kb = s.index.block(b);
+        const std::string l = "seq " + std::to_string(kb.seq) + " head " + std::to_string(kb.head) + " part " +
+                              std::to_string(kb.partition);
+        if (ImGui::Selectable(l.c_str(), b == s.block)) select_block(s, b);
+      }
+      ImGui::EndCombo();
+    }
+  }
+
+  // Transport.
+  ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+  if (ImGui::Button("|<")) s.replay.home();
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("first step (Home)");
+  ImGui::SameLine(0, 3);
+  if (ImGui::Button(" < ")) { s.replay.pause(); s.replay.prev(); }
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("previous step (Left)");
+  ImGui::SameLine(0, 3);
+  if (ImGui::Button(s.replay.playing() ? "pause" : " play ")) s.replay.toggle_play();
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("play / pause (Space)");
+  ImGui::SameLine(0, 3);
+  if (ImGui::Button(" > ")) { s.replay.pause(); s.replay.next(); }
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("next step (Right)");
+  ImGui::SameLine(0, 3);
+  if (ImGui::Button(">|")) s.replay.end();
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("last step (End)");
+  ImGui::SameLine();
+  float speed = s.replay.speed();
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 6);
+  if (ImGui::SliderFloat("##speed", &speed, 0.25f, 60.0f, "%.1f steps/s", ImGuiSliderFlags_Logarithmic))
+    s.replay.set_speed(speed);
+  ImGui::SameLine();
+  if (ImGui::SmallButton("?")) s.show_help = !s.show_help;
+
+  // Scrub bar over the whole width, with the step's description.
+  const int n = s.replay.count();
+  int step = s.replay.current();
+  const ReplayStep* st = s.current_step();
+  std::string fmt = n > 0 ? "step %d / " + std::to_string(n - 1) : std::string("no steps");
+  if (st) {
+    fmt += "   " + s.step_label(step) + "   (" + op_name(st->op);
+    if (st->tensor != trace::Tensor::none) fmt += " " + std::string(tensor_name(st->tensor));
+    fmt += ", epoch " + std::to_string(st->epoch) + ", " + std::to_string(st->threads) + " threads)";
+  }
+  ImGui::SetNextItemWidth(-1);
+  if (ImGui::SliderInt("##scrub", &step, 0, std::max(0, n - 1), fmt.c_str())) {
+    s.replay.pause();
+    s.replay.jump(step);
+  }
+  if (!s.load_error.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.4f, 1));
+    ImGui::TextWrapped("%s", s.load_error.c_str());
+    ImGui::PopStyleColor();
+  }
+}
+
+}  // namespace pa::viewer

@@ -1,0 +1,58 @@
+// The trace: where it came from, its size, load timings, and opening a trace
+// file (from assets/traces or any path).
+#include <cmath>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "app/state.hpp"
+#include "core/names.hpp"
+
+#ifndef PA_ASSETS_DIR
+#define PA_ASSETS_DIR "assets"
+#endif
+
+namespace pa::viewer {
+
+void draw_trace_panel(AppState& s) {
+  ImGui::Text("source: %s", s.trace_source.c_str());
+  if (!s.trace_revision.empty()) ImGui::Text("revision: %s", s.trace_revision.c_str());
+  if (!s.trace_path.empty()) ImGui::TextWrapped("file: %s", s.trace_path.c_str());
+  ImGui::Text("stage %d (%s)", static_cast<int>(s.stage), stage_name(s.stage));
+  ImGui::TextWrapped("problem: %s", s.spec.describe().c_str());
+  ImGui::Text("%zu events, %d thread block%s, %d replay steps", s.events.size(), s.index.num_blocks(),
+              s.index.num_blocks() == 1 ? "" : "s", s.index.num_steps(s.block));
+  ImGui::Text("load %.1f ms, index %.1f ms", s.load_ms, s.index_ms);
+  ImGui::Separator();
+  ImGui::PushFont(s.fonts.bold);
+  ImGui::TextUnformatted("Open a trace file");
+  ImGui::PopFont();
+  ImGui::SetNextItemWidth(-ImGui::GetFontSize() * 4);
+  const bool enter = ImGui::InputText("##path", s.open_path, sizeof s.open_path, ImGuiInputTextFlags_EnterReturnsTrue);
+  ImGui::SameLine();
+  if (ImGui::Button("Open") || enter) open_trace_file(s, s.open_path);
+  const std::filesystem::path dir = std::filesystem::path(PA_ASSETS_DIR) / "traces";
+  std::error_code ec;
+  if (std::filesystem::is_directory(dir, ec)) {
+    ImGui::TextDisabled("bundled traces (%s):", dir.string().c_str());
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+      if (e.is_regular_file()) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files)
+      if (ImGui::Selectable(f.filename().string().c_str(), f.string() == s.trace_path)) {
+        std::snprintf(s.open_path, sizeof s.open_path, "%s", f.string().c_str());
+        open_trace_file(s, f.string());
+      }
+  } else {
+    ImGui::TextDisabled("no bundled traces in %s", dir.string().c_str());
+  }
+  if (!s.trace_path.empty() && ImGui::Button("Back to the host model")) {
+    s.replay.jump(0);
+    regenerate_from_model(s);
+  }
+}
+
+}  // namespace pa::viewer
