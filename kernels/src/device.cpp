@@ -16,23 +16,23 @@
 namespace pa::kernels {
 
 namespace detail {
-// Defined in the generated instance files: false when (head, block) is not built.
-#define PA_DECL(STAGE, DT) bool launch_##STAGE##_##DT(int, int, const StageArgs&, cudaStream_t);
-#define PA_DECL_STAGE(DT) PA_DECL(q_to_smem, DT) PA_DECL(qk, DT) PA_DECL(softmax, DT) PA_DECL(lv, DT) \
-  PA_DECL(warp_reduce, DT)
-PA_FOR_EACH_DTYPE(PA_DECL_STAGE)
-#undef PA_DECL_STAGE
-#undef PA_DECL
-
+// Defined in the generated instance files (one per stage x dtype x head size):
+// false when the (head, block) pair is not that file's.
 using LaunchFn = bool (*)(int, int, const StageArgs&, cudaStream_t);
-// [stage 1..5][dtype f32, f16, bf16]
-constexpr LaunchFn kLaunch[5][3] = {
-    {launch_q_to_smem_f32, launch_q_to_smem_f16, launch_q_to_smem_bf16},
-    {launch_qk_f32, launch_qk_f16, launch_qk_bf16},
-    {launch_softmax_f32, launch_softmax_f16, launch_softmax_bf16},
-    {launch_lv_f32, launch_lv_f16, launch_lv_bf16},
-    {launch_warp_reduce_f32, launch_warp_reduce_f16, launch_warp_reduce_bf16},
+#define PA_INSTANCE(STAGE, DT, H) bool launch_##STAGE##_##DT##_h##H(int, int, const StageArgs&, cudaStream_t);
+#include "instances.inc"
+#undef PA_INSTANCE
+
+struct Instance {
+  Stage stage;
+  DType dtype;
+  LaunchFn fn;
 };
+#define PA_INSTANCE(STAGE, DT, H) {Stage::STAGE, DType::DT, &launch_##STAGE##_##DT##_h##H},
+constexpr Instance kInstances[] = {
+#include "instances.inc"
+};
+#undef PA_INSTANCE
 }  // namespace detail
 
 bool gpu_available(std::string* reason) {
@@ -204,9 +204,13 @@ void launch_stage(Stage stage, const StageArgs& a, void* stream) {
   if (a.num_threads != 128 || std::find(built.begin(), built.end(), key) == built.end()) {
     throw std::invalid_argument("kernel configuration " + describe(key) + " is not available; " + supported_text());
   }
-  const int dt = static_cast<int>(a.dtype);
-  if (!detail::kLaunch[static_cast<int>(stage) - 1][dt](a.head_size, a.block_size, a,
-                                                         static_cast<cudaStream_t>(stream))) {
+  for (const auto& inst : detail::kInstances) {
+    if (inst.stage == stage && inst.dtype == a.dtype &&
+        inst.fn(a.head_size, a.block_size, a, static_cast<cudaStream_t>(stream))) {
+      return;
+    }
+  }
+  {
     throw std::invalid_argument("kernel configuration " + describe(key) + " has no instance; " + supported_text());
   }
 }

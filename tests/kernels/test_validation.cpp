@@ -1,0 +1,101 @@
+// Argument validation and the stage table: plain C++, runs without a GPU.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include "pa/kernels/api.hpp"
+#include "pa/reference/paged_cache.hpp"
+#include "../support/gpu_skip.hpp"
+
+using namespace pa;
+using Catch::Matchers::ContainsSubstring;
+using kernels::Stage;
+
+namespace {
+PagedProblem small_problem() {
+  ProblemSpec s;
+  const auto key = kernels::built_configs().front();
+  s.dtype = key.dtype;
+  s.head_size = key.head_size;
+  s.block_size = key.block_size;
+  s.context_lens = {40, 7};
+  return make_problem(s);
+}
+}  // namespace
+
+TEST_CASE("stage names parse and list", "[kernels]") {
+  CHECK(kernels::parse_stage("qk") == Stage::qk);
+  CHECK(kernels::parse_stage("5") == Stage::warp_reduce);
+  CHECK(kernels::parse_stage("v1") == Stage::warp_reduce);
+  CHECK_FALSE(kernels::parse_stage("nope").has_value());
+  CHECK(kernels::stages().size() == 8);
+  CHECK_THAT(kernels::stage_names_text(), ContainsSubstring("q_to_smem") && ContainsSubstring("v2_partition"));
+}
+
+TEST_CASE("a valid problem validates", "[kernels]") {
+  const PagedProblem p = small_problem();
+  for (int s = 1; s <= 5; ++s) CHECK_NOTHROW(kernels::validate_problem(static_cast<Stage>(s), p, 0));
+}
+
+TEST_CASE("unsupported or unbuilt configurations list what is supported", "[kernels]") {
+  PagedProblem p = small_problem();
+  p.spec.head_size = 100;
+  CHECK_THROWS_WITH(kernels::validate_problem(Stage::qk, p, 0),
+                    ContainsSubstring("head 100") && ContainsSubstring("head sizes 64, 80, 96, 112, 128, 192, 256"));
+  p = small_problem();
+  p.spec.num_threads = 256;
+  CHECK_THROWS_WITH(kernels::validate_problem(Stage::qk, p, 0), ContainsSubstring("threads 128"));
+  if (kernels::quick_kernels_build()) {
+    p = small_problem();
+    p.spec.head_size = 64;
+    CHECK_THROWS_WITH(kernels::validate_problem(Stage::qk, p, 0), ContainsSubstring("not built in this configuration"));
+  }
+}
+
+TEST_CASE("heads, contexts and block tables are checked", "[kernels]") {
+  PagedProblem p = small_problem();
+  p.spec.num_kv_heads = 3;
+  CHECK_THROWS_WITH(kernels::validate_problem(Stage::qk, p, 0), ContainsSubstring("num_kv_heads (3)"));
+
+  p = small_problem();
+  p.context_lens[1] = 0;
+  CHECK_THROWS_WITH(kernels::validate_problem(Stage::qk, p, 0), ContainsSubstring(">= 1"));
+
+  p = small_problem();
+  p.context_lens[1] = p.max_blocks_per_seq * p.spec.block_size + 1;
+  CHECK_THROWS_WITH(kernels::validate_problem(Stage::qk, p, 0), ContainsSubstring("exceeds what its block table holds"));
+
+  p = small_problem();
+  p.block_tables[p.table.offset(0, 1)] = p.cache.num_blocks;
+  CHECK_THROWS_WITH(kernels::validate_problem(Stage::qk, p, 0), ContainsSubstring("outside the pool"));
+  p.block_tables[p.table.offset(0, 1)] = -1;
+  CHECK_THROWS_WITH(kernels::validate_problem(Stage::qk, p, 0), ContainsSubstring("outside the pool"));
+}
+
+TEST_CASE("Q rows must stay vector aligned", "[kernels]") {
+  ProblemSpec s = small_problem().spec;
+  s.extra_q_stride = 1;
+  const PagedProblem p = make_problem(s);
+  CHECK_THROWS_WITH(kernels::validate_problem(Stage::q_to_smem, p, 0), ContainsSubstring("extra_q_stride"));
+}
+
+TEST_CASE("contexts past v1's shared memory point to V2", "[kernels]") {
+  PagedProblem p = small_problem();
+  const std::int64_t limit = 227 * 1024;  // an H100's per-block opt-in limit
+  const int max_ctx = kernels::v1_max_context(p.spec.dtype, p.spec.head_size, 128, limit);
+  CHECK(kernels::v1_smem_bytes(Stage::qk, p.spec.dtype, p.spec.head_size, 128, max_ctx) <= limit);
+  CHECK(kernels::v1_smem_bytes(Stage::qk, p.spec.dtype, p.spec.head_size, 128, max_ctx + 1) > limit);
+  ProblemSpec s = p.spec;
+  s.context_lens = {max_ctx + 1};
+  const PagedProblem big = make_problem(s);
+  CHECK_THROWS_WITH(kernels::validate_problem(Stage::softmax, big, limit),
+                    ContainsSubstring("v2_partition") && ContainsSubstring("shared memory"));
+  CHECK_NOTHROW(kernels::validate_problem(Stage::q_to_smem, big, limit));  // stage 1 holds no logits
+}
+
+TEST_CASE("without a GPU the API says so instead of crashing", "[kernels]") {
+  std::string why;
+  if (kernels::gpu_available(&why)) SKIP("a GPU is present: this test covers the no-GPU path");
+  CHECK_FALSE(why.empty());
+  const PagedProblem p = small_problem();
+  CHECK_THROWS_AS(kernels::run_stage(Stage::qk, p), kernels::NoGpuError);
+}
