@@ -45,9 +45,17 @@ if [[ "${1:-}" == --one ]]; then
   extra=()
   [[ $tool == memcheck ]] && extra+=(--leak-check full)
   # Small problem: 3 sequences (one token, a partial block, several blocks),
-  # GQA 2:1, a seed so a failure can be replayed.
+  # GQA 2:1, a seed so a failure can be replayed; --iters 0: one checked run,
+  # no timing loop (the sanitizers make every launch slow).
   cmd=("$palab" run --stage "$stage" --dtype "$dtype" --head-size 128 --block-size "$bs"
-       --heads 4 --kv-heads 2 --context-lens 1,17,100 --seed 7)
+       --heads 4 --kv-heads 2 --seed 7 --iters 0)
+  case $stage in
+    # Two partitions for the 100-token sequence.
+    v2_partition) cmd+=(--context-lens 1,17,100 --partition-size 64) ;;
+    # A 32-token shared prefix (a multiple of every block size) + unique suffixes.
+    cascade_merge) cmd+=(--seqs 3 --prefix-len 32 --suffix-lens 1,17,68 --baselines 0) ;;
+    *) cmd+=(--context-lens 1,17,100) ;;
+  esac
   t0=$SECONDS
   {
     echo "# compute-sanitizer --tool $tool ${extra[*]} --error-exitcode 99 ${cmd[*]}"
@@ -195,6 +203,7 @@ fi
   echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%MZ), $(cat "$LOGDIR/gpu.txt" 2>/dev/null | head -1 || echo 'GPU unknown'))"
   if [[ $do_san -eq 1 && ${#cell_total[@]} -gt 0 ]]; then
     echo "configurations: $configs; problem: head 128, heads 4, kv-heads 2, context lens 1,17,100"
+    echo "(v2_partition: partition size 64; cascade_merge: prefix 32 + suffixes 1,17,68)"
     printf '%-14s' stage; for t in $tools; do printf ' %-11s' "$t"; done; echo
     for s in $stages; do
       printf '%-14s' "$s"
@@ -208,7 +217,7 @@ fi
       done
       echo
     done
-    echo "PASS n/m: m runs, n clean. FAIL: the sanitizer reported errors. ERROR: pa-lab failed or timed out."
+    echo "PASS n/m: m runs, n clean. FAIL: the sanitizer reported errors. ERROR: pa-lab failed (wrong result, bad usage, no GPU) or timed out."
     for k in "${!cell_bad[@]}"; do echo "  not clean: $k: ${cell_bad[$k]}"; done | sort
     [[ ${#cell_bad[@]} -gt 0 ]] && echo "  logs: $LOGDIR/<tool>-<stage>-<dtype>-b<block>.log"
   fi
