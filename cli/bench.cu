@@ -9,7 +9,9 @@
 // The device-to-device copy bandwidth ((bytes read + bytes written) / time)
 // is measured in the same run; each row reports time, GB/s of KV read (the
 // bytes of the tokens in the contexts, K and V, each once) and that as a
-// percentage of the copy bandwidth. Kernels not in this build or refusing a
+// percentage of the copy bandwidth. Before each timed launch a 50 us GPU
+// busy-wait kernel runs, so the host's launch path is enqueued while the GPU is
+// busy and the event pair times the kernel alone. Kernels not in this build or refusing a
 // shape are reported as such, never timed as something else.
 //
 //   pa-bench [--json FILE] [--iters N] [--warmup N] [--pool-gb G] [--only optimized] [--quick]
@@ -87,6 +89,17 @@ __global__ void fill_random16(std::uint16_t* dst, std::size_t n, std::uint32_t s
   }
 }
 
+// Keeps the GPU busy while the host enqueues the next timed launch, so the
+// event pair measures the kernel, not the host's launch path (the GPU would
+// otherwise sit idle between the first event and the kernel's arrival).
+__global__ void spin_kernel(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
 void fill(void* p, std::size_t elems, std::uint32_t seed, DType dt, float scale) {
   fill_random16<<<4096, 256>>>(static_cast<std::uint16_t*>(p), elems, seed, dt == DType::bf16 ? 1 : 0, scale);
   BCK(cudaGetLastError());
@@ -123,6 +136,9 @@ struct Options {
   double pool_gb = 6.0;
   std::string only;
   bool quick = false;
+  int spin_us = 50;       // GPU busy-wait before each timed launch (0 = off)
+  int force_splits = 0;   // stage 8: override the split heuristic
+  std::vector<int> shape; // --shape seqs,heads,kv_heads,context,head_size
 };
 
 // One problem instance set: R rotations of (Q, block tables) over disjoint KV blocks.
@@ -200,6 +216,7 @@ void time_kernel(Row& row, const Problem& P, const Options& o, F&& launch) {
   std::vector<float> ms;
   for (int i = 0; i < o.iters; ++i) {
     const int r = (o.warmup + i) % P.R;
+    if (o.spin_us > 0) spin_kernel<<<1, 1>>>(static_cast<unsigned long long>(o.spin_us) * 1000ull);
     BCK(cudaEventRecord(a));
     launch(r);
     BCK(cudaEventRecord(b));
@@ -323,7 +340,7 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
     Row row = new_row("optimized");
     try {
       OptimizedArgs a0 = opt_args(P, 0, P.out.p);
-      const OptimizedPlan plan = plan_optimized(a0);
+      const OptimizedPlan plan = plan_optimized(a0, o.force_splits);
       row.plan = plan.describe();
       Buf ws(plan.workspace_bytes);
       BCK(cudaMemset(ws.p, 0, std::max<std::size_t>(1, plan.workspace_bytes)));
@@ -404,14 +421,19 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
     row.kv_bytes = P.kv_unique;  // what cascade must read: the prefix once
 #if PA_BENCH_WITH_V2CASCADE
     try {
-      const kernels::CascadePlan plan = kernels::plan_cascade(stage_args(P, 0, P.out2.p), s.prefix);
+      auto cargs = [&](int r) {
+        kernels::StageArgs a = stage_args(P, r, P.out2.p);
+        a.partition_size = 512;  // the suffix runs through V2
+        return a;
+      };
+      const kernels::CascadePlan plan = kernels::plan_cascade(cargs(0), s.prefix);
       row.plan = plan.describe();
       Buf ws(plan.workspace_bytes);
       BCK(cudaMemset(ws.p, 0, std::max<std::size_t>(1, plan.workspace_bytes)));
       time_kernel(row, P, o, [&](int r) {
-        kernels::launch_cascade(stage_args(P, r, P.out2.p), plan, ws.p, nullptr);
+        kernels::launch_cascade(cargs(r), plan, ws.p, nullptr);
       });
-      kernels::launch_cascade(stage_args(P, 0, P.out2.p), plan, ws.p, nullptr);
+      kernels::launch_cascade(cargs(0), plan, ws.p, nullptr);
       BCK(cudaDeviceSynchronize());
       if (opt_ok) row.xcheck_max_abs = max_abs_diff(P);
     } catch (const std::exception& e) {
@@ -476,10 +498,19 @@ int main(int argc, char** argv) {
     else if (a == "--pool-gb") o.pool_gb = std::stod(next());
     else if (a == "--only") o.only = next();
     else if (a == "--quick") o.quick = true;
+    else if (a == "--spin-us") o.spin_us = std::stoi(next());
+    else if (a == "--splits") o.force_splits = std::stoi(next());
+    else if (a == "--shape") {
+      std::stringstream ss(next());
+      std::string tok;
+      while (std::getline(ss, tok, ',')) o.shape.push_back(std::stoi(tok));
+      if (o.shape.size() != 5) throw std::invalid_argument("--shape wants seqs,heads,kv_heads,context,head_size");
+    }
     else {
       std::fprintf(stderr,
                    "unknown option %s\nusage: pa-bench [--json FILE] [--iters N>=100] [--warmup N] "
-                   "[--pool-gb G] [--only optimized] [--quick]\n",
+                   "[--pool-gb G] [--only optimized] [--quick] [--spin-us N] [--splits N] "
+                   "[--shape seqs,heads,kv_heads,context,head_size]\n",
                    a.c_str());
       return 2;
     }
@@ -504,9 +535,10 @@ int main(int argc, char** argv) {
         {64, 32, 8, 8192, 256},
     };
     if (o.quick) shapes = {{1, 32, 8, 4096, 128}, {64, 32, 8, 8192, 128}, {1, 32, 8, 131072, 128}};
+    if (!o.shape.empty()) shapes = {{o.shape[0], o.shape[1], o.shape[2], o.shape[3], o.shape[4]}};
     Shape cascade{128, 32, 32, 32768 + 256, 128};
     cascade.prefix = 32768;
-    if (!o.quick && o.only.empty()) shapes.push_back(cascade);
+    if (!o.quick && o.only.empty() && o.shape.empty()) shapes.push_back(cascade);
 
     std::mt19937_64 rng(20261122);
     std::vector<Row> rows;
@@ -541,7 +573,7 @@ int main(int argc, char** argv) {
     js << "{\n  \"gpu\": " << jstr(prop.name) << ",\n  \"sm_count\": " << prop.multiProcessorCount
        << ",\n  \"l2_bytes\": " << prop.l2CacheSize << ",\n  \"copy_gbps\": " << copy_gbps
        << ",\n  \"copy_bytes_each_way\": " << copy_bytes << ",\n  \"iters\": " << o.iters
-       << ",\n  \"warmup\": " << o.warmup << ",\n  \"pool_gb\": " << o.pool_gb
+       << ",\n  \"warmup\": " << o.warmup << ",\n  \"spin_us\": " << o.spin_us << ",\n  \"pool_gb\": " << o.pool_gb
        << ",\n  \"kv_bytes_note\": \"K+V bytes of every context token, each read once (cascade: the shared prefix once)\""
        << ",\n  \"pct_copy_note\": \"GB/s of KV read / (copy bytes read + written per second)\""
        << ",\n  \"rows\": [\n";

@@ -144,9 +144,18 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
 
   const int split = blockIdx.x, unit = blockIdx.y, seq = blockIdx.z;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
+  const int blk_begin = split * p.split_blocks;
+  constexpr int kStepsPerTbl = kWarpSize / BPS;
+  // First block-table window loaded before the context length is known (the
+  // entries exist up to max_blocks_per_seq; validity is decided below), so the
+  // two dependent DRAM round trips of a short launch overlap.
+  int tbl = 0;  // lane l: physical block of step (l / BPS) of the current table window
+  {
+    const int lb = Cfg::step_block(blk_begin, warp, lane / BPS, lane % BPS);
+    if (lb < p.btg.max_blocks_per_seq) tbl = __ldg(p.block_tables + p.btg.offset(seq, lb));
+  }
   const int ctx = p.context_lens[seq];
   const int nblocks = ceil_div(ctx, BS);
-  const int blk_begin = split * p.split_blocks;
   if (blk_begin >= nblocks) return;  // this sequence is shorter than the grid's splits
   const int blk_end = cmin(nblocks, blk_begin + p.split_blocks);
   const int tok_limit = cmin(ctx, blk_end * BS);
@@ -180,12 +189,10 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   // LESSON-END(optimized.q_frag)
 
   const int my_steps = Cfg::warp_steps(nsteps, warp);
-  constexpr int kStepsPerTbl = kWarpSize / BPS;
-  int tbl = 0;  // lane l: physical block of step (l / BPS) of the current table window
 
   // LESSON-BEGIN(optimized.pipeline_issue)
   auto issue = [&](int j) {
-    if (j % kStepsPerTbl == 0) {  // one coalesced block-table load per 32 blocks
+    if (j > 0 && j % kStepsPerTbl == 0) {  // one coalesced block-table load per 32 blocks
       const int lb = Cfg::step_block(blk_begin, warp, j + lane / BPS, lane % BPS);
       tbl = lb < blk_end ? __ldg(p.block_tables + p.btg.offset(seq, lb)) : 0;
     }
@@ -410,30 +417,55 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   __syncthreads();
   if (!s_is_last) return;
   __threadfence();
-  // Split weights 2^(m_s - M) / L into shared memory (scratch again).
-  float* wgt = red;                                   // [n_active][16]
-  float* inv_l = red + n_active * OptWorkspaceGeometry::kUnitHeads;  // [16]
+  // Stats of every split into shared memory (one load per thread, all in flight),
+  // then the weights 2^(m_s - M) per (split, head), then the weighted sum with
+  // every thread's loads of one split issued together (L2 latency, not HBM
+  // bandwidth, is what this phase costs).
+  constexpr int kUH = OptWorkspaceGeometry::kUnitHeads;
+  float* sm_m = red;                        // [n_active][16]
+  float* sm_l = sm_m + n_active * kUH;      // [n_active][16]
+  float* inv_l = sm_l + n_active * kUH;     // [16]
+  for (int i = threadIdx.x; i < n_active * nh; i += Cfg::kNumThreads) {
+    const int sp = i / nh, g = i % nh;
+    sm_m[sp * kUH + g] = __ldcg(p.ws_stat + p.wsg.stat_offset(seq, unit, sp, 0, g));
+    sm_l[sp * kUH + g] = __ldcg(p.ws_stat + p.wsg.stat_offset(seq, unit, sp, 1, g));
+  }
+  __syncthreads();
   for (int g = threadIdx.x; g < nh; g += Cfg::kNumThreads) {
     float M = kNegInf;
-    for (int sp = 0; sp < n_active; ++sp)
-      M = fmaxf(M, __ldcg(p.ws_stat + p.wsg.stat_offset(seq, unit, sp, 0, g)));
+    for (int sp = 0; sp < n_active; ++sp) M = fmaxf(M, sm_m[sp * kUH + g]);
     float L = 0.f;
     for (int sp = 0; sp < n_active; ++sp) {
-      const float w = exp2f(__ldcg(p.ws_stat + p.wsg.stat_offset(seq, unit, sp, 0, g)) - M);
-      wgt[sp * OptWorkspaceGeometry::kUnitHeads + g] = w;
-      L += w * __ldcg(p.ws_stat + p.wsg.stat_offset(seq, unit, sp, 1, g));
+      const float w = exp2f(sm_m[sp * kUH + g] - M);
+      sm_m[sp * kUH + g] = w;  // now the split's weight
+      L += w * sm_l[sp * kUH + g];
     }
     inv_l[g] = 1.f / L;
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < nh * HS; i += Cfg::kNumThreads) {
-    const int g = i / HS, d = i % HS;
-    float acc = 0.f;
-#pragma unroll 4
-    for (int sp = 0; sp < n_active; ++sp)
-      acc += wgt[sp * OptWorkspaceGeometry::kUnitHeads + g] *
-             __ldcg(p.ws_out + p.wsg.out_offset(seq, unit, sp, g, d));
-    out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc * inv_l[g]);
+  constexpr int kItems = Cfg::kMaxUnitHeads * HS / Cfg::kNumThreads;
+  static_assert(kItems * Cfg::kNumThreads == Cfg::kMaxUnitHeads * HS, "items must tile the threads");
+  float acc[kItems];
+#pragma unroll
+  for (int it = 0; it < kItems; ++it) acc[it] = 0.f;
+#pragma unroll 2
+  for (int sp = 0; sp < n_active; ++sp) {
+#pragma unroll
+    for (int it = 0; it < kItems; ++it) {
+      const int i = threadIdx.x + it * Cfg::kNumThreads;
+      if (i < nh * HS) {
+        const int g = i / HS, d = i % HS;
+        acc[it] += sm_m[sp * kUH + g] * __ldcg(p.ws_out + p.wsg.out_offset(seq, unit, sp, g, d));
+      }
+    }
+  }
+#pragma unroll
+  for (int it = 0; it < kItems; ++it) {
+    const int i = threadIdx.x + it * Cfg::kNumThreads;
+    if (i < nh * HS) {
+      const int g = i / HS, d = i % HS;
+      out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc[it] * inv_l[g]);
+    }
   }
   // LESSON-END(optimized.split_merge)
 }

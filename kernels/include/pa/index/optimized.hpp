@@ -45,8 +45,11 @@ struct OptConfig {
   static constexpr int kStepChunks = kTileChunks * kBlocksPerStep;  // K (or V) of one step
   static constexpr int kStepBytes = 2 * kStepChunks * 16;           // K + V of one step
   // Pipeline depth per warp: about 96 KB of stages per CTA (2 CTAs per SM on
-  // Hopper for head size <= 128), at least double buffering.
-  static constexpr int kStages = cmax(2, cmin(6, (96 * 1024) / (NUM_WARPS * kStepBytes)));
+  // Hopper for head size <= 128); large heads get 3 stages in one CTA per SM
+  // (up to 192 KB) rather than bare double buffering.
+  static constexpr int kStagesBy96K = (96 * 1024) / (NUM_WARPS * kStepBytes);
+  static constexpr int kStages = kStagesBy96K >= 3 ? cmin(6, kStagesBy96K)
+                                 : (3 * NUM_WARPS * kStepBytes <= 192 * 1024 ? 3 : 2);
   static constexpr int kPipeBytes = NUM_WARPS * kStages * kStepBytes;
 
   // mma tiling.
