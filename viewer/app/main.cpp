@@ -73,10 +73,21 @@ Fonts load_fonts(float scale) {
   ImGuiIO& io = ImGui::GetIO();
   Fonts f;
   f.scale = scale;
+  // Latin, Greek (lessons write sigma, alpha...), arrows, math and the
+  // typographic marks the lessons use.
+  static ImVector<ImWchar> ranges;
+  if (ranges.empty()) {
+    ImFontGlyphRangesBuilder b;
+    b.AddRanges(io.Fonts->GetGlyphRangesDefault());
+    static const ImWchar extra[] = {0x0370, 0x03FF, 0x2010, 0x205E, 0x2190, 0x21FF, 0x2200, 0x22FF,
+                                    0x2300, 0x23FF, 0x2500, 0x257F, 0x25A0, 0x25FF, 0x2713, 0x2717, 0};
+    b.AddRanges(extra);
+    b.BuildRanges(&ranges);
+  }
   auto add = [&](const char* file, float px) -> ImFont* {
     const std::string p = std::string(kFontDir) + file;
     if (!fs::exists(p)) return nullptr;
-    return io.Fonts->AddFontFromFileTTF(p.c_str(), px * scale);
+    return io.Fonts->AddFontFromFileTTF(p.c_str(), px * scale, nullptr, ranges.Data);
   };
   f.regular = add("DejaVuSans.ttf", 15.0f);
   if (!f.regular) {  // no TTF: ImGui's built-in font, still readable

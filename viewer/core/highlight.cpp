@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/names.hpp"
+#include "pa/trace/analysis.hpp"
 
 namespace pa::viewer {
 
@@ -68,93 +69,29 @@ std::vector<int> steps_of_thread(const std::vector<trace::Event>& ev, const Trac
   return out;
 }
 
-int count_sectors(std::span<const std::pair<std::int64_t, int>> ranges) {
-  std::unordered_set<std::int64_t> s;
-  for (auto [off, n] : ranges) {
-    if (off < 0 || n <= 0) continue;
-    for (std::int64_t q = off / 32; q <= (off + n - 1) / 32; ++q) s.insert(q);
-  }
-  return static_cast<int>(s.size());
-}
-
-std::int64_t unique_bytes(std::span<const std::pair<std::int64_t, int>> ranges) {
-  std::vector<std::pair<std::int64_t, std::int64_t>> iv;
-  for (auto [off, n] : ranges)
-    if (off >= 0 && n > 0) iv.push_back({off, off + n});
-  std::sort(iv.begin(), iv.end());
-  std::int64_t total = 0, cur_b = -1, cur_e = -1;
-  for (auto [b, e] : iv) {
-    if (b > cur_e) {
-      total += cur_e - cur_b;
-      cur_b = b;
-      cur_e = e;
-    } else {
-      cur_e = std::max(cur_e, e);
-    }
-  }
-  total += cur_e - cur_b;
-  return total;
-}
-
-int count_wavefronts(std::span<const std::pair<std::int64_t, int>> ranges) {
-  if (ranges.empty()) return 0;
-  const int width = std::max(4, ranges.front().second);
-  const std::size_t lanes_per_phase = std::max<std::size_t>(1, 128 / width);
-  int total = 0;
-  for (std::size_t p = 0; p < ranges.size(); p += lanes_per_phase) {
-    std::map<int, std::set<std::int64_t>> words_in_bank;
-    for (std::size_t i = p; i < std::min(ranges.size(), p + lanes_per_phase); ++i) {
-      auto [off, n] = ranges[i];
-      if (off < 0 || n <= 0) continue;
-      for (std::int64_t w = off / 4; w <= (off + n - 1) / 4; ++w) words_in_bank[static_cast<int>(w % 32)].insert(w);
-    }
-    std::size_t most = 0;
-    for (auto& [bank, words] : words_in_bank) most = std::max(most, words.size());
-    total += static_cast<int>(most);
-  }
-  return total;
-}
-
 std::vector<Request> requests_of_step(const std::vector<trace::Event>& ev, std::span<const std::uint32_t> step_events) {
-  // Group by (warp, occurrence of this thread within the step); step events
-  // are ordered by (warp, lane, seq_in_thread).
-  std::map<std::pair<int, int>, std::vector<std::uint32_t>> groups;
-  int pw = -1, pl = -1, occ = 0;
-  for (std::uint32_t i : step_events) {
-    const auto& e = ev[i];
-    const bool mem = e.op == trace::Op::global_load || e.op == trace::Op::global_store ||
-                     e.op == trace::Op::shared_load || e.op == trace::Op::shared_store;
-    if (!mem) continue;
-    if (e.warp != pw || e.lane != pl) occ = 0;
-    pw = e.warp;
-    pl = e.lane;
-    groups[{e.warp, occ++}].push_back(i);
-  }
+  // The trace library's request model (trace/ANALYSIS.md), so that the viewer
+  // shows the numbers the CLI and the tests report.
+  std::vector<trace::Event> local;
+  local.reserve(step_events.size());
+  for (std::uint32_t i : step_events) local.push_back(ev[i]);
   std::vector<Request> out;
-  for (auto& [key, idxs] : groups) {
+  for (const trace::MemoryRequest& m : trace::memory_requests(local)) {
     Request r;
-    const auto& f = ev[idxs.front()];
-    r.warp = key.first;
-    r.op = f.op;
-    r.tensor = f.tensor;
-    r.access_bytes = f.bytes;
-    std::vector<std::pair<std::int64_t, int>> ranges;
-    int pl2 = -1;
-    for (auto i : idxs) {
-      ranges.push_back({ev[i].byte_offset, ev[i].bytes});
-      if (ev[i].lane != pl2) ++r.lanes;
-      pl2 = ev[i].lane;
-    }
-    r.bytes = unique_bytes(ranges);
-    if (r.global()) {
-      r.sectors = count_sectors(ranges);
-      r.ideal_sectors = static_cast<int>((r.bytes + 31) / 32);
-    } else {
-      r.wavefronts = count_wavefronts(ranges);
-      r.ideal_wavefronts = static_cast<int>(std::max<std::int64_t>(1, (r.bytes + 127) / 128));
-    }
-    out.push_back(r);
+    r.warp = m.key.warp;
+    r.op = m.key.op;
+    r.tensor = m.key.tensor;
+    r.lanes = m.lanes;
+    r.access_bytes = m.max_access_bytes;
+    r.bytes = m.unique_bytes;
+    r.sectors = m.sectors;
+    r.ideal_sectors = m.ideal_sectors;
+    r.wavefronts = m.wavefronts;
+    r.ideal_wavefronts = m.ideal_wavefronts;
+    for (std::uint32_t k : m.events) r.events.push_back(step_events[k]);
+    out.push_back(std::move(r));
   }
+  std::stable_sort(out.begin(), out.end(), [](const Request& a, const Request& c) { return a.warp < c.warp; });
   return out;
 }
 

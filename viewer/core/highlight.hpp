@@ -78,20 +78,14 @@ struct Request {
   int sectors = 0;               // global: distinct 32-byte sectors
   int ideal_sectors = 0;         // ceil(unique bytes / 32)
   int wavefronts = 0;            // shared: bank wavefronts
-  int ideal_wavefronts = 0;      // ceil(unique bytes / 128)
+  int ideal_wavefronts = 0;      // per active phase: max(1, ceil(unique bytes / 128))
+  std::vector<std::uint32_t> events;  // indices into the trace's events
   bool global() const { return op == trace::Op::global_load || op == trace::Op::global_store; }
   bool shared() const { return op == trace::Op::shared_load || op == trace::Op::shared_store; }
 };
 
-// Distinct 32-byte sectors of byte ranges (offset, bytes).
-int count_sectors(std::span<const std::pair<std::int64_t, int>> ranges);
-// Bank wavefronts of one warp's shared accesses (offset, bytes) in lane order:
-// accesses are split into phases of 128 bytes' worth of lanes (32 lanes of 4 B,
-// 16 of 8 B, 8 of 16 B); per phase, the most distinct 4-byte words that fall in
-// one bank (the same word is a broadcast) is the number of wavefronts.
-int count_wavefronts(std::span<const std::pair<std::int64_t, int>> ranges);
-std::int64_t unique_bytes(std::span<const std::pair<std::int64_t, int>> ranges);
-
+// The step's requests, measured by pa::trace::memory_requests (the project's
+// one sector/bank model, trace/ANALYSIS.md), ordered by warp.
 std::vector<Request> requests_of_step(const std::vector<trace::Event>& ev, std::span<const std::uint32_t> step_events);
 
 // Thread colours: hue by lane (neighbouring lanes and thread-group members

@@ -144,6 +144,7 @@ void draw_block(AppState& s, const lesson::Block& b) {
 
 void draw_lesson_panel(AppState& s) {
   ImGui::BeginChild("##lessontext", ImVec2(0, 0), false);
+  ImGui::Indent(10);  // room for the current-section bar
   if (!s.lesson_error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.5f, 0.45f, 1));
     ImGui::TextWrapped("Lesson %d could not be shown:\n%s", s.lesson, s.lesson_error.c_str());
@@ -151,6 +152,7 @@ void draw_lesson_panel(AppState& s) {
     ImGui::TextWrapped("The trace and the other panels still work. Lessons are read from %s.", s.lessons_dir.c_str());
   }
   if (!s.doc) {
+    ImGui::Unindent(10);
     ImGui::EndChild();
     return;
   }
@@ -185,11 +187,12 @@ void draw_lesson_panel(AppState& s) {
     for (const auto& b : sec.blocks) draw_block(s, b);
     if (active) {
       const ImVec2 bot = ImGui::GetCursorScreenPos();
-      ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(top.x - 6, top.y), ImVec2(top.x - 2, bot.y),
+      ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(top.x - 8, top.y), ImVec2(top.x - 4, bot.y),
                                                 IM_COL32(255, 190, 70, 255), 2);
     }
   }
   ImGui::Dummy(ImVec2(1, ImGui::GetFontSize() * 4));
+  ImGui::Unindent(10);
   ImGui::EndChild();
 }
 

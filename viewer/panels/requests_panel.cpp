@@ -19,15 +19,15 @@ void draw_requests_panel(AppState& s) {
     ImGui::TextDisabled("no memory requests at this step (compute, shuffle or barrier)");
     return;
   }
-  ImGui::TextWrapped("One row per warp instruction. Global: 32-byte sectors fetched vs the fewest that hold the "
-                     "bytes. Shared: wavefronts (bank-conflict passes) vs the fewest.");
+  ImGui::TextWrapped("One row per warp instruction. Global: 32-byte sectors fetched / the fewest that hold the "
+                     "bytes. Shared: wavefronts (bank passes) / the fewest.");
   if (ImGui::BeginTable("##reqs", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_ScrollY |
                                          ImGuiTableFlags_SizingStretchProp)) {
     ImGui::TableSetupScrollFreeze(0, 1);
-    ImGui::TableSetupColumn("warp");
+    ImGui::TableSetupColumn("w");
     ImGui::TableSetupColumn("access");
     ImGui::TableSetupColumn("lanes x B");
-    ImGui::TableSetupColumn("cost / ideal");
+    ImGui::TableSetupColumn("cost/ideal");
     ImGui::TableSetupColumn("sectors", ImGuiTableColumnFlags_WidthStretch, 2.0f);
     ImGui::TableHeadersRow();
     for (const Request& r : reqs) {
@@ -35,24 +35,21 @@ void draw_requests_panel(AppState& s) {
       ImGui::TableNextColumn();
       ImGui::Text("%d", r.warp);
       ImGui::TableNextColumn();
-      ImGui::Text("%s %s", r.global() ? (r.op == trace::Op::global_load ? "ld.global" : "st.global")
-                                      : (r.op == trace::Op::shared_load ? "ld.shared" : "st.shared"),
-                  tensor_name(r.tensor));
+      ImGui::Text("%s %s", r.op == trace::Op::global_load || r.op == trace::Op::shared_load ? "ld" : "st", tensor_name(r.tensor));
       ImGui::TableNextColumn();
       ImGui::Text("%d x %d", r.lanes, r.access_bytes);
       ImGui::TableNextColumn();
       const int cost = r.global() ? r.sectors : r.wavefronts;
       const int ideal = r.global() ? r.ideal_sectors : r.ideal_wavefronts;
-      ImGui::TextColored(cost > ideal ? ImVec4(1, 0.55f, 0.4f, 1) : ImVec4(0.5f, 0.9f, 0.55f, 1), "%d / %d %s", cost, ideal,
-                         r.global() ? "sect" : "wave");
+      ImGui::TextColored(cost > ideal ? ImVec4(1, 0.55f, 0.4f, 1) : ImVec4(0.5f, 0.9f, 0.55f, 1), "%d / %d", cost, ideal);
       ImGui::TableNextColumn();
       // Picture: the sectors from the lowest to the highest touched, lit if fetched.
       if (r.global()) {
         std::set<std::int64_t> sec;
         int pl = 0;
-        for (std::uint32_t i : cur) {
+        for (std::uint32_t i : r.events) {
           const auto& e = s.events[i];
-          if (e.warp != r.warp || e.op != r.op || e.tensor != r.tensor || e.byte_offset < 0 || e.bytes <= 0) continue;
+          if (e.byte_offset < 0 || e.bytes <= 0) continue;
           for (std::int64_t q = e.byte_offset / 32; q <= (e.byte_offset + e.bytes - 1) / 32; ++q) sec.insert(q);
           ++pl;
         }
@@ -74,7 +71,7 @@ void draw_requests_panel(AppState& s) {
                               static_cast<long long>(hi * 32 + 31), sec.size(), hi - lo + 1 > 64 ? " (first 64 drawn)" : "");
         }
       } else {
-        ImGui::TextDisabled("%lld B unique", static_cast<long long>(r.bytes));
+        ImGui::TextDisabled("%s, %lld B", r.wavefronts > r.ideal_wavefronts ? "bank conflict" : "no conflict", static_cast<long long>(r.bytes));
       }
     }
     ImGui::EndTable();

@@ -49,8 +49,10 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
       if (r.warp >= 3 && ImGui::GetContentRegionAvail().y < 200) break;
     }
   }
-  const float h = std::min(g.height(), max_rows * g.cell_h) + 2;
-  ImGui::BeginChild((std::string("##buf") + b.title).c_str(), ImVec2(g.width() + 16, h + ImGui::GetFontSize()), false);
+  const bool scrolls = g.rows() > max_rows;
+  const float h = std::min(g.height(), max_rows * g.cell_h) + ImGui::GetFontSize() * 0.8f + 4;
+  ImGui::BeginChild((std::string("##buf") + b.title).c_str(), ImVec2(g.width() + (scrolls ? 16 : 2), h), false,
+                    scrolls ? 0 : ImGuiWindowFlags_NoScrollbar | ImGuiWindowFlags_NoScrollWithMouse);
   ImDrawList* dl = ImGui::GetWindowDrawList();
   ImVec2 o = ImGui::GetCursorScreenPos();
   // Bank numbers above the first row.

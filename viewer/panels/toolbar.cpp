@@ -77,16 +77,22 @@ void draw_toolbar(AppState& s) {
   const int n = s.replay.count();
   int step = s.replay.current();
   const ReplayStep* st = s.current_step();
-  std::string fmt = n > 0 ? "step %d / " + std::to_string(n - 1) : std::string("no steps");
-  if (st) {
-    fmt += "   " + s.step_label(step) + "   (" + op_name(st->op);
-    if (st->tensor != trace::Tensor::none) fmt += " " + std::string(tensor_name(st->tensor));
-    fmt += ", epoch " + std::to_string(st->epoch) + ", " + std::to_string(st->threads) + " threads)";
-  }
-  ImGui::SetNextItemWidth(-1);
+  const std::string fmt = n > 0 ? "step %d / " + std::to_string(n - 1) : std::string("no steps");
+  ImGui::SetNextItemWidth(std::max(ImGui::GetFontSize() * 10, ImGui::GetContentRegionAvail().x * 0.42f));
   if (ImGui::SliderInt("##scrub", &step, 0, std::max(0, n - 1), fmt.c_str())) {
     s.replay.pause();
     s.replay.jump(step);
+  }
+  if (st) {
+    ImGui::SameLine();
+    ImGui::PushFont(s.fonts.bold);
+    ImGui::TextUnformatted(s.step_label(s.replay.current()).c_str());
+    ImGui::PopFont();
+    ImGui::SameLine();
+    std::string d = std::string(op_name(st->op));
+    if (st->tensor != trace::Tensor::none) d += " " + std::string(tensor_name(st->tensor));
+    d += ", epoch " + std::to_string(st->epoch) + ", " + std::to_string(st->threads) + " threads";
+    ImGui::TextDisabled("%s", d.c_str());
   }
   if (!s.load_error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.4f, 1));

@@ -1,0 +1,52 @@
+// The command line: accepted forms and the usage errors.
+#include <catch2/catch_test_macros.hpp>
+
+#include "core/args.hpp"
+
+using namespace pa::viewer;
+
+TEST_CASE("pa-viewer arguments parse", "[viewer][args]") {
+  const Args a = parse_args({"--lesson", "2", "--step", "5", "--screenshot", "o.png", "--size", "1280x800", "--select",
+                             "warp=1,lane=3", "--context", "100,37", "--dtype", "bf16", "--granularity", "step"});
+  CHECK(a.lesson == 2);
+  CHECK(a.step == 5);
+  CHECK(a.screenshot == "o.png");
+  CHECK(a.width == 1280);
+  CHECK(a.height == 800);
+  CHECK(a.sel_warp == 1);
+  CHECK(a.sel_lane == 3);
+  CHECK(a.context_lens == std::vector<int>{100, 37});
+  CHECK(a.dtype == pa::DType::bf16);
+  CHECK(a.coarse);
+  const Args k = parse_args({"--select", "k=4,17,3"});
+  CHECK(k.sel_kv == 'k');
+  CHECK(k.sel_pb == 4);
+  CHECK(k.sel_d == 17);
+  CHECK(k.sel_t == 3);
+  CHECK(parse_args({"--help"}).help);
+  CHECK(parse_args({}).lesson == 1);
+  CHECK(usage().find("--screenshot") != std::string::npos);
+}
+
+TEST_CASE("bad pa-viewer arguments are usage errors naming the problem", "[viewer][args]") {
+  CHECK_THROWS_AS(parse_args({"--bogus"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--lesson"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--lesson", "9"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--lesson", "x"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--step", "-1"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--size", "1280"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--size", "10x10"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--select", "lane=3"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--select", "k=1,2"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--select", "thread=3"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--dtype", "fp8"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--granularity", "warp"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--context", "10,,x"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--dump-layout", "x.txt"}), UsageError);
+  try {
+    parse_args({"--lesson", "12"});
+  } catch (const UsageError& e) {
+    CHECK(std::string(e.what()).find("12") != std::string::npos);
+    CHECK(std::string(e.what()).find("[0, 8]") != std::string::npos);
+  }
+}
