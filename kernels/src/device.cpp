@@ -295,4 +295,34 @@ StageTiming time_stage(Stage stage, DeviceProblem& d, int iters, int warmup) {
   return t;
 }
 
+double measure_copy_bandwidth_gbs(std::size_t bytes, int iters) {
+  if (iters < 1 || bytes == 0) throw std::invalid_argument("measure_copy_bandwidth_gbs: need bytes > 0 and iters >= 1");
+  DeviceBuffer src(bytes), dst(bytes);
+  src.fill_bytes(1);
+  PA_CUDA_CHECK(cudaMemcpy(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice));  // warm-up
+  cudaEvent_t start = nullptr, stop = nullptr;
+  PA_CUDA_CHECK(cudaEventCreate(&start));
+  PA_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<float> ms;
+  try {
+    for (int i = 0; i < iters; ++i) {
+      PA_CUDA_CHECK(cudaEventRecord(start));
+      PA_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice));
+      PA_CUDA_CHECK(cudaEventRecord(stop));
+      PA_CUDA_CHECK(cudaEventSynchronize(stop));
+      float t = 0.f;
+      PA_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+      ms.push_back(t);
+    }
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return 2.0 * static_cast<double>(bytes) / (static_cast<double>(ms[ms.size() / 2]) * 1e-3) / 1e9;
+}
+
 }  // namespace pa::kernels

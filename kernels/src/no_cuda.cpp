@@ -42,5 +42,6 @@ void launch_stage(Stage, const StageArgs&, void*) { no_cuda(); }
 StageOutput run_stage(Stage, DeviceProblem&) { no_cuda(); }
 StageOutput run_stage(Stage, const PagedProblem&) { no_cuda(); }
 StageTiming time_stage(Stage, DeviceProblem&, int, int) { no_cuda(); }
+double measure_copy_bandwidth_gbs(std::size_t, int) { no_cuda(); }
 
 }  // namespace pa::kernels

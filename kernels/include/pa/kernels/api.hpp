@@ -168,6 +168,11 @@ struct StageTiming {
 // warmup launches, then iters launches each timed with CUDA events.
 StageTiming time_stage(Stage stage, DeviceProblem& d, int iters, int warmup = 3);
 
+// The GPU's device-to-device copy bandwidth in GB/s (bytes read + written
+// over the median of `iters` cudaMemcpy timings of `bytes` bytes): the
+// practical ceiling a memory-bound kernel is compared with.
+double measure_copy_bandwidth_gbs(std::size_t bytes = std::size_t{1} << 30, int iters = 10);
+
 // Bytes a stage moves from/to global memory at least (KV read for the tokens
 // of every context + Q + output), for GB/s.
 std::int64_t stage_bytes(Stage stage, const PagedProblem& p);
