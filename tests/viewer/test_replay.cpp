@@ -151,3 +151,16 @@ TEST_CASE("Host-model QK trace: every event in exactly one step; K loads are war
   // Steps are in barrier-epoch order.
   for (int i = 1; i < idx.num_steps(0); ++i) CHECK(idx.steps(0)[i - 1].epoch <= idx.steps(0)[i].epoch);
 }
+
+TEST_CASE("Idle threads reaching the barrier early do not reorder steps", "[viewer][replay]") {
+  // Lane 0 loads then stores then hits the barrier; lane 1 only hits the barrier
+  // (its barrier has seq_in_thread 0, smaller than lane 0's store).
+  std::vector<Event> v = {ev(0, 0, trace::Step::q_load, -1, 0, 0), ev(0, 0, trace::Step::q_smem_store, -1, 0, 1),
+                          ev(0, 0, trace::Step::barrier, -1, 0, 2), ev(1, 0, trace::Step::barrier, -1, 0, 0)};
+  TraceIndex idx(v, Granularity::instruction);
+  REQUIRE(idx.num_steps(0) == 3);
+  CHECK(idx.steps(0)[0].step == trace::Step::q_load);
+  CHECK(idx.steps(0)[1].step == trace::Step::q_smem_store);
+  CHECK(idx.steps(0)[2].step == trace::Step::barrier);
+  CHECK(idx.steps(0)[2].threads == 2);
+}

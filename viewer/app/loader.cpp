@@ -56,7 +56,11 @@ const lesson::StepMarker* marker_for_step(const AppState& s, const ReplayStep* s
     }
   }
   if (section) *section = loose_sec;
-  return loose;
+  if (loose) return loose;
+  // Another lesson's marker for this step (composed stages).
+  for (const auto& m : s.all_markers)
+    if (m.step == step->step) return &m;
+  return nullptr;
 }
 
 void select_block(AppState& s, int b) {
@@ -111,6 +115,16 @@ void select_block(AppState& s, int b) {
     }
   }
   if (s.stats.size() > 4096) s.stats.resize(4096);
+
+  // The memory tab a lesson opens on: the KV cache if the stage reads it.
+  s.reads_k = s.reads_v = false;
+  for (std::uint32_t i = 0; i < s.events.size(); ++i) {
+    if (s.index.block_of_event(i) != s.block) continue;
+    s.reads_k |= s.events[i].tensor == trace::Tensor::k_cache;
+    s.reads_v |= s.events[i].tensor == trace::Tensor::v_cache;
+  }
+  s.memory_tab = s.reads_k || s.reads_v ? 0 : 1;
+  s.memory_tab_request = true;
 
   // First step that touches each K / V element of each slot (progress shading).
   const int H = s.cfg.head_size, B = s.cfg.block_size;
@@ -203,7 +217,17 @@ void load_lesson(AppState& s, int n) {
   s.lesson_error.clear();
   s.anchor_cache.clear();
   try {
-    if (s.lessons.empty()) s.lessons = lesson::list_lessons(s.lessons_dir);
+    if (s.lessons.empty()) {
+      s.lessons = lesson::list_lessons(s.lessons_dir);
+      for (const auto& e : s.lessons) {
+        try {
+          const lesson::Document d = lesson::load_lesson(e.path);
+          for (const auto& m : d.markers()) s.all_markers.push_back(*m.marker);
+        } catch (const std::exception&) {
+          // A broken lesson is reported when it is opened.
+        }
+      }
+    }
     const auto it = std::find_if(s.lessons.begin(), s.lessons.end(),
                                  [&](const lesson::LessonEntry& e) { return e.number == n; });
     if (it == s.lessons.end())

@@ -359,8 +359,13 @@ int main(int argc, char** argv) {
 
   // Data: the lesson, then the trace (host model of the lesson's stage, or a file).
   const auto t_load = std::chrono::steady_clock::now();
-  if (!args.trace_file.empty()) open_trace_file(s, args.trace_file);
+  std::string trace_error;
+  if (!args.trace_file.empty()) {
+    open_trace_file(s, args.trace_file);
+    trace_error = s.load_error;
+  }
   load_lesson(s, s.lesson);
+  if (!trace_error.empty()) s.load_error = trace_error + "  (showing the host model instead)";
   const double total_load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
   if (args.step) s.replay.jump(*args.step);

@@ -76,7 +76,8 @@ struct AppState {
   // ---- per block, computed at load
   std::vector<int> slot_physical;         // logical block -> physical (-1 unknown)
   std::unordered_map<int, int> slot_of_physical;
-  int kv_show = 0;                        // 0 auto (by stage), 1 K, 2 V, 3 both
+  int kv_show = 0;                        // 0 auto (what the trace reads), 1 K, 2 V, 3 both
+  bool reads_k = true, reads_v = false;
   int kv_head = 0;
   int token_begin = 0, token_end = 0;     // tokens of this block's partition
   std::vector<int> k_first_step, v_first_step;  // per slot*H*B element: first step that loads it (-1 never)
@@ -98,6 +99,9 @@ struct AppState {
   std::string lesson_error;
   std::string lessons_dir, source_dir;
   std::map<std::string, std::optional<lesson::AnchorRange>> anchor_cache;
+  // Markers of every lesson (stages compose: lesson 4's trace replays QK steps
+  // whose source anchors lesson 2 marks).
+  std::vector<lesson::StepMarker> all_markers;
   std::map<std::string, SourceFile> source_cache;
 
   // ---- ui

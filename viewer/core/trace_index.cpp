@@ -65,6 +65,7 @@ TraceIndex::TraceIndex(const std::vector<trace::Event>& ev, Granularity g) : gra
   };
 
   steps_.resize(blocks_.size());
+  std::vector<int> group_of_event(n, -1);  // within the block being indexed
   order_.reserve(n);
   for (std::size_t b = 0; b < blocks_.size(); ++b) {
     auto& idx = per_block[b];
@@ -99,13 +100,17 @@ TraceIndex::TraceIndex(const std::vector<trace::Event>& ev, Granularity g) : gra
         gr.info.min_seq_in_thread = e.seq_in_thread;
         groups.push_back(std::move(gr));
       }
+      group_of_event[i] = it->second;
       Group& gr = groups[it->second];
       gr.info.min_seq_in_thread = std::min(gr.info.min_seq_in_thread, e.seq_in_thread);
       gr.events.push_back(i);
     }
-    std::vector<int> ord(groups.size());
-    std::iota(ord.begin(), ord.end(), 0);
-    std::sort(ord.begin(), ord.end(), [&](int a, int c) {
+    // Order: a topological order of the groups under every thread's program
+    // order (each thread's consecutive events give an edge), choosing among
+    // the ready groups by (epoch, min seq_in_thread, step, iter, occurrence).
+    // Threads with fewer events (idle warps reach the barrier early) thus
+    // never pull a later group in front of an earlier one.
+    auto before = [&](int a, int c) {
       const auto& x = groups[a].info;
       const auto& y = groups[c].info;
       if (x.epoch != y.epoch) return x.epoch < y.epoch;
@@ -113,7 +118,54 @@ TraceIndex::TraceIndex(const std::vector<trace::Event>& ev, Granularity g) : gra
       if (x.step != y.step) return x.step < y.step;
       if (x.iter != y.iter) return x.iter < y.iter;
       return x.occurrence < y.occurrence;
-    });
+    };
+    const int ng = static_cast<int>(groups.size());
+    std::vector<std::vector<int>> succ(ng);
+    std::vector<int> indeg(ng, 0);
+    {
+      std::unordered_map<std::uint64_t, char> seen;
+      int prev = -1, pw2 = -1, pl2 = -1;
+      for (std::uint32_t i : idx) {
+        const auto& e = ev[i];
+        const int gi = group_of_event[i];
+        if (e.warp == pw2 && e.lane == pl2 && prev >= 0 && prev != gi) {
+          const std::uint64_t k2 = (static_cast<std::uint64_t>(prev) << 32) | static_cast<std::uint32_t>(gi);
+          if (seen.emplace(k2, 1).second) {
+            succ[prev].push_back(gi);
+            ++indeg[gi];
+          }
+        }
+        prev = gi;
+        pw2 = e.warp;
+        pl2 = e.lane;
+      }
+    }
+    std::vector<int> ord;
+    ord.reserve(ng);
+    {
+      auto cmp = [&](int a, int c) { return before(c, a); };  // min-heap on `before`
+      std::vector<int> heap;
+      for (int gi = 0; gi < ng; ++gi)
+        if (indeg[gi] == 0) heap.push_back(gi);
+      std::make_heap(heap.begin(), heap.end(), cmp);
+      while (!heap.empty()) {
+        std::pop_heap(heap.begin(), heap.end(), cmp);
+        const int gi = heap.back();
+        heap.pop_back();
+        ord.push_back(gi);
+        for (int nx : succ[gi])
+          if (--indeg[nx] == 0) {
+            heap.push_back(nx);
+            std::push_heap(heap.begin(), heap.end(), cmp);
+          }
+      }
+    }
+    if (static_cast<int>(ord.size()) != ng) {
+      // Inconsistent program orders (a cycle): fall back to the plain sort.
+      ord.resize(ng);
+      std::iota(ord.begin(), ord.end(), 0);
+      std::sort(ord.begin(), ord.end(), before);
+    }
     auto& out = steps_[b];
     out.reserve(groups.size());
     for (int gi : ord) {

@@ -11,8 +11,8 @@
 // bank conflicts the lessons discuss. Granularity::step merges the
 // occurrences: one replay step = a whole (Step, iteration), e.g. "all K loads
 // of iteration 0" - fewer, bigger steps for a quick overview.
-// Steps are ordered by (epoch, smallest seq_in_thread of their events, Step,
-// iter, occurrence): program order, with barriers as hard separators.
+// Steps are in program order: a topological order of every thread's own event
+// order, ties broken by (epoch, smallest seq_in_thread, Step, iter, occurrence).
 #pragma once
 #include <cstdint>
 #include <span>

@@ -19,11 +19,11 @@ namespace {
 
 bool show_k(const AppState& s) {
   if (s.kv_show != 0) return s.kv_show == 1 || s.kv_show == 3;
-  return !(s.stage == trace::Stage::lv || s.stage == trace::Stage::warp_reduce);
+  return s.reads_k || !s.reads_v;
 }
 bool show_v(const AppState& s) {
   if (s.kv_show != 0) return s.kv_show >= 2;
-  return !(s.stage == trace::Stage::q_to_smem || s.stage == trace::Stage::qk || s.stage == trace::Stage::softmax);
+  return s.reads_v;
 }
 
 }  // namespace
@@ -48,6 +48,10 @@ void draw_kv_panel(AppState& s) {
   ImGui::Combo("show", &s.kv_show, modes, 4);
 
   // ---- block table
+  if (std::all_of(s.slot_physical.begin(), s.slot_physical.end(), [](int p) { return p < 0; })) {
+    ImGui::TextWrapped("This stage does not read the block table or the KV cache: the blocks below are the sequence's "
+                       "logical blocks only (physical numbers appear from lesson 2 on).");
+  }
   const std::span<const std::uint32_t> cur = s.current_events();
   std::vector<char> table_lit(nslots, 0);
   for (std::uint32_t i : cur) {
