@@ -64,8 +64,8 @@ if [ "${SWEEP:-0}" = 1 ]; then
     "$B/cli/pa-bench" --only optimized --iters 100 --pool-gb 2 --json /tmp/sw.json "$@" 2>/dev/null |
       awk -v l="$label" '$1=="optimized"{printf "%s %s %s us %s%%\n", l, $2, $8, $10}'
   }
-  for sp in 1 2 4 8 16 32 64; do sweep "ctx4096 splits=$sp" --shape 1,32,8,4096,128 --splits $sp; done
+  for sp in 4 8 16 32 64; do sweep "ctx4096 splits=$sp" --shape 1,32,8,4096,128 --splits $sp; done
   sweep "ctx4096 heuristic spin=0" --shape 1,32,8,4096,128 --spin-us 0
-  for sp in 16 33 66 132; do sweep "ctx131072 splits=$sp" --shape 1,32,8,131072,128 --splits $sp; done
+  for sp in 16 24 33 66; do sweep "ctx131072 splits=$sp" --shape 1,32,8,131072,128 --splits $sp; done
   for sp in 2 4 8; do sweep "8x4096 splits=$sp" --shape 8,32,8,4096,128 --splits $sp; done
 fi

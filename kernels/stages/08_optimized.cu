@@ -153,21 +153,30 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits) {
   if (force_splits > 0) {
     best_s = std::min(force_splits, max_splits);
   } else {
-    // Time model in "blocks streamed by one CTA": waves x (blocks per split +
-    // a fixed cost for filling the pipeline and merging, about 16 KB of KV).
+    // Time model (seconds), calibrated on an H100 (kernels/NOTES.md, run 2):
+    //  - a CTA streams its blocks at about kCtaBw (what 4 warps x 2 steps in
+    //    flight sustain under load) after a fixed start/epilogue cost kT0;
+    //  - a wave of CTAs cannot beat the HBM: its bytes / kHbm;
+    //  - more splits cost a merge: kM0 + kM1 per split.
+    // The split count minimizing the sum over waves (last wave partial) wins.
+    constexpr double kCtaBw = 22e9, kHbm = 3.0e12, kT0 = 5e-6, kM0 = 1e-6, kM1 = 0.3e-6;
     const long long base = static_cast<long long>(a.num_seqs) * plan.units;
     const long long slots = static_cast<long long>(plan.sm_count) * plan.ctas_per_sm;
     const double block_bytes = 2.0 * a.head_size * a.block_size * dtype_bytes(a.dtype);
-    const double fixed = std::max(2.0, 16384.0 / block_bytes);
     double best = 1e300;
     for (int s = 1; s <= max_splits; ++s) {
       const int sb = split_blocks_for(s);
       const int s_eff = ceil_div(blocks, sb);
       if (s_eff != s) continue;  // same split as a smaller s
-      const long long waves = (base * s_eff + slots - 1) / slots;
-      const double cost = static_cast<double>(waves) * (sb + fixed + (s_eff > 1 ? 1.0 : 0.0));
-      if (cost < best * 0.999) {
-        best = cost;
+      const long long ctas = base * s_eff;
+      auto wave = [&](long long n) {
+        return std::max(kT0 + sb * block_bytes / kCtaBw, static_cast<double>(n) * sb * block_bytes / kHbm);
+      };
+      double t = static_cast<double>(ctas / slots) * wave(slots);
+      if (ctas % slots) t += wave(ctas % slots);
+      if (s_eff > 1) t += kM0 + kM1 * s_eff;
+      if (t < best * 0.999) {
+        best = t;
         best_s = s_eff;
       }
     }

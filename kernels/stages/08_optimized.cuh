@@ -431,39 +431,64 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
     sm_l[sp * kUH + g] = __ldcg(p.ws_stat + p.wsg.stat_offset(seq, unit, sp, 1, g));
   }
   __syncthreads();
-  for (int g = threadIdx.x; g < nh; g += Cfg::kNumThreads) {
+  // One warp per head: lanes stride over the splits, shuffles reduce.
+  for (int g = warp; g < nh; g += kNW) {
     float M = kNegInf;
-    for (int sp = 0; sp < n_active; ++sp) M = fmaxf(M, sm_m[sp * kUH + g]);
+    for (int sp = lane; sp < n_active; sp += kWarpSize) M = fmaxf(M, sm_m[sp * kUH + g]);
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) M = fmaxf(M, __shfl_xor_sync(kFull, M, o));
     float L = 0.f;
-    for (int sp = 0; sp < n_active; ++sp) {
+    for (int sp = lane; sp < n_active; sp += kWarpSize) {
       const float w = exp2f(sm_m[sp * kUH + g] - M);
       sm_m[sp * kUH + g] = w;  // now the split's weight
       L += w * sm_l[sp * kUH + g];
     }
-    inv_l[g] = 1.f / L;
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) L += __shfl_xor_sync(kFull, L, o);
+    if (lane == 0) inv_l[g] = 1.f / L;
   }
   __syncthreads();
   constexpr int kItems = Cfg::kMaxUnitHeads * HS / Cfg::kNumThreads;
   static_assert(kItems * Cfg::kNumThreads == Cfg::kMaxUnitHeads * HS, "items must tile the threads");
+  // kU splits' loads issued together: about 32 L2 loads in flight per thread.
+  constexpr int kU = cmax(1, 32 / kItems);
   float acc[kItems];
+  int gi[kItems];
 #pragma unroll
-  for (int it = 0; it < kItems; ++it) acc[it] = 0.f;
-#pragma unroll 2
-  for (int sp = 0; sp < n_active; ++sp) {
+  for (int it = 0; it < kItems; ++it) {
+    acc[it] = 0.f;
+    gi[it] = (threadIdx.x + it * Cfg::kNumThreads) / HS;
+  }
+  const int n_items = nh * HS;
+  const float* part0 = p.ws_out + p.wsg.out_offset(seq, unit, 0, 0, 0);
+  const std::int64_t split_stride = p.wsg.split_stride();
+  int sp = 0;
+  for (; sp + kU <= n_active; sp += kU) {
+    float v[kU][kItems];
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int it = 0; it < kItems; ++it) {
+        const int i = threadIdx.x + it * Cfg::kNumThreads;
+        v[u][it] = i < n_items ? __ldcg(part0 + (sp + u) * split_stride + i) : 0.f;
+      }
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int it = 0; it < kItems; ++it) acc[it] += sm_m[(sp + u) * kUH + gi[it]] * v[u][it];
+  }
+  for (; sp < n_active; ++sp) {
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
       const int i = threadIdx.x + it * Cfg::kNumThreads;
-      if (i < nh * HS) {
-        const int g = i / HS, d = i % HS;
-        acc[it] += sm_m[sp * kUH + g] * __ldcg(p.ws_out + p.wsg.out_offset(seq, unit, sp, g, d));
-      }
+      if (i < n_items) acc[it] += sm_m[sp * kUH + gi[it]] * __ldcg(part0 + sp * split_stride + i);
     }
   }
 #pragma unroll
   for (int it = 0; it < kItems; ++it) {
     const int i = threadIdx.x + it * Cfg::kNumThreads;
-    if (i < nh * HS) {
-      const int g = i / HS, d = i % HS;
+    if (i < n_items) {
+      const int g = gi[it], d = i % HS;
       out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc[it] * inv_l[g]);
     }
   }
