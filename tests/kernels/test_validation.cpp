@@ -72,7 +72,12 @@ TEST_CASE("heads, contexts and block tables are checked", "[kernels]") {
 }
 
 TEST_CASE("Q rows must stay vector aligned", "[kernels]") {
-  ProblemSpec s = small_problem().spec;
+  // fp16, block 16: 8-byte Q vecs, so one extra element (2 bytes) misaligns every other row.
+  ProblemSpec s;
+  s.dtype = DType::f16;
+  s.head_size = 128;
+  s.block_size = 16;
+  s.context_lens = {40, 7};
   s.extra_q_stride = 1;
   const PagedProblem p = make_problem(s);
   CHECK_THROWS_WITH(kernels::validate_problem(Stage::q_to_smem, p, 0), ContainsSubstring("extra_q_stride"));
