@@ -153,13 +153,19 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits) {
   if (force_splits > 0) {
     best_s = std::min(force_splits, max_splits);
   } else {
-    // Time model (seconds), calibrated on an H100 (kernels/NOTES.md, run 2):
-    //  - a CTA streams its blocks at about kCtaBw (what 4 warps x 2 steps in
-    //    flight sustain under load) after a fixed start/epilogue cost kT0;
-    //  - a wave of CTAs cannot beat the HBM: its bytes / kHbm;
+    // Time model (seconds), fitted to H100 split sweeps (kernels/NOTES.md, runs 2-3):
+    //  - a CTA streams its blocks at about kCtaBw after a fixed start/epilogue
+    //    cost kT0 (latency-bound when the GPU is not full);
+    //  - a wave cannot beat the HBM (kHbm, a little less when fewer CTAs than
+    //    slots are resident), nor can one SM pull more than kSmBw, so a wave
+    //    that puts 2 CTAs on some SMs and 1 on others is paced by the former;
     //  - more splits cost a merge: kM0 + kM1 per split.
     // The split count minimizing the sum over waves (last wave partial) wins.
-    constexpr double kCtaBw = 22e9, kHbm = 3.0e12, kT0 = 5e-6, kM0 = 1e-6, kM1 = 0.3e-6;
+    // Only when the unsplit grid leaves slots empty; and only grids that load
+    // the SMs evenly (<= one CTA per SM, or the last CTA layer >= 95% full):
+    // an H100 sweep at (1,32,8,131072) gave 95% of copy with 128 CTAs, 94%
+    // with 264, but 83% with 144 and 89% with 192.
+    constexpr double kCtaBw = 22e9, kSmBw = 35e9, kHbm = 3.0e12, kT0 = 3e-6, kM0 = 1e-6, kM1 = 0.6e-6;
     const long long base = static_cast<long long>(a.num_seqs) * plan.units;
     const long long slots = static_cast<long long>(plan.sm_count) * plan.ctas_per_sm;
     const double block_bytes = 2.0 * a.head_size * a.block_size * dtype_bytes(a.dtype);
@@ -169,8 +175,16 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits) {
       const int s_eff = ceil_div(blocks, sb);
       if (s_eff != s) continue;  // same split as a smaller s
       const long long ctas = base * s_eff;
+      if (s_eff > 1 && base >= slots) break;  // the unsplit grid already fills the GPU
+      const long long layers = (ctas + plan.sm_count - 1) / plan.sm_count;
+      if (ctas > plan.sm_count && ctas < 0.95 * layers * plan.sm_count) continue;  // uneven SM load
+      if (ctas > slots && s_eff > 1) break;  // more than one wave of split CTAs: never better
       auto wave = [&](long long n) {
-        return std::max(kT0 + sb * block_bytes / kCtaBw, static_cast<double>(n) * sb * block_bytes / kHbm);
+        const double cta_bytes = sb * block_bytes;
+        const double hbm = kHbm * std::min(1.0, 0.9 + 0.1 * static_cast<double>(n) / slots);
+        const double per_sm = static_cast<double>((n + plan.sm_count - 1) / plan.sm_count);
+        return std::max({kT0 + cta_bytes / kCtaBw, static_cast<double>(n) * cta_bytes / hbm,
+                         per_sm * cta_bytes / kSmBw});
       };
       double t = static_cast<double>(ctas / slots) * wave(slots);
       if (ctas % slots) t += wave(ctas % slots);
