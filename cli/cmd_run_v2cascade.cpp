@@ -104,6 +104,10 @@ int run_cascade(const PagedProblem& p, int iters, int check_seqs, bool baselines
     const double bytes = tokens * kv_token;
     std::printf("time (median of %d CUDA-event timings after 3 warm-up, same device inputs):\n", iters);
     std::printf("  cascade    %9.4f ms  (%.1f GB/s of unique KV)\n", t.cascade_ms, bytes / (t.cascade_ms * 1e-3) / 1e9);
+    if (t.prefix_ms >= 0)
+      std::printf("    alone: prefix (mma kernel + chunk reduce) %.4f ms, suffix (V2) %.4f ms; the cascade runs them "
+                  "on two streams\n",
+                  t.prefix_ms, t.suffix_ms);
     float best = -1;
     auto line = [&](const char* name, float ms) {
       if (ms < 0) return;

@@ -245,6 +245,12 @@ CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup, bool ba
   {
     DeviceBuffer ws(plan.workspace_bytes);
     t.cascade_ms = time_median([&] { launch_cascade(base, plan, ws.get(), nullptr); }, iters, warmup);
+    if (plan.prefix_len > 0) {
+      t.prefix_ms = time_median(
+          [&] { launch_cascade(base, plan, ws.get(), nullptr, nullptr, CascadeParts::prefix_only); }, iters, warmup);
+      t.suffix_ms = time_median(
+          [&] { launch_cascade(base, plan, ws.get(), nullptr, nullptr, CascadeParts::suffix_only); }, iters, warmup);
+    }
   }
   if (!baselines) return t;
   {  // V2 over the same block tables (the prefix blocks read once per sequence)

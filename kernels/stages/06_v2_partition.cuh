@@ -139,7 +139,7 @@ __device__ __forceinline__ float reduce_block_any(float v, float* scratch) {
 }
 
 // Stage 6 reduce kernel: grid (head, seq), any block size (128 used); dynamic
-// shared memory = max_partitions floats (the weights). T is the output dtype.
+// shared memory = max_partitions floats (the weights), rounded up to float4s. T is the output dtype.
 // partition_size here is the one the partitions were cut with (the cascade
 // also uses this kernel for its prefix chunks, partition_size = chunk length).
 template <class T>
@@ -190,7 +190,9 @@ namespace pa::kernels {
 // Reduce kernel launch: grid (head, seq), 128 threads, max_partitions weights in shared memory.
 template <class T>
 void launch_v2_reduce(const V2Args& a, cudaStream_t stream) {
-  const int parts = a.max_partitions > 0 ? a.max_partitions : 1;
+  // Rounded up to whole float4s: the compiler may read the weights 16 bytes
+  // at a time (the array is float4-aligned), past the last partition.
+  const int parts = ceil_div(a.max_partitions > 0 ? a.max_partitions : 1, 4) * 4;
   const auto dyn = static_cast<std::size_t>(parts) * sizeof(float);
   auto kernel = &stage6_v2_reduce_kernel<T>;
   if (dyn > 48 * 1024) {

@@ -49,6 +49,22 @@ T* at(void* base, std::size_t off) {
   return reinterpret_cast<T*>(static_cast<char*>(base) + off);
 }
 
+// The cascade's second stream and its fork/join events: created once per
+// process on first use (the lab runs on one device) and kept.
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+  SideStream() {
+    PA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    PA_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    PA_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  }
+};
+SideStream& side_stream() {
+  static SideStream s;
+  return s;
+}
+
 int device_sm_count() {
   int dev = 0, sms = 0;
   PA_CUDA_CHECK(cudaGetDevice(&dev));
@@ -155,7 +171,8 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
   return p;
 }
 
-CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws, float* lse_out, void* stream) {
+CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws, float* lse_out, void* stream,
+                             CascadeParts parts) {
   check_base(b);
   if (b.out == nullptr) bad("cascade: null output pointer");
   if (ws == nullptr && p.workspace_bytes > 0) bad("cascade: null workspace (plan.workspace_bytes needed)");
@@ -187,7 +204,30 @@ CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws,
   st.suffix_out = at<float>(ws, p.suffix_state_out);
   st.suffix_lse = at<float>(ws, p.suffix_state_lse);
 
-  // 1-2. Prefix state: chunks (or fp32 partitions), then their reduce.
+  // 3. Suffix states: V2 over tokens [prefix_len, context), on the side
+  // stream (forked from `stream`, joined before the merge).
+  const bool fork = parts == CascadeParts::all;
+  SideStream* side = fork ? &side_stream() : nullptr;
+  if (fork) {
+    PA_CUDA_CHECK(cudaEventRecord(side->fork, s));
+    PA_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
+  }
+  if (parts != CascadeParts::prefix_only) {
+    V2Args suf = v2;
+    suf.range = {p.prefix_len, -1};
+    suf.max_partitions = p.suffix_partitions;
+    suf.part_out = at<float>(ws, p.suffix_part_out);
+    suf.part_max = at<float>(ws, p.suffix_part_max);
+    suf.part_sum = at<float>(ws, p.suffix_part_sum);
+    suf.pg = {b.num_heads, p.suffix_partitions, b.head_size};
+    suf.out_state = at<float>(ws, p.suffix_state_out);
+    suf.lse = at<float>(ws, p.suffix_state_lse);
+    launch_v2(suf, fork ? side->stream : stream);
+  }
+  if (fork) PA_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
+  if (parts == CascadeParts::suffix_only) return st;
+
+  // 1-2. Prefix state: chunks (or fp32 partitions), then their reduce, on `stream`.
   V2Args pre = v2;
   pre.range = {0, p.prefix_len};
   pre.max_partitions = p.prefix_partitions;
@@ -226,17 +266,8 @@ CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws,
     launch_v2(pre, stream);
   }
 
-  // 3. Suffix states: V2 over tokens [prefix_len, context).
-  V2Args suf = v2;
-  suf.range = {p.prefix_len, -1};
-  suf.max_partitions = p.suffix_partitions;
-  suf.part_out = at<float>(ws, p.suffix_part_out);
-  suf.part_max = at<float>(ws, p.suffix_part_max);
-  suf.part_sum = at<float>(ws, p.suffix_part_sum);
-  suf.pg = {b.num_heads, p.suffix_partitions, b.head_size};
-  suf.out_state = at<float>(ws, p.suffix_state_out);
-  suf.lse = at<float>(ws, p.suffix_state_lse);
-  launch_v2(suf, stream);
+  if (parts == CascadeParts::prefix_only) return st;
+  if (fork) PA_CUDA_CHECK(cudaStreamWaitEvent(s, side->join, 0));
 
   // 4. Merge.
   MergeArgs m;

@@ -22,6 +22,8 @@
 //   3. stage 6's decode kernel (the stage 1-5 steps over a token range)
 //      computes each sequence's suffix state over tokens [P, context).
 //   4. merge_states_kernel merges prefix and suffix states into the output.
+// Step 3 runs on a second stream, concurrently with 1-2 (the prefix kernel is
+// compute-heavy, the suffix decode memory-bound), joined by an event before 4.
 // fp32 has no fp16-style mma: its prefix goes through the stage 6 decode
 // kernel per sequence (correct, no sharing).
 //

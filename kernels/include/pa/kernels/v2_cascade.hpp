@@ -53,8 +53,14 @@ struct CascadeStates {
   const float* suffix_out = nullptr;
   const float* suffix_lse = nullptr;
 };
+// The prefix and suffix states are independent: the suffix V2 runs on a
+// second (internal, non-blocking) stream, concurrently with the compute-heavy
+// prefix kernel, joined by an event before the merge; the whole call is
+// ordered on `stream` as usual. `parts` runs only one side (for timing the
+// split; no merge then).
+enum class CascadeParts { all, prefix_only, suffix_only };
 CascadeStates launch_cascade(const StageArgs& base, const CascadePlan& plan, void* workspace, float* lse_out,
-                             void* stream = nullptr);
+                             void* stream = nullptr, CascadeParts parts = CascadeParts::all);
 
 // The largest context v1 (stage 5) can take on this device (shared-memory
 // logits), for choose_decode_kernel().

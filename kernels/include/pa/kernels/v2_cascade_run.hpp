@@ -49,6 +49,7 @@ MergeRun run_merge(const std::vector<float>& a_out, const std::vector<float>& a_
 // and a note (e.g. v1 past its shared-memory limit).
 struct CascadeTiming {
   float cascade_ms = -1, v2_ms = -1, v1_ms = -1, optimized_ms = -1;
+  float prefix_ms = -1, suffix_ms = -1;  // each side of the cascade alone (no merge)
   std::string plan, notes;
 };
 CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup = 3, bool baselines = true);
