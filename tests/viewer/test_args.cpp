@@ -43,6 +43,9 @@ TEST_CASE("bad pa-viewer arguments are usage errors naming the problem", "[viewe
   CHECK_THROWS_AS(parse_args({"--granularity", "warp"}), UsageError);
   CHECK_THROWS_AS(parse_args({"--context", "10,,x"}), UsageError);
   CHECK_THROWS_AS(parse_args({"--dump-layout", "x.txt"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--exercise-resize"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--tab", "nope"}), UsageError);
+  CHECK(parse_args({"--tab", "partitions"}).tab == "partitions");
   try {
     parse_args({"--lesson", "12"});
   } catch (const UsageError& e) {

@@ -238,6 +238,14 @@ TEST_CASE("screenshot: bad input gives usage or a message, never a crash", "[vie
   const std::string nl = kOut + "/no_lessons.png";
   CHECK(run("--lessons-dir /nonexistent --screenshot " + nl) == 0);
   CHECK(fs::exists(nl));
+  // Shrinking to tiny sizes (down to 1x1) and back, then a full-size picture.
+  const std::string rs = kOut + "/resized.png";
+  CHECK(run("--lesson 2 --step 6 --exercise-resize --size 1280x800 --screenshot " + rs) == 0);
+  if (fs::exists(rs)) {
+    const Image im = load(rs);
+    CHECK(im.w == 1280);
+    CHECK(im.h == 800);
+  }
   // Tiny windows, and every lesson.
   CHECK(run("--size 200x150 --screenshot " + kOut + "/tiny.png") == 0);
   for (int lesson = 0; lesson <= 8; ++lesson)

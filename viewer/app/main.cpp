@@ -154,6 +154,10 @@ void handle_keys(AppState& s) {
   }
 }
 
+ImGuiTabItemFlags tab_flag(const AppState& s, const char* name) {
+  return s.args.tab == name ? ImGuiTabItemFlags_SetSelected : 0;
+}
+
 // Three columns: lesson/problem | thread block + memory | source + analyses.
 void draw_frame(AppState& s) {
   const ImGuiViewport* vp = ImGui::GetMainViewport();
@@ -165,7 +169,12 @@ void draw_frame(AppState& s) {
                    ImGuiWindowFlags_NoBringToFrontOnFocus);
   ImGui::PopStyleVar();
 
-  s.step_changed = s.replay.current() != s.last_step_seen;
+  // A new step, or a resize (which moves everything), re-scrolls the lesson
+  // and the source to the current step.
+  static ImVec2 last_size;
+  const bool resized = vp->WorkSize.x != last_size.x || vp->WorkSize.y != last_size.y;
+  last_size = vp->WorkSize;
+  s.step_changed = s.replay.current() != s.last_step_seen || resized;
   draw_toolbar(s);
 
   const ImVec2 avail = ImGui::GetContentRegionAvail();
@@ -177,9 +186,9 @@ void draw_frame(AppState& s) {
 
   ImGui::BeginChild("##left", ImVec2(left_w, h), true);
   if (ImGui::BeginTabBar("##lefttabs")) {
-    if (ImGui::BeginTabItem("Lesson")) { draw_lesson_panel(s); ImGui::EndTabItem(); }
-    if (ImGui::BeginTabItem("Problem")) { draw_config_panel(s); ImGui::EndTabItem(); }
-    if (ImGui::BeginTabItem("Trace")) { draw_trace_panel(s); ImGui::EndTabItem(); }
+    if (ImGui::BeginTabItem("Lesson", nullptr, tab_flag(s, "lesson"))) { draw_lesson_panel(s); ImGui::EndTabItem(); }
+    if (ImGui::BeginTabItem("Problem", nullptr, tab_flag(s, "problem"))) { draw_config_panel(s); ImGui::EndTabItem(); }
+    if (ImGui::BeginTabItem("Trace", nullptr, tab_flag(s, "trace"))) { draw_trace_panel(s); ImGui::EndTabItem(); }
     ImGui::EndTabBar();
   }
   ImGui::EndChild();
@@ -198,6 +207,10 @@ void draw_frame(AppState& s) {
       const int want = kv ? 0 : 1;
       if (mem && want != s.memory_tab) { s.memory_tab = want; s.memory_tab_request = true; }
     }
+  }
+  if (s.args.tab == "kv" || s.args.tab == "shared") {
+    s.memory_tab = s.args.tab == "kv" ? 0 : 1;
+    s.memory_tab_request = true;
   }
   if (ImGui::BeginTabBar("##memtabs")) {
     const bool req = s.memory_tab_request;
@@ -224,15 +237,16 @@ void draw_frame(AppState& s) {
   ImGui::EndChild();
   ImGui::BeginChild("##analyses", ImVec2(right_w, std::max(10.0f, h - src_h - ImGui::GetStyle().ItemSpacing.y)), true);
   if (ImGui::BeginTabBar("##righttabs")) {
-    if (ImGui::BeginTabItem("Requests")) { draw_requests_panel(s); ImGui::EndTabItem(); }
-    if (ImGui::BeginTabItem("Values")) { draw_values_panel(s); ImGui::EndTabItem(); }
-    if (ImGui::BeginTabItem("Partitions")) { draw_partitions_panel(s); ImGui::EndTabItem(); }
-    if (ImGui::BeginTabItem("Inspect", nullptr, s.focus_tab_request ? ImGuiTabItemFlags_SetSelected : 0)) {
+    if (ImGui::BeginTabItem("Requests", nullptr, tab_flag(s, "requests"))) { draw_requests_panel(s); ImGui::EndTabItem(); }
+    if (ImGui::BeginTabItem("Values", nullptr, tab_flag(s, "values"))) { draw_values_panel(s); ImGui::EndTabItem(); }
+    if (ImGui::BeginTabItem("Partitions", nullptr, tab_flag(s, "partitions"))) { draw_partitions_panel(s); ImGui::EndTabItem(); }
+    if (ImGui::BeginTabItem("Inspect", nullptr, s.focus_tab_request || tab_flag(s, "inspect") ? ImGuiTabItemFlags_SetSelected : 0)) {
       draw_inspect_panel(s);
       ImGui::EndTabItem();
     }
     s.focus_tab_request = false;
     ImGui::EndTabBar();
+    if (ImGui::GetFrameCount() > 2) s.args.tab.clear();  // only selects at start
   }
   ImGui::EndChild();
   ImGui::EndChild();
@@ -382,7 +396,10 @@ int main(int argc, char** argv) {
   std::vector<double> frame_ms, ui_ms;
   int vtx_max = 0;
   int frame = 0;
-  const int screenshot_frames = 4;  // layout settles (tabs, scroll) over a few frames
+  // Layout settles (tabs, scroll) over a few frames; --exercise-resize first
+  // shrinks the window to tiny sizes and back (issue 9: resizing is safe).
+  const int screenshot_frames = args.exercise_resize ? 12 : 4;
+  static const int kResizes[][2] = {{320, 200}, {200, 150}, {1, 1}, {640, 120}, {150, 900}};
   int rc = 0;
   auto last = std::chrono::steady_clock::now();
   while (!glfwWindowShouldClose(win)) {
@@ -395,6 +412,11 @@ int main(int argc, char** argv) {
     if (!s.screenshot_mode && args.bench_frames == 0) s.replay.tick(dt);
     if (args.bench_frames > 0) s.replay.jump((s.replay.current() + 1) % std::max(1, s.replay.count()));
 
+    if (args.exercise_resize) {
+      if (frame < 5) glfwSetWindowSize(win, kResizes[frame][0], kResizes[frame][1]);
+      else if (frame == 5) glfwSetWindowSize(win, args.width, args.height);
+      glfwPollEvents();
+    }
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     ImGui::NewFrame();

@@ -1,7 +1,9 @@
 #include "core/args.hpp"
 
 #include <cmath>
+#include <algorithm>
 #include <charconv>
+#include <iterator>
 #include <sstream>
 
 namespace pa::viewer {
@@ -46,6 +48,7 @@ std::string usage() {
       "  --dump-layout FILE    with --screenshot: write panel geometry (for tests)\n"
       "  --lessons-dir DIR --source-dir DIR   where lessons/*.md and kernels/stages are\n"
       "  --bench N             draw N frames, print load and frame times, exit\n"
+      "  --tab T               open tab T: requests values partitions inspect kv shared lesson problem trace\n"
       "  --help                this text\n"
       "keys: Space play/pause, Left/Right step, Home/End, 0-8 lesson, ? help\n";
 }
@@ -67,6 +70,13 @@ Args parse_args(const std::vector<std::string>& av) {
     else if (f == "--lessons-dir") a.lessons_dir = value();
     else if (f == "--source-dir") a.source_dir = value();
     else if (f == "--bench") a.bench_frames = to_int(f, value(), 1, 100000);
+    else if (f == "--exercise-resize") a.exercise_resize = true;
+    else if (f == "--tab") {
+      a.tab = value();
+      static const char* ok[] = {"requests", "values", "partitions", "inspect", "kv", "shared", "lesson", "problem", "trace"};
+      if (std::find(std::begin(ok), std::end(ok), a.tab) == std::end(ok))
+        throw UsageError("--tab: '" + a.tab + "' (accepted: requests values partitions inspect kv shared lesson problem trace)");
+    }
     else if (f == "--size") {
       const std::string v = value();
       const auto xpos = v.find('x');
@@ -119,6 +129,7 @@ Args parse_args(const std::vector<std::string>& av) {
       throw UsageError("unknown argument '" + f + "'");
     }
   }
+  if (a.exercise_resize && a.screenshot.empty()) throw UsageError("--exercise-resize needs --screenshot");
   if (!a.dump_layout.empty() && a.screenshot.empty()) throw UsageError("--dump-layout needs --screenshot");
   return a;
 }

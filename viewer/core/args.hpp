@@ -32,6 +32,8 @@ struct Args {
   std::vector<int> context_lens;
   std::string lessons_dir, source_dir;
   int bench_frames = 0;            // --bench N: time N frames and exit
+  bool exercise_resize = false;    // --exercise-resize: screenshot after shrinking to tiny sizes and back (tests)
+  std::string tab;                 // --tab: requests | values | partitions | inspect | kv | shared | problem | trace
   bool help = false;
 };
 
