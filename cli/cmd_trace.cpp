@@ -24,9 +24,9 @@ void help_trace() {
       "usage: pa-lab trace --stage NAME [problem flags] [--select LIST] [--source auto|gpu|model] -o FILE\n\n"
       "Writes the events of the stage's kernel for the selected thread blocks to FILE\n"
       "(format: trace/FORMAT.md; written to FILE.tmp, then renamed).\n\n"
-      "  --stage NAME        q_to_smem qk softmax lv warp_reduce (or 1..5; v1 = warp_reduce)\n"
-      "  --select LIST       thread blocks as seq,head[,partition], separated by ';'\n"
-      "                      (default: 0,0 = the first block; at most 16)\n"
+      "  --stage NAME        q_to_smem qk softmax lv warp_reduce v2_partition (or 1..6; v1 = warp_reduce)\n"
+      "  --select LIST       thread blocks as seq,head[,partition], separated by ';', or 'all'\n"
+      "                      (default: 0,0 = the first block; at most 16 when recording)\n"
       "  --source S          auto (default): record on the GPU if present and this configuration\n"
       "                      has a recording instance, else the host model; gpu: record or fail;\n"
       "                      model: the host model\n"
@@ -38,8 +38,16 @@ void help_trace() {
 
 namespace {
 
-trace::Selection parse_selection(const std::string& text) {
+trace::Selection parse_selection(const std::string& text, const ProblemSpec& spec, trace::Stage stage) {
   trace::Selection sel;
+  if (text == "all") {  // every thread block of the grid (partitions of each sequence's context)
+    for (int s = 0; s < spec.num_seqs(); ++s) {
+      const int parts = stage == trace::Stage::v2_partition ? num_partitions(spec.context_lens[s], spec.partition_size) : 1;
+      for (int h = 0; h < spec.num_heads; ++h)
+        for (int p = 0; p < parts; ++p) sel.blocks.push_back({s, h, p});
+    }
+    return sel;
+  }
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ';')) {
@@ -80,6 +88,14 @@ void print_summary(const trace::TraceData& d) {
                                                                                            : t.ideal_sectors),
                 static_cast<long long>(t.wavefronts));
   }
+  const auto tot = traffic_totals(d.events, reqs);
+  std::printf("totals: global loads %lld requests %lld sectors (ideal %lld), %lld bytes; global stores %lld bytes\n"
+              "        shared: %lld requests, %lld wavefronts (ideal %lld); loads %lld bytes, stores %lld bytes\n",
+              static_cast<long long>(tot.global_requests), static_cast<long long>(tot.global_sectors),
+              static_cast<long long>(tot.global_ideal_sectors), static_cast<long long>(tot.global_load_bytes),
+              static_cast<long long>(tot.global_store_bytes), static_cast<long long>(tot.shared_requests),
+              static_cast<long long>(tot.shared_wavefronts), static_cast<long long>(tot.shared_ideal_wavefronts),
+              static_cast<long long>(tot.shared_load_bytes), static_cast<long long>(tot.shared_store_bytes));
 }
 
 }  // namespace
@@ -100,7 +116,7 @@ int cmd_trace(Args args_in) {
   if (!stage) throw UsageError("unknown stage '" + *stage_name + "' (accepted: " + kernels::stage_names_text() + ")");
   ProblemSpec spec = take_problem_flags(f);
   const auto sel_text = f.take("select");
-  const trace::Selection sel = sel_text ? parse_selection(*sel_text) : trace::Selection{};
+  const trace::Selection sel = sel_text ? parse_selection(*sel_text, spec, *stage) : trace::Selection{};
   const std::string source = f.take_str("source", "auto");
   if (source != "auto" && source != "gpu" && source != "model") {
     throw UsageError("option --source: '" + source + "' (accepted: auto, gpu, model)");
@@ -113,7 +129,8 @@ int cmd_trace(Args args_in) {
   spec.validate();
   if (!trace::stage_is_modelled(*stage) && !trace::can_record(*stage, spec)) {
     throw std::invalid_argument(std::string("stage ") + trace::to_string(*stage) +
-                                " cannot be traced yet (traceable: q_to_smem, qk, softmax, lv, warp_reduce)");
+                                " cannot be traced (traceable: q_to_smem, qk, softmax, lv, warp_reduce, v2_partition; the "
+                                "cascade_merge and optimized kernels have no trace hooks)");
   }
   trace::TraceData d;
   d.header.spec = spec;

@@ -7,6 +7,7 @@ namespace {
 constexpr Command kCommands[] = {
     {"run", "run a stage on the GPU, check it against the CPU reference, time it", cmd_run, help_run},
     {"list", "list the stages and the supported / built configurations", cmd_list, help_list},
+    {"trace", "record a stage's events (GPU, else the host model) to a trace file", cmd_trace, help_trace},
 };
 }  // namespace
 

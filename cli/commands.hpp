@@ -28,5 +28,7 @@ int cmd_run(Args);
 void help_run();
 int cmd_list(Args);
 void help_list();
+int cmd_trace(Args);
+void help_trace();
 
 }  // namespace pa::cli

@@ -1,6 +1,7 @@
 // Long-run driver of the seeded mutation fuzzer (trace/FUZZING.md):
 //   pa_trace_fuzz_driver [iterations=1000000] [seed=1]
-//   pa_trace_fuzz_driver --write-corpus DIR   (seed files for libFuzzer)
+//   pa_trace_fuzz_driver --write-corpus DIR   (seed files for libFuzzer: the
+//   samples and small host-model traces of stages 1-5)
 // Prints progress every 100000 inputs; exits non-zero on the first input that
 // crashes the reader's contract (any exception other than TraceFormatError,
 // or an accepted input that does not validate and round-trip), after writing
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--write-corpus") {
     int i = 0;
     for (const auto& c : default_corpus()) {
-      const std::string path = std::string(argv[2]) + "/sample" + std::to_string(i++) + ".patrace";
+      const std::string path = std::string(argv[2]) + "/seed" + std::to_string(i++) + ".patrace";
       std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(c.data()),
                                                   static_cast<std::streamsize>(c.size()));
     }

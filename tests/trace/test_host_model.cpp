@@ -66,8 +66,11 @@ Bounds bounds_of(const PagedProblem& p) {
   b.bytes[Tensor::output] = rows * p.spec.head_size * eb;
   // stage_out: the largest stage output (per-warp partials) or the logits rows.
   b.bytes[Tensor::stage_out] = rows * std::max<std::int64_t>(std::int64_t{nw} * p.spec.head_size, max_ctx) * 4;
-  b.bytes[Tensor::part_max] = rows * 4;
-  b.bytes[Tensor::part_sum] = rows * 4;
+  const std::int64_t parts = std::max(1, p.spec.max_partitions());
+  b.bytes[Tensor::part_max] = rows * parts * 4;
+  b.bytes[Tensor::part_sum] = rows * parts * 4;
+  b.bytes[Tensor::part_out] = rows * parts * p.spec.head_size * 4;
+  b.bytes[Tensor::state_lse] = rows * 4;
   return b;
 }
 
@@ -302,4 +305,49 @@ TEST_CASE("host model rejects bad selections and unmodelled stages", "[trace][mo
   CHECK_THROWS_AS(model_events(bad, Stage::qk, {}), std::invalid_argument);
   // Duplicates collapse; the default selection is block (0, 0, 0).
   CHECK(model_events(s, Stage::qk, Selection{{{0, 0, 0}, {0, 0, 0}}}).size() == model_events(s, Stage::qk, {}).size());
+}
+
+TEST_CASE("host model, stage 6 partitions: each partition walks its own tokens", "[trace][model]") {
+  const int block = GENERATE(8, 16, 32);
+  ProblemSpec s = spec_of(DType::f16, 128, block, {200, 64}, 4, 2);
+  s.partition_size = 64;
+  const PagedProblem p = make_problem(s);
+  // Sequence 0: partitions 0..3 (the last holds 8 tokens); sequence 1: one partition.
+  Selection sel{{{0, 1, 0}, {0, 1, 1}, {0, 1, 2}, {0, 1, 3}, {1, 2, 0}}};
+  const auto ev = model_events(s, Stage::v2_partition, sel);
+  check_offsets_inside(p, ev);
+  check_program_order(ev);
+  std::vector<int> touched(static_cast<std::size_t>(p.num_logical_blocks(0)) * block * 128, 0);
+  std::map<int, std::set<int>> logits_of_part;
+  int part_out = 0, part_stats = 0, lse = 0, out_rows = 0;
+  for (const Event& e : ev) {
+    REQUIRE(e.stage == Stage::v2_partition);
+    if (e.seq == 0 && e.step == Step::k_load) {
+      for (int d = e.dim_begin; d < e.dim_begin + e.dim_count; ++d) ++touched[static_cast<std::size_t>(e.token) * 128 + d];
+    }
+    if (e.seq == 0 && e.step == Step::logit_store) {
+      REQUIRE(e.token / 64 == e.partition);
+      REQUIRE(e.byte_offset == (e.token - 64 * e.partition) * 4);  // partition-relative logits
+      logits_of_part[e.partition].insert(e.token);
+    }
+    if (e.tensor == Tensor::part_out) {
+      REQUIRE(e.seq == 0);
+      ++part_out;
+    }
+    if (e.tensor == Tensor::part_max || e.tensor == Tensor::part_sum) ++part_stats;
+    if (e.tensor == Tensor::state_lse) {
+      REQUIRE(e.seq == 1);  // the single-partition sequence writes its final state directly
+      ++lse;
+    }
+    if (e.step == Step::out_store) ++out_rows;
+  }
+  for (std::size_t i = 0; i < 200 * 128; ++i) REQUIRE(touched[i] == 1);
+  REQUIRE(logits_of_part.size() == 4);
+  CHECK(logits_of_part[3].size() == 8);
+  CHECK(part_out == 4 * 128);
+  CHECK(part_stats == 4 * 2);
+  CHECK(lse == 1);
+  CHECK(out_rows == 128);
+  // A partition past the sequence's context is not a valid selection.
+  CHECK_THROWS_AS(model_events(s, Stage::v2_partition, Selection{{{1, 0, 1}}}), std::invalid_argument);
 }

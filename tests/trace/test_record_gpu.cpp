@@ -70,7 +70,7 @@ struct Case {
 
 }  // namespace
 
-TEST_CASE("recorded GPU events equal the host model, stages 1-5", "[gpu][trace][record]") {
+TEST_CASE("recorded GPU events equal the host model, stages 1-6", "[gpu][trace][record]") {
   PA_REQUIRE_GPU();
   const Case cases[] = {
       {DType::f16, 128, 16, {100}, 4, 4, {}},
@@ -101,7 +101,8 @@ TEST_CASE("recorded GPU events equal the host model, stages 1-5", "[gpu][trace][
     s.num_kv_heads = c.kv_heads;
     s.seed = 11;
     const PagedProblem p = make_problem(s);
-    for (Stage st : {Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce}) {
+    for (Stage st : {Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce,
+                     Stage::v2_partition}) {
       if (!can_record(st, s)) continue;
       INFO(to_string(st) << " " << s.describe());
       const RecordResult rec = record_stage(st, p, c.sel);
@@ -115,6 +116,45 @@ TEST_CASE("recorded GPU events equal the host model, stages 1-5", "[gpu][trace][
   }
   if (compared == 0) SKIP("no recording instance for any case (PA_QUICK_KERNELS build?)");
   WARN("recorded == model compared for " << compared << " (configuration, stage) pairs");
+}
+
+TEST_CASE("recorded GPU events equal the host model, stage 6 with several partitions", "[gpu][trace][record]") {
+  PA_REQUIRE_GPU();
+  struct V2Case {
+    DType dt;
+    int head, block, partition_size;
+    std::vector<int> ctx;
+    Selection sel;
+  };
+  const V2Case cases[] = {
+      {DType::f16, 128, 16, 64, {200, 64}, {{{0, 1, 0}, {0, 1, 1}, {0, 1, 3}, {1, 2, 0}}}},
+      {DType::f16, 128, 32, 32, {100}, {{{0, 0, 0}, {0, 0, 3}}}},
+      {DType::f16, 128, 8, 128, {300, 129}, {{{0, 3, 2}, {1, 0, 1}}}},
+      {DType::bf16, 64, 8, 16, {50}, {{{0, 1, 0}, {0, 1, 3}}}},
+      {DType::f32, 256, 32, 64, {129}, {{{0, 0, 2}}}},
+  };
+  int compared = 0;
+  for (const V2Case& c : cases) {
+    ProblemSpec s;
+    s.dtype = c.dt;
+    s.head_size = c.head;
+    s.block_size = c.block;
+    s.partition_size = c.partition_size;
+    s.context_lens = c.ctx;
+    s.num_heads = 4;
+    s.num_kv_heads = 2;
+    s.seed = 5;
+    if (!can_record(Stage::v2_partition, s)) continue;
+    INFO(s.describe());
+    const PagedProblem p = make_problem(s);
+    const RecordResult rec = record_stage(Stage::v2_partition, p, c.sel);
+    const auto model = model_events(s, Stage::v2_partition, c.sel);
+    const std::string diff = compare(rec.events, model);
+    INFO(diff);
+    CHECK(diff.empty());
+    ++compared;
+  }
+  if (compared == 0) SKIP("no recording instance for any V2 case (PA_QUICK_KERNELS build?)");
 }
 
 TEST_CASE("recording never overflows silently: a small buffer is rerun exactly", "[gpu][trace][record]") {

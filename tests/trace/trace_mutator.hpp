@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "pa/trace/host_model.hpp"
 #include "pa/trace/trace_file.hpp"
 #include "trace_samples.hpp"
 
@@ -124,9 +125,25 @@ inline bool fuzz_one(const std::vector<std::uint8_t>& in, FuzzStats& st) {
   return accepted;
 }
 
+// Hand-made samples plus real events: every 50th event of the host model's
+// trace of each stage 1-5 on a small problem (real field patterns, small files).
 inline std::vector<std::vector<std::uint8_t>> default_corpus() {
   std::vector<std::vector<std::uint8_t>> c;
   for (int n : {0, 1, 3, 7}) c.push_back(serialize_trace(sample_trace(n)));
+  for (int st = 1; st <= 5; ++st) {
+    ProblemSpec s;
+    s.dtype = DType::f32;
+    s.head_size = 64;
+    s.block_size = 8;
+    s.num_heads = 2;
+    s.num_kv_heads = 1;
+    s.context_lens = {3, 9};
+    const auto stage = static_cast<Stage>(st);
+    const auto all = model_events(s, stage, Selection{{{1, 1, 0}}});
+    TraceData d{{s, stage, kHostModelSource, "fuzz-seed"}, {}};
+    for (std::size_t i = 0; i < all.size(); i += 50) d.events.push_back(all[i]);
+    c.push_back(serialize_trace(d));
+  }
   return c;
 }
 

@@ -4,7 +4,9 @@
 // each dtype, each block size and small, odd and large head sizes.
 #pragma once
 
-#if defined(PA_QUICK_KERNELS) && PA_QUICK_KERNELS
+// PA_QUICK_KERNELS builds keep 3 configurations, unless PA_TRACE_FULL_RECORD
+// (CMake option PA_TRACE_FULL_RECORDING) asks for the whole list anyway.
+#if defined(PA_QUICK_KERNELS) && PA_QUICK_KERNELS && !(defined(PA_TRACE_FULL_RECORD) && PA_TRACE_FULL_RECORD)
 #define PA_TRACE_FOR_EACH_CONFIG(X) X(f16, 128, 16) X(bf16, 128, 16) X(f32, 128, 16)
 #else
 #define PA_TRACE_FOR_EACH_CONFIG(X)                                                                  \

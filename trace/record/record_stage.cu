@@ -2,11 +2,13 @@
 // tracer and returns the selected blocks' events in replay order.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/cuda_check.hpp"
 #include "pa/kernels/recording_tracer.cuh"
+#include "pa/kernels/v2_cascade_args.hpp"
 #include "pa/trace/record.hpp"
 #include "record_configs.hpp"
 
@@ -20,6 +22,13 @@ namespace detail {
 PA_DECL_STAGE(f32) PA_DECL_STAGE(f16) PA_DECL_STAGE(bf16)
 #undef PA_DECL_STAGE
 #undef PA_DECL
+
+bool record_launch_v2_partition_f32(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
+bool record_launch_v2_partition_f16(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
+bool record_launch_v2_partition_bf16(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
+using RecordV2Fn = bool (*)(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
+constexpr RecordV2Fn kRecordV2[3] = {record_launch_v2_partition_f32, record_launch_v2_partition_f16,
+                                     record_launch_v2_partition_bf16};
 
 using RecordFn = bool (*)(int, int, const kernels::StageArgs&, const kernels::RecordingTracer&, cudaStream_t);
 constexpr RecordFn kRecord[5][3] = {
@@ -48,7 +57,7 @@ bool recording_built() { return true; }
 
 bool can_record(Stage stage, const ProblemSpec& spec) {
   const int s = static_cast<int>(stage);
-  if (s < 1 || s > 5 || spec.num_threads != 128) return false;
+  if (s < 1 || s > 6 || spec.num_threads != 128) return false;
 #define PA_X(DT, H, B) \
   if (spec.dtype == DType::DT && spec.head_size == H && spec.block_size == B) return true;
   PA_TRACE_FOR_EACH_CONFIG(PA_X)
@@ -57,7 +66,7 @@ bool can_record(Stage stage, const ProblemSpec& spec) {
 }
 
 std::string recordable_configs_text() {
-  std::string s = "stages q_to_smem, qk, softmax, lv, warp_reduce; configurations (dtype head block):";
+  std::string s = "stages q_to_smem, qk, softmax, lv, warp_reduce, v2_partition; configurations (dtype head block):";
 #define PA_X(DT, H, B) s += std::string(" ") + dtype_name(DType::DT) + "/" #H "/" #B;
   PA_TRACE_FOR_EACH_CONFIG(PA_X)
 #undef PA_X
@@ -96,9 +105,35 @@ RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& s
     for (std::size_t i = 0; i < blocks.size(); ++i) t.blocks[i] = {blocks[i].seq, blocks[i].head, blocks[i].partition};
     d.poison_outputs();
     const int dt = static_cast<int>(p.spec.dtype);  // f32 = 0, f16 = 1, bf16 = 2
-    if (!detail::kRecord[static_cast<int>(stage) - 1][dt](p.spec.head_size, p.spec.block_size, args, t, nullptr)) {
-      throw std::logic_error("record_stage: can_record and the instance list disagree");
+    bool launched = false;
+    if (stage == Stage::v2_partition) {
+      // The launch pa-lab run uses (kernels/src/v2_cascade_run.cpp): the whole
+      // context, out (dtype) and lse written, single-partition sequences direct.
+      const int parts = std::max(1, p.spec.max_partitions());
+      const std::size_t rows = static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads;
+      detail::DevMem part_out(rows * parts * p.spec.head_size * sizeof(float));
+      detail::DevMem part_max(rows * parts * sizeof(float)), part_sum(rows * parts * sizeof(float));
+      detail::DevMem lse(rows * sizeof(float));
+      kernels::V2Args v{};
+      v.base = args;
+      v.base.partition_size = p.spec.partition_size;
+      v.range = TokenRange{0, -1};
+      v.max_partitions = parts;
+      v.part_out = static_cast<float*>(part_out.p);
+      v.part_max = static_cast<float*>(part_max.p);
+      v.part_sum = static_cast<float*>(part_sum.p);
+      v.pg = PartitionGeometry{p.spec.num_heads, parts, p.spec.head_size};
+      v.lse = static_cast<float*>(lse.p);
+      v.out_state = nullptr;
+      v.stg = StateGeometry{p.spec.num_heads, p.spec.head_size};
+      v.single_partition_direct = true;
+      launched = detail::kRecordV2[dt](p.spec.head_size, p.spec.block_size, v, t, nullptr);
+      PA_CUDA_CHECK(cudaDeviceSynchronize());  // before the buffers above are freed
+    } else {
+      launched = detail::kRecord[static_cast<int>(stage) - 1][dt](p.spec.head_size, p.spec.block_size, args, t,
+                                                                  nullptr);
     }
+    if (!launched) throw std::logic_error("record_stage: can_record and the instance list disagree");
     PA_CUDA_CHECK(cudaDeviceSynchronize());
     ++res.launches;
     unsigned long long n = 0;

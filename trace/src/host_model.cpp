@@ -24,6 +24,7 @@ bool stage_is_modelled(Stage stage) {
     case Stage::softmax:
     case Stage::lv:
     case Stage::warp_reduce:
+    case Stage::v2_partition:
       return true;
     default:
       return false;
@@ -67,7 +68,8 @@ std::vector<Event> model_events(const ProblemSpec& spec, Stage stage, const Sele
   }
   if (!stage_is_modelled(stage)) {
     throw std::invalid_argument(std::string("model_events: stage ") + to_string(stage) +
-                                " has no host model yet (modelled: q_to_smem, qk, softmax, lv, warp_reduce)");
+                                " has no host model (modelled: q_to_smem, qk, softmax, lv, warp_reduce, v2_partition; the "
+                                "cascade_merge and optimized kernels have no trace hooks)");
   }
   spec.validate();
   const std::vector<BlockId> blocks = resolve_selection(spec, stage, sel);

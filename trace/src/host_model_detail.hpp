@@ -57,6 +57,7 @@ struct ModelValues {
   std::optional<SoftmaxRef> softmax;
   std::optional<WarpPartials> partials;
   std::optional<std::vector<double>> output;
+  std::optional<V2Ref> v2;
 
   explicit ModelValues(const PagedProblem& pp) : p(pp) {}
   float logit(int seq, int head, int token) {
@@ -81,10 +82,16 @@ struct ModelValues {
     if (!output) output = ref_output(p);
     return static_cast<float>((*output)[p.query.out_offset(seq, head, d)]);
   }
+  // V2: partition part's output row, normalized within the partition.
+  float part_out(int seq, int head, int part, int d) {
+    if (!v2) v2 = ref_v2(p);
+    return static_cast<float>(v2->part_out[v2->geom.out_offset(seq, head, part, d)]);
+  }
   std::int64_t stat(int seq, int head) const { return static_cast<std::int64_t>(seq) * p.spec.num_heads + head; }
 };
 
-// Per-stage model entry points (one file each).
+// Per-stage model entry points. Stages 1-5 and the stage 6 partition kernel
+// (the same steps on a partition's token range): host_model_v1.cpp.
 void model_v1_block(const PagedProblem& p, Stage stage, const BlockId& b, ModelValues& vals,
                     std::vector<Event>& out);
 

@@ -1,4 +1,6 @@
-// Host model of the v1-style stage kernels 1-5 (kernels/stages/01..05_*.cuh):
+// Host model of the v1-style stage kernels 1-5 (kernels/stages/01..05_*.cuh)
+// and of stage 6's partition kernel (06_v2_partition.cuh), which runs the same
+// steps on one partition's token range:
 // for one thread block, every thread's events in program order, enumerated
 // from the same index headers (mapping.hpp, layout.hpp, events.hpp). Each
 // function below mirrors one step function of the kernels and names it; the
@@ -8,6 +10,7 @@
 #include <limits>
 
 #include "host_model_detail.hpp"
+#include "pa/index/cascade.hpp"
 #include "pa/reference/config_dispatch.hpp"
 
 namespace pa::trace::detail {
@@ -154,23 +157,33 @@ struct V1Model {
     }
   }
 
-  // softmax_block (03_softmax.cuh)
+  // softmax_block (03_softmax.cuh). Values from the range's own logits: the
+  // max and exp sum of the tokens of r (a V2 partition's, or the context's).
+  float range_max = 0.f, range_sum = 0.f;
   void softmax(const PartitionRange& r) {
     const int n = r.token_end - r.token_begin;
-    const float m = vals.max_logit(b.seq, b.head);
-    const float s = vals.exp_sum(b.seq, b.head);
+    auto logit = [&](int t) { return vals.logit(b.seq, b.head, t); };
+    float m = -std::numeric_limits<float>::infinity();
+    for (int t = r.token_begin; t < r.token_end; ++t) m = std::max(m, logit(t));
+    auto ex = [&](int t) { return static_cast<float>(std::exp(static_cast<double>(logit(t)) - m)); };
+    double sum = 0;
+    for (int t = r.token_begin; t < r.token_end; ++t) sum += ex(t);
+    const float s = static_cast<float>(sum);
+    auto prob = [&](int t) { return static_cast<float>(ex(t) / sum); };
+    range_max = m;
+    range_sum = s;
     // Warp w's threads own range-relative tokens i with (i % kThreads) / 32 == w.
     float wmax[kWarps], wsum[kWarps];
     for (int w = 0; w < kWarps; ++w) {
       float mx = -std::numeric_limits<float>::infinity();
-      double sum = 0;
+      double ws = 0;
       for (int i = 0; i < n; ++i) {
         if (Map::warp_of(i % kThreads) != w) continue;
-        mx = std::max(mx, vals.logit(b.seq, b.head, r.token_begin + i));
-        sum += vals.exp_of(b.seq, b.head, r.token_begin + i);
+        mx = std::max(mx, logit(r.token_begin + i));
+        ws += ex(r.token_begin + i);
       }
       wmax[w] = mx;
-      wsum[w] = static_cast<float>(sum);
+      wsum[w] = static_cast<float>(ws);
     }
     auto loop = [&](Step step, bool store, auto load_val, auto store_val) {
       for (int tid = 0; tid < kThreads; ++tid) {
@@ -185,9 +198,6 @@ struct V1Model {
         }
       }
     };
-    auto logit = [&](int t) { return vals.logit(b.seq, b.head, t); };
-    auto ex = [&](int t) { return vals.exp_of(b.seq, b.head, t); };
-    auto prob = [&](int t) { return vals.prob(b.seq, b.head, t); };
     loop(Step::max_reduce, false, logit, logit);
     block_reduce(Step::max_reduce, Map::red_max_slot(0), wmax, m);
     loop(Step::exp_sum_reduce, true, logit, ex);
@@ -198,10 +208,8 @@ struct V1Model {
 
   void softmax_stats() {
     const std::int64_t off = sg.stat_offset(b.seq, b.head);
-    em.record(0, ev_(0, Step::stage_output, Op::global_store, Tensor::part_max).at(off * 4, 4)
-                     .val(vals.max_logit(b.seq, b.head)));
-    em.record(0, ev_(0, Step::stage_output, Op::global_store, Tensor::part_sum).at(off * 4, 4)
-                     .val(vals.exp_sum(b.seq, b.head)));
+    em.record(0, ev_(0, Step::stage_output, Op::global_store, Tensor::part_max).at(off * 4, 4).val(range_max));
+    em.record(0, ev_(0, Step::stage_output, Op::global_store, Tensor::part_sum).at(off * 4, 4).val(range_sum));
   }
 
   // lv_accumulate + lv_reduce_rows (04_lv.cuh)
@@ -306,7 +314,56 @@ struct V1Model {
     }
   }
 
+  // Stage 6's stores (06_v2_partition.cuh), for the launch pa-lab and
+  // record_stage use: out (dtype) and lse set, no out_state,
+  // single_partition_direct = true.
+  void v2_stores(int n_parts) {
+    if (n_parts == 1) {
+      out_store();
+      const StateGeometry stg{p.spec.num_heads, p.spec.head_size};
+      const std::int64_t off = stg.lse_offset(b.seq, b.head);
+      em.record(0, ev_(0, Step::partition_store, Op::global_store, Tensor::state_lse)
+                       .at(off * 4, 4).val(range_max + std::log(range_sum)));
+      return;
+    }
+    const PartitionGeometry pg{p.spec.num_heads, p.spec.max_partitions(), p.spec.head_size};
+    for (int tid = 0; tid < kWarpSize; ++tid) {  // warp 0's row owners
+      const int lane = Map::lane_of(tid);
+      if (!Map::lv_row_owner(lane)) continue;
+      for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+        const int row = Map::lv_row(lane, i);
+        if (!Map::lv_row_valid(row)) continue;
+        em.record(tid, ev_(tid, Step::partition_store, Op::global_store, Tensor::part_out)
+                           .it(i).dims(row, 1).at(pg.out_offset(b.seq, b.head, b.partition, row) * 4, 4)
+                           .val(vals.part_out(b.seq, b.head, b.partition, row)));
+      }
+    }
+    const std::int64_t off = pg.stat_offset(b.seq, b.head, b.partition);
+    em.record(0, ev_(0, Step::partition_store, Op::global_store, Tensor::part_max).at(off * 4, 4).val(range_max));
+    em.record(0, ev_(0, Step::partition_store, Op::global_store, Tensor::part_sum).at(off * 4, 4).val(range_sum));
+  }
+
+  // stage6_v2_partition_kernel
+  void run_v2() {
+    context_len();
+    const TokenRange whole{0, -1};
+    const int n_parts = num_partitions_in(whole, ctx_len(), p.spec.partition_size);
+    if (b.partition >= n_parts) return;
+    const PartitionRange r =
+        partition_range_in(whole, ctx_len(), Cfg::kBlockSize, p.spec.partition_size, b.partition);
+    q_to_smem();
+    qk(r);
+    softmax(r);
+    lv(r);
+    warp_reduce();
+    v2_stores(n_parts);
+  }
+
   void run(Stage stage) {
+    if (stage == Stage::v2_partition) {
+      run_v2();
+      return;
+    }
     const PartitionRange r = partition_range(ctx_len(), Cfg::kBlockSize, 0, 0);
     if (stage == Stage::q_to_smem) {
       q_to_smem();

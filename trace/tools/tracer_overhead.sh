@@ -19,6 +19,18 @@ FLAGS=(-std=c++20 --expt-relaxed-constexpr -O3 -arch=sm_$ARCH -cubin)
 "$NVCC" "${FLAGS[@]}" "${INC[@]}" -o "$OUTDIR/null_tracer.cubin" "$ROOT/trace/tools/overhead_instances.cu"
 "$NVCC" "${FLAGS[@]}" "${INC[@]}" -DPA_NO_TRACE_HOOKS -o "$OUTDIR/no_hooks.cubin" "$ROOT/trace/tools/overhead_instances.cu"
 
+if cmp -s "$OUTDIR/null_tracer.cubin" "$OUTDIR/no_hooks.cubin"; then
+  echo "cubins byte-identical: the NullTracer build is the build without hooks ($(wc -c <"$OUTDIR/null_tracer.cubin") bytes, sm_$ARCH)" | tee "$OUTDIR/cmp.txt"
+  cmp_status=0
+else
+  echo "cubins DIFFER" | tee "$OUTDIR/cmp.txt"
+  cmp_status=1
+fi
+if [[ ! -x "$CUOBJDUMP" ]]; then
+  echo "no cuobjdump next to nvcc: per-kernel registers / SASS counts skipped"
+  exit $cmp_status
+fi
+
 # Per function: registers, SASS instruction count, SASS text (addresses stripped).
 summarize() {  # cubin prefix
   "$CUOBJDUMP" -res-usage "$1" 2>/dev/null | awk '/Function/ {f=$2; sub(":$","",f)} /REG:/ {match($0,/REG:[0-9]+/); print f, substr($0,RSTART+4,RLENGTH-4)}' \

@@ -19,7 +19,8 @@ struct RecordResult {
   int launches = 0;           // 2 when the first buffer was too small (exact rerun)
 };
 
-// Stages 1-5 and configurations with a recording instance in this build
+// Stages 1-6 (stage 6: the partition kernel; its reduce kernel has no hooks)
+// and configurations with a recording instance in this build
 // (recordable_configs_text()). Throws std::invalid_argument for a stage or
 // configuration without one or a bad selection, pa::kernels::NoGpuError
 // without a GPU, std::runtime_error for a CUDA failure. initial_capacity: the
