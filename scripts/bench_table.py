@@ -31,6 +31,8 @@ def cell(row):
     if st != "ok":
         if st.startswith("missing"):
             return "missing"
+        if "not available" in st or "no instance" in st or ": configuration" in st:
+            return "not built"
         return "n/a"
     return f"{fmt_us(row['median_us'])}<br>{row['gbps']:.0f} GB/s ({row['pct_copy']:.0f}%)"
 
@@ -44,7 +46,9 @@ def table(data, src):
         f"(read + write). Each cell: median of {data['iters']} CUDA-event timings after "
         f"{data['warmup']} warm-up launches, KV rotated over a {data['pool_gb']:g} GB pool; GB/s of K+V read "
         f"and that as % of the copy bandwidth. Block size 16. "
-        f"\"n/a\": the kernel refused the shape (see the JSON status), \"missing\": not in this build."
+        f"\"n/a\": the kernel refused the shape (v1 at 131072 tokens: its shared-memory logits do not fit); "
+        f"\"not built\": the configuration is not instantiated in the quick build this run used; "
+        f"\"missing\": the kernel is not in this build. The JSON holds each status."
     )
     out.append("")
     out.append("| seqs | heads | kv heads | context | head | dtype | KV MB | " + " | ".join(KERNELS[:3]) + " |")
