@@ -244,6 +244,18 @@ void load_lesson(AppState& s, int n) {
     const auto ms = s.doc->markers();
     if (!ms.empty()) st = ms.front().marker->stage;
   }
+  // Lessons 6 and 7 are about pictures of partitions and states: open that tab;
+  // the cascade lesson needs a shared prefix, so give the problem one if it has none.
+  if (st == trace::Stage::v2_partition || st == trace::Stage::cascade_merge) {
+    s.tab_request = "partitions";
+    s.tab_request_frames = 2;
+  }
+  if (st == trace::Stage::cascade_merge && s.trace_path.empty() && s.spec.shared_prefix_len == 0) {
+    if (s.spec.num_seqs() < 2) s.spec.context_lens = {100, 140};
+    s.spec.shared_prefix_len = 4 * s.spec.block_size;
+    for (int c : s.spec.context_lens) s.spec.shared_prefix_len = std::min(s.spec.shared_prefix_len, (c - 1) / s.spec.block_size * s.spec.block_size);
+    s.events.clear();  // regenerate below
+  }
   if (s.trace_path.empty()) {
     const bool changed = st != s.stage || s.events.empty();
     s.stage = st;

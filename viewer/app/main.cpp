@@ -155,7 +155,7 @@ void handle_keys(AppState& s) {
 }
 
 ImGuiTabItemFlags tab_flag(const AppState& s, const char* name) {
-  return s.args.tab == name ? ImGuiTabItemFlags_SetSelected : 0;
+  return s.tab_request == name ? ImGuiTabItemFlags_SetSelected : 0;
 }
 
 // Three columns: lesson/problem | thread block + memory | source + analyses.
@@ -208,8 +208,8 @@ void draw_frame(AppState& s) {
       if (mem && want != s.memory_tab) { s.memory_tab = want; s.memory_tab_request = true; }
     }
   }
-  if (s.args.tab == "kv" || s.args.tab == "shared") {
-    s.memory_tab = s.args.tab == "kv" ? 0 : 1;
+  if (s.tab_request == "kv" || s.tab_request == "shared") {
+    s.memory_tab = s.tab_request == "kv" ? 0 : 1;
     s.memory_tab_request = true;
   }
   if (ImGui::BeginTabBar("##memtabs")) {
@@ -246,7 +246,7 @@ void draw_frame(AppState& s) {
     }
     s.focus_tab_request = false;
     ImGui::EndTabBar();
-    if (ImGui::GetFrameCount() > 2) s.args.tab.clear();  // only selects at start
+    if (s.tab_request_frames > 0 && --s.tab_request_frames == 0) s.tab_request.clear();
   }
   ImGui::EndChild();
   ImGui::EndChild();
@@ -379,6 +379,10 @@ int main(int argc, char** argv) {
     trace_error = s.load_error;
   }
   load_lesson(s, s.lesson);
+  if (!args.tab.empty()) {
+    s.tab_request = args.tab;
+    s.tab_request_frames = 2;
+  }
   if (!trace_error.empty()) s.load_error = trace_error + "  (showing the host model instead)";
   const double total_load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();

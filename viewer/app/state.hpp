@@ -106,6 +106,8 @@ struct AppState {
 
   // ---- ui
   bool show_help = false;
+  std::string tab_request;  // a tab to select (--tab, or a lesson's natural tab)
+  int tab_request_frames = 0;
   bool show_open = false;
   char open_path[512] = {};
   int memory_tab = 0;  // 0 KV cache, 1 Q & shared

@@ -40,11 +40,10 @@ void strip(ImDrawList* dl, ImVec2 o, float w, float h, const double* v, int n, d
 
 void draw_partitions_panel(AppState& s) {
   static RefCache cache;
-  if (s.index.num_blocks() == 0) {
-    ImGui::TextDisabled("no trace loaded");
-    return;
-  }
-  const BlockKey key = s.index.block(s.block);
+  // Works without a trace too (the cascade stage has no host model): the
+  // reference computes the states of (seq 0, head 0).
+  const BlockKey key = s.index.num_blocks() > 0 ? s.index.block(s.block) : BlockKey{};
+  if (s.spec.num_seqs() == 0) return;
   int total_tokens = 0;
   for (int c : s.spec.context_lens) total_tokens += c;
   const std::string k = s.spec.describe();
