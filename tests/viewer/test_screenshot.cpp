@@ -178,6 +178,16 @@ TEST_CASE("screenshot: the K element loaded at step K lights up where the layout
     if (!touched) other_d = d;
   }
   REQUIRE(other_d >= 0);
+
+  // Clicking the element (synthetic pointer) selects it: a white outline
+  // around exactly that cell, and the touching thread keeps its full colour
+  // in the thread grid while the others dim.
+  const std::string cpath = kOut + "/qk_click.png";
+  REQUIRE(run("--lesson 2 --step " + std::to_string(K) + " --size 1600x1000 --mouse " + std::to_string(px) + "," +
+              std::to_string(py) + " --click --screenshot " + cpath + " --dump-layout " + cpath + ".txt") == 0);
+  const Image ic = load(cpath);
+  CHECK(same(ic.at(static_cast<int>(r.x0) - 2, py), {255, 255, 255}, 30));
+  CHECK(same(ia.at(static_cast<int>(r.x0) - 2, py), {255, 255, 255}, 30) == false);
   const Rect q = l.k_cell(slot, other_d, el.t).offset(ox, oy);
   const int qx = static_cast<int>((q.x0 + q.x1) * 0.5f), qy = static_cast<int>((q.y0 + q.y1) * 0.5f);
   CHECK(same(ia.at(qx, qy), ib.at(qx, qy), 0));

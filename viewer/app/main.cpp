@@ -402,7 +402,7 @@ int main(int argc, char** argv) {
   int frame = 0;
   // Layout settles (tabs, scroll) over a few frames; --exercise-resize first
   // shrinks the window to tiny sizes and back (issue 9: resizing is safe).
-  const int screenshot_frames = args.exercise_resize ? 12 : 4;
+  const int screenshot_frames = args.exercise_resize ? 12 : args.mouse ? 6 : 4;
   static const int kResizes[][2] = {{320, 200}, {200, 150}, {1, 1}, {640, 120}, {150, 900}};
   int rc = 0;
   auto last = std::chrono::steady_clock::now();
@@ -423,6 +423,11 @@ int main(int argc, char** argv) {
     }
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
+    if (s.screenshot_mode && args.mouse) {
+      // Synthetic pointer for tooltip/click screenshots (the hidden window has no real one).
+      io.MousePos = ImVec2(static_cast<float>(args.mouse->first), static_cast<float>(args.mouse->second));
+      io.MouseDown[0] = args.click && frame == 1;
+    }
     ImGui::NewFrame();
     if (!s.screenshot_mode) handle_keys(s);
     draw_frame(s);

@@ -48,6 +48,7 @@ std::string usage() {
       "  --dump-layout FILE    with --screenshot: write panel geometry (for tests)\n"
       "  --lessons-dir DIR --source-dir DIR   where lessons/*.md and kernels/stages are\n"
       "  --bench N             draw N frames, print load and frame times, exit\n"
+      "  --mouse X,Y [--click] with --screenshot: pointer there (tooltips), optionally one click\n"
       "  --tab T               open tab T: requests values partitions inspect kv shared lesson problem trace\n"
       "  --help                this text\n"
       "keys: Space play/pause, Left/Right step, Home/End, 0-8 lesson, ? help\n";
@@ -71,6 +72,12 @@ Args parse_args(const std::vector<std::string>& av) {
     else if (f == "--source-dir") a.source_dir = value();
     else if (f == "--bench") a.bench_frames = to_int(f, value(), 1, 100000);
     else if (f == "--exercise-resize") a.exercise_resize = true;
+    else if (f == "--click") a.click = true;
+    else if (f == "--mouse") {
+      const auto p = split(value(), ',');
+      if (p.size() != 2) throw UsageError("--mouse: needs X,Y (window pixels)");
+      a.mouse = std::make_pair(to_int("--mouse x", p[0], 0, 16384), to_int("--mouse y", p[1], 0, 16384));
+    }
     else if (f == "--tab") {
       a.tab = value();
       static const char* ok[] = {"requests", "values", "partitions", "inspect", "kv", "shared", "lesson", "problem", "trace"};
@@ -129,6 +136,8 @@ Args parse_args(const std::vector<std::string>& av) {
       throw UsageError("unknown argument '" + f + "'");
     }
   }
+  if ((a.mouse || a.click) && a.screenshot.empty()) throw UsageError("--mouse/--click need --screenshot");
+  if (a.click && !a.mouse) throw UsageError("--click needs --mouse X,Y");
   if (a.exercise_resize && a.screenshot.empty()) throw UsageError("--exercise-resize needs --screenshot");
   if (!a.dump_layout.empty() && a.screenshot.empty()) throw UsageError("--dump-layout needs --screenshot");
   return a;

@@ -3,6 +3,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pa/index/dtype.hpp"
@@ -32,6 +33,8 @@ struct Args {
   std::vector<int> context_lens;
   std::string lessons_dir, source_dir;
   int bench_frames = 0;            // --bench N: time N frames and exit
+  std::optional<std::pair<int, int>> mouse;  // --mouse X,Y: screenshot with the pointer there (tooltips)
+  bool click = false;              // --click: and click there once
   bool exercise_resize = false;    // --exercise-resize: screenshot after shrinking to tiny sizes and back (tests)
   std::string tab;                 // --tab: requests | values | partitions | inspect | kv | shared | problem | trace
   bool help = false;
