@@ -21,6 +21,7 @@
 #include "core/layout.hpp"
 #include "core/trace_index.hpp"
 #include "pa/trace/host_model.hpp"
+#include "pa/trace/trace_file.hpp"
 
 namespace fs = std::filesystem;
 using namespace pa;
@@ -261,4 +262,24 @@ TEST_CASE("screenshot: bad input gives usage or a message, never a crash", "[vie
   for (int lesson = 0; lesson <= 8; ++lesson)
     CHECK(run("--lesson " + std::to_string(lesson) + " --step 1000000 --size 800x600 --screenshot " + kOut + "/lesson" +
               std::to_string(lesson) + ".png") == 0);
+}
+
+TEST_CASE("screenshot: a trace file opens and replays", "[viewer][screenshot]") {
+  require_display();
+  ProblemSpec spec;
+  spec.context_lens = {70};
+  trace::TraceData d;
+  d.header.spec = spec;
+  d.header.stage = trace::Stage::lv;
+  d.header.source = "viewer test";
+  d.header.revision = "test";
+  d.events = trace::model_events(spec, trace::Stage::lv, trace::Selection{});
+  const std::string path = kOut + "/lv70.patrace";
+  trace::write_trace(path, d);
+  const std::string png = kOut + "/trace_file.png";
+  REQUIRE(run("--trace " + path + " --step 40 --tab trace --screenshot " + png) == 0);
+  std::ifstream log(kOut + "/last.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  CHECK(text.find("cannot") == std::string::npos);
+  CHECK(fs::exists(png));
 }

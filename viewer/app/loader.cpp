@@ -209,6 +209,9 @@ void open_trace_file(AppState& s, const std::string& path) {
   s.load_ms = ms_since(t0);
   s.replay.jump(0);
   rebuild_index(s);
+  // Show the lesson of the trace's stage (lesson N teaches stage N).
+  const int n = static_cast<int>(s.stage);
+  if (n != s.lesson && n >= 0 && n <= 8) load_lesson(s, n);
 }
 
 void load_lesson(AppState& s, int n) {

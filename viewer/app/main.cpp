@@ -375,10 +375,10 @@ int main(int argc, char** argv) {
   const auto t_load = std::chrono::steady_clock::now();
   std::string trace_error;
   if (!args.trace_file.empty()) {
-    open_trace_file(s, args.trace_file);
+    open_trace_file(s, args.trace_file);  // also opens the trace's lesson
     trace_error = s.load_error;
   }
-  load_lesson(s, s.lesson);
+  if (args.trace_file.empty() || !trace_error.empty() || lesson_given) load_lesson(s, s.lesson);
   if (!args.tab.empty()) {
     s.tab_request = args.tab;
     s.tab_request_frames = 2;

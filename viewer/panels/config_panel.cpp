@@ -106,7 +106,7 @@ void draw_config_panel(AppState& s) {
   ImGui::PushFont(s.fonts.bold);
   ImGui::TextUnformatted("Derived (KernelConfig)");
   ImGui::PopFont();
-  if (ImGui::BeginTable("##derived", 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingStretchProp)) {
+  if (ImGui::BeginTable("##derived", 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
     auto row = [](const char* k, int v, const char* why) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();

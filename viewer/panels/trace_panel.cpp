@@ -39,7 +39,7 @@ void draw_trace_panel(AppState& s) {
     ImGui::TextDisabled("bundled traces (%s):", dir.string().c_str());
     std::vector<std::filesystem::path> files;
     for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-      if (e.is_regular_file()) files.push_back(e.path());
+      if (e.is_regular_file() && e.path().extension() != ".md") files.push_back(e.path());
     std::sort(files.begin(), files.end());
     for (const auto& f : files)
       if (ImGui::Selectable(f.filename().string().c_str(), f.string() == s.trace_path)) {
