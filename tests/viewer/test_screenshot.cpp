@@ -283,3 +283,30 @@ TEST_CASE("screenshot: a trace file opens and replays", "[viewer][screenshot]") 
   CHECK(text.find("cannot") == std::string::npos);
   CHECK(fs::exists(png));
 }
+
+TEST_CASE("settings are remembered between interactive runs, not by screenshots", "[viewer][screenshot]") {
+  require_display();
+  const fs::path home = fs::path(kOut) / "home";
+  fs::remove_all(home);
+  fs::create_directories(home);
+  auto interactive = [&](const std::string& args) {
+    // A real (visible) window; SIGTERM after 4 s ends the loop cleanly, which saves.
+    const std::string cmd = "HOME=" + home.string() + " XDG_CONFIG_HOME= xvfb-run -a -s '-screen 0 1280x800x24' timeout -s TERM 4 " +
+                            kExe + " " + args + " > " + kOut + "/interactive.log 2>&1";
+    (void)std::system(cmd.c_str());
+  };
+  interactive("--lesson 3 --step 7");
+  const fs::path ini = home / ".config" / "pa-lab" / "pa-viewer.ini";
+  REQUIRE(fs::exists(ini));
+  CHECK(fs::exists(home / ".config" / "pa-lab" / "imgui.ini"));
+  std::ifstream in(ini);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text.find("lesson=3") != std::string::npos);
+  CHECK(text.find("step=7") != std::string::npos);
+  // Screenshot mode neither reads nor writes them.
+  const auto before = fs::last_write_time(ini);
+  const std::string cmd = "HOME=" + home.string() + " XDG_CONFIG_HOME= xvfb-run -a " + kExe + " --lesson 5 --screenshot " + kOut +
+                          "/settings_shot.png > /dev/null 2>&1";
+  CHECK(std::system(cmd.c_str()) == 0);
+  CHECK(fs::last_write_time(ini) == before);
+}

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,10 @@ namespace fs = std::filesystem;
 using namespace pa::viewer;
 
 namespace {
+
+// SIGINT/SIGTERM end the main loop cleanly, so settings are still saved.
+volatile std::sig_atomic_t g_stop = 0;
+extern "C" void on_signal(int) { g_stop = 1; }
 
 const char* kFontDir = "/usr/share/fonts/truetype/dejavu/";
 
@@ -332,6 +337,7 @@ int main(int argc, char** argv) {
   int saved_step = 0;
   bool saved_lesson = false;
   if (!settings_path.empty()) load_settings(settings_path, s, saved_lesson, saved_step);
+  if (args.coarse) s.granularity = Granularity::step;  // the command line wins over saved settings
   bool lesson_given = false;
   for (int i = 1; i < argc; ++i) lesson_given |= std::string(argv[i]) == "--lesson";
   if (lesson_given || !saved_lesson) s.lesson = args.lesson;
@@ -406,7 +412,9 @@ int main(int argc, char** argv) {
   static const int kResizes[][2] = {{320, 200}, {200, 150}, {1, 1}, {640, 120}, {150, 900}};
   int rc = 0;
   auto last = std::chrono::steady_clock::now();
-  while (!glfwWindowShouldClose(win)) {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  while (!glfwWindowShouldClose(win) && !g_stop) {
     const auto t0 = std::chrono::steady_clock::now();
     if (s.screenshot_mode || args.bench_frames > 0) glfwPollEvents();
     else if (s.replay.playing()) glfwPollEvents();
