@@ -2,6 +2,7 @@
 // instance files (06_v2_partition_<dtype>.cu, 07_cascade_prefix_<dtype>.cu),
 // the merge launch and the cascade pipeline (v2_cascade.hpp).
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -13,12 +14,15 @@ namespace pa::kernels::detail {
 bool launch_v2_f32(int, int, const V2Args&, cudaStream_t);
 bool launch_v2_f16(int, int, const V2Args&, cudaStream_t);
 bool launch_v2_bf16(int, int, const V2Args&, cudaStream_t);
-bool launch_cascade_prefix_f16(int, int, const PrefixArgs&, cudaStream_t);
-bool launch_cascade_prefix_bf16(int, int, const PrefixArgs&, cudaStream_t);
+bool launch_cascade_prefix_f16(int, int, int, const PrefixArgs&, cudaStream_t);
+bool launch_cascade_prefix_bf16(int, int, int, const PrefixArgs&, cudaStream_t);
 }  // namespace pa::kernels::detail
 
 namespace pa::kernels {
 namespace {
+
+// Measured on an H100 (see the report on issue 4): the faster of the two.
+constexpr int kDefaultPrefixVariant = 0;
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
@@ -95,7 +99,7 @@ void launch_v2(const V2Args& a, void* stream) {
     case DType::f16: ok = detail::launch_v2_f16(b.head_size, b.block_size, a, s); break;
     case DType::bf16: ok = detail::launch_v2_bf16(b.head_size, b.block_size, a, s); break;
   }
-  if (!ok) bad("v2_partition: configuration " + config_text(b) + " is not built (PA_FOR_EACH_HEAD_BLOCK)");
+  if (!ok) bad("v2_partition: configuration " + config_text(b) + " is not built (PA_V2C_FOR_EACH_HEAD_BLOCK)");
 }
 
 void launch_merge_states(const MergeArgs& m, void* stream) {
@@ -114,8 +118,8 @@ std::string CascadePlan::describe() const {
   std::ostringstream o;
   o << "cascade: prefix " << prefix_len << " tokens";
   if (tensor_cores)
-    o << " in " << num_chunks << " chunks of " << chunk_len << " (mma prefix kernel, " << query_tiles
-      << " query tiles/KV head)";
+    o << " in " << num_chunks << " chunks of " << chunk_len << " (mma prefix kernel variant " << prefix_variant
+      << ", " << query_tiles << " query tiles/KV head)";
   else
     o << " by the V2 kernel per sequence (fp32: no shared-prefix kernel)";
   o << ", suffix V2 partition " << partition_size << " x " << suffix_partitions << ", workspace "
@@ -137,6 +141,14 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
   p.prefix_len = prefix_len;
   p.partition_size = b.partition_size;
   p.tensor_cores = b.dtype != DType::f32;
+  // Prefix kernel variant (07_cascade_merge.cuh, PrefixVariant): the default
+  // below, or PA_CASCADE_PREFIX_VARIANT=0|1 from the environment (experiments).
+  p.prefix_variant = kDefaultPrefixVariant;
+  if (const char* env = std::getenv("PA_CASCADE_PREFIX_VARIANT")) {
+    const std::string v = env;
+    if (v != "0" && v != "1") bad("PA_CASCADE_PREFIX_VARIANT=" + v + ": accepted 0 or 1");
+    p.prefix_variant = v == "1" ? 1 : 0;
+  }
   const int ratio = b.num_heads / b.num_kv_heads;
   p.query_tiles = prefix_query_tiles(b.num_seqs, ratio);
   if (prefix_len > 0) {
@@ -255,9 +267,10 @@ CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws,
     pa.part_max = pre.part_max;
     pa.part_sum = pre.part_sum;
     pa.pg = pre.pg;
-    const bool ok = b.dtype == DType::f16 ? detail::launch_cascade_prefix_f16(b.head_size, b.block_size, pa, s)
-                                          : detail::launch_cascade_prefix_bf16(b.head_size, b.block_size, pa, s);
-    if (!ok) bad("cascade: configuration " + config_text(b) + " is not built (PA_FOR_EACH_HEAD_BLOCK)");
+    const int v = p.prefix_variant;
+    const bool ok = b.dtype == DType::f16 ? detail::launch_cascade_prefix_f16(b.head_size, b.block_size, v, pa, s)
+                                          : detail::launch_cascade_prefix_bf16(b.head_size, b.block_size, v, pa, s);
+    if (!ok) bad("cascade: configuration " + config_text(b) + " is not built (PA_V2C_FOR_EACH_HEAD_BLOCK)");
     pre.base.partition_size = p.chunk_len;  // the reduce counts chunks with the chunk length
     pre.single_partition_direct = false;    // the prefix kernel never writes a final state
     if (b.dtype == DType::f16) launch_v2_reduce<__half>(pre, s);

@@ -170,9 +170,21 @@ struct PrefixArgs {
   PartitionGeometry pg;
 };
 
-template <class Cfg, int NW>
-__global__ void __launch_bounds__(NW * 32) cascade_prefix_kernel(PrefixArgs a) {
-  using Tl = PrefixTiling<Cfg, NW>;
+// Two variants of the prefix kernel (CascadePlan::prefix_variant):
+//   0: 64-token tiles, double buffered (one tile in flight), ~2 blocks per SM;
+//   1: 32-token tiles, 3 buffers (two tiles in flight), registers capped so 3
+//      blocks fit per SM (heads <= 128; larger heads fall back to variant 0).
+template <class Cfg, int VARIANT>
+struct PrefixVariant {
+  static constexpr bool kSmall = VARIANT == 1 && Cfg::kHeadSize <= 128;
+  using Tiling = PrefixTiling<Cfg, 4, kSmall ? 32 : 0, kSmall ? 3 : 2>;
+  static constexpr int kMinBlocks = kSmall ? 3 : 1;
+};
+
+template <class Cfg, int VARIANT>
+__global__ void __launch_bounds__(128, PrefixVariant<Cfg, VARIANT>::kMinBlocks)
+    cascade_prefix_kernel(PrefixArgs a) {
+  using Tl = typename PrefixVariant<Cfg, VARIANT>::Tiling;
   using T = Elem<Cfg>;
   using M = MmaType<T>;
   constexpr int kNT = Tl::kTileTokens / 8;  // 8-token n-tiles of S
@@ -213,8 +225,13 @@ __global__ void __launch_bounds__(NW * 32) cascade_prefix_kernel(PrefixArgs a) {
   // LESSON-END(cascade_merge.prefix_load)
 
   const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
-  load_tile(0, 0);
-  cp_async_commit();
+  // Prologue: the first kStages - 1 tiles in flight (one commit group each,
+  // empty past the chunk, so the group count stays in step with the tiles).
+#pragma unroll
+  for (int t = 0; t < Tl::kStages - 1; ++t) {
+    if (t < n_tiles) load_tile(t, t);
+    cp_async_commit();
+  }
 
   // Q tile -> shared (rows past the group are zero: their math stays finite, never stored).
   {
@@ -240,12 +257,15 @@ __global__ void __launch_bounds__(NW * 32) cascade_prefix_kernel(PrefixArgs a) {
   float l[2] = {0.f, 0.f}, lr[2] = {0.f, 0.f};
 
   for (int tile = 0; tile < n_tiles; ++tile) {
-    if (tile + 1 < n_tiles) load_tile(tile + 1, (tile + 1) & 1);
+    // Refill the buffer computed on in the previous iteration (the barrier at
+    // its end made it free), then wait for this tile's group only.
+    const int ahead = tile + Tl::kStages - 1;
+    if (ahead < n_tiles) load_tile(ahead, ahead % Tl::kStages);
     cp_async_commit();
-    cp_async_wait<1>();  // this tile's group has landed (the next one may be in flight)
+    cp_async_wait<Tl::kStages - 1>();
     __syncthreads();
     if (warp_active) {
-      const std::uint32_t ks = smem_u32(kv_base + (tile & 1) * Tl::kStageBytes);
+      const std::uint32_t ks = smem_u32(kv_base + (tile % Tl::kStages) * Tl::kStageBytes);
       const std::uint32_t vs = ks + Tl::kTileChunks * 16;
       const int valid = min(Tl::kTileTokens, chunk_end - (chunk_begin + tile * Tl::kTileTokens));
 
@@ -356,10 +376,11 @@ __global__ void __launch_bounds__(NW * 32) cascade_prefix_kernel(PrefixArgs a) {
 namespace pa::kernels {
 
 // Prefix kernel launch: grid (query tiles, KV heads, chunks), 4 warps.
-template <class Cfg>
+// The kernel index math of both variants is PrefixTiling's.
+template <class Cfg, int VARIANT>
 void launch_cascade_prefix(const PrefixArgs& a, cudaStream_t stream) {
-  using Tl = PrefixTiling<Cfg, 4>;
-  auto kernel = &cascade_prefix_kernel<Cfg, 4>;
+  using Tl = typename PrefixVariant<Cfg, VARIANT>::Tiling;
+  auto kernel = &cascade_prefix_kernel<Cfg, VARIANT>;
   PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes));
   const int ratio = a.num_heads / a.num_kv_heads;
   const dim3 grid(Tl::num_query_tiles(a.num_seqs, ratio), a.num_kv_heads, ceil_div(a.prefix_len, a.chunk_len));

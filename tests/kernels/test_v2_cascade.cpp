@@ -22,6 +22,7 @@
 #include "pa/index/cascade.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/v2_cascade_args.hpp"
+#include "pa/kernels/v2_cascade_instances.hpp"
 #include "pa/kernels/v2_cascade_run.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/reference/paged_cache.hpp"
@@ -61,6 +62,17 @@ std::vector<KernelKey> one_config_per_dtype() {
   std::set<int> seen;
   for (const auto& k : built_configs())
     if (seen.insert(static_cast<int>(k.dtype)).second) out.push_back(k);
+  return out;
+}
+
+// Every (dtype, head, block) compiled for stages 6-7 (v2_cascade_instances.hpp).
+std::vector<KernelKey> v2c_configs() {
+  std::vector<KernelKey> out;
+  for (DType dt : kAllDTypes) {
+#define PA_X(H, B) out.push_back({dt, H, B, 128});
+    PA_V2C_FOR_EACH_HEAD_BLOCK(PA_X)
+#undef PA_X
+  }
   return out;
 }
 
@@ -163,9 +175,9 @@ namespace {
 // Every (token, dim) of a tile maps, through the copy (region chunk ->
 // swizzled slot) and through k_smem_chunk / v_smem_chunk, to the same cache
 // element; the 8 rows of each ldmatrix fall in 8 different 16-byte bank groups.
-template <class Cfg>
+template <class Cfg, int TILE = 0, int STAGES = 2>
 void check_tile_map() {
-  using Tl = PrefixTiling<Cfg, 4>;
+  using Tl = PrefixTiling<Cfg, 4, TILE, STAGES>;
   INFO("head " << Cfg::kHeadSize << " block " << Cfg::kBlockSize);
   CacheGeometry g{3 * Tl::kBlocksPerTile, 2, Cfg::kHeadSize, Cfg::kBlockSize, Cfg::kX};
   std::vector<int> phys;
@@ -202,6 +214,8 @@ TEST_CASE("the prefix kernel's shared tiles hold exactly the K/V elements the mm
   check_tile_map<KernelConfig<DType::f16, 80, 32, 128>>();
   check_tile_map<KernelConfig<DType::bf16, 256, 16, 128>>();
   check_tile_map<KernelConfig<DType::f16, 112, 8, 128>>();
+  check_tile_map<KernelConfig<DType::f16, 128, 16, 128>, 32, 3>();  // prefix variant 1
+  check_tile_map<KernelConfig<DType::bf16, 64, 8, 128>, 32, 3>();
 }
 
 TEST_CASE("cascade chunk rule and the V1/V2 rule", "[cascade][v2]") {
@@ -223,7 +237,7 @@ TEST_CASE("cascade chunk rule and the V1/V2 rule", "[cascade][v2]") {
 TEST_CASE("v2: partitions and reduce match the reference", "[gpu][v2]") {
   require_gpu();
   std::uint64_t salt = 100;
-  for (const KernelKey& k : one_config_per_dtype()) {
+  for (const KernelKey& k : v2c_configs()) {
     const int bs = k.block_size;
     SECTION(describe(k)) {
       // Contexts: shorter than one partition, exactly one, one token into the
@@ -347,7 +361,7 @@ void check_cascade(const KernelKey& k, int prefix, std::vector<int> suffixes, in
 TEST_CASE("cascade equals plain attention over prefix + suffix", "[gpu][cascade]") {
   require_gpu();
   std::uint64_t salt = 600;
-  for (const KernelKey& k : one_config_per_dtype()) {
+  for (const KernelKey& k : v2c_configs()) {
     const int bs = k.block_size;
     SECTION(describe(k)) {
       // prefix lengths: one block, not a multiple of the tile, several chunks;

@@ -81,7 +81,9 @@ PA_HD constexpr int prefix_tile_tokens(int head_size, int block_size) {
 // tokens (whole KV blocks), copied as 16-byte chunks with cp.async, double
 // buffered; every warp multiplies its rows with the same tile, so each K/V
 // byte of the chunk is read from global memory once per query tile.
-template <class Cfg, int NUM_WARPS = 4>
+// TILE_TOKENS 0 = prefix_tile_tokens(); STAGES = shared-memory tile buffers
+// in the cp.async pipeline (STAGES - 1 tiles in flight while one is computed).
+template <class Cfg, int NUM_WARPS = 4, int TILE_TOKENS = 0, int STAGES = 2>
 struct PrefixTiling {
   static_assert(Cfg::kElemBytes == 2, "the tensor-core prefix kernel is for fp16/bf16");
   static_assert(Cfg::kHeadSize % 16 == 0, "mma k-steps of 16 head dimensions");
@@ -94,7 +96,9 @@ struct PrefixTiling {
   static constexpr int kNumThreads = NUM_WARPS * kWarpSize;
   static constexpr int kRowsPerWarp = 16;
   static constexpr int kRows = NUM_WARPS * kRowsPerWarp;
-  static constexpr int kTileTokens = prefix_tile_tokens(kHead, kBlock);
+  static constexpr int kTileTokens = TILE_TOKENS > 0 ? cmax(TILE_TOKENS, kBlock) : prefix_tile_tokens(kHead, kBlock);
+  static constexpr int kStages = STAGES;
+  static_assert(STAGES >= 2, "at least double buffering");
   static_assert(kTileTokens % kBlock == 0 && kTileTokens % 16 == 0, "tiles are whole blocks and mma k-steps");
   static constexpr int kBlocksPerTile = kTileTokens / kBlock;
   // 16-byte chunks of one (physical block, KV head) region of K (or V): the
@@ -106,7 +110,7 @@ struct PrefixTiling {
   static constexpr int kQStride = kHead + kElemsPerChunk;
   static constexpr int kQBytes = kRows * kQStride * 2;
   static constexpr int kStageBytes = 2 * kTileChunks * 16;  // K tile + V tile
-  static constexpr int kSmemBytes = kQBytes + 2 * kStageBytes;  // two stages
+  static constexpr int kSmemBytes = kQBytes + STAGES * kStageBytes;
 
   // XOR swizzle of 16-byte chunks inside each aligned group of 8 (128 bytes):
   // the 8 rows an ldmatrix reads (8 tokens of K, 8 dims of V) land in 8

@@ -28,6 +28,7 @@ struct CascadePlan {
   int num_chunks = 0;
   int query_tiles = 0;     // 64 query rows per tile, per KV head
   bool tensor_cores = false;  // fp16/bf16: the mma prefix kernel; fp32: stage 6 per sequence
+  int prefix_variant = 0;     // 0: 64-token tiles x 2 buffers; 1: 32 x 3 (heads <= 128)
   int prefix_partitions = 0;  // partitions of the prefix state (chunks, or fp32's V2 partitions)
   int suffix_partitions = 0;  // grid z of the suffix V2 launch
   int partition_size = 0;
