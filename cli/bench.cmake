@@ -25,3 +25,8 @@ if(PA_HAVE_CUDA AND TARGET pa_kernels_optimized)
     target_compile_definitions(pa-bench PRIVATE PA_BENCH_WITH_V2CASCADE=0)
   endif()
 endif()
+
+# pa-lab run --stage optimized (cli/cmd_run_optimized.cpp).
+if(TARGET pa-lab)
+  target_sources(pa-lab PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cmd_run_optimized.cpp)
+endif()

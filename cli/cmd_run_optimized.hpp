@@ -1,0 +1,13 @@
+// pa-lab run --stage optimized (stage 8): cmd_run hands over after it has
+// taken the common problem flags.
+#pragma once
+#include "options.hpp"
+#include "pa/reference/problem.hpp"
+
+namespace pa::cli {
+
+// Extra flag: --splits N (0 = the heuristic).
+const char* help_run_optimized();
+int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters);
+
+}  // namespace pa::cli
