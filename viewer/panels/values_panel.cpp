@@ -8,6 +8,8 @@
 
 #include "app/state.hpp"
 #include "core/names.hpp"
+#include "pa/reference/attention.hpp"
+#include "pa/reference/paged_cache.hpp"
 
 namespace pa::viewer {
 namespace {
@@ -56,7 +58,69 @@ void draw_values_panel(AppState& s) {
   }
   plot("logits", s.logit_value, s.logit_step, step, IM_COL32(220, 120, 200, 255));
   plot("probabilities", s.prob_value, s.prob_step, step, IM_COL32(110, 200, 240, 255));
-  // Reductions and other recorded values up to this step, latest first.
+  // Accumulators: after LV each warp holds a partial output row over the
+  // blocks it walked; their sum is the output (stage 5). From the CPU reference.
+  if (static_cast<int>(s.stage) >= static_cast<int>(trace::Stage::lv) && s.index.num_blocks() > 0) {
+    static std::string key;
+    static std::string err;
+    static WarpPartials wp;
+    static std::vector<double> out;
+    const std::string k = s.spec.describe();
+    if (k != key) {
+      key = k;
+      err.clear();
+      try {
+        long long tokens = 0;
+        for (int c : s.spec.context_lens) tokens += c;
+        if (tokens * s.spec.num_kv_heads * s.spec.head_size > (1ll << 26))
+          throw std::runtime_error("problem too large to recompute here");
+        const PagedProblem p = make_problem(s.spec);
+        wp = ref_warp_partials(p);
+        out = ref_output(p);
+      } catch (const std::exception& e) {
+        err = e.what();
+      }
+    }
+    ImGui::TextUnformatted("accumulators: per-warp partial outputs, and their sum");
+    if (!err.empty()) {
+      ImGui::TextDisabled("%s", err.c_str());
+    } else {
+      const BlockKey b = s.index.block(s.block);
+      const int H = s.spec.head_size;
+      double scale = 1e-9;
+      for (int w = 0; w < wp.num_warps; ++w)
+        for (int d = 0; d < H; ++d) scale = std::max(scale, std::abs(wp.values[wp.index(b.seq, b.head, w, d)]));
+      ImDrawList* dl = ImGui::GetWindowDrawList();
+      const float fs = ImGui::GetFontSize();
+      const float w_all = ImGui::GetContentRegionAvail().x - fs * 4;
+      auto strip = [&](const char* label, auto value_of) {
+        const ImVec2 o = ImGui::GetCursorScreenPos();
+        dl->AddText(ImVec2(o.x, o.y), IM_COL32(190, 195, 210, 255), label);
+        const float cw = w_all / H;
+        for (int d = 0; d < H; ++d) {
+          const float t = static_cast<float>(std::clamp(value_of(d) / scale, -1.0, 1.0));
+          const ImU32 c = t >= 0 ? IM_COL32(60 + static_cast<int>(190 * t), 70, 80, 255)
+                                 : IM_COL32(60, 80, 80 + static_cast<int>(-170 * t), 255);
+          dl->AddRectFilled(ImVec2(o.x + fs * 4 + d * cw, o.y + 2), ImVec2(o.x + fs * 4 + (d + 1) * cw, o.y + fs), c);
+        }
+        ImGui::Dummy(ImVec2(w_all + fs * 4, fs + 2));
+        if (ImGui::IsItemHovered()) {
+          const int d = std::clamp(static_cast<int>((ImGui::GetMousePos().x - o.x - fs * 4) / cw), 0, H - 1);
+          ImGui::SetTooltip("%s, head dim %d: %.5g", label, d, value_of(d));
+        }
+      };
+      for (int w = 0; w < wp.num_warps; ++w) {
+        const std::string lbl = "warp " + std::to_string(w);
+        strip(lbl.c_str(), [&](int d) { return wp.values[wp.index(b.seq, b.head, w, d)]; });
+      }
+      strip("output", [&](int d) { return out[(static_cast<std::size_t>(b.seq) * s.spec.num_heads + b.head) * H + d]; });
+    }
+    ImGui::Spacing();
+  }
+
+  // Reductions and other recorded values up to this step, latest first;
+  // the same value reported by many lanes of one step is one row.
+
   ImGui::TextUnformatted("reductions and partial results (up to this step)");
   if (ImGui::BeginTable("##stats", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchProp,
                         ImVec2(0, std::max(60.0f, ImGui::GetContentRegionAvail().y)))) {
@@ -67,8 +131,11 @@ void draw_values_panel(AppState& s) {
     ImGui::TableSetupColumn("value");
     ImGui::TableHeadersRow();
     int shown = 0;
+    const AppState::Stat* prev = nullptr;
     for (auto it = s.stats.rbegin(); it != s.stats.rend() && shown < 200; ++it) {
       if (it->step > step) continue;
+      if (prev && prev->step == it->step && prev->what == it->what && prev->value == it->value) continue;
+      prev = &*it;
       ++shown;
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
@@ -76,7 +143,8 @@ void draw_values_panel(AppState& s) {
       ImGui::TableNextColumn();
       ImGui::Text("%s %s", step_name(it->what), it->tensor != trace::Tensor::none ? tensor_name(it->tensor) : "");
       ImGui::TableNextColumn();
-      ImGui::Text("w%d l%d", it->warp, it->lane);
+      ImGui::Text("w%d l%d%s", it->warp, it->lane, std::next(it) != s.stats.rend() && std::next(it)->step == it->step &&
+                  std::next(it)->value == it->value ? " +" : "");
       ImGui::TableNextColumn();
       ImGui::Text("%.6g", it->value);
     }
