@@ -1,6 +1,7 @@
 // pa-lab run: one stage on the GPU, checked against the CPU reference, timed.
 #include <cstdio>
 
+#include "cmd_run_optimized.hpp"
 #include "commands.hpp"
 #include "options.hpp"
 #include "pa/kernels/api.hpp"
@@ -33,6 +34,8 @@ int cmd_run(Args args) {
   const auto stage_name = f.take("stage");
   const int iters = f.take_int("iters", 20, 0);
   ProblemSpec spec = take_problem_flags(f);
+  if (stage_name && kernels::parse_stage(*stage_name) == kernels::Stage::optimized)
+    return cmd_run_optimized(f, spec, iters);  // stage 8 takes --splits: cli/cmd_run_optimized.cpp
   f.finish("run");
   if (!stage_name) throw UsageError("--stage NAME is required (stages: " + kernels::stage_names_text() + ")");
   const auto stage = kernels::parse_stage(*stage_name);

@@ -30,7 +30,7 @@ constexpr StageInfo kStages[] = {
     {Stage::cascade_merge, "cascade_merge", "attention states of a shared prefix and suffixes merged",
      "merged output and lse", false},
     {Stage::optimized, "optimized", "KV head loaded once per GQA group, loads in flight, split heuristic",
-     "the output", false},
+     "the output", PA_HAVE_CUDA != 0},
 };
 
 bool is_v1_stage(Stage s) { return static_cast<int>(s) >= 1 && static_cast<int>(s) <= 5; }
