@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cmd_run_optimized.hpp"
+#include "cmd_run_v2cascade.hpp"
 #include "commands.hpp"
 #include "options.hpp"
 #include "pa/kernels/api.hpp"
@@ -20,9 +21,10 @@ void help_run() {
       "stage reads + its output, over the median time).\n\n"
       "  --stage NAME     %s (or the number 1-8, or v1)\n"
       "  --iters N        timed launches after 3 warm-up launches (default 20; 0 = no timing)\n\n"
-      "%s\n"
+      "%s\n%s\n%s\n"
       "exit: 0 PASS, 1 FAIL, 2 no GPU / built without CUDA, 3 bad usage or unsupported problem\n",
-      kernels::stage_names_text().c_str(), problem_flags_help());
+      kernels::stage_names_text().c_str(), problem_flags_help(), help_run_v2cascade(),
+      help_run_optimized());
 }
 
 int cmd_run(Args args) {
@@ -34,8 +36,11 @@ int cmd_run(Args args) {
   const auto stage_name = f.take("stage");
   const int iters = f.take_int("iters", 20, 0);
   ProblemSpec spec = take_problem_flags(f);
-  if (stage_name && kernels::parse_stage(*stage_name) == kernels::Stage::optimized)
-    return cmd_run_optimized(f, spec, iters);  // stage 8 takes --splits: cli/cmd_run_optimized.cpp
+  if (stage_name) {  // stages 6-7 take more flags: cli/cmd_run_v2cascade.cpp
+    const auto st = kernels::parse_stage(*stage_name);
+    if (st && is_v2cascade_stage(*st)) return cmd_run_v2cascade(*st, f, spec, iters);
+    if (st && *st == kernels::Stage::optimized) return cmd_run_optimized(f, spec, iters);  // cli/cmd_run_optimized.cpp
+  }
   f.finish("run");
   if (!stage_name) throw UsageError("--stage NAME is required (stages: " + kernels::stage_names_text() + ")");
   const auto stage = kernels::parse_stage(*stage_name);

@@ -26,9 +26,9 @@ constexpr StageInfo kStages[] = {
     {Stage::warp_reduce, "warp_reduce", "tree reduction across warps, output write (complete v1)",
      "the attention output", true},
     {Stage::v2_partition, "v2_partition", "split-KV partitions + reduce kernel",
-     "per-partition out/max/sum, final output", false},
+     "per-partition out/max/sum, final output", PA_HAVE_CUDA != 0},
     {Stage::cascade_merge, "cascade_merge", "attention states of a shared prefix and suffixes merged",
-     "merged output and lse", false},
+     "merged output and lse", PA_HAVE_CUDA != 0},
     {Stage::optimized, "optimized", "KV head loaded once per GQA group, loads in flight, split heuristic",
      "the output", PA_HAVE_CUDA != 0},
 };
