@@ -8,6 +8,7 @@
 
 #include "app/state.hpp"
 #include "core/names.hpp"
+#include "pa/reference/paged_cache.hpp"
 #include "pa/trace/trace_file.hpp"
 #if PA_VIEWER_HAVE_MODEL
 #include "pa/trace/host_model.hpp"
@@ -63,6 +64,25 @@ const lesson::StepMarker* marker_for_step(const AppState& s, const ReplayStep* s
   return nullptr;
 }
 
+// Every sequence's block table, from the problem (what the lessons about
+// paging draw even where a stage does not read the table).
+void compute_tables(AppState& s) {
+  s.tables.clear();
+  try {
+    long long tokens = 0;
+    for (int c : s.spec.context_lens) tokens += c;
+    if (tokens * s.spec.num_kv_heads * s.spec.head_size > (1ll << 24)) return;  // too big to build just for this
+    const PagedProblem p = make_problem(s.spec);
+    for (int q = 0; q < p.num_seqs(); ++q) {
+      std::vector<int> row;
+      for (int l = 0; l < p.num_logical_blocks(q); ++l) row.push_back(p.physical_block(q, l));
+      s.tables.push_back(std::move(row));
+    }
+  } catch (const std::exception&) {
+    s.tables.clear();  // an invalid problem is reported by the trace loader
+  }
+}
+
 void select_block(AppState& s, int b) {
   s.block = std::clamp(b, 0, std::max(0, s.index.num_blocks() - 1));
   s.replay.set_count(s.index.num_steps(s.block));
@@ -78,7 +98,15 @@ void select_block(AppState& s, int b) {
   s.prob_step.clear();
   s.stats.clear();
   s.last_step_seen = -1;
-  if (s.index.num_blocks() == 0) return;
+  s.slot_from_problem.clear();
+  if (s.index.num_blocks() == 0) {
+    // No trace: still show sequence 0's blocks as the problem lays them out.
+    if (!s.tables.empty()) {
+      s.slot_physical = s.tables[0];
+      s.slot_from_problem.assign(s.slot_physical.size(), 1);
+    }
+    return;
+  }
 
   const BlockKey key = s.index.block(s.block);
   const int ctx = key.seq >= 0 && key.seq < s.spec.num_seqs() ? s.spec.context_lens[key.seq] : 0;
@@ -115,6 +143,13 @@ void select_block(AppState& s, int b) {
     }
   }
   if (s.stats.size() > 4096) s.stats.resize(4096);
+  s.slot_from_problem.assign(nlog, 0);
+  if (key.seq < static_cast<int>(s.tables.size()))
+    for (int l = 0; l < nlog && l < static_cast<int>(s.tables[key.seq].size()); ++l)
+      if (s.slot_physical[l] < 0) {
+        s.slot_physical[l] = s.tables[key.seq][l];
+        s.slot_from_problem[l] = 1;
+      }
 
   // The memory tab a lesson opens on: the KV cache if the stage reads it.
   s.reads_k = s.reads_v = false;
@@ -181,10 +216,14 @@ void regenerate_from_model(AppState& s) {
     throw std::runtime_error("this pa-viewer was built without the host model (trace/src/host_model.cpp)");
 #endif
   } catch (const std::exception& e) {
-    s.load_error = std::string("cannot build the trace: ") + e.what();
+    const std::string what = e.what();
+    s.load_error = what.find("no host model") != std::string::npos
+                       ? "No replay for this stage: " + what + ". The memory and partition panels show the problem and the CPU reference."
+                       : "cannot build the trace: " + what;
     s.events.clear();
   }
   s.load_ms = ms_since(t0);
+  compute_tables(s);
   rebuild_index(s);
 }
 
@@ -208,6 +247,7 @@ void open_trace_file(AppState& s, const std::string& path) {
   }
   s.load_ms = ms_since(t0);
   s.replay.jump(0);
+  compute_tables(s);
   rebuild_index(s);
   // Show the lesson of the trace's stage (lesson N teaches stage N).
   const int n = static_cast<int>(s.stage);

@@ -75,6 +75,8 @@ struct AppState {
 
   // ---- per block, computed at load
   std::vector<int> slot_physical;         // logical block -> physical (-1 unknown)
+  std::vector<char> slot_from_problem;    // 1: physical block from the problem, not read by this trace
+  std::vector<std::vector<int>> tables;   // every sequence's block table (from the problem; empty if too large)
   std::unordered_map<int, int> slot_of_physical;
   int kv_show = 0;                        // 0 auto (what the trace reads), 1 K, 2 V, 3 both
   bool reads_k = true, reads_v = false;

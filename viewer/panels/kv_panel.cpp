@@ -31,12 +31,12 @@ bool show_v(const AppState& s) {
 void draw_kv_panel(AppState& s) {
   const ConfigInfo& c = s.cfg;
   const int nslots = static_cast<int>(s.slot_physical.size());
-  if (nslots == 0 || s.index.num_blocks() == 0) {
+  if (nslots == 0) {
     ImGui::TextDisabled("no trace loaded");
     s.drawn.kv_valid = false;
     return;
   }
-  const BlockKey key = s.index.block(s.block);
+  const BlockKey key = s.index.num_blocks() > 0 ? s.index.block(s.block) : BlockKey{};
   const int ctx = key.seq < s.spec.num_seqs() ? s.spec.context_lens[key.seq] : 0;
 
   // ---- controls
@@ -48,10 +48,8 @@ void draw_kv_panel(AppState& s) {
   ImGui::Combo("show", &s.kv_show, modes, 4);
 
   // ---- block table
-  if (std::all_of(s.slot_physical.begin(), s.slot_physical.end(), [](int p) { return p < 0; })) {
-    ImGui::TextWrapped("This stage does not read the block table or the KV cache: the blocks below are the sequence's "
-                       "logical blocks only (physical numbers appear from lesson 2 on).");
-  }
+  if (std::all_of(s.slot_from_problem.begin(), s.slot_from_problem.end(), [](char c) { return c != 0; }))
+    ImGui::TextDisabled("(this trace does not read the block table: the mapping shown is the problem's)");
   const std::span<const std::uint32_t> cur = s.current_events();
   std::vector<char> table_lit(nslots, 0);
   for (std::uint32_t i : cur) {
@@ -77,7 +75,9 @@ void draw_kv_panel(AppState& s) {
     const int shown = std::min(nslots, rows_shown * st.per_row);
     for (int l = 0; l < shown; ++l) {
       const Rect r = st.cell_rect(l).offset(o.x, o.y);
-      const ImU32 fill = table_lit[l] ? IM_COL32(90, 150, 230, 255) : IM_COL32(45, 50, 62, 255);
+      const ImU32 fill = table_lit[l] ? IM_COL32(90, 150, 230, 255)
+                         : l < static_cast<int>(s.slot_from_problem.size()) && s.slot_from_problem[l] ? IM_COL32(38, 41, 50, 255)
+                                                                                                       : IM_COL32(45, 50, 62, 255);
       dl->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(r.x1, r.y1), fill, 3);
       char buf[16];
       std::snprintf(buf, sizeof buf, "%d", s.slot_physical[l]);
@@ -92,6 +92,32 @@ void draw_kv_panel(AppState& s) {
                           s.slot_physical[*l]);
     }
     if (nslots > shown) ImGui::TextDisabled("... %d more entries", nslots - shown);
+
+    // The other sequences' tables: physical blocks shared with this sequence
+    // (a cascade prefix) are marked.
+    const int nseq = static_cast<int>(s.tables.size());
+    for (int q = 0; q < nseq && q < 4; ++q) {
+      if (q == key.seq) continue;
+      const auto& row = s.tables[q];
+      ImGui::AlignTextToFramePadding();
+      ImGui::TextDisabled("seq %d", q);
+      ImGui::SameLine(ImGui::GetFontSize() * 6);
+      const ImVec2 o2 = ImGui::GetCursorScreenPos();
+      const int n2 = std::min(static_cast<int>(row.size()), st.per_row);
+      ImGui::Dummy(ImVec2(std::max(1.0f, n2 * (st.cell_w + st.gap)), st.cell_h));
+      for (int l = 0; l < n2; ++l) {
+        const bool shared = std::find(s.slot_physical.begin(), s.slot_physical.end(), row[l]) != s.slot_physical.end();
+        const Rect r = st.cell_rect(l).offset(o2.x, o2.y);
+        dl->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(r.x1, r.y1), shared ? IM_COL32(150, 110, 40, 255) : IM_COL32(38, 41, 50, 255), 3);
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "%d", row[l]);
+        const ImVec2 ts = ImGui::CalcTextSize(buf);
+        dl->AddText(ImVec2(r.x0 + (r.w() - ts.x) * 0.5f, r.y0 + 2), IM_COL32(200, 204, 215, 255), buf);
+      }
+      if (ImGui::IsItemHovered())
+        ImGui::SetTooltip("block table of sequence %d (%zu blocks); orange: physical blocks it shares with sequence %d",
+                          q, row.size(), key.seq);
+    }
   }
 
   // ---- the blocks
