@@ -18,9 +18,15 @@ rm -rf "$W" && mkdir -p "$W/assets" "$OUTD"
 export PATH=/usr/local/cuda/bin:$PATH
 S="$W/summary.txt"
 say() { echo "$*" | tee -a "$S"; }
+# What is done so far goes to $OUTD after every step (a killed run still returns it).
+save() { tar -C /tmp -czf "$OUTD/trace-device.tgz" trace-device 2>/dev/null; cp "$S" "$OUTD/summary.txt"; }
 t0=$SECONDS
 nvidia-smi -L | tee -a "$S"
 GPU="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+
+# The overhead proof needs only nvcc: in the background, beside the build.
+trace/tools/tracer_overhead.sh 90 "$W/overhead" >"$W/overhead.log" 2>&1 &
+ovh_pid=$!
 
 cmake -S . -B "$B" -G Ninja -DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr" -DPA_BUILD_VIEWER=OFF \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DPA_QUICK_KERNELS=ON -DPA_TRACE_FULL_RECORDING=ON \
@@ -28,13 +34,10 @@ cmake -S . -B "$B" -G Ninja -DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr" -DPA_BUI
 ninja -C "$B" -j16 pa-lab pa_trace_gpu_tests pa_trace_tests >"$W/build.log" 2>&1 \
   && say "build ok ($((SECONDS - t0)) s)" || { grep -E "error|FAILED" "$W/build.log" | head -20; say "build FAILED"; }
 
-"$B/tests/trace/pa_trace_gpu_tests" -s -r compact >"$W/gpu_tests.log" 2>&1
+save
+timeout 200 "$B/tests/trace/pa_trace_gpu_tests" -s -r compact >"$W/gpu_tests.log" 2>&1
 say "pa_trace_gpu_tests rc=$? : $(tail -2 "$W/gpu_tests.log" | tr '\n' ' ')"
-"$B/tests/trace/pa_trace_tests" >"$W/host_tests.log" 2>&1
-say "pa_trace_tests rc=$? : $(tail -2 "$W/host_tests.log" | tr '\n' ' ')"
-
-trace/tools/tracer_overhead.sh 90 "$W/overhead" >"$W/overhead.log" 2>&1
-say "tracer overhead rc=$? : $(tail -1 "$W/overhead.log")"
+save
 
 M=l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
 M=$M,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum
@@ -53,6 +56,7 @@ for dt in fp16 fp32; do
     say "== $st $dt: ncu (metric, value) vs model totals"
     grep -E '"l1tex|"smsp' "$W/ncu_${st}_$dt.csv" | awk -F'","' '{print "  " $(NF-2) " = " $NF}' | tr -d '"' | tee -a "$S"
     grep -A1 "^totals" "$W/model_${st}_$dt.txt" | tee -a "$S"
+    save
   done
 done
 
@@ -66,8 +70,13 @@ done
 "$B/cli/pa-lab" trace --stage v2_partition "${A[@]}" --context-lens 100,20 --partition-size 32 \
   --select "0,1,3" --source gpu --check -o "$W/assets/v2_partition.patrace" >"$W/assets_v2.log" 2>&1
 say "record v2_partition rc=$? $(grep -E 'check|wrote' "$W/assets_v2.log" | cut -c1-120 | tr '\n' ' ')"
+save
+
+wait $ovh_pid
+say "tracer overhead rc=$? : $(grep -E 'byte-identical|DIFFER|result' "$W/overhead.log" | tr '\n' ' ')"
+timeout 100 "$B/tests/trace/pa_trace_tests" >"$W/host_tests.log" 2>&1
+say "pa_trace_tests rc=$? : $(tail -2 "$W/host_tests.log" | tr '\n' ' ')"
 
 say "GPU: $GPU; total $((SECONDS - t0)) s"
-tar -C /tmp -czf "$OUTD/trace-device.tgz" trace-device
-cp "$S" "$OUTD/summary.txt"
+save
 echo "===== summary"; cat "$S"
