@@ -46,6 +46,13 @@ TEST_CASE("bad pa-viewer arguments are usage errors naming the problem", "[viewe
   CHECK_THROWS_AS(parse_args({"--exercise-resize"}), UsageError);
   CHECK_THROWS_AS(parse_args({"--tab", "nope"}), UsageError);
   CHECK(parse_args({"--tab", "partitions"}).tab == "partitions");
+  CHECK_THROWS_AS(parse_args({"--block", "1"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--click"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--mouse", "3"}), UsageError);
+  const Args b = parse_args({"--block", "1,5,2"});
+  CHECK(b.block_seq == 1);
+  CHECK(b.block_head == 5);
+  CHECK(b.block_partition == 2);
   try {
     parse_args({"--lesson", "12"});
   } catch (const UsageError& e) {

@@ -211,7 +211,12 @@ void regenerate_from_model(AppState& s) {
     s.cfg = config_info(s.spec.dtype, s.spec.head_size, s.spec.block_size, s.spec.num_threads);
 #if PA_VIEWER_HAVE_MODEL
     s.spec.validate();
-    s.events = trace::model_events(s.spec, s.stage, trace::Selection{});
+    trace::Selection sel;
+    s.sel_seq = std::clamp(s.sel_seq, 0, std::max(0, s.spec.num_seqs() - 1));
+    s.sel_head = std::clamp(s.sel_head, 0, std::max(0, s.spec.num_heads - 1));
+    s.sel_partition = std::max(0, s.sel_partition);
+    sel.blocks.push_back(trace::BlockId{s.sel_seq, s.sel_head, s.sel_partition});
+    s.events = trace::model_events(s.spec, s.stage, sel);
 #else
     throw std::runtime_error("this pa-viewer was built without the host model (trace/src/host_model.cpp)");
 #endif

@@ -326,6 +326,11 @@ int main(int argc, char** argv) {
   if (args.partition_size) s.spec.partition_size = *args.partition_size;
   if (args.prefix) s.spec.shared_prefix_len = *args.prefix;
   if (!args.context_lens.empty()) s.spec.context_lens = args.context_lens;
+  if (args.block_seq) {
+    s.sel_seq = *args.block_seq;
+    s.sel_head = *args.block_head;
+    s.sel_partition = *args.block_partition;
+  }
   if (args.coarse) s.granularity = Granularity::step;
 
   // Settings are remembered between runs, except in screenshot/bench mode

@@ -63,6 +63,7 @@ struct AppState {
   std::vector<trace::Event> events;
   TraceIndex index;
   Granularity granularity = Granularity::instruction;
+  int sel_seq = 0, sel_head = 0, sel_partition = 0;  // the thread block the host model traces
   ConfigInfo cfg;
   std::string load_error;  // shown in the window
   double load_ms = 0, index_ms = 0;

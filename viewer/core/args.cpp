@@ -43,6 +43,7 @@ std::string usage() {
       "  --block-size N        8 16 32\n"
       "  --context L[,L...]    context length of each sequence\n"
       "  --heads N --kv-heads N --partition-size N --prefix N\n"
+      "  --block SEQ,HEAD[,PART]  the thread block the host model traces (default 0,0,0)\n"
       "  --size WxH            window size (default 1600x1000)\n"
       "  --screenshot OUT.png  render one frame headless, write a PNG, exit\n"
       "  --dump-layout FILE    with --screenshot: write panel geometry (for tests)\n"
@@ -73,6 +74,13 @@ Args parse_args(const std::vector<std::string>& av) {
     else if (f == "--bench") a.bench_frames = to_int(f, value(), 1, 100000);
     else if (f == "--exercise-resize") a.exercise_resize = true;
     else if (f == "--click") a.click = true;
+    else if (f == "--block") {
+      const auto p = split(value(), ',');
+      if (p.size() < 2 || p.size() > 3) throw UsageError("--block: needs SEQ,HEAD or SEQ,HEAD,PARTITION");
+      a.block_seq = to_int("--block seq", p[0], 0, 1 << 20);
+      a.block_head = to_int("--block head", p[1], 0, 1 << 20);
+      a.block_partition = p.size() == 3 ? to_int("--block partition", p[2], 0, 1 << 20) : 0;
+    }
     else if (f == "--mouse") {
       const auto p = split(value(), ',');
       if (p.size() != 2) throw UsageError("--mouse: needs X,Y (window pixels)");

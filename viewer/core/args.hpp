@@ -26,6 +26,7 @@ struct Args {
   std::optional<int> sel_warp, sel_lane;
   char sel_kv = 0;                 // 'k' or 'v' for an element selection
   int sel_pb = -1, sel_d = -1, sel_t = -1;
+  std::optional<int> block_seq, block_head, block_partition;  // --block SEQ,HEAD[,PART]
   bool coarse = false;             // --granularity step
   // Problem overrides for the host model.
   std::optional<DType> dtype;

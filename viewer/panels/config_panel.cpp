@@ -84,6 +84,18 @@ void draw_config_panel(AppState& s) {
   if (ImGui::InputInt("seed", &seed)) { sp.seed = static_cast<std::uint64_t>(std::max(0, seed)); changed = true; }
 
   ImGui::Spacing();
+  ImGui::TextUnformatted("thread block to trace (blockIdx):");
+  int blk[3] = {s.sel_head, s.sel_seq, s.sel_partition};
+  ImGui::SetNextItemWidth(w * 1.5f);
+  if (ImGui::InputInt3("head, seq, partition", blk)) {
+    s.sel_head = blk[0];
+    s.sel_seq = blk[1];
+    s.sel_partition = blk[2];
+    changed = true;
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("blockIdx.x = head, .y = sequence, .z = V2 partition. With GQA, heads %d..%d share KV head 0.", 0,
+                      sp.num_kv_heads > 0 ? sp.num_heads / sp.num_kv_heads - 1 : 0);
   int gran = s.granularity == Granularity::step ? 1 : 0;
   ImGui::TextUnformatted("one replay step =");
   ImGui::RadioButton("one warp instruction", &gran, 0);

@@ -194,6 +194,19 @@ void draw_kv_panel(AppState& s) {
     hcell = l.hit(m.x - o.x, m.y - o.y);
   }
   std::vector<std::pair<int, int>> hover_threads;
+  // Follow the replay: when the step changes and what it touches is out of
+  // view, scroll to the first touched block.
+  if (s.step_changed) {
+    int first_lit = -1;
+    for (std::uint32_t i : cur) {
+      const auto& e = s.events[i];
+      if (e.tensor != trace::Tensor::k_cache && e.tensor != trace::Tensor::v_cache) continue;
+      auto it = s.slot_of_physical.find(e.physical_block);
+      if (it != s.slot_of_physical.end() && (first_lit < 0 || it->second < first_lit)) first_lit = it->second;
+    }
+    if (first_lit >= 0 && (first_lit < first || first_lit >= last - 1))
+      ImGui::SetScrollY(first_lit * l.slot_height());
+  }
   for (std::uint32_t i : cur) {
     const auto& e = s.events[i];
     if (e.tensor != trace::Tensor::k_cache && e.tensor != trace::Tensor::v_cache) continue;
