@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,6 +18,20 @@
 #endif
 
 namespace pa::kernels {
+
+// Plain C++, so it exists in builds without CUDA too (pa-lab prints plans).
+std::string CascadePlan::describe() const {
+  std::ostringstream o;
+  o << "cascade: prefix " << prefix_len << " tokens";
+  if (tensor_cores)
+    o << " in " << num_chunks << " chunks of " << chunk_len << " (mma prefix kernel variant " << prefix_variant
+      << ", " << query_tiles << " query tiles/KV head)";
+  else
+    o << " by the V2 kernel per sequence (fp32: no shared-prefix kernel)";
+  o << ", suffix V2 partition " << partition_size << " x " << suffix_partitions << ", workspace "
+    << workspace_bytes / (1024.0 * 1024.0) << " MiB";
+  return o.str();
+}
 
 #if PA_HAVE_CUDA
 namespace {

@@ -57,7 +57,8 @@ T* at(void* base, std::size_t off) {
 }
 
 // The cascade's second stream and its fork/join events: created once per
-// process on first use (the lab runs on one device) and kept.
+// process on first use (the lab runs on one device, from one host thread:
+// concurrent launch_cascade calls from several threads would share them) and kept.
 struct SideStream {
   cudaStream_t stream = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
@@ -115,19 +116,6 @@ void launch_merge_states(const MergeArgs& m, void* stream) {
     case DType::f16: launch_merge_kernel<__half>(m, s); break;
     case DType::bf16: launch_merge_kernel<__nv_bfloat16>(m, s); break;
   }
-}
-
-std::string CascadePlan::describe() const {
-  std::ostringstream o;
-  o << "cascade: prefix " << prefix_len << " tokens";
-  if (tensor_cores)
-    o << " in " << num_chunks << " chunks of " << chunk_len << " (mma prefix kernel variant " << prefix_variant
-      << ", " << query_tiles << " query tiles/KV head)";
-  else
-    o << " by the V2 kernel per sequence (fp32: no shared-prefix kernel)";
-  o << ", suffix V2 partition " << partition_size << " x " << suffix_partitions << ", workspace "
-    << workspace_bytes / (1024.0 * 1024.0) << " MiB";
-  return o.str();
 }
 
 CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
