@@ -71,7 +71,7 @@ void compute_tables(AppState& s) {
   try {
     long long tokens = 0;
     for (int c : s.spec.context_lens) tokens += c;
-    if (tokens * s.spec.num_kv_heads * s.spec.head_size > (1ll << 24)) return;  // too big to build just for this
+    if (tokens * s.spec.num_kv_heads * s.spec.head_size > (1ll << 22)) return;  // too big to build just for this (seconds)
     const PagedProblem p = make_problem(s.spec);
     for (int q = 0; q < p.num_seqs(); ++q) {
       std::vector<int> row;

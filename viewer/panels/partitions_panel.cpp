@@ -51,7 +51,7 @@ void draw_partitions_panel(AppState& s) {
     cache = RefCache{};
     cache.key = k;
     try {
-      if (static_cast<long long>(total_tokens) * s.spec.num_kv_heads * s.spec.head_size > (1ll << 26))
+      if (static_cast<long long>(total_tokens) * s.spec.num_kv_heads * s.spec.head_size > (1ll << 23))
         throw std::runtime_error("problem too large to recompute here (" + std::to_string(total_tokens) + " tokens)");
       const PagedProblem p = make_problem(s.spec);
       cache.v2 = ref_v2(p, s.spec.partition_size > 0 ? s.spec.partition_size : kDefaultPartitionSize);

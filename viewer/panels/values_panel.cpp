@@ -72,7 +72,7 @@ void draw_values_panel(AppState& s) {
       try {
         long long tokens = 0;
         for (int c : s.spec.context_lens) tokens += c;
-        if (tokens * s.spec.num_kv_heads * s.spec.head_size > (1ll << 26))
+        if (tokens * s.spec.num_kv_heads * s.spec.head_size > (1ll << 23))
           throw std::runtime_error("problem too large to recompute here");
         const PagedProblem p = make_problem(s.spec);
         wp = ref_warp_partials(p);
