@@ -198,6 +198,19 @@ TEST_CASE("lesson markers name steps that their stage's trace contains", "[lesso
   CHECK(r.checked > 0);
 }
 
+// The parser's own name tables must spell every Stage and Step exactly as
+// the trace module does (a renamed or reordered enumerator fails here).
+TEST_CASE("lesson name tables match pa::trace::to_string", "[lessons][markers]") {
+  for (int i = 0; i < static_cast<int>(Step::count_); ++i) {
+    const auto st = static_cast<Step>(i);
+    CHECK(std::string(step_name(st)) == pa::trace::to_string(st));
+  }
+  for (int i = 1; i <= 8; ++i) {
+    const auto sg = static_cast<Stage>(i);
+    CHECK(std::string(stage_name(sg)) == pa::trace::to_string(sg));
+  }
+}
+
 // Reported as SKIPPED (never as passed): markers whose step no trace can hold.
 TEST_CASE("lesson markers on steps without trace hooks", "[lessons][markers]") {
   const auto r = check_marker_steps();
