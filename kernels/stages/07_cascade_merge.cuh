@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(128, PrefixVariant<Cfg, VARIANT>::kMinBlocks)
   constexpr int kDN = Tl::kHead / 8;        // 8-dim n-tiles of O
   extern __shared__ float4 cascade_smem[];
   T* q_s = reinterpret_cast<T*>(cascade_smem);
-  unsigned char* kv_base = reinterpret_cast<unsigned char*>(cascade_smem) + Tl::kQBytes;
+  const std::uint32_t smem_base = smem_u32(cascade_smem);
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int kvh = blockIdx.y, chunk = blockIdx.z;
@@ -209,15 +209,15 @@ __global__ void __launch_bounds__(128, PrefixVariant<Cfg, VARIANT>::kMinBlocks)
   // LESSON-BEGIN(cascade_merge.prefix_load)
   auto load_tile = [&](int tile, int stage) {
     const int t0 = chunk_begin + tile * Tl::kTileTokens;
-    const std::uint32_t ks = smem_u32(kv_base + stage * Tl::kStageBytes);
-    const std::uint32_t vs = ks + Tl::kTileChunks * 16;
+    const std::uint32_t ks = smem_base + Tl::k_tile_byte(stage);
+    const std::uint32_t vs = smem_base + Tl::v_tile_byte(stage);
     for (int c = tid; c < Tl::kTileChunks; c += Tl::kNumThreads) {
       const int b = Tl::tile_block_of_chunk(c);
       const int token = t0 + b * Tl::kBlock;
       const bool valid = token < chunk_end;
       const int phys = valid ? a.prefix_blocks[token / Tl::kBlock] : 0;
       const std::int64_t off = Tl::region_chunk_offset(a.cg, phys, kvh, Tl::region_chunk_of(c));
-      const std::uint32_t slot = static_cast<std::uint32_t>(Tl::swizzle(c)) * 16;
+      const std::uint32_t slot = Tl::chunk_byte(Tl::swizzle(c));
       cp_async16(ks + slot, k_cache + off, valid ? 16 : 0);
       cp_async16(vs + slot, v_cache + off, valid ? 16 : 0);
     }
@@ -265,8 +265,8 @@ __global__ void __launch_bounds__(128, PrefixVariant<Cfg, VARIANT>::kMinBlocks)
     cp_async_wait<Tl::kStages - 1>();
     __syncthreads();
     if (warp_active) {
-      const std::uint32_t ks = smem_u32(kv_base + (tile % Tl::kStages) * Tl::kStageBytes);
-      const std::uint32_t vs = ks + Tl::kTileChunks * 16;
+      const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
+      const std::uint32_t vs = smem_base + Tl::v_tile_byte(tile % Tl::kStages);
       const int valid = min(Tl::kTileTokens, chunk_end - (chunk_begin + tile * Tl::kTileTokens));
 
       // LESSON-BEGIN(cascade_merge.prefix_qk)
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(128, PrefixVariant<Cfg, VARIANT>::kMinBlocks)
 #pragma unroll
         for (int nt = 0; nt < kNT; nt += 2) {
           std::uint32_t kb[4];
-          ldmatrix_x4(kb, ks + Tl::k_smem_chunk(nt * 8 + Tl::ldk_token(lane), kk * 16 + Tl::ldk_dim(lane)) * 16);
+          ldmatrix_x4(kb, ks + Tl::chunk_byte(Tl::k_smem_chunk(nt * 8 + Tl::ldk_token(lane), kk * 16 + Tl::ldk_dim(lane))));
           M::mma(s[nt], qa, kb[0], kb[1]);
           M::mma(s[nt + 1], qa, kb[2], kb[3]);
         }
@@ -334,7 +334,7 @@ __global__ void __launch_bounds__(128, PrefixVariant<Cfg, VARIANT>::kMinBlocks)
 #pragma unroll
         for (int dn = 0; dn < kDN; dn += 2) {
           std::uint32_t vb[4];
-          ldmatrix_x4(vb, vs + Tl::v_smem_chunk(kk * 16 + Tl::ldv_token(lane), dn * 8 + Tl::ldv_dim(lane)) * 16);
+          ldmatrix_x4(vb, vs + Tl::chunk_byte(Tl::v_smem_chunk(kk * 16 + Tl::ldv_token(lane), dn * 8 + Tl::ldv_dim(lane))));
           M::mma(o[dn], pa, vb[0], vb[1]);
           M::mma(o[dn + 1], pa, vb[2], vb[3]);
         }

@@ -133,6 +133,11 @@ struct PrefixTiling {
     return swizzle((t / kBlock) * kChunksPerBlock + (d * kBlock + t % kBlock) / kElemsPerChunk);
   }
   PA_HD static int q_smem_elem(int row, int d) { return row * kQStride + d; }
+  // Byte offsets in the block's dynamic shared memory: [Q tile][stage 0: K tile,
+  // V tile][stage 1: ...]; a 16-byte chunk index becomes a byte offset in its tile.
+  PA_HD static int k_tile_byte(int stage) { return kQBytes + stage * kStageBytes; }
+  PA_HD static int v_tile_byte(int stage) { return k_tile_byte(stage) + kTileChunks * 16; }
+  PA_HD static int chunk_byte(int chunk) { return chunk * 16; }
 
   // Query rows of a KV head.
   PA_HD static int rows_per_kv_head(int num_seqs, int ratio) { return num_seqs * ratio; }
