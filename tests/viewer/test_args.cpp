@@ -48,6 +48,9 @@ TEST_CASE("bad pa-viewer arguments are usage errors naming the problem", "[viewe
   CHECK(parse_args({"--tab", "partitions"}).tab == "partitions");
   CHECK_THROWS_AS(parse_args({"--block", "1"}), UsageError);
   CHECK_THROWS_AS(parse_args({"--click"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--keys", "R"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--keys", "X", "--screenshot", "o.png"}), UsageError);
+  CHECK(parse_args({"--keys", "RL 4?", "--screenshot", "o.png"}).keys == "RL 4?");
   CHECK_THROWS_AS(parse_args({"--mouse", "3"}), UsageError);
   const Args b = parse_args({"--block", "1,5,2"});
   CHECK(b.block_seq == 1);

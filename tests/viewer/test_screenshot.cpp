@@ -310,3 +310,25 @@ TEST_CASE("settings are remembered between interactive runs, not by screenshots"
   CHECK(std::system(cmd.c_str()) == 0);
   CHECK(fs::last_write_time(ini) == before);
 }
+
+TEST_CASE("keyboard shortcuts: Right/Left, Home/End, Space, digits, ?", "[viewer][screenshot]") {
+  require_display();
+  auto after = [&](const std::string& args, const std::string& keys) {
+    const std::string png = kOut + "/keys.png";
+    REQUIRE(run(args + " --keys \"" + keys + "\" --screenshot " + png + " --dump-layout " + png + ".txt") == 0);
+    return load_dump(png + ".txt");
+  };
+  Dump d = after("--lesson 2 --step 3", "RRL");
+  CHECK(d.v.at("step")[0] == 4);
+  d = after("--lesson 2 --step 3", "E");
+  CHECK(d.v.at("step")[0] == d.v.at("step")[1] - 1);  // "step S N": the last step
+  d = after("--lesson 2 --step 9", "H");
+  CHECK(d.v.at("step")[0] == 0);
+  CHECK(d.v.at("playing")[0] == 0);
+  d = after("--lesson 2 --step 3", " ");
+  CHECK(d.v.at("playing")[0] == 1);
+  d = after("--lesson 2 --step 3", "4?");
+  CHECK(d.v.at("lesson")[0] == 4);
+  CHECK(d.v.at("step")[0] == 0);
+  CHECK(d.v.at("help")[0] == 1);
+}

@@ -278,7 +278,10 @@ bool write_png(const std::string& path, int w, int h) {
 void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
   std::ofstream out(path);
   out << "fb_scale " << fb_scale << "\n";
-  out << "step " << s.replay.current() << " of " << s.replay.count() << "\n";
+  out << "step " << s.replay.current() << " " << s.replay.count() << "\n";  // current, count
+  out << "lesson " << s.lesson << "\n";
+  out << "playing " << s.replay.playing() << "\n";
+  out << "help " << s.show_help << "\n";
   if (s.drawn.kv_valid) {
     const KvLayout& l = s.drawn.kv;
     out << "kv_origin " << s.drawn.kv_origin.x << " " << s.drawn.kv_origin.y << "\n";
@@ -413,7 +416,7 @@ int main(int argc, char** argv) {
   int frame = 0;
   // Layout settles (tabs, scroll) over a few frames; --exercise-resize first
   // shrinks the window to tiny sizes and back (issue 9: resizing is safe).
-  const int screenshot_frames = args.exercise_resize ? 12 : args.mouse ? 6 : 4;
+  const int screenshot_frames = (args.exercise_resize ? 12 : args.mouse ? 6 : 4) + 2 * static_cast<int>(args.keys.size());
   static const int kResizes[][2] = {{320, 200}, {200, 150}, {1, 1}, {640, 120}, {150, 900}};
   int rc = 0;
   auto last = std::chrono::steady_clock::now();
@@ -441,8 +444,23 @@ int main(int argc, char** argv) {
       io.MousePos = ImVec2(static_cast<float>(args.mouse->first), static_cast<float>(args.mouse->second));
       io.MouseDown[0] = args.click && frame == 1;
     }
+    // Scripted keys (--keys, screenshot mode): one key every other frame, so
+    // each is a fresh press that handle_keys sees exactly once.
+    const int key_slot = frame / 2;
+    const bool key_frame = s.screenshot_mode && frame % 2 == 0 && key_slot < static_cast<int>(args.keys.size());
+    if (s.screenshot_mode && !args.keys.empty())
+      for (int k : {GLFW_KEY_RIGHT, GLFW_KEY_LEFT, GLFW_KEY_HOME, GLFW_KEY_END, GLFW_KEY_SPACE}) io.KeysDown[k] = false;
+    if (key_frame) {
+      const char c = args.keys[key_slot];
+      if (c == 'R') io.KeysDown[GLFW_KEY_RIGHT] = true;
+      else if (c == 'L') io.KeysDown[GLFW_KEY_LEFT] = true;
+      else if (c == 'H') io.KeysDown[GLFW_KEY_HOME] = true;
+      else if (c == 'E') io.KeysDown[GLFW_KEY_END] = true;
+      else if (c == ' ') io.KeysDown[GLFW_KEY_SPACE] = true;
+      else io.AddInputCharacter(static_cast<unsigned>(c));
+    }
     ImGui::NewFrame();
-    if (!s.screenshot_mode) handle_keys(s);
+    if (!s.screenshot_mode || !args.keys.empty()) handle_keys(s);
     draw_frame(s);
     ImGui::Render();
     const auto t_ui = std::chrono::steady_clock::now();

@@ -50,6 +50,7 @@ std::string usage() {
       "  --lessons-dir DIR --source-dir DIR   where lessons/*.md and kernels/stages are\n"
       "  --bench N             draw N frames, print load and frame times, exit\n"
       "  --mouse X,Y [--click] with --screenshot: pointer there (tooltips), optionally one click\n"
+      "  --keys K              with --screenshot: press keys first (R/L right/left, H/E home/end, space, 0-8, ?)\n"
       "  --tab T               open tab T: requests values partitions inspect kv shared lesson problem trace\n"
       "  --help                this text\n"
       "keys: Space play/pause, Left/Right step, Home/End, 0-8 lesson, ? help\n";
@@ -74,6 +75,12 @@ Args parse_args(const std::vector<std::string>& av) {
     else if (f == "--bench") a.bench_frames = to_int(f, value(), 1, 100000);
     else if (f == "--exercise-resize") a.exercise_resize = true;
     else if (f == "--click") a.click = true;
+    else if (f == "--keys") {
+      a.keys = value();
+      for (char c : a.keys)
+        if (std::string("RLHE ?012345678").find(c) == std::string::npos)
+          throw UsageError(std::string("--keys: '") + c + "' (accepted: R L H E space ? 0-8)");
+    }
     else if (f == "--block") {
       const auto p = split(value(), ',');
       if (p.size() < 2 || p.size() > 3) throw UsageError("--block: needs SEQ,HEAD or SEQ,HEAD,PARTITION");
@@ -144,6 +151,7 @@ Args parse_args(const std::vector<std::string>& av) {
       throw UsageError("unknown argument '" + f + "'");
     }
   }
+  if (!a.keys.empty() && a.screenshot.empty()) throw UsageError("--keys needs --screenshot");
   if ((a.mouse || a.click) && a.screenshot.empty()) throw UsageError("--mouse/--click need --screenshot");
   if (a.click && !a.mouse) throw UsageError("--click needs --mouse X,Y");
   if (a.exercise_resize && a.screenshot.empty()) throw UsageError("--exercise-resize needs --screenshot");
