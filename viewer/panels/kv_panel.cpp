@@ -125,19 +125,21 @@ void draw_kv_panel(AppState& s) {
   l.head_size = c.head_size;
   l.block_size = c.block_size;
   l.x = c.x;
-  l.band_rows = c.num_rows_per_iter;
+  // V bands: a whole number of LV iterations' rows, about block_size tall, so
+  // the V tile is about as wide as the K tile for every configuration.
+  l.band_rows = std::max(c.num_rows_per_iter, c.block_size / c.num_rows_per_iter * c.num_rows_per_iter);
   l.slots = nslots;
   l.show_k = show_k(s);
   l.show_v = show_v(s);
   l.label_w = 0;
   l.title_h = ImGui::GetFontSize() + 4;
-  l.chunk_gap = 3;
+  l.chunk_gap = c.head_size / c.x > 16 ? 1 : 3;  // many narrow chunks (fp32, head 256): thin gaps
   l.cell_w = KvLayout::fit_cell(ImGui::GetContentRegionAvail().x - 16, l, 2, 12);
   l.cell_h = std::max(5.0f, std::min(l.cell_w, 10.0f));
   l.part_gap = ImGui::GetFontSize() * 0.6f;
   l.slot_gap = 10;
 
-  ImGui::BeginChild("##kvscroll", ImVec2(0, 0), false);
+  ImGui::BeginChild("##kvscroll", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
   const ImVec2 o = ImGui::GetCursorScreenPos();
   s.drawn.kv_valid = true;
   s.drawn.kv_origin = o;
