@@ -36,8 +36,8 @@ struct ThreadGridLayout {
 // order, each labelled with its physical block:
 //   K tile [head_size/x][block_size][x]: head_size/x chunks side by side, each
 //     block_size rows (tokens) x x columns (consecutive elements in memory);
-//   V tile [head_size][block_size]: drawn in bands of band_rows rows (the rows
-//     one LV iteration covers) placed side by side, each band_rows rows (head
+//   V tile [head_size][block_size]: drawn in bands of band_rows rows (a whole
+//     number of the rows one LV iteration covers) placed side by side, each band_rows rows (head
 //     dims) x block_size columns (tokens, consecutive in memory).
 enum class KvPart { k, v };
 struct KvCell {
