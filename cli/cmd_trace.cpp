@@ -89,13 +89,18 @@ void print_summary(const trace::TraceData& d) {
                 static_cast<long long>(t.wavefronts));
   }
   const auto tot = traffic_totals(d.events, reqs);
-  std::printf("totals: global loads %lld requests %lld sectors (ideal %lld), %lld bytes; global stores %lld bytes\n"
-              "        shared: %lld requests, %lld wavefronts (ideal %lld); loads %lld bytes, stores %lld bytes\n",
-              static_cast<long long>(tot.global_requests), static_cast<long long>(tot.global_sectors),
-              static_cast<long long>(tot.global_ideal_sectors), static_cast<long long>(tot.global_load_bytes),
-              static_cast<long long>(tot.global_store_bytes), static_cast<long long>(tot.shared_requests),
-              static_cast<long long>(tot.shared_wavefronts), static_cast<long long>(tot.shared_ideal_wavefronts),
-              static_cast<long long>(tot.shared_load_bytes), static_cast<long long>(tot.shared_store_bytes));
+  auto ll = [](std::int64_t v) { return static_cast<long long>(v); };
+  std::printf("totals: global ld %lld requests %lld sectors; global st %lld requests %lld sectors "
+              "(all: %lld sectors, ideal %lld)\n"
+              "        shared ld %lld requests %lld wavefronts; shared st %lld requests %lld wavefronts "
+              "(all: %lld wavefronts, ideal %lld)\n"
+              "        bytes: global ld %lld st %lld, shared ld %lld st %lld\n",
+              ll(tot.global_load_requests), ll(tot.global_load_sectors), ll(tot.global_store_requests),
+              ll(tot.global_store_sectors), ll(tot.global_sectors), ll(tot.global_ideal_sectors),
+              ll(tot.shared_load_requests), ll(tot.shared_load_wavefronts), ll(tot.shared_store_requests),
+              ll(tot.shared_store_wavefronts), ll(tot.shared_wavefronts), ll(tot.shared_ideal_wavefronts),
+              ll(tot.global_load_bytes), ll(tot.global_store_bytes), ll(tot.shared_load_bytes),
+              ll(tot.shared_store_bytes));
 }
 
 }  // namespace

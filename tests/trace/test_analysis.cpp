@@ -185,6 +185,10 @@ TEST_CASE("request grouping, per-thread counts and traffic", "[trace][analysis]"
   const auto tot = traffic_totals(ev, reqs);
   CHECK(tot.global_load_bytes == 4 * 16 * 8);
   CHECK(tot.global_requests == 4);
+  CHECK(tot.global_load_requests == 4);
+  CHECK(tot.global_store_requests == 0);
+  CHECK(tot.shared_load_requests == 1);
+  CHECK(tot.shared_load_wavefronts == 1);
   CHECK(tot.global_sectors == 16);
   CHECK(tot.shared_requests == 1);
   CHECK(tot.shared_load_bytes == 128);

@@ -233,10 +233,14 @@ TrafficTotals traffic_totals(std::span<const Event> events, const std::vector<Me
       ++t.shared_requests;
       t.shared_wavefronts += r.wavefronts;
       t.shared_ideal_wavefronts += r.ideal_wavefronts;
+      (r.store ? t.shared_store_requests : t.shared_load_requests) += 1;
+      (r.store ? t.shared_store_wavefronts : t.shared_load_wavefronts) += r.wavefronts;
     } else {
       ++t.global_requests;
       t.global_sectors += r.sectors;
       t.global_ideal_sectors += r.ideal_sectors;
+      (r.store ? t.global_store_requests : t.global_load_requests) += 1;
+      (r.store ? t.global_store_sectors : t.global_load_sectors) += r.sectors;
     }
   }
   return t;

@@ -55,7 +55,7 @@ for dt in fp16 fp32; do
     rm -f "$W/model_${st}_$dt.patrace"
     say "== $st $dt: ncu (metric, value) vs model totals"
     grep -E '"l1tex|"smsp' "$W/ncu_${st}_$dt.csv" | awk -F'","' '{print "  " $(NF-2) " = " $NF}' | tr -d '"' | tee -a "$S"
-    grep -A1 "^totals" "$W/model_${st}_$dt.txt" | tee -a "$S"
+    grep -A2 "^totals" "$W/model_${st}_$dt.txt" | tee -a "$S"
     save
   done
 done

@@ -121,8 +121,14 @@ std::vector<StepTraffic> traffic_by_step(std::span<const Event> events,
 struct TrafficTotals {
   std::int64_t global_load_bytes = 0, global_store_bytes = 0;
   std::int64_t shared_load_bytes = 0, shared_store_bytes = 0;
+  // Loads and stores together:
   std::int64_t global_requests = 0, global_sectors = 0, global_ideal_sectors = 0;
   std::int64_t shared_requests = 0, shared_wavefronts = 0, shared_ideal_wavefronts = 0;
+  // Split by direction (what Nsight Compute reports per op):
+  std::int64_t global_load_requests = 0, global_load_sectors = 0;
+  std::int64_t global_store_requests = 0, global_store_sectors = 0;
+  std::int64_t shared_load_requests = 0, shared_load_wavefronts = 0;
+  std::int64_t shared_store_requests = 0, shared_store_wavefronts = 0;
 };
 TrafficTotals traffic_totals(std::span<const Event> events, const std::vector<MemoryRequest>& requests);
 
