@@ -335,3 +335,29 @@ TEST_CASE("keyboard shortcuts: Right/Left, Home/End, Space, digits, ?", "[viewer
   CHECK(d.v.at("step")[0] == 0);
   CHECK(d.v.at("help")[0] == 1);
 }
+
+TEST_CASE("follow the selection: Right jumps to the steps that touch the selected K element", "[viewer][screenshot]") {
+  require_display();
+  ProblemSpec spec;
+  const auto events = trace::model_events(spec, trace::Stage::qk, trace::Selection{});
+  const TraceIndex idx(events, Granularity::instruction);
+  const ConfigInfo c = config_info(spec.dtype, spec.head_size, spec.block_size);
+  const CacheGeometry g = c.cache(spec.num_kv_heads);
+  // Warp 2 lane 3's 5th K load: an element touched at exactly one step.
+  int seen = 0;
+  trace::Event e{};
+  for (const auto& ev : events)
+    if (ev.tensor == trace::Tensor::k_cache && ev.warp == 2 && ev.lane == 3 && seen++ == 4) e = ev;
+  REQUIRE(e.tensor == trace::Tensor::k_cache);
+  const auto el = g.k_coords(e.byte_offset / c.elem_bytes);
+  const auto touches_list = who_touches(events, idx, 0, trace::Tensor::k_cache, e.byte_offset, c.elem_bytes);
+  REQUIRE(touches_list.size() == 1);
+  const int want = touches_list[0].step;
+  const std::string sel = "k=" + std::to_string(el.physical_block) + "," + std::to_string(el.d) + "," + std::to_string(el.t);
+  const std::string png = kOut + "/follow.png";
+  REQUIRE(run("--lesson 2 --step 0 --select " + sel + " --follow-selection --keys RR --screenshot " + png + " --dump-layout " +
+              png + ".txt") == 0);
+  CHECK(load_dump(png + ".txt").v.at("step")[0] == want);  // jumped there, and a second Right had nowhere to go
+  REQUIRE(run("--lesson 2 --step 0 --select " + sel + " --keys RR --screenshot " + png + " --dump-layout " + png + ".txt") == 0);
+  CHECK(load_dump(png + ".txt").v.at("step")[0] == 2);  // without following: plain steps
+}

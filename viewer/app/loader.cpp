@@ -41,6 +41,25 @@ void AppState::set_focus(const Focus& f) {
   focus_tab_request = f.active();
 }
 
+void AppState::step_by(int dir) {
+  replay.pause();
+  std::vector<int> stops = focus_steps;
+  for (const Touch& t : focus_touches) stops.push_back(t.step);
+  if (!follow_focus || stops.empty()) {
+    replay.jump(replay.current() + dir);
+    return;
+  }
+  std::sort(stops.begin(), stops.end());
+  const int cur = replay.current();
+  if (dir > 0) {
+    auto it = std::upper_bound(stops.begin(), stops.end(), cur);
+    if (it != stops.end()) replay.jump(*it);
+  } else {
+    auto it = std::lower_bound(stops.begin(), stops.end(), cur);
+    if (it != stops.begin()) replay.jump(*std::prev(it));
+  }
+}
+
 const lesson::StepMarker* marker_for_step(const AppState& s, const ReplayStep* step, int* section) {
   if (!s.doc || !step) return nullptr;
   const lesson::StepMarker* loose = nullptr;

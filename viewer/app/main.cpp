@@ -142,8 +142,8 @@ void handle_keys(AppState& s) {
   ImGuiIO& io = ImGui::GetIO();
   if (io.WantTextInput) return;
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space))) s.replay.toggle_play();
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) { s.replay.pause(); s.replay.next(); }
-  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow))) { s.replay.pause(); s.replay.prev(); }
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_RightArrow))) s.step_by(+1);
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_LeftArrow))) s.step_by(-1);
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Home))) s.replay.home();
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_End))) s.replay.end();
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) {
@@ -346,6 +346,7 @@ int main(int argc, char** argv) {
   bool saved_lesson = false;
   if (!settings_path.empty()) load_settings(settings_path, s, saved_lesson, saved_step);
   if (args.coarse) s.granularity = Granularity::step;  // the command line wins over saved settings
+  s.follow_focus = args.follow_selection;
   bool lesson_given = false;
   for (int i = 1; i < argc; ++i) lesson_given |= std::string(argv[i]) == "--lesson";
   if (lesson_given || !saved_lesson) s.lesson = args.lesson;

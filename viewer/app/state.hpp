@@ -94,6 +94,7 @@ struct AppState {
   std::vector<Touch> focus_touches;
   std::vector<int> focus_steps;
   bool focus_tab_request = false;
+  bool follow_focus = false;  // step only through the steps where the selection is active
 
   // ---- lesson
   int lesson = 1;
@@ -126,6 +127,8 @@ struct AppState {
   std::span<const std::uint32_t> current_events() const { return index.events_of(block, replay.current()); }
   std::string step_label(int step) const;
   void set_focus(const Focus& f);
+  // Next / previous step (dir +1 / -1), through the selection's steps when follow_focus is on.
+  void step_by(int dir);
 };
 
 // Loading (app/loader.cpp). Never throw: errors land in load_error / lesson_error.

@@ -37,6 +37,7 @@ std::string usage() {
       "  --trace FILE          open a recorded trace file instead of the host model\n"
       "  --select SEL          select warp=W | warp=W,lane=L | k=PB,D,T | v=PB,D,T\n"
       "                        (PB physical block, D head dim, T token in block)\n"
+      "  --follow-selection    Left/Right (and < >) step only through the selection's steps\n"
       "  --granularity G       instruction (one warp instruction per step, default) | step\n"
       "  --dtype T             fp32 | fp16 | bf16        (host model problem)\n"
       "  --head-size N         64 80 96 112 128 192 256\n"
@@ -75,6 +76,7 @@ Args parse_args(const std::vector<std::string>& av) {
     else if (f == "--bench") a.bench_frames = to_int(f, value(), 1, 100000);
     else if (f == "--exercise-resize") a.exercise_resize = true;
     else if (f == "--click") a.click = true;
+    else if (f == "--follow-selection") a.follow_selection = true;
     else if (f == "--keys") {
       a.keys = value();
       for (char c : a.keys)

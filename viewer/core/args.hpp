@@ -27,6 +27,7 @@ struct Args {
   char sel_kv = 0;                 // 'k' or 'v' for an element selection
   int sel_pb = -1, sel_d = -1, sel_t = -1;
   std::optional<int> block_seq, block_head, block_partition;  // --block SEQ,HEAD[,PART]
+  bool follow_selection = false;   // --follow-selection: Left/Right step through the selection's steps
   bool coarse = false;             // --granularity step
   // Problem overrides for the host model.
   std::optional<DType> dtype;

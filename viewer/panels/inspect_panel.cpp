@@ -22,6 +22,7 @@ void draw_inspect_panel(AppState& s) {
     s.set_focus(Focus{});
     return;
   }
+  ImGui::Checkbox("step only through these steps (Left/Right, < >)", &s.follow_focus);
   const int cur = s.replay.current();
   if (s.focus.kind == Focus::Kind::element) {
     ImGui::Text("%zu accesses in this block's replay", s.focus_touches.size());

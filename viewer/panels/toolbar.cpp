@@ -54,13 +54,13 @@ void draw_toolbar(AppState& s) {
   if (ImGui::Button("|<")) s.replay.home();
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("first step (Home)");
   ImGui::SameLine(0, 3);
-  if (ImGui::Button(" < ")) { s.replay.pause(); s.replay.prev(); }
+  if (ImGui::Button(" < ")) s.step_by(-1);
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("previous step (Left)");
   ImGui::SameLine(0, 3);
   if (ImGui::Button(s.replay.playing() ? "pause" : " play ")) s.replay.toggle_play();
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("play / pause (Space)");
   ImGui::SameLine(0, 3);
-  if (ImGui::Button(" > ")) { s.replay.pause(); s.replay.next(); }
+  if (ImGui::Button(" > ")) s.step_by(+1);
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("next step (Right)");
   ImGui::SameLine(0, 3);
   if (ImGui::Button(">|")) s.replay.end();
