@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine (nvcc, cmake, ninja, compute-sanitizer; no Debian
 # packages: Catch2 comes from .deps/catch2, see scripts/device-deps.sh).
-#   1. configure (the `device` preset's settings) and build with -j16
+#   1. configure (the `device` preset's settings) and build with -j16 (every
+#      kernel configuration; --quick builds PA_QUICK_KERNELS=ON, block 16 only)
 #   2. the GPU tests (ctest label `gpu`; every test of the device build when no
 #      test carries that label)
 #   3. compute-sanitizer memcheck, racecheck, synccheck and initcheck over
@@ -18,7 +19,10 @@ ALL_TOOLS="memcheck racecheck synccheck initcheck"
 usage() {
   cat <<EOF
 usage: scripts/gpu-check.sh [options]
-  --quick              one configuration (fp16, block 16) instead of three
+  --quick              quick kernel build (PA_QUICK_KERNELS=ON: head 128 x block 16
+                       only, much faster to build) and one configuration (fp16, block 16)
+  --quick-kernels      the quick kernel build, keeping the configurations given
+  --full-kernels       every kernel configuration (the default; needed for blocks 8, 32)
   --full-matrix        every dtype x block size (9 configurations)
   --configs LIST       configurations as dtype:block, comma separated
                        (default fp32:8,fp16:16,bf16:32: each dtype and each block size once)
@@ -73,11 +77,13 @@ if [[ "${1:-}" == --one ]]; then
 fi
 
 stages="$ALL_STAGES"; tools="$ALL_TOOLS"; configs="fp32:8 fp16:16 bf16:32"
-do_build=1 do_tests=1 do_san=1 jobs=4 limit=240
+do_build=1 do_tests=1 do_san=1 jobs=4 limit=240 quick_kernels=0
 bdir="$PA_ROOT/build-device"
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --quick) configs="fp16:16" ;;
+    --quick) configs="fp16:16"; quick_kernels=1 ;;
+    --quick-kernels) quick_kernels=1 ;;
+    --full-kernels) quick_kernels=0 ;;
     --full-matrix) configs="fp32:8 fp32:16 fp32:32 fp16:8 fp16:16 fp16:32 bf16:8 bf16:16 bf16:32" ;;
     --configs) configs="${2//,/ }"; shift ;;
     --stages) stages="${2//,/ }"; shift ;;
@@ -103,6 +109,10 @@ for c in $configs; do
   [[ $c =~ ^(fp32|fp16|bf16):(8|16|32)$ ]] || pa_die "bad configuration '$c'; accepted: dtype:block with dtype fp32|fp16|bf16, block 8|16|32"
 done
 
+if [[ $quick_kernels -eq 1 && " $configs " =~ :(8|32)\  ]]; then
+  pa_warn "the quick kernel build has block size 16 only: configurations with blocks 8 or 32 will report ERROR"
+fi
+
 LOGDIR="${OUT:-$PA_ROOT/out}/gpu-check"
 mkdir -p "$LOGDIR"
 declare -a step_names=() step_results=()
@@ -125,6 +135,7 @@ if [[ $do_build -eq 1 ]]; then
   t0=$SECONDS
   {
     cmake -S "$PA_ROOT" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF \
+      "-DPA_QUICK_KERNELS=$([[ $quick_kernels -eq 1 ]] && echo ON || echo OFF)" \
       "-DCMAKE_CUDA_COMPILER=$nvcc" "-DCMAKE_CUDA_ARCHITECTURES=${PA_CUDA_ARCHS:-90}" "${prefix[@]}" \
       && cmake --build "$bdir" -j "${PA_JOBS:-16}"
   } >"$LOGDIR/build.log" 2>&1
