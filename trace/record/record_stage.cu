@@ -58,10 +58,18 @@ bool recording_built() { return true; }
 bool can_record(Stage stage, const ProblemSpec& spec) {
   const int s = static_cast<int>(stage);
   if (s < 1 || s > 6 || spec.num_threads != 128) return false;
+  bool listed = false;
 #define PA_X(DT, H, B) \
-  if (spec.dtype == DType::DT && spec.head_size == H && spec.block_size == B) return true;
+  if (spec.dtype == DType::DT && spec.head_size == H && spec.block_size == B) listed = true;
   PA_TRACE_FOR_EACH_CONFIG(PA_X)
 #undef PA_X
+  if (!listed) return false;
+  // The inputs go up through kernels::DeviceProblem, which accepts only the
+  // configurations pa_kernels holds (PA_QUICK_KERNELS builds: head 128 x block 16).
+  const kernels::KernelKey key{spec.dtype, spec.head_size, spec.block_size, spec.num_threads};
+  for (const auto& k : kernels::built_configs()) {
+    if (k == key) return true;
+  }
   return false;
 }
 

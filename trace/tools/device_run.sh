@@ -30,7 +30,7 @@ ovh_pid=$!
 
 cmake -S . -B "$B" -G Ninja -DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr" -DPA_BUILD_VIEWER=OFF \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DPA_QUICK_KERNELS=ON -DPA_TRACE_FULL_RECORDING=ON \
-  -DCMAKE_BUILD_TYPE=Release >"$W/cmake.log" 2>&1 || { tail -20 "$W/cmake.log"; say "configure FAILED"; }
+  -DCMAKE_BUILD_TYPE=Release ${PA_SOURCE_REVISION:+-DPA_SOURCE_REVISION=$PA_SOURCE_REVISION} >"$W/cmake.log" 2>&1 || { tail -20 "$W/cmake.log"; say "configure FAILED"; }
 ninja -C "$B" -j16 pa-lab pa_trace_gpu_tests pa_trace_tests >"$W/build.log" 2>&1 \
   && say "build ok ($((SECONDS - t0)) s)" || { grep -E "error|FAILED" "$W/build.log" | head -20; say "build FAILED"; }
 
