@@ -3,5 +3,6 @@
 if(PA_HAVE_CUDA AND TARGET pa_kernels_optimized)
   pa_add_test(pa_optimized_tests
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_optimized.cpp
-    LIBS pa_kernels_optimized pa_reference CUDA::cudart)
+    LIBS pa_kernels_optimized pa_reference CUDA::cudart
+    LABELS gpu)
 endif()
