@@ -46,10 +46,17 @@ struct OptConfig {
   static constexpr int kStepBytes = 2 * kStepChunks * 16;           // K + V of one step
   // Pipeline depth per warp: about 96 KB of stages per CTA (2 CTAs per SM on
   // Hopper for head size <= 128); large heads get 3 stages in one CTA per SM
-  // (up to 192 KB) rather than bare double buffering.
+  // (up to 192 KB) rather than bare double buffering. The largest step (head
+  // 256 x block 32: 32 KB of K+V per warp) fits only one stage per warp under
+  // Hopper's 227 KB per-block limit; the 4 warps' copies still overlap each
+  // other's math, but no warp prefetches its own next step.
+  static constexpr int kMaxSmemBytes = 227 * 1024;  // sm_90 opt-in limit per block
   static constexpr int kStagesBy96K = (96 * 1024) / (NUM_WARPS * kStepBytes);
-  static constexpr int kStages = kStagesBy96K >= 3 ? cmin(6, kStagesBy96K)
-                                 : (3 * NUM_WARPS * kStepBytes <= 192 * 1024 ? 3 : 2);
+  static constexpr int kStages =
+      kStagesBy96K >= 3 ? cmin(6, kStagesBy96K)
+      : 3 * NUM_WARPS * kStepBytes <= 192 * 1024 ? 3
+      : 2 * NUM_WARPS * kStepBytes + 2 * NUM_WARPS * kMaxUnitHeads * 4 + 16 <= kMaxSmemBytes ? 2
+                                                                                             : 1;
   static constexpr int kPipeBytes = NUM_WARPS * kStages * kStepBytes;
 
   // mma tiling.
@@ -62,6 +69,7 @@ struct OptConfig {
   static constexpr int kRedBytes = NUM_WARPS * kMaxUnitHeads * HEAD_SIZE * 4;
   static constexpr int kStatBytes = 2 * NUM_WARPS * kMaxUnitHeads * 4;
   static constexpr int kSmemBytes = cmax(kPipeBytes, kRedBytes) + kStatBytes + 16;
+  static_assert(kSmemBytes <= kMaxSmemBytes, "stage 8's shared memory must fit one sm_90 block");
 
   static_assert(kElemBytes == 2, "stage 8 runs on 16-bit tensor-core inputs (fp16, bf16)");
   static_assert(HEAD_SIZE % 16 == 0, "head size must be a multiple of 16 (mma k and m)");
