@@ -9,6 +9,7 @@
 #include "cmd_run_optimized.hpp"
 #include "commands.hpp"
 #include "pa/kernels/api.hpp"
+#include "pa/kernels/event_timer.hpp"
 #include "pa/kernels/optimized.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/reference/dtype_convert.hpp"
@@ -96,24 +97,8 @@ int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters) {
 
   if (iters > 0) {
     // Same KV every launch: for L2-free numbers use pa-bench (rotated pool).
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0);
-    cudaEventCreate(&e1);
-    for (int i = 0; i < 3; ++i) launch_optimized(a, plan, ws.get());
-    std::vector<float> ms;
-    for (int i = 0; i < iters; ++i) {
-      cudaEventRecord(e0);
-      launch_optimized(a, plan, ws.get());
-      cudaEventRecord(e1);
-      cudaEventSynchronize(e1);
-      float t = 0;
-      cudaEventElapsedTime(&t, e0, e1);
-      ms.push_back(t);
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    std::sort(ms.begin(), ms.end());
-    const double med = ms[ms.size() / 2];
+    const double med = pa::kernels::median_of(
+        pa::kernels::time_launches_ms([&] { launch_optimized(a, plan, ws.get()); }, iters, /*warmup=*/3));
     double tokens = 0;
     for (int c : p.context_lens) tokens += c;
     const double bytes_moved = tokens * spec.num_kv_heads * spec.head_size * 2.0 * dtype_bytes(spec.dtype) +

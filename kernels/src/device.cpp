@@ -10,6 +10,7 @@
 
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/cuda_check.hpp"
+#include "pa/kernels/event_timer.hpp"
 #include "pa/kernels/instances.hpp"
 #include "pa/reference/dtype_convert.hpp"
 
@@ -266,32 +267,9 @@ StageTiming time_stage(Stage stage, DeviceProblem& d, int iters, int warmup) {
   if (iters < 1) throw std::invalid_argument("time_stage: iters must be >= 1, got " + std::to_string(iters));
   validate_problem(stage, d.host(), gpu_info().smem_optin_bytes);
   const StageArgs a = d.args();
-  for (int i = 0; i < warmup; ++i) launch_stage(stage, a, nullptr);
-  PA_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t start = nullptr, stop = nullptr;
-  PA_CUDA_CHECK(cudaEventCreate(&start));
-  PA_CUDA_CHECK(cudaEventCreate(&stop));
   StageTiming t;
-  try {
-    for (int i = 0; i < iters; ++i) {
-      PA_CUDA_CHECK(cudaEventRecord(start));
-      launch_stage(stage, a, nullptr);
-      PA_CUDA_CHECK(cudaEventRecord(stop));
-      PA_CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms = 0.f;
-      PA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      t.ms.push_back(ms);
-    }
-  } catch (...) {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    throw;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::vector<float> s = t.ms;
-  std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
-  t.median_ms = s[s.size() / 2];
+  t.ms = time_launches_ms([&] { launch_stage(stage, a, nullptr); }, iters, warmup);
+  t.median_ms = median_of(t.ms);
   return t;
 }
 
@@ -299,30 +277,11 @@ double measure_copy_bandwidth_gbs(std::size_t bytes, int iters) {
   if (iters < 1 || bytes == 0) throw std::invalid_argument("measure_copy_bandwidth_gbs: need bytes > 0 and iters >= 1");
   DeviceBuffer src(bytes), dst(bytes);
   src.fill_bytes(1);
-  PA_CUDA_CHECK(cudaMemcpy(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice));  // warm-up
-  cudaEvent_t start = nullptr, stop = nullptr;
-  PA_CUDA_CHECK(cudaEventCreate(&start));
-  PA_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> ms;
-  try {
-    for (int i = 0; i < iters; ++i) {
-      PA_CUDA_CHECK(cudaEventRecord(start));
-      PA_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice));
-      PA_CUDA_CHECK(cudaEventRecord(stop));
-      PA_CUDA_CHECK(cudaEventSynchronize(stop));
-      float t = 0.f;
-      PA_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-      ms.push_back(t);
-    }
-  } catch (...) {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    throw;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
-  return 2.0 * static_cast<double>(bytes) / (static_cast<double>(ms[ms.size() / 2]) * 1e-3) / 1e9;
+  const std::vector<float> ms = time_launches_ms(
+      [&] { PA_CUDA_CHECK(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice)); }, iters,
+      /*warmup=*/1);
+  const float median = median_of(ms);
+  return 2.0 * static_cast<double>(bytes) / (static_cast<double>(median) * 1e-3) / 1e9;
 }
 
 }  // namespace pa::kernels

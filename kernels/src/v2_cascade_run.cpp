@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "pa/kernels/cuda_check.hpp"
+#include "pa/kernels/event_timer.hpp"
 #include "pa/kernels/optimized.hpp"
 #endif
 
@@ -124,37 +125,9 @@ struct V2Buffers {
   }
 };
 
-float median(std::vector<float> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
 template <class F>
 float time_median(F&& launch, int iters, int warmup) {
-  for (int i = 0; i < warmup; ++i) launch();
-  PA_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t start = nullptr, stop = nullptr;
-  PA_CUDA_CHECK(cudaEventCreate(&start));
-  PA_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<float> ms;
-  try {
-    for (int i = 0; i < iters; ++i) {
-      PA_CUDA_CHECK(cudaEventRecord(start));
-      launch();
-      PA_CUDA_CHECK(cudaEventRecord(stop));
-      PA_CUDA_CHECK(cudaEventSynchronize(stop));
-      float t = 0.f;
-      PA_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-      ms.push_back(t);
-    }
-  } catch (...) {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    throw;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return median(ms);
+  return median_of(time_launches_ms(launch, iters, warmup));
 }
 
 }  // namespace
