@@ -9,7 +9,6 @@
 #include "cmd_run_optimized.hpp"
 #include "commands.hpp"
 #include "pa/kernels/api.hpp"
-#include "pa/kernels/event_timer.hpp"
 #include "pa/kernels/optimized.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/reference/dtype_convert.hpp"
@@ -18,6 +17,8 @@
 
 #if PA_HAVE_CUDA
 #include <cuda_runtime.h>
+
+#include "pa/kernels/event_timer.hpp"
 #endif
 
 namespace pa::cli {
