@@ -10,7 +10,7 @@
 namespace pa::trace {
 
 bool is_memory_event(const Event& e) {
-  return (e.op == Op::global_load || e.op == Op::global_store || e.op == Op::shared_load ||
+  return (e.op == Op::global_load || e.op == Op::async_copy || e.op == Op::global_store || e.op == Op::shared_load ||
           e.op == Op::shared_store) &&
          e.bytes > 0 && e.byte_offset >= 0;
 }
@@ -179,7 +179,11 @@ std::vector<ThreadCounts> per_thread_counts(std::span<const Event> events) {
       case Op::shared_store: ++c.shared_stores; c.shared_store_bytes += e.bytes; break;
       case Op::shuffle: ++c.shuffles; break;
       case Op::barrier: ++c.barriers; break;
-      case Op::compute: ++c.computes; break;
+      case Op::compute: case Op::mma: ++c.computes; break;
+      // cp.async reads global memory (its shared side is not a register access);
+      // an atomic is counted where it lands, as a global store.
+      case Op::async_copy: ++c.global_loads; c.global_load_bytes += e.bytes; break;
+      case Op::atomic: ++c.global_stores; c.global_store_bytes += e.bytes; break;
     }
   }
   std::vector<ThreadCounts> out;
@@ -221,8 +225,8 @@ TrafficTotals traffic_totals(std::span<const Event> events, const std::vector<Me
   TrafficTotals t;
   for (const Event& e : events) {
     switch (e.op) {
-      case Op::global_load: t.global_load_bytes += e.bytes; break;
-      case Op::global_store: t.global_store_bytes += e.bytes; break;
+      case Op::global_load: case Op::async_copy: t.global_load_bytes += e.bytes; break;
+      case Op::global_store: case Op::atomic: t.global_store_bytes += e.bytes; break;
       case Op::shared_load: t.shared_load_bytes += e.bytes; break;
       case Op::shared_store: t.shared_store_bytes += e.bytes; break;
       default: break;

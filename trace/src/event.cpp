@@ -44,6 +44,10 @@ const char* to_string(Step s) {
     case Step::merge: return "merge";
     case Step::stage_output: return "stage_output";
     case Step::barrier: return "barrier";
+    case Step::k_smem_load: return "k_smem_load";
+    case Step::v_smem_load: return "v_smem_load";
+    case Step::rescale: return "rescale";
+    case Step::split_arrive: return "split_arrive";
     case Step::count_: break;
   }
   return "invalid_step";
@@ -58,6 +62,9 @@ const char* to_string(Op o) {
     case Op::shuffle: return "shuffle";
     case Op::barrier: return "barrier";
     case Op::compute: return "compute";
+    case Op::async_copy: return "async_copy";
+    case Op::mma: return "mma";
+    case Op::atomic: return "atomic";
   }
   return "invalid_op";
 }
@@ -81,6 +88,9 @@ const char* to_string(Tensor t) {
     case Tensor::state_out: return "state_out";
     case Tensor::state_lse: return "state_lse";
     case Tensor::stage_out: return "stage_out";
+    case Tensor::kv_smem: return "kv_smem";
+    case Tensor::workspace: return "workspace";
+    case Tensor::counter: return "counter";
   }
   return "invalid_tensor";
 }
@@ -90,8 +100,8 @@ bool is_valid(Stage s) {
   return v >= static_cast<unsigned>(Stage::q_to_smem) && v <= static_cast<unsigned>(Stage::optimized);
 }
 bool is_valid(Step s) { return static_cast<unsigned>(s) < static_cast<unsigned>(Step::count_); }
-bool is_valid(Op o) { return static_cast<unsigned>(o) <= static_cast<unsigned>(Op::compute); }
-bool is_valid(Tensor t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(Tensor::stage_out); }
+bool is_valid(Op o) { return static_cast<unsigned>(o) <= static_cast<unsigned>(Op::atomic); }
+bool is_valid(Tensor t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(Tensor::counter); }
 
 namespace {
 template <class E>
@@ -110,10 +120,10 @@ std::optional<Step> step_from_string(std::string_view name) {
   return parse_enum<Step>(name, 0, static_cast<unsigned>(Step::count_) - 1);
 }
 std::optional<Op> op_from_string(std::string_view name) {
-  return parse_enum<Op>(name, 0, static_cast<unsigned>(Op::compute));
+  return parse_enum<Op>(name, 0, static_cast<unsigned>(Op::atomic));
 }
 std::optional<Tensor> tensor_from_string(std::string_view name) {
-  return parse_enum<Tensor>(name, 0, static_cast<unsigned>(Tensor::stage_out));
+  return parse_enum<Tensor>(name, 0, static_cast<unsigned>(Tensor::counter));
 }
 
 std::string describe(const Event& e) {

@@ -42,7 +42,7 @@ constexpr const char* kStepNames[] = {
     "qk_dot",        "qk_group_reduce", "logit_store", "max_reduce",      "exp_sum_reduce",
     "prob_store",    "logit_load",     "v_load",      "accumulate",       "warp_reduce",
     "out_store",     "partition_store", "partition_reduce", "merge",      "stage_output",
-    "barrier",
+    "barrier",       "k_smem_load",    "v_smem_load", "rescale",          "split_arrive",
 };
 static_assert(std::size(kStepNames) == static_cast<std::size_t>(Step::count_),
               "kStepNames must list every Step of event.hpp, in order");

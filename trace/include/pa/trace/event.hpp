@@ -41,16 +41,28 @@ enum class Step : std::uint8_t {
   merge,            // attention-state merge (cascade)
   stage_output,     // a stage's observable output written for checking
   barrier,          // __syncthreads
+  // Added for the tensor-core kernels (stage 7 prefix, stage 8); appended so
+  // the values above keep their numbers in files.
+  k_smem_load,      // K tile (shared) -> mma fragments (ldmatrix)
+  v_smem_load,      // V tile (shared) -> mma fragments (ldmatrix)
+  rescale,          // online softmax: accumulators scaled by exp(m_old - m_new)
+  split_arrive,     // split-KV: a CTA counts itself in (atomic), the last one merges
   count_
 };
 
 enum class Op : std::uint8_t {
-  global_load, global_store, shared_load, shared_store, shuffle, barrier, compute
+  global_load, global_store, shared_load, shared_store, shuffle, barrier, compute,
+  async_copy,  // cp.async: global -> shared without registers (byte_offset: the global side)
+  mma,         // a warp-wide tensor-core mma.sync
+  atomic       // global atomic read-modify-write
 };
 
 enum class Tensor : std::uint8_t {
   none, q, k_cache, v_cache, block_table, context_lens, q_smem, logits, red_scratch,
-  out_scratch, output, part_out, part_max, part_sum, state_out, state_lse, stage_out
+  out_scratch, output, part_out, part_max, part_sum, state_out, state_lse, stage_out,
+  kv_smem,    // K/V tiles staged in shared memory (cp.async pipeline buffers)
+  workspace,  // split-KV states in global memory (unnormalized O, max, sum)
+  counter     // split-KV arrival counters
 };
 
 struct Event {
