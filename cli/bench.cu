@@ -35,6 +35,7 @@
 #include "pa/kernels/optimized.hpp"
 #if PA_BENCH_WITH_V1
 #include "pa/kernels/api.hpp"
+#include "pa/kernels/event_timer.hpp"
 #endif
 #if PA_BENCH_WITH_V2CASCADE
 #include "pa/kernels/v2_cascade.hpp"
@@ -121,10 +122,6 @@ struct Row {
   double xcheck_max_abs = -1;  // |optimized - other| on one set, where both ran
 };
 
-double median_of(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
-}
 double pct_of(std::vector<float> v, double q) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<std::size_t>(q * v.size()))];
@@ -205,31 +202,15 @@ const void* q_of(const Problem& P, int r) {
          static_cast<std::size_t>(r) * P.s.seqs * P.s.heads * P.s.head_size * dtype_bytes(P.dt);
 }
 
-// Times launch(r) for warmup + iters launches, rotating r.
+// Times launch(r) for warmup + iters launches, rotating r over the R disjoint
+// data sets (pa/kernels/event_timer.hpp: one event pair per timed launch).
 template <class F>
 void time_kernel(Row& row, const Problem& P, const Options& o, F&& launch) {
-  cudaEvent_t a, b;
-  BCK(cudaEventCreate(&a));
-  BCK(cudaEventCreate(&b));
-  for (int i = 0; i < o.warmup; ++i) launch(i % P.R);
-  BCK(cudaDeviceSynchronize());
-  std::vector<float> ms;
-  for (int i = 0; i < o.iters; ++i) {
-    const int r = (o.warmup + i) % P.R;
+  const auto ms = kernels::time_indexed_launches_ms([&](int i) { launch(i % P.R); }, o.iters, o.warmup, [&](int) {
     if (o.spin_us > 0) spin_kernel<<<1, 1>>>(static_cast<unsigned long long>(o.spin_us) * 1000ull);
-    BCK(cudaEventRecord(a));
-    launch(r);
-    BCK(cudaEventRecord(b));
-    BCK(cudaEventSynchronize(b));
-    float t = 0;
-    BCK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  BCK(cudaGetLastError());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  });
   row.timed = static_cast<int>(ms.size());
-  row.median_us = median_of(ms) * 1e3;
+  row.median_us = kernels::median_of(ms) * 1e3;
   row.min_us = *std::min_element(ms.begin(), ms.end()) * 1e3;
   row.p10_us = pct_of(ms, 0.1) * 1e3;
   row.p90_us = pct_of(ms, 0.9) * 1e3;
@@ -452,24 +433,12 @@ double measure_copy(const Options& o, double& bytes_out) {
   const std::size_t bytes = std::size_t(2) << 30;  // 2 GiB each way: 40x the L2
   Buf a(bytes), b(bytes);
   BCK(cudaMemset(a.p, 1, bytes));
-  std::vector<float> ms;
-  cudaEvent_t e0, e1;
-  BCK(cudaEventCreate(&e0));
-  BCK(cudaEventCreate(&e1));
   for (int i = 0; i < 3; ++i) BCK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice));
-  for (int i = 0; i < std::max(20, o.iters / 5); ++i) {
-    BCK(cudaEventRecord(e0));
-    BCK(cudaMemcpyAsync(i % 2 ? a.p : b.p, i % 2 ? b.p : a.p, bytes, cudaMemcpyDeviceToDevice));
-    BCK(cudaEventRecord(e1));
-    BCK(cudaEventSynchronize(e1));
-    float t;
-    BCK(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  const auto ms = kernels::time_indexed_launches_ms(
+      [&](int i) { BCK(cudaMemcpyAsync(i % 2 ? a.p : b.p, i % 2 ? b.p : a.p, bytes, cudaMemcpyDeviceToDevice)); },
+      std::max(20, o.iters / 5), 0, [](int) {});
   bytes_out = static_cast<double>(bytes);
-  return 2.0 * bytes / (median_of(ms) * 1e-3) / 1e9;  // read + write
+  return 2.0 * bytes / (kernels::median_of(ms) * 1e-3) / 1e9;  // read + write
 }
 
 std::string jstr(const std::string& s) {
