@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -133,6 +134,8 @@ struct Options {
   double pool_gb = 6.0;
   std::string only;
   bool quick = false;
+  bool cascade_only = false;   // only the cascade shape (every kernel on it)
+  std::string cascade_sweep;   // "variant:streams:chunks,..." extra cascade plans, timed whole and by part
   int spin_us = 50;       // GPU busy-wait before each timed launch (0 = off)
   int force_splits = 0;   // stage 8: override the split heuristic
   std::vector<int> shape; // --shape seqs,heads,kv_heads,context,head_size
@@ -426,6 +429,49 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
 #endif
     finish_row(row, copy_gbps);
     rows.push_back(row);
+#if PA_BENCH_WITH_V2CASCADE
+    // Experiments (not rows of the JSON): other plans through the planner's
+    // environment overrides, each timed whole, prefix alone (kernel + chunk
+    // reduce) and suffix alone, on the same rotated data.
+    std::stringstream sw(o.cascade_sweep);
+    std::string item;
+    while (std::getline(sw, item, ',')) {
+      int v = 0, st = 0, ch = 0;
+      if (std::sscanf(item.c_str(), "%d:%d:%d", &v, &st, &ch) != 3) throw std::invalid_argument("--cascade-sweep item " + item);
+      setenv("PA_CASCADE_PREFIX_VARIANT", std::to_string(v).c_str(), 1);
+      setenv("PA_CASCADE_STREAMS", std::to_string(st).c_str(), 1);
+      setenv("PA_CASCADE_CHUNKS", std::to_string(ch).c_str(), 1);
+      try {
+        auto cargs = [&](int r) {
+          kernels::StageArgs a = stage_args(P, r, P.out2.p);
+          a.partition_size = 512;
+          return a;
+        };
+        const kernels::CascadePlan plan = kernels::plan_cascade(cargs(0), s.prefix);
+        Buf ws(plan.workspace_bytes);
+        BCK(cudaMemset(ws.p, 0, std::max<std::size_t>(1, plan.workspace_bytes)));
+        double us[3];
+        const kernels::CascadeParts parts[3] = {kernels::CascadeParts::all, kernels::CascadeParts::prefix_only,
+                                                kernels::CascadeParts::suffix_only};
+        for (int k = 0; k < 3; ++k) {
+          Row tr = new_row("sweep");
+          time_kernel(tr, P, o, [&](int r) { kernels::launch_cascade(cargs(r), plan, ws.p, nullptr, nullptr, parts[k]); });
+          us[k] = tr.median_us;
+        }
+        kernels::launch_cascade(cargs(0), plan, ws.p, nullptr);
+        BCK(cudaDeviceSynchronize());
+        const double xc = opt_ok ? max_abs_diff(P) : -1;
+        std::printf("sweep %s v=%d streams=%d chunks=%d(%d): all %.1f us, prefix %.1f, suffix %.1f, xcheck %.2g\n",
+                    dname(dt).c_str(), v, st, ch, plan.num_chunks, us[0], us[1], us[2], xc);
+      } catch (const std::exception& e) {
+        std::printf("sweep %s %s: error %s\n", dname(dt).c_str(), item.c_str(), e.what());
+        cudaGetLastError();
+      }
+    }
+    unsetenv("PA_CASCADE_PREFIX_VARIANT");
+    unsetenv("PA_CASCADE_STREAMS");
+    unsetenv("PA_CASCADE_CHUNKS");
+#endif
   }
 }
 
@@ -467,6 +513,8 @@ int main(int argc, char** argv) {
     else if (a == "--pool-gb") o.pool_gb = std::stod(next());
     else if (a == "--only") o.only = next();
     else if (a == "--quick") o.quick = true;
+    else if (a == "--cascade-only") o.cascade_only = true;
+    else if (a == "--cascade-sweep") o.cascade_sweep = next();
     else if (a == "--spin-us") o.spin_us = std::stoi(next());
     else if (a == "--splits") o.force_splits = std::stoi(next());
     else if (a == "--shape") {
@@ -478,7 +526,8 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "unknown option %s\nusage: pa-bench [--json FILE] [--iters N>=100] [--warmup N] "
-                   "[--pool-gb G] [--only optimized] [--quick] [--spin-us N] [--splits N] "
+                   "[--pool-gb G] [--only optimized] [--quick] [--spin-us N] [--splits N] [--cascade-only] "
+                   "[--cascade-sweep variant:streams:chunks,...] "
                    "[--shape seqs,heads,kv_heads,context,head_size]\n",
                    a.c_str());
       return 2;
@@ -508,6 +557,7 @@ int main(int argc, char** argv) {
     Shape cascade{128, 32, 32, 32768 + 256, 128};
     cascade.prefix = 32768;
     if (!o.quick && o.only.empty() && o.shape.empty()) shapes.push_back(cascade);
+    if (o.cascade_only) shapes = {cascade};
 
     std::mt19937_64 rng(20261122);
     std::vector<Row> rows;

@@ -21,11 +21,26 @@ bool launch_cascade_prefix_bf16(int, int, int, const PrefixArgs&, cudaStream_t);
 namespace pa::kernels {
 namespace {
 
-// The faster of the two, measured on an NVIDIA H100 80GB HBM3 (pa-lab run
-// --stage cascade_merge, fp16, 128 seqs x 32 heads MHA x head 128, prefix
-// 32768 + 256 unique tokens, median of 30): prefix kernel + chunk reduce alone
-// 0.581 ms (variant 0) vs 0.504 ms (variant 1); whole cascade 0.772 vs 0.692 ms.
-constexpr int kDefaultPrefixVariant = 1;
+// Measured on an NVIDIA H100 80GB HBM3 (pa-lab run --stage cascade_merge,
+// fp16, 128 seqs x 32 heads MHA x head 128, prefix 32768 + 256 unique tokens,
+// median of 30): prefix kernel + chunk reduce alone 0.581 ms (variant 0) vs
+// 0.504 ms (variant 1); whole cascade 0.772 vs 0.692 ms. Variants 2-3 and the
+// stream modes: kernels/NOTES.md (H100 run 5: prefix alone v1 496 us, v2 509,
+// v3 362; whole cascade with the suffix on a side stream v3 533 us, fp16).
+constexpr int kDefaultPrefixVariant = 3;
+constexpr int kDefaultStreams = 1;
+
+// Experiments: an integer from the environment in [lo, hi], or `dflt` when unset.
+int env_int(const char* name, int dflt, int lo, int hi) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == 0) return dflt;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != 0 || v < lo || v > hi)
+    throw std::invalid_argument(std::string(name) + "=" + env + ": accepted an integer in [" + std::to_string(lo) +
+                                ", " + std::to_string(hi) + "]");
+  return static_cast<int>(v);
+}
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
@@ -56,16 +71,23 @@ T* at(void* base, std::size_t off) {
   return reinterpret_cast<T*>(static_cast<char*>(base) + off);
 }
 
-// The cascade's second stream and its fork/join events: created once per
+// The cascade's side streams and their fork/join events: created once per
 // process on first use (the lab runs on one device, from one host thread:
 // concurrent launch_cascade calls from several threads would share them) and kept.
+// `stream` (lowest priority) runs the suffix; `high` (highest priority) the
+// prefix when plan.streams == 2, so the block scheduler places the long prefix
+// blocks first and fills the SMs' remaining room with suffix blocks.
 struct SideStream {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t fork = nullptr, join = nullptr;
+  cudaStream_t stream = nullptr, high = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr, join_high = nullptr;
   SideStream() {
-    PA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    int least = 0, greatest = 0;
+    PA_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    PA_CUDA_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, least));
+    PA_CUDA_CHECK(cudaStreamCreateWithPriority(&high, cudaStreamNonBlocking, greatest));
     PA_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
     PA_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+    PA_CUDA_CHECK(cudaEventCreateWithFlags(&join_high, cudaEventDisableTiming));
   }
 };
 SideStream& side_stream() {
@@ -132,22 +154,24 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
   p.prefix_len = prefix_len;
   p.partition_size = b.partition_size;
   p.tensor_cores = b.dtype != DType::f32;
-  // Prefix kernel variant (07_cascade_merge.cuh, PrefixVariant): the default
-  // below, or PA_CASCADE_PREFIX_VARIANT=0|1 from the environment (experiments).
-  p.prefix_variant = kDefaultPrefixVariant;
-  if (const char* env = std::getenv("PA_CASCADE_PREFIX_VARIANT")) {
-    const std::string v = env;
-    if (v != "0" && v != "1") bad("PA_CASCADE_PREFIX_VARIANT=" + v + ": accepted 0 or 1");
-    p.prefix_variant = v == "1" ? 1 : 0;
-  }
+  // Prefix kernel variant (07_cascade_merge.cuh, PrefixVariant) and stream
+  // use: the defaults above, or from the environment (experiments):
+  // PA_CASCADE_PREFIX_VARIANT=0..3, PA_CASCADE_STREAMS=0|1|2, PA_CASCADE_CHUNKS=N.
+  p.prefix_variant = env_int("PA_CASCADE_PREFIX_VARIANT", kDefaultPrefixVariant, 0, 3);
+  p.streams = env_int("PA_CASCADE_STREAMS", kDefaultStreams, 0, 2);
+  const int forced_chunks = env_int("PA_CASCADE_CHUNKS", 0, 0, 1 << 20);
   const int ratio = b.num_heads / b.num_kv_heads;
-  p.query_tiles = prefix_query_tiles(b.num_seqs, ratio);
+  p.query_tiles = prefix_query_tiles(b.num_seqs, ratio, prefix_rows_per_block(p.prefix_variant, b.head_size));
   if (prefix_len > 0) {
     if (p.tensor_cores) {
-      const int tile = prefix_tile_tokens(b.head_size, b.block_size);
-      p.chunk_len = chunk_len > 0 ? chunk_len
-                                  : cascade_chunk_len(prefix_len, tile, b.num_kv_heads * p.query_tiles,
-                                                      device_sm_count());
+      const int tile = prefix_variant_tile_tokens(p.prefix_variant, b.head_size, b.block_size);
+      const int ctas_per_chunk = b.num_kv_heads * p.query_tiles;
+      if (chunk_len > 0) p.chunk_len = chunk_len;
+      else if (forced_chunks > 0) p.chunk_len = ceil_div(ceil_div(prefix_len, forced_chunks), tile) * tile;
+      else if (prefix_variant_wide(p.prefix_variant, b.head_size))
+        p.chunk_len = cascade_chunk_len_one_wave(prefix_len, tile, ctas_per_chunk, device_sm_count());
+      else p.chunk_len = cascade_chunk_len(prefix_len, prefix_tile_tokens(b.head_size, b.block_size), ctas_per_chunk,
+                                           device_sm_count());
       p.num_chunks = ceil_div(prefix_len, p.chunk_len);
       p.prefix_partitions = p.num_chunks;
     } else {
@@ -208,14 +232,18 @@ CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws,
   st.suffix_lse = at<float>(ws, p.suffix_state_lse);
 
   // 3. Suffix states: V2 over tokens [prefix_len, context), on the side
-  // stream (forked from `stream`, joined before the merge).
-  const bool fork = parts == CascadeParts::all;
+  // stream (forked from `stream`, joined before the merge). With
+  // plan.streams == 2 the prefix goes first, on the high-priority stream.
+  const bool fork = parts == CascadeParts::all && p.streams > 0;
+  const bool high = fork && p.streams == 2;
   SideStream* side = fork ? &side_stream() : nullptr;
   if (fork) {
     PA_CUDA_CHECK(cudaEventRecord(side->fork, s));
     PA_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
+    if (high) PA_CUDA_CHECK(cudaStreamWaitEvent(side->high, side->fork, 0));
   }
-  if (parts != CascadeParts::prefix_only) {
+  const cudaStream_t prefix_stream = high ? side->high : s;
+  auto launch_suffix = [&] {
     V2Args suf = v2;
     suf.range = {p.prefix_len, -1};
     suf.max_partitions = p.suffix_partitions;
@@ -226,8 +254,9 @@ CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws,
     suf.out_state = at<float>(ws, p.suffix_state_out);
     suf.lse = at<float>(ws, p.suffix_state_lse);
     launch_v2(suf, fork ? side->stream : stream);
-  }
-  if (fork) PA_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
+    if (fork) PA_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
+  };
+  if (parts != CascadeParts::prefix_only && !high) launch_suffix();
   if (parts == CascadeParts::suffix_only) return st;
 
   // 1-2. Prefix state: chunks (or fp32 partitions), then their reduce, on `stream`.
@@ -259,19 +288,26 @@ CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws,
     pa.part_sum = pre.part_sum;
     pa.pg = pre.pg;
     const int v = p.prefix_variant;
-    const bool ok = b.dtype == DType::f16 ? detail::launch_cascade_prefix_f16(b.head_size, b.block_size, v, pa, s)
-                                          : detail::launch_cascade_prefix_bf16(b.head_size, b.block_size, v, pa, s);
+    const cudaStream_t ps = prefix_stream;
+    const bool ok = b.dtype == DType::f16 ? detail::launch_cascade_prefix_f16(b.head_size, b.block_size, v, pa, ps)
+                                          : detail::launch_cascade_prefix_bf16(b.head_size, b.block_size, v, pa, ps);
     if (!ok) bad("cascade: configuration " + config_text(b) + " is not built (PA_V2C_FOR_EACH_HEAD_BLOCK)");
     pre.base.partition_size = p.chunk_len;  // the reduce counts chunks with the chunk length
     pre.single_partition_direct = false;    // the prefix kernel never writes a final state
-    if (b.dtype == DType::f16) launch_v2_reduce<__half>(pre, s);
-    else launch_v2_reduce<__nv_bfloat16>(pre, s);
+    if (high) launch_suffix();  // after the prefix kernel: its blocks are placed first
+    if (b.dtype == DType::f16) launch_v2_reduce<__half>(pre, ps);
+    else launch_v2_reduce<__nv_bfloat16>(pre, ps);
   } else {
-    launch_v2(pre, stream);
+    if (high) launch_suffix();
+    launch_v2(pre, prefix_stream);
   }
 
   if (parts == CascadeParts::prefix_only) return st;
   if (fork) PA_CUDA_CHECK(cudaStreamWaitEvent(s, side->join, 0));
+  if (high) {
+    PA_CUDA_CHECK(cudaEventRecord(side->join_high, side->high));
+    PA_CUDA_CHECK(cudaStreamWaitEvent(s, side->join_high, 0));
+  }
 
   // 4. Merge.
   MergeArgs m;

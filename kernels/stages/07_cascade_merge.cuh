@@ -45,6 +45,7 @@
 
 #include "06_v2_partition.cuh"
 #include "pa/index/cascade.hpp"
+#include "pa/index/merge.hpp"
 
 namespace pa::kernels {
 
@@ -123,32 +124,57 @@ __device__ __forceinline__ void store4(T* p, float4 v) {
   store_vec<T, 4>(p, o);
 }
 
+// Events (stage cascade_merge, step merge, block label partition = kMergeBlock,
+// seq/head = the row's (row = seq * num_heads + head), kv_head -1, warp/lane of
+// threadIdx.x, iter = the grid-stride iteration), per row element vector in order:
+// global_load prefix_lse (row*4, value); global_load suffix_lse; compute (value =
+// merged lse); global_load prefix_out (dims [d,4), 16 bytes) if its weight > 0;
+// global_load suffix_out likewise; global_store output (dims [d,4), 4 elements,
+// value = the first); the thread of d == 0: global_store state_lse if out_lse.
 // LESSON-BEGIN(cascade_merge.merge)
-template <class OutT>
+template <class OutT, class Tracer = NullTracer>
 __global__ void merge_states_kernel(const float* __restrict__ a_out, const float* __restrict__ a_lse,
                                     const float* __restrict__ b_out, const float* __restrict__ b_lse,
                                     OutT* __restrict__ out, float* __restrict__ out_lse, std::int64_t rows,
-                                    StateGeometry stg) {
+                                    StateGeometry stg, Tracer tracer = {}) {
   const int vecs_per_row = stg.head_size / 4;
   const std::int64_t total = rows * vecs_per_row;
+  int it = 0;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x, ++it) {
     const std::int64_t row = i / vecs_per_row;
-    const int d = static_cast<int>(i % vecs_per_row) * 4;
-    const MergeWeights w = merge_weights(a_lse[row], b_lse[row]);
+    const int d = MergeGrid::elem_of(i, vecs_per_row);
+    const TraceCtx tc{trace::Stage::cascade_merge, static_cast<int>(threadIdx.x) / kWarpSize,
+                      static_cast<int>(threadIdx.x) % kWarpSize, static_cast<int>(row / stg.num_heads),
+                      static_cast<int>(row % stg.num_heads), kMergeBlock, -1};
+    const float la = a_lse[row], lb = b_lse[row];
+    PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::prefix_lse).it(it).at(row * 4, 4).val(la));
+    PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::suffix_lse).it(it).at(row * 4, 4).val(lb));
+    const MergeWeights w = merge_weights(la, lb);
+    PA_TRACE(tracer, ev(tc, Step::merge, Op::compute, Tensor::none).it(it).val(w.lse));
     const std::int64_t off = stg.row_elem_offset(row, d);
     float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
     if (w.wa > 0.f) {
       const float4 x = *reinterpret_cast<const float4*>(a_out + off);
       r.x = w.wa * x.x; r.y = w.wa * x.y; r.z = w.wa * x.z; r.w = w.wa * x.w;
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::prefix_out)
+                           .it(it).dims(d, 4).at(off * 4, 16).val(x.x));
     }
     if (w.wb > 0.f) {
       const float4 x = *reinterpret_cast<const float4*>(b_out + off);
       r.x = fmaf(w.wb, x.x, r.x); r.y = fmaf(w.wb, x.y, r.y);
       r.z = fmaf(w.wb, x.z, r.z); r.w = fmaf(w.wb, x.w, r.w);
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::suffix_out)
+                           .it(it).dims(d, 4).at(off * 4, 16).val(x.x));
     }
     store4(out + off, r);
-    if (d == 0 && out_lse != nullptr) out_lse[row] = w.lse;
+    PA_TRACE(tracer, ev(tc, Step::merge, Op::global_store, Tensor::output)
+                         .it(it).dims(d, 4).at(off * static_cast<std::int64_t>(sizeof(OutT)), 4 * sizeof(OutT))
+                         .val(r.x));
+    if (d == 0 && out_lse != nullptr) {
+      out_lse[row] = w.lse;
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::global_store, Tensor::state_lse).it(it).at(row * 4, 4).val(w.lse));
+    }
   }
 }
 // LESSON-END(cascade_merge.merge)
@@ -170,20 +196,38 @@ struct PrefixArgs {
   PartitionGeometry pg;
 };
 
-// Two variants of the prefix kernel (CascadePlan::prefix_variant):
-//   0: 64-token tiles, double buffered (one tile in flight), ~2 blocks per SM;
-//   1: 32-token tiles, 3 buffers (two tiles in flight), registers capped so 3
-//      blocks fit per SM (heads <= 128; larger heads fall back to variant 0).
+// Three variants of the prefix kernel (CascadePlan::prefix_variant; the host
+// view is prefix_rows_per_block / prefix_variant_tile_tokens in cascade.hpp):
+//   0: 4 warps, 64-token tiles, double buffered (one tile in flight), ~2 blocks per SM;
+//   1: 4 warps, 32-token tiles, 3 buffers (two tiles in flight), registers capped
+//      so 3 blocks fit per SM (heads <= 128; larger heads fall back to variant 0);
+//   2: 8 warps = 128 query rows per block, so a K/V tile copied into shared
+//      memory feeds twice the rows (half the L2->SM traffic per mma), Q kept in
+//      registers (read from shared memory once, not once per tile), 32-token
+//      tiles x 4 buffers, one block per SM with room left for suffix blocks
+//      (heads <= 128; else variant 0);
+//   3: as 2 with 64-token tiles x 3 buffers and no register cap (no room left).
 template <class Cfg, int VARIANT>
 struct PrefixVariant {
+  static constexpr bool kWide = prefix_variant_wide(VARIANT, Cfg::kHeadSize);
   static constexpr bool kSmall = VARIANT == 1 && Cfg::kHeadSize <= 128;
-  using Tiling = PrefixTiling<Cfg, 4, kSmall ? 32 : 0, kSmall ? 3 : 2>;
-  static constexpr int kMinBlocks = kSmall ? 3 : 1;
+  using Tiling = PrefixTiling<Cfg, kWide ? 8 : 4, kWide ? (VARIANT == 2 ? 32 : 64) : kSmall ? 32 : 0,
+                              kWide ? (VARIANT == 2 ? 4 : 3) : kSmall ? 3 : 2>;
+  static_assert(Tiling::kRows == prefix_rows_per_block(VARIANT, Cfg::kHeadSize), "host plan and kernel agree");
+  static_assert(Tiling::kTileTokens == prefix_variant_tile_tokens(VARIANT, Cfg::kHeadSize, Cfg::kBlockSize),
+                "host plan and kernel agree");
+  static constexpr bool kQInRegs = kWide;
+  // Register cap per thread. Variant 1: 3 blocks of 128 threads per SM.
+  // Variant 2: one 256-thread block per SM using ~2/3 of the register file
+  // (168 x 256), so two of the suffix's V2 blocks (72 registers x 128 threads)
+  // fit beside it and stream their KV while the prefix block computes.
+  // Variant 3 (64-token tiles) takes what it needs: the whole register file.
+  static constexpr int kMaxRegs = kWide ? (VARIANT == 2 ? 168 : 255) : kSmall ? 168 : 255;
 };
 
 template <class Cfg, int VARIANT>
-__global__ void __launch_bounds__(128, PrefixVariant<Cfg, VARIANT>::kMinBlocks)
-    cascade_prefix_kernel(PrefixArgs a) {
+__global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThreads))
+    __maxnreg__((PrefixVariant<Cfg, VARIANT>::kMaxRegs)) cascade_prefix_kernel(PrefixArgs a) {
   using Tl = typename PrefixVariant<Cfg, VARIANT>::Tiling;
   using T = Elem<Cfg>;
   using M = MmaType<T>;
@@ -245,6 +289,15 @@ __global__ void __launch_bounds__(128, PrefixVariant<Cfg, VARIANT>::kMinBlocks)
   }
 
   const bool warp_active = row0 + warp * Tl::kRowsPerWarp < num_rows;
+  // Q A-fragments for all head dims, in registers for the whole chunk (variant 2).
+  constexpr bool kQInRegs = PrefixVariant<Cfg, VARIANT>::kQInRegs;
+  std::uint32_t qreg[kQInRegs ? Tl::kHead / 16 : 1][4];
+  if constexpr (kQInRegs) {
+    __syncthreads();  // the Q tile is in shared memory
+#pragma unroll
+    for (int kk = 0; kk < Tl::kHead / 16; ++kk)
+      ldmatrix_x4(qreg[kk], smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+  }
   const float scale_log2 = a.scale * 1.4426950408889634f;  // exp(x) = exp2(x * log2 e)
   float o[kDN][4];
 #pragma unroll
@@ -257,13 +310,17 @@ __global__ void __launch_bounds__(128, PrefixVariant<Cfg, VARIANT>::kMinBlocks)
   float l[2] = {0.f, 0.f}, lr[2] = {0.f, 0.f};
 
   for (int tile = 0; tile < n_tiles; ++tile) {
-    // Refill the buffer computed on in the previous iteration (the barrier at
-    // its end made it free), then wait for this tile's group only.
-    const int ahead = tile + Tl::kStages - 1;
-    if (ahead < n_tiles) load_tile(ahead, ahead % Tl::kStages);
-    cp_async_commit();
-    cp_async_wait<Tl::kStages - 1>();
+    // Wait for this tile's group (kStages - 1 + tile groups committed so far,
+    // tiles 0 .. tile + kStages - 2: the newest kStages - 2 may stay in flight);
+    // the barrier then also says every warp is done with the previous tile's
+    // buffer, which the copy issued right after refills. One barrier per tile.
+    cp_async_wait<Tl::kStages - 2>();
     __syncthreads();
+    {
+      const int ahead = tile + Tl::kStages - 1;
+      if (ahead < n_tiles) load_tile(ahead, ahead % Tl::kStages);
+      cp_async_commit();  // always: the group count stays in step with the tiles
+    }
     if (warp_active) {
       const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
       const std::uint32_t vs = smem_base + Tl::v_tile_byte(tile % Tl::kStages);
@@ -276,7 +333,11 @@ __global__ void __launch_bounds__(128, PrefixVariant<Cfg, VARIANT>::kMinBlocks)
 #pragma unroll
       for (int kk = 0; kk < Tl::kHead / 16; ++kk) {
         std::uint32_t qa[4];
-        ldmatrix_x4(qa, smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+        if constexpr (kQInRegs) {
+          qa[0] = qreg[kk][0]; qa[1] = qreg[kk][1]; qa[2] = qreg[kk][2]; qa[3] = qreg[kk][3];
+        } else {
+          ldmatrix_x4(qa, smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+        }
 #pragma unroll
         for (int nt = 0; nt < kNT; nt += 2) {
           std::uint32_t kb[4];
@@ -341,7 +402,6 @@ __global__ void __launch_bounds__(128, PrefixVariant<Cfg, VARIANT>::kMinBlocks)
       }
       // LESSON-END(cascade_merge.prefix_pv)
     }
-    __syncthreads();  // the buffer just read is the one the next iteration's copy refills
   }
   cp_async_wait<0>();
 
@@ -388,16 +448,14 @@ void launch_cascade_prefix(const PrefixArgs& a, cudaStream_t stream) {
   PA_CUDA_CHECK(cudaGetLastError());
 }
 
-template <class OutT>
-void launch_merge_kernel(const MergeArgs& m, cudaStream_t stream) {
+// Merge launch: 256 threads per block, one thread per 4 output elements, at
+// most 65535 blocks (grid-stride beyond): merge_grid_blocks (cascade.hpp).
+template <class OutT, class Tracer = NullTracer>
+void launch_merge_kernel(const MergeArgs& m, cudaStream_t stream, Tracer tracer = {}) {
   const std::int64_t rows = static_cast<std::int64_t>(m.num_seqs) * m.num_heads;
-  const std::int64_t vecs = rows * (m.head_size / 4);
-  const int threads = 256;
-  std::int64_t blocks = (vecs + threads - 1) / threads;
-  if (blocks > 65535) blocks = 65535;  // grid-stride beyond
-  if (blocks < 1) blocks = 1;
-  merge_states_kernel<OutT><<<static_cast<unsigned>(blocks), threads, 0, stream>>>(
-      m.a_out, m.a_lse, m.b_out, m.b_lse, static_cast<OutT*>(m.out), m.out_lse, rows, m.stg);
+  const MergeGrid g = merge_grid(rows, m.head_size);
+  merge_states_kernel<OutT, Tracer><<<static_cast<unsigned>(g.blocks), MergeGrid::kThreads, 0, stream>>>(
+      m.a_out, m.a_lse, m.b_out, m.b_lse, static_cast<OutT*>(m.out), m.out_lse, rows, m.stg, tracer);
   PA_CUDA_CHECK(cudaGetLastError());
 }
 

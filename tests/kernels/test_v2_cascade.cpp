@@ -13,6 +13,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -375,5 +376,45 @@ TEST_CASE("cascade equals plain attention over prefix + suffix", "[gpu][cascade]
       check_cascade(k, 1024, {5, 600, 9}, 8, 2, ++salt, 1024);                  // one chunk
       check_cascade(k, 0, {5, 600}, 8, 2, ++salt);                              // no prefix: plain V2
     }
+  }
+}
+
+// Every prefix kernel variant (PrefixVariant: 4 or 8 warps, 32/64-token tiles,
+// Q in registers or not) and every stream mode, through the planner's
+// environment overrides, on the awkward cases: one-block prefix, prefix not a
+// multiple of any tile, MQA, GQA, more sequences than one 128-row tile
+// (130: the second tile of the 8-warp variants has one active warp), one
+// chunk, many chunks, empty suffixes. The workspace and outputs are poisoned
+// (0xFF = NaN) by run_cascade, so an unwritten element fails.
+TEST_CASE("cascade: every prefix variant and stream mode", "[gpu][cascade]") {
+  require_gpu();
+  struct EnvGuard {
+    ~EnvGuard() {
+      unsetenv("PA_CASCADE_PREFIX_VARIANT");
+      unsetenv("PA_CASCADE_STREAMS");
+      unsetenv("PA_CASCADE_CHUNKS");
+    }
+  } guard;
+  std::uint64_t salt = 900;
+  for (const KernelKey& k : v2c_configs()) {
+    if (k.dtype == DType::f32) continue;  // no tensor-core prefix
+    const int bs = k.block_size;
+    for (int v = 0; v <= 3; ++v)
+      for (int st = 0; st <= 2; ++st) {
+        SECTION(describe(k) + " variant " + std::to_string(v) + " streams " + std::to_string(st)) {
+          setenv("PA_CASCADE_PREFIX_VARIANT", std::to_string(v).c_str(), 1);
+          setenv("PA_CASCADE_STREAMS", std::to_string(st).c_str(), 1);
+          check_cascade(k, bs, {1, 0, 5, bs}, 8, 8, ++salt);                    // one block
+          check_cascade(k, 7 * bs, {0, 3, 2 * bs + 3}, 8, 2, ++salt);           // not a multiple of a tile
+          check_cascade(k, 1024 + 3 * bs, {37, 1, 513, 0}, 8, 1, ++salt);       // MQA
+          check_cascade(k, 2048, std::vector<int>(130, 9), 2, 2, ++salt);       // 130 seqs MHA
+          check_cascade(k, 4096 + bs, {100, 3, 900}, 32, 4, ++salt);            // group 8
+          setenv("PA_CASCADE_CHUNKS", "5", 1);
+          check_cascade(k, 2048 + 5 * bs, {5, 600, 9}, 8, 2, ++salt);           // 5 forced chunks
+          setenv("PA_CASCADE_CHUNKS", "1", 1);
+          check_cascade(k, 2048 + 5 * bs, {5, 0, 9}, 8, 2, ++salt);             // one chunk
+          unsetenv("PA_CASCADE_CHUNKS");
+        }
+      }
   }
 }

@@ -144,7 +144,6 @@ struct PrefixTiling {
   PA_HD static int row_seq(int row, int ratio) { return row / ratio; }
   PA_HD static int row_head(int row, int kv_head, int ratio) { return kv_head * ratio + row % ratio; }
   PA_HD static int num_query_tiles(int num_seqs, int ratio) { return ceil_div(num_seqs * ratio, kRows); }
-  static_assert(kRows == 64, "prefix_query_tiles() below assumes 4 warps of 16 rows");
   // mma fragment coordinates (PTX m16n8k16): accumulator element j of a lane
   // is (row lane/4 + 8*(j/2), column 2*(lane%4) + j%2) of the 16 x 8 tile.
   PA_HD static int frag_row(int lane, int j) { return lane / 4 + 8 * (j / 2); }
@@ -161,8 +160,42 @@ struct PrefixTiling {
   PA_HD static int ldv_token(int lane) { return ((lane >> 3) & 1) * 8; }
 };
 
-// Query tiles per KV head of the 4-warp prefix kernel (host planning).
-PA_HD constexpr int prefix_query_tiles(int num_seqs, int ratio) { return ceil_div(num_seqs * ratio, 64); }
+// Prefix kernel variants (07_cascade_merge.cuh, PrefixVariant) as the host
+// plan sees them: query rows per thread block and tokens per tile.
+//   0: 4 warps (64 rows), prefix_tile_tokens() tiles, 2 buffers;
+//   1: 4 warps, 32-token tiles, 3 buffers (heads <= 128; else as 0);
+//   2: 8 warps (128 rows: every K/V tile feeds twice the rows of 0/1), Q held
+//      in registers, 32-token tiles, 4 buffers, one block per SM (heads <= 128;
+//      else as 0);
+//   3: as 2 with 64-token tiles, 3 buffers.
+PA_HD constexpr bool prefix_variant_wide(int variant, int head_size) {
+  return (variant == 2 || variant == 3) && head_size <= 128;
+}
+PA_HD constexpr int prefix_rows_per_block(int variant, int head_size) {
+  return prefix_variant_wide(variant, head_size) ? 128 : 64;
+}
+PA_HD constexpr int prefix_variant_tile_tokens(int variant, int head_size, int block_size) {
+  return prefix_variant_wide(variant, head_size) ? cmax(variant == 2 ? 32 : 64, block_size)
+         : (variant == 1 && head_size <= 128)   ? cmax(32, block_size)
+                                                : prefix_tile_tokens(head_size, block_size);
+}
+// Query tiles per KV head (host planning); rows_per_block 64 = the 4-warp kernels.
+PA_HD constexpr int prefix_query_tiles(int num_seqs, int ratio, int rows_per_block = 64) {
+  return ceil_div(num_seqs * ratio, rows_per_block);
+}
+
+// The one-wave split rule (variant 2: one block per SM, long-lived): as many
+// chunks as fit the GPU's block slots in ONE wave (a second, partial wave
+// would idle most SMs at the end, and each chunk writes a float state per
+// query row), at least one, never more than the tiles; chunks are whole tiles.
+PA_HD int cascade_chunk_len_one_wave(int prefix_len, int tile_tokens, int ctas_per_chunk, int block_slots) {
+  if (prefix_len <= 0) return tile_tokens;
+  const int max_chunks = ceil_div(prefix_len, tile_tokens);
+  int chunks = block_slots / (ctas_per_chunk > 0 ? ctas_per_chunk : 1);
+  if (chunks > max_chunks) chunks = max_chunks;
+  if (chunks < 1) chunks = 1;
+  return ceil_div(ceil_div(prefix_len, chunks), tile_tokens) * tile_tokens;
+}
 
 // The prefix split rule: enough chunks that the prefix kernel's grid covers
 // the GPU about `waves` times over (it runs ~2 blocks per SM), chunks a whole

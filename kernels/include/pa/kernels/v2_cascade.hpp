@@ -26,9 +26,11 @@ struct CascadePlan {
   int prefix_len = 0;
   int chunk_len = 0;       // prefix tokens per thread block of the prefix kernel
   int num_chunks = 0;
-  int query_tiles = 0;     // 64 query rows per tile, per KV head
+  int query_tiles = 0;     // query tiles (64 or 128 rows: prefix_rows_per_block) per KV head
   bool tensor_cores = false;  // fp16/bf16: the mma prefix kernel; fp32: stage 6 per sequence
-  int prefix_variant = 0;     // 0: 64-token tiles x 2 buffers; 1: 32 x 3 (heads <= 128)
+  int prefix_variant = 0;     // 0, 1, 2: PrefixVariant (07_cascade_merge.cuh; cascade.hpp says each one's tiles)
+  int streams = 1;            // 0: all on the caller's stream; 1: suffix on a side stream;
+                              // 2: prefix on a high-priority stream launched first, suffix on a low-priority one
   int prefix_partitions = 0;  // partitions of the prefix state (chunks, or fp32's V2 partitions)
   int suffix_partitions = 0;  // grid z of the suffix V2 launch
   int partition_size = 0;

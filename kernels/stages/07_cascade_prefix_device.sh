@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Stage 7 cascade on a GPU machine in one go (device tool run): build the
+# quick kernels for sm_90, prefix-kernel resource usage, the [cascade] tests,
+# then pa-bench on the cascade shape only (every kernel on it) plus a sweep of
+# prefix variants x stream modes x chunk counts (CASCADE_SWEEP). Logs to $OUT.
+set -u
+OUT=${OUT:-/tmp/pa-out}
+mkdir -p "$OUT"
+B=${B:-/tmp/b}
+t0=$(date +%s)
+nvidia-smi -L
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DPA_QUICK_KERNELS=ON -DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr" >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+ninja -C "$B" -j16 ${TARGETS:-pa_v2_cascade_tests pa-bench} >>"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
+echo "build done in $(( $(date +%s) - t0 )) s"
+cuobjdump --dump-resource-usage "$B/kernels/libpa_kernels_v2cascade.a" 2>/dev/null | grep -A1 cascade_prefix |
+  grep -oE "(Li[0-9]+ELi[0-9]+ELi128EEELi[0-9]|REG:[0-9]+|STACK:[0-9]+|SHARED:[0-9]+|LOCAL:[0-9]+)" | paste - - - - - >"$OUT/resource.txt"
+if [ "${TESTS:-1}" = 1 ]; then
+  timeout ${TEST_TIMEOUT:-200} "$B/tests/kernels/pa_v2_cascade_tests" "[cascade]" --reporter compact >"$OUT/tests.log" 2>&1
+  echo "tests rc=$? after $(( $(date +%s) - t0 )) s"
+fi
+timeout ${BENCH_TIMEOUT:-200} "$B/cli/pa-bench" --cascade-only --json "$OUT/cascade.json" \
+  --cascade-sweep "${CASCADE_SWEEP:-}" >"$OUT/bench.log" 2>&1
+echo "bench rc=$? after $(( $(date +%s) - t0 )) s"
+echo "==== prefix kernel resources (head x block, variant; fp16 then bf16)"; cat "$OUT/resource.txt"
+echo "==== tests"; grep -E "FAILED|failed|passed|with expansion" "$OUT/tests.log" | head -20; tail -2 "$OUT/tests.log"
+echo "==== bench"; grep -vE "^  done" "$OUT/bench.log" | tail -40
