@@ -1,4 +1,6 @@
-// Loading lessons, traces (host model or file) and the per-block caches.
+// Loading lessons, and traces (host model or file) in the background
+// (core/trace_load.cpp does the work on the loader's thread; this file
+// starts jobs and applies their results on the UI thread).
 // Nothing here throws: failures become messages the window shows.
 #include <algorithm>
 #include <chrono>
@@ -10,17 +12,8 @@
 #include "core/names.hpp"
 #include "pa/reference/paged_cache.hpp"
 #include "pa/trace/trace_file.hpp"
-#if PA_VIEWER_HAVE_MODEL
-#include "pa/trace/host_model.hpp"
-#endif
 
 namespace pa::viewer {
-namespace {
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
-
 std::string AppState::step_label(int step) const {
   if (step < 0 || step >= index.num_steps(block)) return "-";
   const ReplayStep& r = index.steps(block)[step];
@@ -83,199 +76,163 @@ const lesson::StepMarker* marker_for_step(const AppState& s, const ReplayStep* s
   return nullptr;
 }
 
-// Every sequence's block table, from the problem (what the lessons about
-// paging draw even where a stage does not read the table).
-void compute_tables(AppState& s) {
-  s.tables.clear();
-  try {
-    long long tokens = 0;
-    for (int c : s.spec.context_lens) tokens += c;
-    if (tokens * s.spec.num_kv_heads * s.spec.head_size > (1ll << 22)) return;  // too big to build just for this (seconds)
-    const PagedProblem p = make_problem(s.spec);
-    for (int q = 0; q < p.num_seqs(); ++q) {
-      std::vector<int> row;
-      for (int l = 0; l < p.num_logical_blocks(q); ++l) row.push_back(p.physical_block(q, l));
-      s.tables.push_back(std::move(row));
-    }
-  } catch (const std::exception&) {
-    s.tables.clear();  // an invalid problem is reported by the trace loader
-  }
-}
-
 void select_block(AppState& s, int b) {
   s.block = std::clamp(b, 0, std::max(0, s.index.num_blocks() - 1));
   s.replay.set_count(s.index.num_steps(s.block));
   s.focus = Focus{};
   s.focus_touches.clear();
   s.focus_steps.clear();
-  s.slot_physical.clear();
-  s.k_first_step.clear();
-  s.v_first_step.clear();
-  s.logit_value.clear();
-  s.prob_value.clear();
-  s.logit_step.clear();
-  s.prob_step.clear();
-  s.stats.clear();
   s.last_step_seen = -1;
-  s.slot_from_problem.clear();
-  if (s.index.num_blocks() == 0) {
-    // No trace: still show sequence 0's blocks as the problem lays them out.
-    if (!s.tables.empty()) {
-      s.slot_physical = s.tables[0];
-      s.slot_from_problem.assign(s.slot_physical.size(), 1);
-    }
-    return;
-  }
-
-  const BlockKey key = s.index.block(s.block);
-  const int ctx = key.seq >= 0 && key.seq < s.spec.num_seqs() ? s.spec.context_lens[key.seq] : 0;
-  const auto pr = partition_range(ctx, s.spec.block_size, s.spec.partition_size > 0 &&
-                                  (s.stage == trace::Stage::v2_partition || s.stage == trace::Stage::cascade_merge) ?
-                                  s.spec.partition_size : 0, key.partition);
-  s.token_begin = pr.token_begin;
-  s.token_end = pr.token_end;
-  const int nlog = ceil_div(std::max(ctx, 1), s.spec.block_size);
-  s.slot_physical.assign(nlog, -1);
-  s.kv_head = s.spec.num_kv_heads > 0 ? kv_head_of(key.head, s.spec.num_heads, s.spec.num_kv_heads) : 0;
-  s.logit_value.assign(std::max(ctx, 0), NAN);
-  s.prob_value.assign(std::max(ctx, 0), NAN);
-  s.logit_step.assign(std::max(ctx, 0), -1);
-  s.prob_step.assign(std::max(ctx, 0), -1);
-
-  // Block table and values from the block's events.
-  for (std::uint32_t i = 0; i < s.events.size(); ++i) {
-    if (s.index.block_of_event(i) != s.block) continue;
-    const auto& e = s.events[i];
-    if (e.logical_block >= 0 && e.logical_block < nlog && e.physical_block >= 0)
-      s.slot_physical[e.logical_block] = e.physical_block;
-    if (!std::isfinite(e.value)) continue;
-    const int step = s.index.step_of_event(i);
-    const bool tok_ok = e.token >= 0 && e.token < ctx;
-    if (e.step == trace::Step::logit_store && tok_ok) {
-      s.logit_value[e.token] = e.value;
-      s.logit_step[e.token] = step;
-    } else if (e.step == trace::Step::prob_store && tok_ok) {
-      s.prob_value[e.token] = e.value;
-      s.prob_step[e.token] = step;
-    } else {
-      s.stats.push_back({step, e.step, e.tensor, e.warp, e.lane, e.value});
-    }
-  }
-  if (s.stats.size() > 4096) s.stats.resize(4096);
-  s.slot_from_problem.assign(nlog, 0);
-  if (key.seq < static_cast<int>(s.tables.size()))
-    for (int l = 0; l < nlog && l < static_cast<int>(s.tables[key.seq].size()); ++l)
-      if (s.slot_physical[l] < 0) {
-        s.slot_physical[l] = s.tables[key.seq][l];
-        s.slot_from_problem[l] = 1;
-      }
-
-  // The memory tab a lesson opens on: the KV cache if the stage reads it.
-  s.reads_k = s.reads_v = false;
-  for (std::uint32_t i = 0; i < s.events.size(); ++i) {
-    if (s.index.block_of_event(i) != s.block) continue;
-    s.reads_k |= s.events[i].tensor == trace::Tensor::k_cache;
-    s.reads_v |= s.events[i].tensor == trace::Tensor::v_cache;
-  }
+  static_cast<BlockCaches&>(s) = compute_block_caches(s.spec, s.stage, s.cfg, s.events, s.index, s.tables, s.block);
   s.memory_tab = s.reads_k || s.reads_v ? 0 : 1;
   s.memory_tab_request = true;
+}
 
-  // First step that touches each K / V element of each slot (progress shading).
-  const int H = s.cfg.head_size, B = s.cfg.block_size;
-  auto& slot_of_phys = s.slot_of_physical;
-  slot_of_phys.clear();
-  for (int l = 0; l < nlog; ++l)
-    if (s.slot_physical[l] >= 0) slot_of_phys.emplace(s.slot_physical[l], l);
-  const std::size_t cells = static_cast<std::size_t>(nlog) * H * B;
-  s.k_first_step.assign(cells, -1);
-  s.v_first_step.assign(cells, -1);
-  const CacheGeometry g = s.cfg.cache(s.spec.num_kv_heads);
-  for (std::uint32_t i = 0; i < s.events.size(); ++i) {
-    const auto& e = s.events[i];
-    if (e.tensor != trace::Tensor::k_cache && e.tensor != trace::Tensor::v_cache) continue;
-    if (s.index.block_of_event(i) != s.block) continue;
-    auto& arr = e.tensor == trace::Tensor::k_cache ? s.k_first_step : s.v_first_step;
-    const int step = s.index.step_of_event(i);
-    for_each_kv_element(e, g, s.cfg.elem_bytes, [&](const CacheGeometry::Coords& c) {
-      auto it = slot_of_phys.find(c.physical_block);
-      if (it == slot_of_phys.end() || c.kv_head != s.kv_head || c.d >= H || c.t >= B) return;
-      int& v = arr[(static_cast<std::size_t>(it->second) * H + c.d) * B + c.t];
-      if (v < 0 || step < v) v = step;
-    });
-  }
+const ProblemSpec& edited_spec(const AppState& s) {
+  return s.loader.running() && s.loading_spec ? *s.loading_spec : s.spec;
+}
+
+void start_load(AppState& s, LoadRequest req) {
+  s.loading = req;
+  s.loading_spec.reset();
+  if (req.kind == LoadRequest::Kind::model) s.loading_spec = req.spec;
+  s.loader.start([req = std::move(req)](LoadControl& ctl) { return load_trace(req, ctl); });
+}
+
+namespace {
+
+// The finished load becomes what the window shows (UI thread, cheap moves).
+void apply(AppState& s, LoadedTrace&& t) {
+  s.spec = t.spec;
+  s.stage = t.stage;
+  s.cfg = t.cfg;
+  s.trace_source = t.source;
+  s.trace_revision = t.revision;
+  s.trace_path = t.path;
+  s.sel_seq = t.sel_seq;
+  s.sel_head = t.sel_head;
+  s.sel_partition = t.sel_partition;
+  s.events = std::move(t.events);
+  s.index = std::move(t.index);
+  s.granularity = s.index.granularity();
+  s.tables = std::move(t.tables);
+  s.load_ms = t.load_ms;
+  s.index_ms = t.index_ms;
+  s.last_total_load_ms = t.total_ms;
+  s.load_message = t.message;
+  const int keep = s.replay.current();
+  s.block = 0;
+  s.replay.set_count(s.index.num_steps(0));
+  s.focus = Focus{};
+  s.focus_touches.clear();
+  s.focus_steps.clear();
+  s.last_step_seen = -1;
+  static_cast<BlockCaches&>(s) = std::move(t.block0);
+  s.memory_tab = s.reads_k || s.reads_v ? 0 : 1;
+  s.memory_tab_request = true;
+  s.replay.jump(t.step_after >= 0 ? t.step_after : keep);
+}
+
+}  // namespace
+
+void request_model(AppState& s, const ProblemSpec& spec, trace::Stage stage, int step_after) {
+  LoadRequest r;
+  r.kind = LoadRequest::Kind::model;
+  r.spec = spec;
+  r.stage = stage;
+  r.sel_seq = s.sel_seq;
+  r.sel_head = s.sel_head;
+  r.sel_partition = s.sel_partition;
+  r.granularity = s.granularity;
+  r.step_after = step_after;
+  s.load_error.clear();
+  start_load(s, std::move(r));
+}
+
+void regenerate_from_model(AppState& s) { request_model(s, edited_spec(s), s.stage, 0); }
+
+void open_trace_file(AppState& s, const std::string& path, bool fallback_to_model) {
+  LoadRequest r;
+  r.kind = LoadRequest::Kind::file;
+  r.path = path;
+  r.granularity = s.granularity;
+  r.step_after = 0;
+  r.fallback_to_model = fallback_to_model;
+  s.load_error.clear();
+  start_load(s, std::move(r));
 }
 
 void rebuild_index(AppState& s) {
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    s.index = TraceIndex(s.events, s.granularity);
-  } catch (const std::exception& e) {
-    s.load_error = std::string("cannot index the trace: ") + e.what();
-    s.events.clear();
-    s.index = TraceIndex();
-  }
-  s.index_ms = ms_since(t0);
-  const int keep = s.replay.current();
-  select_block(s, 0);
-  s.replay.jump(keep);
+  LoadRequest r;
+  r.kind = LoadRequest::Kind::reindex;
+  r.spec = s.spec;
+  r.stage = s.stage;
+  r.path = s.trace_path;
+  r.source = s.trace_source;
+  r.revision = s.trace_revision;
+  r.sel_seq = s.sel_seq;
+  r.sel_head = s.sel_head;
+  r.sel_partition = s.sel_partition;
+  r.events = std::make_shared<const std::vector<trace::Event>>(s.events);
+  r.tables = s.tables;
+  r.granularity = s.granularity;
+  r.step_after = -1;
+  start_load(s, std::move(r));
 }
 
-void regenerate_from_model(AppState& s) {
-  s.trace_path.clear();
-  s.trace_source = "host model";
-  s.trace_revision.clear();
-  s.load_error.clear();
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    s.cfg = config_info(s.spec.dtype, s.spec.head_size, s.spec.block_size, s.spec.num_threads);
-#if PA_VIEWER_HAVE_MODEL
-    s.spec.validate();
-    trace::Selection sel;
-    s.sel_seq = std::clamp(s.sel_seq, 0, std::max(0, s.spec.num_seqs() - 1));
-    s.sel_head = std::clamp(s.sel_head, 0, std::max(0, s.spec.num_heads - 1));
-    s.sel_partition = std::max(0, s.sel_partition);
-    sel.blocks.push_back(trace::BlockId{s.sel_seq, s.sel_head, s.sel_partition});
-    s.events = trace::model_events(s.spec, s.stage, sel);
-#else
-    throw std::runtime_error("this pa-viewer was built without the host model (trace/src/host_model.cpp)");
-#endif
-  } catch (const std::exception& e) {
-    const std::string what = e.what();
-    s.load_error = what.find("no host model") != std::string::npos
-                       ? "No replay for this stage: " + what + ". The memory and partition panels show the problem and the CPU reference."
-                       : "cannot build the trace: " + what;
-    s.events.clear();
-  }
-  s.load_ms = ms_since(t0);
-  compute_tables(s);
-  rebuild_index(s);
+void cancel_load(AppState& s) {
+  s.loader.cancel();
+  s.loader.clear_cancelled();
+  s.loading_spec.reset();
 }
 
-void open_trace_file(AppState& s, const std::string& path) {
-  s.load_error.clear();
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    trace::TraceData d = trace::read_trace(path);
-    s.cfg = config_info(d.header.spec.dtype, d.header.spec.head_size, d.header.spec.block_size,
-                        d.header.spec.num_threads);
-    s.spec = d.header.spec;
-    s.stage = d.header.stage;
-    s.trace_source = d.header.source;
-    s.trace_revision = d.header.revision;
-    s.events = std::move(d.events);
-    s.trace_path = path;
-  } catch (const std::exception& e) {
-    // Keep what was shown before; say why the file was not opened.
-    s.load_error = "cannot open trace '" + path + "': " + e.what();
-    return;
+bool poll_load(AppState& s) {
+  switch (s.loader.poll()) {
+    case TaskStatus::done: {
+      std::optional<LoadedTrace> t = s.loader.take();
+      s.loading_spec.reset();
+      if (!t) return false;
+      const bool from_file = t->kind == LoadRequest::Kind::file;
+      apply(s, std::move(*t));
+      // A trace file shows the lesson of its stage (lesson N teaches stage N).
+      const int n = static_cast<int>(s.stage);
+      if (from_file && !s.keep_lesson && n != s.lesson && n >= 0 && n <= 8) load_lesson(s, n);
+      s.keep_lesson = false;
+      return true;
+    }
+    case TaskStatus::failed: {
+      const std::string e = s.loader.take_error();
+      s.loading_spec.reset();
+      if (s.loading.kind == LoadRequest::Kind::file) {
+        // Keep what was shown before; say why the file was not opened.
+        s.load_error = "cannot open trace '" + s.loading.path + "': " + e;
+        s.keep_lesson = false;
+        if (s.loading.fallback_to_model || s.index.num_blocks() == 0) {
+          const std::string keep = s.load_error + "  (showing the host model instead)";
+          s.trace_path.clear();
+          load_lesson(s, s.lesson);  // the lesson's stage from the host model
+          s.load_error = keep;
+        }
+      } else if (s.loading.kind == LoadRequest::Kind::model) {
+        s.load_error = "cannot build the trace: " + e + " (the trace shown is the previous problem's)";
+      } else {
+        s.load_error = "cannot index the trace: " + e;
+      }
+      return false;
+    }
+    case TaskStatus::cancelled:
+      s.loader.clear_cancelled();
+      return false;
+    default:
+      return false;
   }
-  s.load_ms = ms_since(t0);
-  s.replay.jump(0);
-  compute_tables(s);
-  rebuild_index(s);
-  // Show the lesson of the trace's stage (lesson N teaches stage N).
-  const int n = static_cast<int>(s.stage);
-  if (n != s.lesson && n >= 0 && n <= 8) load_lesson(s, n);
+}
+
+void wait_for_load(AppState& s) {
+  for (int guard = 0; guard < 8 && s.loader.running(); ++guard) {
+    s.loader.wait();
+    poll_load(s);  // may start a fallback or the trace's lesson (no new load for a file's lesson)
+  }
 }
 
 void load_lesson(AppState& s, int n) {
@@ -317,18 +274,22 @@ void load_lesson(AppState& s, int n) {
     s.tab_request = "partitions";
     s.tab_request_frames = 2;
   }
-  if (st == trace::Stage::cascade_merge && s.trace_path.empty() && s.spec.shared_prefix_len == 0) {
-    if (s.spec.num_seqs() < 2) s.spec.context_lens = {100, 140};
-    s.spec.shared_prefix_len = 4 * s.spec.block_size;
-    for (int c : s.spec.context_lens) s.spec.shared_prefix_len = std::min(s.spec.shared_prefix_len, (c - 1) / s.spec.block_size * s.spec.block_size);
-    s.events.clear();  // regenerate below
+  ProblemSpec spec = edited_spec(s);
+  bool force = false;
+  if (st == trace::Stage::cascade_merge && s.trace_path.empty() && spec.shared_prefix_len == 0) {
+    if (spec.num_seqs() < 2) spec.context_lens = {100, 140};
+    spec.shared_prefix_len = 4 * spec.block_size;
+    for (int c : spec.context_lens) spec.shared_prefix_len = std::min(spec.shared_prefix_len, (c - 1) / spec.block_size * spec.block_size);
+    force = true;
   }
   if (s.trace_path.empty()) {
-    const bool changed = st != s.stage || s.events.empty();
-    s.stage = st;
-    if (changed) {
+    // Already showing (or loading) this stage's trace: nothing to do.
+    const trace::Stage shown = s.loader.running() && s.loading.kind == LoadRequest::Kind::model ? s.loading.stage : s.stage;
+    const bool have = s.loader.running() ? s.loading.kind == LoadRequest::Kind::model
+                                         : s.index.num_blocks() > 0 || !s.load_message.empty();
+    if (force || st != shown || !have) {
       s.replay.jump(0);
-      regenerate_from_model(s);
+      request_model(s, spec, st, 0);
     }
   }
   s.last_step_seen = -1;

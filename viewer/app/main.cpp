@@ -282,6 +282,19 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
   out << "lesson " << s.lesson << "\n";
   out << "playing " << s.replay.playing() << "\n";
   out << "help " << s.show_help << "\n";
+  out << "scale " << s.fonts.scale << "\n";
+  out << "font_size " << ImGui::GetFontSize() << "\n";
+  out << "events " << s.events.size() << "\n";
+  out << "stage " << static_cast<int>(s.stage) << "\n";
+  out << "loading " << s.loader.running() << "\n";
+  out << "load_error " << !s.load_error.empty() << "\n";
+  if (s.drawn.label_valid)
+    out << "lesson_label " << s.drawn.label_min.x << " " << s.drawn.label_min.y << " " << s.drawn.label_max.x << " "
+        << s.drawn.label_max.y << "\n";
+  out << "columns " << s.drawn.left_w << " " << s.drawn.mid_w << " " << s.drawn.right_w << " " << s.drawn.col_h << "\n";
+  if (s.drawn.smem_valid)
+    out << "kv_smem " << s.drawn.smem_origin.x << " " << s.drawn.smem_origin.y << " " << s.drawn.smem_cell_w << " "
+        << s.drawn.smem_cell_h << " " << s.drawn.smem_words << "\n";
   if (s.drawn.kv_valid) {
     const KvLayout& l = s.drawn.kv;
     out << "kv_origin " << s.drawn.kv_origin.x << " " << s.drawn.kv_origin.y << "\n";
@@ -361,7 +374,29 @@ int main(int argc, char** argv) {
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
   if (s.screenshot_mode) glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
-  GLFWwindow* win = glfwCreateWindow(args.width, args.height, "pa-viewer: paged attention, step by step", nullptr, nullptr);
+  // HiDPI: --scale wins; else the monitor's content scale (screenshots: 1, so
+  // they look the same everywhere unless --scale asks otherwise). Without
+  // --size the window grows with the scale, within the monitor's work area.
+  float scale = 1.0f;
+  GLFWmonitor* mon = glfwGetPrimaryMonitor();
+  if (args.scale) scale = *args.scale;
+  else if (!s.screenshot_mode && mon) {
+    float xs = 1.0f, ys = 1.0f;
+    glfwGetMonitorContentScale(mon, &xs, &ys);
+    scale = std::clamp(std::max(xs, ys), 1.0f, 4.0f);
+  }
+  int win_w = args.width, win_h = args.height;
+  if (!args.size_given && scale != 1.0f) {
+    win_w = static_cast<int>(win_w * scale);
+    win_h = static_cast<int>(win_h * scale);
+    int mx = 0, my = 0, mw = 0, mh = 0;
+    if (mon && !s.screenshot_mode) glfwGetMonitorWorkarea(mon, &mx, &my, &mw, &mh);
+    if (mw > 0 && mh > 0) {
+      win_w = std::min(win_w, mw);
+      win_h = std::min(win_h, mh);
+    }
+  }
+  GLFWwindow* win = glfwCreateWindow(win_w, win_h, "pa-viewer: paged attention, step by step", nullptr, nullptr);
   if (!win) {
     std::fprintf(stderr, "pa-viewer: cannot create an OpenGL 3.3 core window\n");
     glfwTerminate();
@@ -377,40 +412,55 @@ int main(int argc, char** argv) {
   static std::string ini_store;
   ini_store = ini_path;
   io.IniFilename = ini_store.empty() ? nullptr : ini_store.c_str();
-  // Screenshots are rendered at scale 1 so that they look the same everywhere.
-  float xs = 1.0f, ys = 1.0f;
-  if (!s.screenshot_mode) glfwGetWindowContentScale(win, &xs, &ys);
-  const float scale = std::clamp(std::max(xs, ys), 1.0f, 4.0f);
+  if (!args.scale && !s.screenshot_mode) {
+    float xs = 1.0f, ys = 1.0f;
+    glfwGetWindowContentScale(win, &xs, &ys);  // the window's monitor, which may not be the primary
+    scale = std::clamp(std::max(xs, ys), 1.0f, 4.0f);
+  }
   s.fonts = load_fonts(scale);
   apply_style(scale);
+  // Moved to a monitor with another scale: new fonts and sizes next frame.
+  static float g_new_scale = 0;
+  if (!args.scale && !s.screenshot_mode)
+    glfwSetWindowContentScaleCallback(win, [](GLFWwindow*, float xs, float ys) {
+      g_new_scale = std::clamp(std::max(xs, ys), 1.0f, 4.0f);
+    });
   ImGui_ImplGlfw_InitForOpenGL(win, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
 
-  // Data: the lesson, then the trace (host model of the lesson's stage, or a file).
+  // Data: the lesson, then the trace (host model of the lesson's stage, or a
+  // file), loaded in the background; the window is up meanwhile.
   const auto t_load = std::chrono::steady_clock::now();
-  std::string trace_error;
   if (!args.trace_file.empty()) {
-    open_trace_file(s, args.trace_file);  // also opens the trace's lesson
-    trace_error = s.load_error;
+    open_trace_file(s, args.trace_file, /*fallback_to_model=*/true);
+    // The lesson's text only (no host model while the file loads); a trace
+    // file then shows its own stage's lesson unless --lesson was given.
+    s.trace_path = args.trace_file;
+    s.keep_lesson = lesson_given;
   }
-  if (args.trace_file.empty() || !trace_error.empty() || lesson_given) load_lesson(s, s.lesson);
+  load_lesson(s, s.lesson);
   if (!args.tab.empty()) {
     s.tab_request = args.tab;
     s.tab_request_frames = 2;
   }
-  if (!trace_error.empty()) s.load_error = trace_error + "  (showing the host model instead)";
-  const double total_load_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
-  if (args.step) s.replay.jump(*args.step);
-  else if (persistent && saved_lesson && !lesson_given) s.replay.jump(saved_step);
-  if (args.sel_warp) s.set_focus(args.sel_lane ? Focus::thread(*args.sel_warp, *args.sel_lane) : Focus::whole_warp(*args.sel_warp));
-  if (args.sel_kv) {
-    const pa::CacheGeometry g = s.cfg.cache(s.spec.num_kv_heads);
-    const std::int64_t off = args.sel_kv == 'k' ? g.k_offset(args.sel_pb, s.kv_head, args.sel_d, args.sel_t)
-                                                : g.v_offset(args.sel_pb, s.kv_head, args.sel_d, args.sel_t);
-    s.set_focus(Focus::element(args.sel_kv == 'k' ? pa::trace::Tensor::k_cache : pa::trace::Tensor::v_cache,
-                               off * s.cfg.elem_bytes, s.cfg.elem_bytes));
-  }
+  double total_load_ms = 0;
+  // What the command line asks of the replay applies to the first trace.
+  auto after_first_load = [&] {
+    s.initial_applied = true;
+    total_load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load).count();
+    if (args.step) s.replay.jump(*args.step);
+    else if (persistent && saved_lesson && !lesson_given) s.replay.jump(saved_step);
+    if (args.sel_warp) s.set_focus(args.sel_lane ? Focus::thread(*args.sel_warp, *args.sel_lane) : Focus::whole_warp(*args.sel_warp));
+    if (args.sel_kv) {
+      const pa::CacheGeometry g = s.cfg.cache(s.spec.num_kv_heads);
+      const std::int64_t off = args.sel_kv == 'k' ? g.k_offset(args.sel_pb, s.kv_head, args.sel_d, args.sel_t)
+                                                  : g.v_offset(args.sel_pb, s.kv_head, args.sel_d, args.sel_t);
+      s.set_focus(Focus::element(args.sel_kv == 'k' ? pa::trace::Tensor::k_cache : pa::trace::Tensor::v_cache,
+                                 off * s.cfg.elem_bytes, s.cfg.elem_bytes));
+    }
+  };
+  // Screenshots and benchmarks are deterministic: the frame is drawn once the trace is in.
+  const bool wait_loads = s.screenshot_mode || args.bench_frames > 0;
 
   std::vector<double> frame_ms, ui_ms;
   int vtx_max = 0;
@@ -424,10 +474,22 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   while (!glfwWindowShouldClose(win) && !g_stop) {
+    // Apply a finished load (screenshot/bench: wait for it, outside the frame timing).
+    if (wait_loads) wait_for_load(s);
+    else poll_load(s);
+    if (!s.initial_applied && !s.loader.running()) after_first_load();
     const auto t0 = std::chrono::steady_clock::now();
     if (s.screenshot_mode || args.bench_frames > 0) glfwPollEvents();
     else if (s.replay.playing()) glfwPollEvents();
-    else glfwWaitEventsTimeout(0.25);  // idle: no busy loop
+    else glfwWaitEventsTimeout(s.loader.running() ? 1.0 / 30 : 0.25);  // idle: no busy loop; 30 Hz progress while loading
+    if (g_new_scale > 0 && g_new_scale != s.fonts.scale) {
+      io.Fonts->Clear();
+      s.fonts = load_fonts(g_new_scale);
+      apply_style(g_new_scale);
+      ImGui_ImplOpenGL3_DestroyFontsTexture();
+      ImGui_ImplOpenGL3_CreateFontsTexture();
+      g_new_scale = 0;
+    }
     const double dt = std::chrono::duration<double>(t0 - last).count();
     last = t0;
     if (!s.screenshot_mode && args.bench_frames == 0) s.replay.tick(dt);
@@ -484,6 +546,7 @@ int main(int argc, char** argv) {
       }
       if (!args.dump_layout.empty()) dump_layout(args.dump_layout, s, fw / std::max(1.0f, io.DisplaySize.x));
       if (!s.load_error.empty()) std::fprintf(stderr, "pa-viewer: %s\n", s.load_error.c_str());
+      if (!s.load_message.empty()) std::fprintf(stderr, "pa-viewer: %s\n", s.load_message.c_str());
       if (!s.lesson_error.empty()) std::fprintf(stderr, "pa-viewer: %s\n", s.lesson_error.c_str());
       break;
     }
@@ -498,8 +561,9 @@ int main(int argc, char** argv) {
   if (args.bench_frames > 0 && !frame_ms.empty()) {
     std::vector<double> sorted = frame_ms;
     std::sort(sorted.begin(), sorted.end());
-    std::printf("events %zu  replay steps %d  model/read %.1f ms  index %.1f ms  total load %.1f ms\n",
-                s.events.size(), s.index.num_steps(s.block), s.load_ms, s.index_ms, total_load_ms);
+    std::printf("events %zu  replay steps %d  model/read %.1f ms  index %.1f ms  load job %.1f ms  "
+                "start to first trace %.1f ms\n",
+                s.events.size(), s.index.num_steps(s.block), s.load_ms, s.index_ms, s.last_total_load_ms, total_load_ms);
     std::printf("frames %zu  median %.2f ms  p90 %.2f ms  max %.2f ms (first frame %.2f ms)\n", sorted.size(),
                 sorted[sorted.size() / 2], sorted[sorted.size() * 9 / 10], sorted.back(), frame_ms.front());
     std::sort(ui_ms.begin(), ui_ms.end());

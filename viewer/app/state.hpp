@@ -14,6 +14,8 @@
 #include "core/highlight.hpp"
 #include "core/layout.hpp"
 #include "core/trace_index.hpp"
+#include "core/trace_load.hpp"
+#include "core/background.hpp"
 #include "lesson.hpp"
 #include "pa/reference/problem.hpp"
 #include "pa/trace/event.hpp"
@@ -47,9 +49,21 @@ struct DrawnGeometry {
   bool grid_valid = false;
   ImVec2 grid_origin;
   ThreadGridLayout grid;
+  // The toolbar's "Lesson" label (HiDPI test: its glyphs' height in the image).
+  bool label_valid = false;
+  ImVec2 label_min, label_max;
+  float left_w = 0, mid_w = 0, right_w = 0, col_h = 0;  // the three columns
+  // The kv_smem tile view (first word's cell, cell size, words drawn).
+  bool smem_valid = false;
+  ImVec2 smem_origin;
+  float smem_cell_w = 0, smem_cell_h = 0;
+  int smem_words = 0;
 };
 
-struct AppState {
+// AppState is-a BlockCaches: the current thread block's caches (slot_physical,
+// k_first_step, logit_value, ...) are computed by compute_block_caches, in
+// the background at load, and read by the panels as s.slot_physical etc.
+struct AppState : BlockCaches {
   Args args;
   Fonts fonts;
   bool screenshot_mode = false;
@@ -66,6 +80,7 @@ struct AppState {
   int sel_seq = 0, sel_head = 0, sel_partition = 0;  // the thread block the host model traces
   ConfigInfo cfg;
   std::string load_error;  // shown in the window
+  std::string load_message;  // not an error (e.g. a stage without a host model)
   double load_ms = 0, index_ms = 0;
 
   // ---- replay
@@ -74,20 +89,17 @@ struct AppState {
   int last_step_seen = -1;  // panels scroll to the current step when it changes
   bool step_changed = false;
 
-  // ---- per block, computed at load
-  std::vector<int> slot_physical;         // logical block -> physical (-1 unknown)
-  std::vector<char> slot_from_problem;    // 1: physical block from the problem, not read by this trace
+  // ---- per block: the BlockCaches base; plus
   std::vector<std::vector<int>> tables;   // every sequence's block table (from the problem; empty if too large)
-  std::unordered_map<int, int> slot_of_physical;
   int kv_show = 0;                        // 0 auto (what the trace reads), 1 K, 2 V, 3 both
-  bool reads_k = true, reads_v = false;
-  int kv_head = 0;
-  int token_begin = 0, token_end = 0;     // tokens of this block's partition
-  std::vector<int> k_first_step, v_first_step;  // per slot*H*B element: first step that loads it (-1 never)
-  std::vector<float> logit_value, prob_value;   // per token of the sequence (NaN if not traced)
-  std::vector<int> logit_step, prob_step;
-  struct Stat { int step; trace::Step what; trace::Tensor tensor; int warp, lane; float value; };
-  std::vector<Stat> stats;                // events with finite values other than logits/probs
+
+  // ---- loading in the background (app/loader.cpp)
+  BackgroundTask<LoadedTrace> loader;
+  LoadRequest loading;                    // what the loader is doing (valid while loader.running())
+  std::optional<ProblemSpec> loading_spec;  // the problem being generated (the Problem tab shows it)
+  bool initial_applied = false;
+  bool keep_lesson = false;               // a trace file opened with --lesson keeps that lesson           // the first trace has arrived (command-line --step/--select applied)
+  double last_total_load_ms = 0;
 
   // ---- selection
   Focus focus;
@@ -132,11 +144,22 @@ struct AppState {
 };
 
 // Loading (app/loader.cpp). Never throw: errors land in load_error / lesson_error.
+// Traces load in the background: these start a job (cancelling one under
+// way) and return at once; poll_load applies the result when it is ready.
 void load_lesson(AppState& s, int lesson);
-void regenerate_from_model(AppState& s);
-void open_trace_file(AppState& s, const std::string& path);
+void regenerate_from_model(AppState& s);             // s.spec, s.stage
+void request_model(AppState& s, const ProblemSpec& spec, trace::Stage stage, int step_after = 0);
+void open_trace_file(AppState& s, const std::string& path, bool fallback_to_model = false);
 void rebuild_index(AppState& s);
+void cancel_load(AppState& s);
+void start_load(AppState& s, LoadRequest req);  // any request (cancels one under way)
+// Once per frame: applies a finished load, or shows its error. True if a trace was applied.
+bool poll_load(AppState& s);
+// Screenshot and bench modes: wait until every load (and a fallback) is done.
+void wait_for_load(AppState& s);
 void select_block(AppState& s, int block);
+// The problem the Problem tab edits: the one being loaded, else the shown one.
+const ProblemSpec& edited_spec(const AppState& s);
 // The marker (anchor) that belongs to the current step, if the lesson has one.
 const lesson::StepMarker* marker_for_step(const AppState& s, const ReplayStep* step, int* section = nullptr);
 

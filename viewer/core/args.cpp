@@ -45,7 +45,8 @@ std::string usage() {
       "  --context L[,L...]    context length of each sequence\n"
       "  --heads N --kv-heads N --partition-size N --prefix N\n"
       "  --block SEQ,HEAD[,PART]  the thread block the host model traces (default 0,0,0)\n"
-      "  --size WxH            window size (default 1600x1000)\n"
+      "  --size WxH            window size (default 1600x1000, times the scale)\n"
+      "  --scale F             UI scale for HiDPI, 0.5-4 (default: the monitor's content scale; 1 for screenshots)\n"
       "  --screenshot OUT.png  render one frame headless, write a PNG, exit\n"
       "  --dump-layout FILE    with --screenshot: write panel geometry (for tests)\n"
       "  --lessons-dir DIR --source-dir DIR   where lessons/*.md and kernels/stages are\n"
@@ -94,6 +95,15 @@ Args parse_args(const std::vector<std::string>& av) {
       const auto p = split(value(), ',');
       if (p.size() != 2) throw UsageError("--mouse: needs X,Y (window pixels)");
       a.mouse = std::make_pair(to_int("--mouse x", p[0], 0, 16384), to_int("--mouse y", p[1], 0, 16384));
+    }
+    else if (f == "--scale") {
+      const std::string v = value();
+      float x = 0;
+      const auto* end = v.data() + v.size();
+      auto [p, ec] = std::from_chars(v.data(), end, x);
+      if (ec != std::errc() || p != end || !(x >= 0.5f && x <= 4.0f))
+        throw UsageError("--scale: '" + v + "' is not a number in [0.5, 4]");
+      a.scale = x;
     }
     else if (f == "--tab") {
       a.tab = value();

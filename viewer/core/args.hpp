@@ -36,9 +36,10 @@ struct Args {
   std::string lessons_dir, source_dir;
   int bench_frames = 0;            // --bench N: time N frames and exit
   std::optional<std::pair<int, int>> mouse;  // --mouse X,Y: screenshot with the pointer there (tooltips)
-  bool click = false;
-  std::string keys;                // --keys: with --screenshot, keys pressed first (R L H E space 0-8 ?)              // --click: and click there once
+  bool click = false;              // --click: and click there once
+  std::string keys;                // --keys: with --screenshot, keys pressed first (R L H E space 0-8 ?)
   bool exercise_resize = false;    // --exercise-resize: screenshot after shrinking to tiny sizes and back (tests)
+  std::optional<float> scale;      // --scale F: UI scale (fonts, sizes); default: the monitor's content scale
   std::string tab;                 // --tab: requests | values | partitions | inspect | kv | shared | problem | trace
   bool help = false;
 };

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "core/background.hpp"
+
 namespace pa::viewer {
 namespace {
 
@@ -32,7 +34,7 @@ struct Group {
 
 }  // namespace
 
-TraceIndex::TraceIndex(const std::vector<trace::Event>& ev, Granularity g) : gran_(g) {
+TraceIndex::TraceIndex(const std::vector<trace::Event>& ev, Granularity g, LoadControl* ctl) : gran_(g) {
   if (ev.size() >= 0x7fffffffu) throw std::length_error("trace has too many events for the viewer (limit 2^31)");
   const auto n = static_cast<std::uint32_t>(ev.size());
   step_of_event_.assign(n, -1);
@@ -40,7 +42,20 @@ TraceIndex::TraceIndex(const std::vector<trace::Event>& ev, Granularity g) : gra
 
   // Blocks in order of first appearance.
   std::vector<std::vector<std::uint32_t>> per_block;
+  // Progress: the block pass is ~10% of the work, the grouping the rest.
+  const double total = 1.0 + n;
+  std::uint64_t done_events = 0;
+  auto tick = [&](std::uint64_t done) {
+    if (ctl && (done & 0xffff) == 0) {
+      ctl->check();
+      ctl->report(0.1f + 0.9f * static_cast<float>(done / total));
+    }
+  };
   for (std::uint32_t i = 0; i < n; ++i) {
+    if (ctl && (i & 0xffff) == 0) {
+      ctl->check();
+      ctl->report(0.1f * static_cast<float>(i / total));
+    }
     const BlockKey k{ev[i].seq, ev[i].head, ev[i].partition};
     int b = -1;
     // Few blocks: a linear search from the back (the current block) is fastest.
@@ -78,6 +93,7 @@ TraceIndex::TraceIndex(const std::vector<trace::Event>& ev, Granularity g) : gra
     std::unordered_map<GroupKey, int, GroupKeyHash> occ_count;
     int cur_warp = -1, cur_lane = -1;
     for (std::uint32_t i : idx) {
+      tick(++done_events);
       const auto& e = ev[i];
       if (e.warp != cur_warp || e.lane != cur_lane) {
         occ_count.clear();
@@ -193,6 +209,7 @@ TraceIndex::TraceIndex(const std::vector<trace::Event>& ev, Granularity g) : gra
       std::vector<std::uint32_t>().swap(gr.events);
     }
   }
+  if (ctl) ctl->report(1.0f);
 }
 
 int TraceIndex::find_block(const BlockKey& k) const {

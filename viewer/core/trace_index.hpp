@@ -20,6 +20,8 @@
 
 #include "pa/trace/event.hpp"
 
+namespace pa::viewer { class LoadControl; }
+
 namespace pa::viewer {
 
 enum class Granularity { instruction, step };
@@ -45,7 +47,9 @@ class TraceIndex {
  public:
   TraceIndex() = default;
   // O(n log n) once per load; every later query is O(step size) or O(1).
-  TraceIndex(const std::vector<trace::Event>& events, Granularity g);
+  // With ctl: progress reported through ctl->report (0..1) and cancellation
+  // checked every 64 Ki events (throws LoadCancelled).
+  TraceIndex(const std::vector<trace::Event>& events, Granularity g, LoadControl* ctl = nullptr);
 
   Granularity granularity() const { return gran_; }
   int num_blocks() const { return static_cast<int>(blocks_.size()); }

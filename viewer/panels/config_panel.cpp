@@ -13,7 +13,7 @@
 namespace pa::viewer {
 
 void draw_config_panel(AppState& s) {
-  ProblemSpec sp = s.spec;
+  ProblemSpec sp = edited_spec(s);
   bool changed = false;
   const float w = ImGui::GetFontSize() * 8;
   ImGui::TextWrapped("The host model re-creates every event of the kernel on this CPU from the same index headers "
@@ -105,13 +105,18 @@ void draw_config_panel(AppState& s) {
   if (g != s.granularity) {
     s.granularity = g;
     s.replay.jump(0);
-    rebuild_index(s);
+    if (s.loader.running() && s.loading.kind != LoadRequest::Kind::reindex) {
+      LoadRequest r = s.loading;  // the load under way, at the new granularity
+      r.granularity = g;
+      start_load(s, std::move(r));
+    } else {
+      rebuild_index(s);
+    }
   }
 
   if (changed) {
-    s.spec = sp;
     s.replay.jump(0);
-    regenerate_from_model(s);
+    request_model(s, sp, s.stage, 0);
   }
   ImGui::Separator();
   const ConfigInfo& c = s.cfg;

@@ -2,6 +2,8 @@
 #include <cmath>
 #include <imgui.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "app/state.hpp"
@@ -13,6 +15,9 @@ void draw_toolbar(AppState& s) {
   ImGui::PushFont(s.fonts.bold);
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("Lesson");
+  s.drawn.label_valid = true;
+  s.drawn.label_min = ImGui::GetItemRectMin();
+  s.drawn.label_max = ImGui::GetItemRectMax();
   ImGui::PopFont();
   ImGui::SameLine();
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 15);
@@ -93,6 +98,21 @@ void draw_toolbar(AppState& s) {
     if (st->tensor != trace::Tensor::none) d += " " + std::string(tensor_name(st->tensor));
     d += ", epoch " + std::to_string(st->epoch) + ", " + std::to_string(st->threads) + " threads";
     ImGui::TextDisabled("%s", d.c_str());
+  }
+  // A load under way: what it does, how far, and a way out. The panels keep
+  // showing the previous trace meanwhile.
+  if (s.loader.running()) {
+    const float p = s.loader.progress();
+    char lbl[160];
+    std::snprintf(lbl, sizeof lbl, "%s: %s  %.0f%%", s.loading.describe().c_str(), s.loader.phase(), p * 100.0f);
+    ImGui::ProgressBar(p, ImVec2(std::max(ImGui::GetFontSize() * 10, ImGui::GetContentRegionAvail().x - ImGui::GetFontSize() * 6), 0), lbl);
+    ImGui::SameLine();
+    if (ImGui::Button("Cancel")) cancel_load(s);
+  }
+  if (!s.load_message.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.8f, 0.4f, 1));
+    ImGui::TextWrapped("%s", s.load_message.c_str());
+    ImGui::PopStyleColor();
   }
   if (!s.load_error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.4f, 1));

@@ -1,0 +1,267 @@
+#include "core/trace_load.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <stdexcept>
+
+#include "core/highlight.hpp"
+#include "pa/reference/paged_cache.hpp"
+#include "pa/trace/host_model.hpp"
+#include "pa/trace/trace_file.hpp"
+
+namespace pa::viewer {
+namespace {
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+std::string LoadRequest::describe() const {
+  switch (kind) {
+    case Kind::model: return std::string("host model, stage ") + trace::to_string(stage);
+    case Kind::file: return "trace file " + path;
+    case Kind::reindex: return "re-indexing the trace";
+  }
+  return {};
+}
+
+std::vector<std::vector<int>> problem_tables(const ProblemSpec& spec) {
+  std::vector<std::vector<int>> tables;
+  try {
+    long long tokens = 0;
+    for (int c : spec.context_lens) tokens += c;
+    // make_problem draws every K/V value too: only worth it for the picture
+    // of the tables up to this size (it costs ~0.3 s per million elements).
+    if (tokens * spec.num_kv_heads * spec.head_size > (1ll << 22)) return {};
+    const PagedProblem p = make_problem(spec);
+    for (int q = 0; q < p.num_seqs(); ++q) {
+      std::vector<int> row;
+      for (int l = 0; l < p.num_logical_blocks(q); ++l) row.push_back(p.physical_block(q, l));
+      tables.push_back(std::move(row));
+    }
+  } catch (const std::exception&) {
+    tables.clear();  // an invalid problem is reported by the trace loader
+  }
+  return tables;
+}
+
+BlockCaches compute_block_caches(const ProblemSpec& spec, trace::Stage stage, const ConfigInfo& cfg,
+                                 const std::vector<trace::Event>& events, const TraceIndex& index,
+                                 const std::vector<std::vector<int>>& tables, int block) {
+  BlockCaches c;
+  if (index.num_blocks() == 0 || block < 0 || block >= index.num_blocks()) {
+    // No trace: still show sequence 0's blocks as the problem lays them out.
+    if (!tables.empty()) {
+      c.slot_physical = tables[0];
+      c.slot_from_problem.assign(c.slot_physical.size(), 1);
+    }
+    return c;
+  }
+  const BlockKey key = index.block(block);
+  const int ctx = key.seq >= 0 && key.seq < spec.num_seqs() ? spec.context_lens[key.seq] : 0;
+  const bool split = spec.partition_size > 0 &&
+                     (stage == trace::Stage::v2_partition || stage == trace::Stage::cascade_merge);
+  const auto pr = partition_range(ctx, spec.block_size, split ? spec.partition_size : 0, split ? key.partition : 0);
+  c.token_begin = pr.token_begin;
+  c.token_end = pr.token_end;
+  const int nlog = ceil_div(std::max(ctx, 1), spec.block_size);
+  c.slot_physical.assign(nlog, -1);
+  c.kv_head = spec.num_kv_heads > 0 && key.head >= 0 && key.head < spec.num_heads
+                  ? kv_head_of(key.head, spec.num_heads, spec.num_kv_heads) : 0;
+  c.logit_value.assign(std::max(ctx, 0), NAN);
+  c.prob_value.assign(std::max(ctx, 0), NAN);
+  c.logit_step.assign(std::max(ctx, 0), -1);
+  c.prob_step.assign(std::max(ctx, 0), -1);
+
+  // One pass over the block's events: block table, values, what it reads.
+  c.reads_k = c.reads_v = false;
+  for (std::uint32_t i = 0; i < events.size(); ++i) {
+    if (index.block_of_event(i) != block) continue;
+    const auto& e = events[i];
+    c.reads_k |= e.tensor == trace::Tensor::k_cache;
+    c.reads_v |= e.tensor == trace::Tensor::v_cache;
+    if (e.logical_block >= 0 && e.logical_block < nlog && e.physical_block >= 0)
+      c.slot_physical[e.logical_block] = e.physical_block;
+    if (!std::isfinite(e.value)) continue;
+    const int step = index.step_of_event(i);
+    const bool tok_ok = e.token >= 0 && e.token < ctx;
+    if (e.step == trace::Step::logit_store && tok_ok) {
+      c.logit_value[e.token] = e.value;
+      c.logit_step[e.token] = step;
+    } else if (e.step == trace::Step::prob_store && tok_ok) {
+      c.prob_value[e.token] = e.value;
+      c.prob_step[e.token] = step;
+    } else if (c.stats.size() < 4096) {
+      c.stats.push_back({step, e.step, e.tensor, e.warp, e.lane, e.value});
+    }
+  }
+  c.slot_from_problem.assign(nlog, 0);
+  if (key.seq >= 0 && key.seq < static_cast<int>(tables.size()))
+    for (int l = 0; l < nlog && l < static_cast<int>(tables[key.seq].size()); ++l)
+      if (c.slot_physical[l] < 0) {
+        c.slot_physical[l] = tables[key.seq][l];
+        c.slot_from_problem[l] = 1;
+      }
+
+  // First step that touches each K / V element of each slot (progress shading).
+  const int H = cfg.head_size, B = cfg.block_size;
+  for (int l = 0; l < nlog; ++l)
+    if (c.slot_physical[l] >= 0) c.slot_of_physical.emplace(c.slot_physical[l], l);
+  if (!c.reads_k && !c.reads_v) return c;
+  const std::size_t cells = static_cast<std::size_t>(nlog) * H * B;
+  if (c.reads_k) c.k_first_step.assign(cells, -1);
+  if (c.reads_v) c.v_first_step.assign(cells, -1);
+  const CacheGeometry g = cfg.cache(spec.num_kv_heads);
+  for (std::uint32_t i = 0; i < events.size(); ++i) {
+    const auto& e = events[i];
+    if (e.tensor != trace::Tensor::k_cache && e.tensor != trace::Tensor::v_cache) continue;
+    if (index.block_of_event(i) != block) continue;
+    auto& arr = e.tensor == trace::Tensor::k_cache ? c.k_first_step : c.v_first_step;
+    const int step = index.step_of_event(i);
+    for_each_kv_element(e, g, cfg.elem_bytes, [&](const CacheGeometry::Coords& k) {
+      auto it = c.slot_of_physical.find(k.physical_block);
+      if (it == c.slot_of_physical.end() || k.kv_head != c.kv_head || k.d >= H || k.t >= B) return;
+      int& v = arr[(static_cast<std::size_t>(it->second) * H + k.d) * B + k.t];
+      if (v < 0 || step < v) v = step;
+    });
+  }
+  return c;
+}
+
+std::vector<std::uint8_t> read_file_chunked(const std::string& path, LoadControl& ctl, float lo, float hi) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw std::runtime_error("'" + path + "' is a directory, not a trace file");
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw std::runtime_error("cannot open '" + path + "': " + std::strerror(errno));
+  std::vector<std::uint8_t> buf;
+  const auto size = std::filesystem::file_size(path, ec);
+  // The file's own size bounds the buffer; nothing inside it is trusted here.
+  if (!ec) buf.reserve(static_cast<std::size_t>(size));
+  constexpr std::size_t kChunk = 4u << 20;
+  std::size_t have = 0;
+  try {
+    for (;;) {
+      ctl.check();
+      buf.resize(have + kChunk);
+      const std::size_t n = std::fread(buf.data() + have, 1, kChunk, f);
+      have += n;
+      buf.resize(have);
+      if (!ec && size > 0) ctl.set_progress(lo + (hi - lo) * static_cast<float>(static_cast<double>(have) / size));
+      if (n < kChunk) break;
+    }
+  } catch (...) {
+    std::fclose(f);
+    throw;
+  }
+  const bool err = std::ferror(f) != 0;
+  std::fclose(f);
+  if (err) throw std::runtime_error("cannot read '" + path + "'");
+  return buf;
+}
+
+LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
+  const auto t_all = std::chrono::steady_clock::now();
+  LoadedTrace out;
+  out.kind = req.kind;
+  out.step_after = req.step_after;
+  out.sel_seq = req.sel_seq;
+  out.sel_head = req.sel_head;
+  out.sel_partition = req.sel_partition;
+  const auto t0 = std::chrono::steady_clock::now();
+  float index_lo = 0.6f;
+  switch (req.kind) {
+    case LoadRequest::Kind::model: {
+      ctl.set_phase("host model: generating the events");
+      out.spec = req.spec;
+      out.stage = req.stage;
+      out.source = trace::kHostModelSource;
+      out.cfg = config_info(req.spec.dtype, req.spec.head_size, req.spec.block_size, req.spec.num_threads);
+      req.spec.validate();
+      // The problem's block tables are built from the reference problem; on
+      // another thread, so they overlap with the host model (both draw the
+      // problem's values, the two largest costs of a load).
+      auto tables = std::async(std::launch::async, [spec = req.spec] { return problem_tables(spec); });
+      if (!trace::stage_is_modelled(req.stage)) {
+        out.message = std::string("No replay for stage ") + trace::to_string(req.stage) +
+                      ": it has no host model in this build (trace library). The memory and partition panels "
+                      "show the problem and the CPU reference.";
+      } else {
+        trace::Selection sel;
+        const int seq = std::clamp(req.sel_seq, 0, std::max(0, req.spec.num_seqs() - 1));
+        const int head = std::clamp(req.sel_head, 0, std::max(0, req.spec.num_heads - 1));
+        out.sel_seq = seq;
+        out.sel_head = head;
+        out.sel_partition = std::max(0, req.sel_partition);
+        sel.blocks.push_back(trace::BlockId{seq, head, out.sel_partition});
+        try {
+          out.events = trace::model_events(req.spec, req.stage, sel);
+        } catch (...) {
+          tables.wait();
+          throw;
+        }
+      }
+      out.tables = tables.get();
+      break;
+    }
+    case LoadRequest::Kind::file: {
+      ctl.set_phase("reading the trace file");
+      std::vector<std::uint8_t> bytes = read_file_chunked(req.path, ctl, 0.0f, 0.35f);
+      ctl.check();
+      ctl.set_phase("checking the trace file");
+      trace::TraceData d;
+      try {
+        d = trace::parse_trace(bytes.data(), bytes.size());
+      } catch (const std::exception& e) {
+        throw std::runtime_error("'" + req.path + "': " + e.what());
+      }
+      std::vector<std::uint8_t>().swap(bytes);
+      out.cfg = config_info(d.header.spec.dtype, d.header.spec.head_size, d.header.spec.block_size,
+                            d.header.spec.num_threads);
+      out.spec = d.header.spec;
+      out.stage = d.header.stage;
+      out.source = d.header.source;
+      out.revision = d.header.revision;
+      out.path = req.path;
+      out.events = std::move(d.events);
+      ctl.set_progress(0.6f);
+      ctl.check();
+      ctl.set_phase("block tables");
+      out.tables = problem_tables(out.spec);
+      break;
+    }
+    case LoadRequest::Kind::reindex: {
+      out.spec = req.spec;
+      out.stage = req.stage;
+      out.source = req.source;
+      out.revision = req.revision;
+      out.path = req.path;
+      out.cfg = config_info(req.spec.dtype, req.spec.head_size, req.spec.block_size, req.spec.num_threads);
+      if (req.events) out.events = *req.events;
+      out.tables = req.tables;
+      index_lo = 0.05f;
+      break;
+    }
+  }
+  out.load_ms = ms_since(t0);
+  ctl.check();
+  ctl.set_progress(index_lo);
+  ctl.set_phase("indexing the replay steps");
+  const auto t1 = std::chrono::steady_clock::now();
+  ctl.set_range(index_lo, 0.93f);
+  out.index = TraceIndex(out.events, req.granularity, &ctl);
+  out.index_ms = ms_since(t1);
+  ctl.check();
+  ctl.set_phase("per-block caches");
+  out.block0 = compute_block_caches(out.spec, out.stage, out.cfg, out.events, out.index, out.tables, 0);
+  ctl.set_progress(1.0f);
+  out.total_ms = ms_since(t_all);
+  return out;
+}
+
+}  // namespace pa::viewer
