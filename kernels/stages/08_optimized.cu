@@ -21,6 +21,33 @@ PA_OPT_EXTERN(f16, 256, 16) PA_OPT_EXTERN(bf16, 256, 16)
 PA_OPT_EXTERN_HS(64) PA_OPT_EXTERN_HS(80) PA_OPT_EXTERN_HS(96) PA_OPT_EXTERN_HS(112)
 PA_OPT_EXTERN_HS(128) PA_OPT_EXTERN_HS(192) PA_OPT_EXTERN_HS(256)
 #endif
+
+// The kernel's parameters for a plan (also used by the trace module's
+// recording launch, so both launch the same grid with the same arguments).
+OptParams opt_make_params(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace) {
+  OptParams p{};
+  p.out = a.out;
+  p.q = a.q;
+  p.k_cache = a.k_cache;
+  p.v_cache = a.v_cache;
+  p.block_tables = a.block_tables;
+  p.context_lens = a.context_lens;
+  p.cache = CacheGeometry{a.num_blocks, a.num_kv_heads, a.head_size, a.block_size, 16 / dtype_bytes(a.dtype)};
+  p.qg = QueryGeometry{a.num_seqs, a.num_heads, a.head_size, a.q_stride};
+  p.btg = BlockTableGeometry{a.max_blocks_per_seq};
+  p.wsg = OptWorkspaceGeometry{a.num_seqs, plan.units, plan.splits, a.head_size};
+  if (plan.splits > 1) {
+    auto* base = static_cast<unsigned char*>(workspace);
+    p.ws_out = reinterpret_cast<float*>(base);
+    p.ws_stat = reinterpret_cast<float*>(base + p.wsg.out_bytes());
+    p.ws_counter = reinterpret_cast<int*>(base + p.wsg.out_bytes() + p.wsg.stat_bytes());
+  }
+  p.group = a.num_heads / a.num_kv_heads;
+  p.head_chunks = plan.head_chunks;
+  p.split_blocks = plan.split_blocks;
+  p.scale_log2 = a.scale * 1.4426950408889634f;
+  return p;
+}
 }  // namespace opt
 namespace {
 
@@ -38,7 +65,6 @@ constexpr int kBlockSizes[] = {16};
 constexpr int kHeadSizes[] = {64, 80, 96, 112, 128, 192, 256};
 constexpr int kBlockSizes[] = {8, 16, 32};
 #endif
-constexpr int kMaxSplits = 256;  // bounds the merge's shared-memory weights
 
 template <DType DT, int HS>
 bool entry_bs(int bs, int ht, OptEntry& e) {
@@ -145,58 +171,21 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits) {
   plan.ctas_per_sm = std::max(1, e.ctas_per_sm);
   plan.sm_count = device_sm_count();
 
-  const int bps = e.blocks_per_step;
-  const int blocks = ceil_div(a.max_context_len, a.block_size);
-  const int max_splits = std::min(kMaxSplits, ceil_div(blocks, bps));
-  auto split_blocks_for = [&](int s) { return ceil_div(ceil_div(blocks, s), bps) * bps; };
-  int best_s = 1;
-  if (force_splits > 0) {
-    best_s = std::min(force_splits, max_splits);
-  } else {
-    // Time model (seconds), fitted to H100 split sweeps (kernels/NOTES.md, runs 2-3):
-    //  - a CTA streams its blocks at about kCtaBw after a fixed start/epilogue
-    //    cost kT0 (latency-bound when the GPU is not full);
-    //  - a wave cannot beat the HBM (kHbm, a little less when fewer CTAs than
-    //    slots are resident), nor can one SM pull more than kSmBw, so a wave
-    //    that puts 2 CTAs on some SMs and 1 on others is paced by the former;
-    //  - more splits cost a merge: kM0 + kM1 per split.
-    // The split count minimizing the sum over waves (last wave partial) wins.
-    // Only when the unsplit grid leaves slots empty; and only grids that load
-    // the SMs evenly (<= one CTA per SM, or the last CTA layer >= 95% full):
-    // an H100 sweep at (1,32,8,131072) gave 95% of copy with 128 CTAs, 94%
-    // with 264, but 83% with 144 and 89% with 192.
-    constexpr double kCtaBw = 22e9, kSmBw = 35e9, kHbm = 3.0e12, kT0 = 3e-6, kM0 = 1e-6, kM1 = 0.6e-6;
-    const long long base = static_cast<long long>(a.num_seqs) * plan.units;
-    const long long slots = static_cast<long long>(plan.sm_count) * plan.ctas_per_sm;
-    const double block_bytes = 2.0 * a.head_size * a.block_size * dtype_bytes(a.dtype);
-    double best = 1e300;
-    for (int s = 1; s <= max_splits; ++s) {
-      const int sb = split_blocks_for(s);
-      const int s_eff = ceil_div(blocks, sb);
-      if (s_eff != s) continue;  // same split as a smaller s
-      const long long ctas = base * s_eff;
-      if (s_eff > 1 && base >= slots) break;  // the unsplit grid already fills the GPU
-      const long long layers = (ctas + plan.sm_count - 1) / plan.sm_count;
-      if (ctas > plan.sm_count && ctas < 0.95 * layers * plan.sm_count) continue;  // uneven SM load
-      if (ctas > slots && s_eff > 1) break;  // more than one wave of split CTAs: never better
-      auto wave = [&](long long n) {
-        const double cta_bytes = sb * block_bytes;
-        const double hbm = kHbm * std::min(1.0, 0.9 + 0.1 * static_cast<double>(n) / slots);
-        const double per_sm = static_cast<double>((n + plan.sm_count - 1) / plan.sm_count);
-        return std::max({kT0 + cta_bytes / kCtaBw, static_cast<double>(n) * cta_bytes / hbm,
-                         per_sm * cta_bytes / kSmBw});
-      };
-      double t = static_cast<double>(ctas / slots) * wave(slots);
-      if (ctas % slots) t += wave(ctas % slots);
-      if (s_eff > 1) t += kM0 + kM1 * s_eff;
-      if (t < best * 0.999) {
-        best = t;
-        best_s = s_eff;
-      }
-    }
-  }
-  plan.split_blocks = split_blocks_for(best_s);
-  plan.splits = ceil_div(blocks, plan.split_blocks);
+  // The heuristic itself is plain host code in pa/index/optimized.hpp
+  // (opt_choose_split), shared with the trace host model.
+  OptSplitInput in;
+  in.num_seqs = a.num_seqs;
+  in.units = plan.units;
+  in.head_size = a.head_size;
+  in.block_size = a.block_size;
+  in.elem_bytes = dtype_bytes(a.dtype);
+  in.blocks_per_step = e.blocks_per_step;
+  in.max_context_len = a.max_context_len;
+  in.sm_count = plan.sm_count;
+  in.ctas_per_sm = plan.ctas_per_sm;
+  const OptSplit split = opt_choose_split(in, force_splits);
+  plan.split_blocks = split.split_blocks;
+  plan.splits = split.splits;
   if (plan.splits > 1) {
     OptWorkspaceGeometry wsg{a.num_seqs, plan.units, plan.splits, a.head_size};
     plan.workspace_bytes = wsg.total_bytes();
@@ -211,27 +200,7 @@ void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* w
                                 " splits but no workspace was given (need plan.workspace_bytes)");
   if (!a.out || !a.q || !a.k_cache || !a.v_cache || !a.block_tables || !a.context_lens)
     throw std::invalid_argument("stage 8: a device pointer is null (out, q, k_cache, v_cache, block_tables, context_lens)");
-  opt::OptParams p{};
-  p.out = a.out;
-  p.q = a.q;
-  p.k_cache = a.k_cache;
-  p.v_cache = a.v_cache;
-  p.block_tables = a.block_tables;
-  p.context_lens = a.context_lens;
-  p.cache = CacheGeometry{a.num_blocks, a.num_kv_heads, a.head_size, a.block_size, 16 / dtype_bytes(a.dtype)};
-  p.qg = QueryGeometry{a.num_seqs, a.num_heads, a.head_size, a.q_stride};
-  p.btg = BlockTableGeometry{a.max_blocks_per_seq};
-  p.wsg = OptWorkspaceGeometry{a.num_seqs, plan.units, plan.splits, a.head_size};
-  if (plan.splits > 1) {
-    auto* base = static_cast<unsigned char*>(workspace);
-    p.ws_out = reinterpret_cast<float*>(base);
-    p.ws_stat = reinterpret_cast<float*>(base + p.wsg.out_bytes());
-    p.ws_counter = reinterpret_cast<int*>(base + p.wsg.out_bytes() + p.wsg.stat_bytes());
-  }
-  p.group = a.num_heads / a.num_kv_heads;
-  p.head_chunks = plan.head_chunks;
-  p.split_blocks = plan.split_blocks;
-  p.scale_log2 = a.scale * 1.4426950408889634f;
+  const opt::OptParams p = opt::opt_make_params(a, plan, workspace);
   if (a.num_seqs > 65535)
     throw std::invalid_argument("stage 8: num_seqs=" + std::to_string(a.num_seqs) + ": at most 65535");
   const dim3 grid(plan.splits, plan.units, a.num_seqs);

@@ -33,8 +33,11 @@
 #include <cstdint>
 
 #include "pa/index/config.hpp"
+#include "pa/index/events.hpp"
 #include "pa/index/layout.hpp"
 #include "pa/index/optimized.hpp"
+#include "pa/index/tracer.hpp"
+#include "pa/kernels/optimized.hpp"
 
 namespace pa::opt {
 
@@ -57,6 +60,10 @@ struct OptParams {
   int split_blocks;
   float scale_log2;  // softmax scale * log2(e): the kernel works in base 2
 };
+
+// The kernel's parameters for a plan (08_optimized.cu; launch_optimized and
+// the trace module's recording launch use it).
+OptParams opt_make_params(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace);
 
 // What the host needs to know about one instantiated configuration.
 struct OptEntry {
@@ -125,8 +132,14 @@ __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
 }
 
 // ---------------------------------------------------------------- the kernel
-template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptParams p) {
+// Trace hooks (PA_TRACE, nothing at all with NullTracer): the contract is
+// kernels/stages/EVENTS.md, section "Stage 8"; the host model that produces
+// the same events is trace/src/host_model_optimized.cpp.
+template <class Cfg, class Tracer = NullTracer>
+__global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptParams p, Tracer tracer) {
+  using trace::Op;
+  using trace::Step;
+  using trace::Tensor;
   constexpr DType DT = Cfg::kDType;
   using T = typename OptElem<DT>::T;
   constexpr int HS = Cfg::kHeadSize;
@@ -146,15 +159,24 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int blk_begin = split * p.split_blocks;
   constexpr int kStepsPerTbl = kWarpSize / BPS;
+  // Trace identity of the CTA: head = the unit's first query head, partition = the split.
+  const TraceCtx tc{trace::Stage::optimized, warp, lane, seq, opt_unit_first_head(unit, p.head_chunks, p.group),
+                    split, opt_unit_kv_head(unit, p.head_chunks)};
   // First block-table window loaded before the context length is known (the
   // entries exist up to max_blocks_per_seq; validity is decided below), so the
   // two dependent DRAM round trips of a short launch overlap.
   int tbl = 0;  // lane l: physical block of step (l / BPS) of the current table window
   {
     const int lb = Cfg::step_block(blk_begin, warp, lane / BPS, lane % BPS);
-    if (lb < p.btg.max_blocks_per_seq) tbl = __ldg(p.block_tables + p.btg.offset(seq, lb));
+    if (lb < p.btg.max_blocks_per_seq) {
+      tbl = __ldg(p.block_tables + p.btg.offset(seq, lb));
+      PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::block_table)
+                           .it(0).blk(lb, tbl).at(p.btg.offset(seq, lb) * 4, 4));
+    }
   }
   const int ctx = p.context_lens[seq];
+  PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::context_lens)
+                       .at(context_len_offset(seq) * 4, 4));
   const int nblocks = ceil_div(ctx, BS);
   if (blk_begin >= nblocks) return;  // this sequence is shorter than the grid's splits
   const int blk_end = cmin(nblocks, blk_begin + p.split_blocks);
@@ -182,6 +204,9 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
         const auto* q16 = reinterpret_cast<const unsigned short*>(qptr);
         const std::int64_t off = p.qg.q_offset(seq, head0 + g, d);
         v = static_cast<std::uint32_t>(q16[off]) | (static_cast<std::uint32_t>(q16[off + 1]) << 16);
+        // Two adjacent 16-bit loads, reported as one 4-byte access.
+        PA_TRACE(tracer, ev(tc, Step::q_load, Op::global_load, Tensor::q)
+                             .it(4 * ks + r).dims(d, 2).at(off * Cfg::kElemBytes, 2 * Cfg::kElemBytes));
       }
       qf[ks][r] = v;
     }
@@ -195,6 +220,9 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
     if (j > 0 && j % kStepsPerTbl == 0) {  // one coalesced block-table load per 32 blocks
       const int lb = Cfg::step_block(blk_begin, warp, j + lane / BPS, lane % BPS);
       tbl = lb < blk_end ? __ldg(p.block_tables + p.btg.offset(seq, lb)) : 0;
+      if (lb < blk_end)
+        PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::block_table)
+                             .it(j).blk(lb, tbl).at(p.btg.offset(seq, lb) * 4, 4));
     }
     const int stage = j % kStages;
 #pragma unroll
@@ -202,6 +230,9 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
       const int lb = Cfg::step_block(blk_begin, warp, j, bi);
       const int phys = __shfl_sync(kFull, tbl, (j % kStepsPerTbl) * BPS + bi);
       const int nvalid = lb < blk_end ? cmin(BS, ctx - lb * BS) : 0;
+      // Past the split's end (block size 8: a step's second block) there is no block.
+      const int lb_t = lb < blk_end ? lb : -1, phys_t = lb < blk_end ? phys : -1;
+      PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::shuffle, Tensor::none).it(j).blk(lb_t, phys_t));
       const T* kt = kc + p.cache.k_offset(phys, kvh, 0, 0);
       const T* vt = vc + p.cache.v_offset(phys, kvh, 0, 0);
 #pragma unroll
@@ -209,9 +240,27 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
         const bool kok = Cfg::k_chunk_token(L) < nvalid;
         cp_async_16(smem_base + 16u * Cfg::k_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
                     kok ? kt + Cfg::chunk_elem_offset(L) : kc, kok ? 16 : 0);
+        // cp.async: the global side (bytes actually read; 0 = zero-fill), then
+        // the 16-byte shared-memory destination (swizzled).
+        PA_TRACE(tracer, ev(tc, Step::k_load, Op::async_copy, Tensor::k_cache)
+                             .it(j).tok(lb_t < 0 ? -1 : lb * BS + Cfg::k_chunk_token(L)).blk(lb_t, phys_t)
+                             .dims(Cfg::k_chunk_dim(L), Cfg::kX)
+                             .at(kok ? Cfg::k_chunk_byte(p.cache, phys, kvh, L) : -1, kok ? 16 : 0));
+        PA_TRACE(tracer, ev(tc, Step::k_load, Op::shared_store, Tensor::kv_smem)
+                             .it(j).tok(lb_t < 0 ? -1 : lb * BS + Cfg::k_chunk_token(L)).blk(lb_t, phys_t)
+                             .dims(Cfg::k_chunk_dim(L), Cfg::kX)
+                             .at(Cfg::k_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
         const int vn = cmax(0, cmin(Cfg::kX, nvalid - Cfg::v_chunk_first_token(L)));
         cp_async_16(smem_base + 16u * Cfg::v_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
                     vn > 0 ? vt + Cfg::chunk_elem_offset(L) : vc, vn * Cfg::kElemBytes);
+        PA_TRACE(tracer, ev(tc, Step::v_load, Op::async_copy, Tensor::v_cache)
+                             .it(j).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
+                             .dims(Cfg::v_chunk_dim(L), 1)
+                             .at(vn > 0 ? Cfg::v_chunk_byte(p.cache, phys, kvh, L) : -1, vn * Cfg::kElemBytes));
+        PA_TRACE(tracer, ev(tc, Step::v_load, Op::shared_store, Tensor::kv_smem)
+                             .it(j).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
+                             .dims(Cfg::v_chunk_dim(L), 1)
+                             .at(Cfg::v_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
       }
     }
   };
@@ -258,8 +307,19 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
                                          warp, stage,
                                          Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
                                                           Cfg::qk_ldsm_chunk(ks, lane))));
+        PA_TRACE(tracer, ev(tc, Step::k_smem_load, Op::shared_load, Tensor::kv_smem)
+                             .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + Cfg::qk_ldsm_token(nt, lane), blk_end))
+                             .dims(Cfg::qk_ldsm_chunk(ks, lane) * Cfg::kX, Cfg::kX)
+                             .at(Cfg::k_smem_byte(warp, stage,
+                                                  Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
+                                                                   Cfg::qk_ldsm_chunk(ks, lane))),
+                                 16));
         mma16816<DT>(s[nt], qf[ks], b[0], b[1]);
+        PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none)
+                             .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + nt * 8, blk_end)).dims(16 * ks, 16));
         mma16816<DT>(s[nt], qf[ks + 1], b[2], b[3]);
+        PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none)
+                             .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + nt * 8, blk_end)).dims(16 * (ks + 1), 16));
       }
       if constexpr (Cfg::kQkKSteps % 2 == 1) {
         constexpr int ks = Cfg::kQkKSteps - 1;
@@ -269,7 +329,17 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
                                          warp, stage,
                                          Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
                                                           Cfg::qk_ldsm_chunk(ks, lane % 16))));
+        if (lane < 16)  // ldmatrix .x2 uses the addresses of lanes 0-15 only
+          PA_TRACE(tracer, ev(tc, Step::k_smem_load, Op::shared_load, Tensor::kv_smem)
+                               .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + Cfg::qk_ldsm_token(nt, lane), blk_end))
+                               .dims(Cfg::qk_ldsm_chunk(ks, lane) * Cfg::kX, Cfg::kX)
+                               .at(Cfg::k_smem_byte(warp, stage,
+                                                    Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
+                                                                     Cfg::qk_ldsm_chunk(ks, lane))),
+                                   16));
         mma16816<DT>(s[nt], qf[ks], b[0], b[1]);
+        PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none)
+                             .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + nt * 8, blk_end)).dims(16 * ks, 16));
       }
     }
     // LESSON-END(optimized.qk_mma)
@@ -289,7 +359,9 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
           mx = fmaxf(mx, v);
         }
       mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+      PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(j));
       mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+      PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(j));
       const float m_new = fmaxf(m_run[h], mx);
       const float m_use = m_new == kNegInf ? 0.f : m_new;  // a fully masked row stays at 0
       alpha[h] = exp2f(m_run[h] - m_use);
@@ -304,12 +376,15 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
           sum += pr;
         }
       l_run[h] = l_run[h] * alpha[h] + sum;  // per-lane partial; rows summed at the end
+      PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::compute, Tensor::none).it(j));
     }
     // O^T columns are heads 2(l%4)+{0,1}: their factors live in the row-owner lanes.
 #pragma unroll
     for (int h = 0; h < HT; ++h) {
       const float a0 = __shfl_sync(kFull, alpha[h], Cfg::row_owner_lane(Cfg::o_head(lane)));
+      PA_TRACE(tracer, ev(tc, Step::rescale, Op::shuffle, Tensor::none).it(j));
       const float a1 = __shfl_sync(kFull, alpha[h], Cfg::row_owner_lane(Cfg::o_head(lane) + 1));
+      PA_TRACE(tracer, ev(tc, Step::rescale, Op::shuffle, Tensor::none).it(j));
 #pragma unroll
       for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
         o[dt][h][0] *= a0;
@@ -317,6 +392,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
         o[dt][h][2] *= a0;
         o[dt][h][3] *= a1;
       }
+      PA_TRACE(tracer, ev(tc, Step::rescale, Op::compute, Tensor::none).it(j));
     }
     // LESSON-END(optimized.online_softmax)
 
@@ -336,8 +412,19 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
                                          warp, stage,
                                          Cfg::v_row_chunk(Cfg::pv_ldsm_dim(dt, lane),
                                                           Cfg::pv_ldsm_group(kk, lane))));
+        PA_TRACE(tracer, ev(tc, Step::v_smem_load, Op::shared_load, Tensor::kv_smem)
+                             .it(j).tok(Cfg::trace_token(tok0 + 8 * Cfg::pv_ldsm_group(kk, lane), blk_end))
+                             .dims(Cfg::pv_ldsm_dim(dt, lane), 1)
+                             .at(Cfg::v_smem_byte(warp, stage,
+                                                  Cfg::v_row_chunk(Cfg::pv_ldsm_dim(dt, lane),
+                                                                   Cfg::pv_ldsm_group(kk, lane))),
+                                 16));
 #pragma unroll
-        for (int h = 0; h < HT; ++h) mma16816<DT>(o[dt][h], a, pb[h][0], pb[h][1]);
+        for (int h = 0; h < HT; ++h) {
+          mma16816<DT>(o[dt][h], a, pb[h][0], pb[h][1]);
+          PA_TRACE(tracer, ev(tc, Step::accumulate, Op::mma, Tensor::none)
+                               .it(j).tok(Cfg::trace_token(tok0 + 16 * kk, blk_end)).dims(16 * dt, 16));
+        }
       }
     }
     // LESSON-END(optimized.pv_mma)
@@ -348,19 +435,27 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   // LESSON-BEGIN(optimized.warp_merge)
   cp_async_wait<0>();
   __syncthreads();  // stage memory is now scratch
+  PA_TRACE_BARRIER(tracer, barrier_event(tc));
   float* red = reinterpret_cast<float*>(smem_raw);
   float* stat = red + cmax(Cfg::kPipeBytes, Cfg::kRedBytes) / 4;
 #pragma unroll
   for (int h = 0; h < HT; ++h) {
     float l = l_run[h];
     l += __shfl_xor_sync(kFull, l, 1);
+    PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(h));
     l += __shfl_xor_sync(kFull, l, 2);
+    PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(h));
     if (lane % 4 == 0) {
       stat[Cfg::stat_offset(0, warp, Cfg::qk_row(lane) + 8 * h)] = m_run[h];
+      PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_store, Tensor::red_scratch)
+                           .it(h).at(Cfg::stat_smem_byte(0, warp, Cfg::qk_row(lane) + 8 * h), 4));
       stat[Cfg::stat_offset(1, warp, Cfg::qk_row(lane) + 8 * h)] = l;
+      PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_store, Tensor::red_scratch)
+                           .it(h).at(Cfg::stat_smem_byte(1, warp, Cfg::qk_row(lane) + 8 * h), 4));
     }
   }
   __syncthreads();
+  PA_TRACE_BARRIER(tracer, barrier_event(tc));
 #pragma unroll
   for (int h = 0; h < HT; ++h)
 #pragma unroll
@@ -368,35 +463,67 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
       const int g = Cfg::o_head(lane) + e + 8 * h;
       float M = kNegInf;
 #pragma unroll
-      for (int w = 0; w < kNW; ++w) M = fmaxf(M, stat[Cfg::stat_offset(0, w, g)]);
+      for (int w = 0; w < kNW; ++w) {
+        M = fmaxf(M, stat[Cfg::stat_offset(0, w, g)]);
+        PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_load, Tensor::red_scratch)
+                             .it(2 * h + e).at(Cfg::stat_smem_byte(0, w, g), 4));
+      }
+      // (the warp's own max, read again here, is one of the loads above)
       const float f = exp2f(stat[Cfg::stat_offset(0, warp, g)] - M);  // 0 for an idle warp
 #pragma unroll
       for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
         red[Cfg::red_offset(warp, g, Cfg::o_dim(dt, lane))] = o[dt][h][e] * f;
+        PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_store, Tensor::out_scratch)
+                             .it(2 * h + e).dims(Cfg::o_dim(dt, lane), 1)
+                             .at(Cfg::red_smem_byte(warp, g, Cfg::o_dim(dt, lane)), 4));
         red[Cfg::red_offset(warp, g, Cfg::o_dim(dt, lane) + 8)] = o[dt][h][2 + e] * f;
+        PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_store, Tensor::out_scratch)
+                             .it(2 * h + e).dims(Cfg::o_dim(dt, lane) + 8, 1)
+                             .at(Cfg::red_smem_byte(warp, g, Cfg::o_dim(dt, lane) + 8), 4));
       }
     }
   __syncthreads();
+  PA_TRACE_BARRIER(tracer, barrier_event(tc));
   T* out = static_cast<T*>(p.out);
   const bool single = gridDim.x == 1;
   for (int i = threadIdx.x; i < nh * HS; i += Cfg::kNumThreads) {
     const int g = i / HS, d = i % HS;
+    const int it_t = (i - static_cast<int>(threadIdx.x)) / Cfg::kNumThreads;  // traced iteration
     float M = kNegInf;
 #pragma unroll
-    for (int w = 0; w < kNW; ++w) M = fmaxf(M, stat[Cfg::stat_offset(0, w, g)]);
+    for (int w = 0; w < kNW; ++w) {
+      M = fmaxf(M, stat[Cfg::stat_offset(0, w, g)]);
+      PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_load, Tensor::red_scratch)
+                           .it(it_t).at(Cfg::stat_smem_byte(0, w, g), 4));
+    }
     float acc = 0.f, L = 0.f;
 #pragma unroll
     for (int w = 0; w < kNW; ++w) {
+      // (the max read again here is the load above)
       acc += red[Cfg::red_offset(w, g, d)];
+      PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_load, Tensor::out_scratch)
+                           .it(it_t).dims(d, 1).at(Cfg::red_smem_byte(w, g, d), 4));
       L += stat[Cfg::stat_offset(1, w, g)] * exp2f(stat[Cfg::stat_offset(0, w, g)] - M);
+      PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_load, Tensor::red_scratch)
+                           .it(it_t).at(Cfg::stat_smem_byte(1, w, g), 4));
     }
     if (single) {
       out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc / L);
+      PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::output)
+                           .it(it_t).dims(d, 1)
+                           .at(p.qg.out_offset(seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
+                           .val(acc / L));
     } else {
       p.ws_out[p.wsg.out_offset(seq, unit, split, g, d)] = acc;
+      PA_TRACE(tracer, ev(tc, Step::partition_store, Op::global_store, Tensor::workspace)
+                           .it(it_t).dims(d, 1).at(p.wsg.out_byte(seq, unit, split, g, d), 4));
       if (d == 0) {
         p.ws_stat[p.wsg.stat_offset(seq, unit, split, 0, g)] = M;
+        PA_TRACE(tracer, ev(tc, Step::partition_store, Op::global_store, Tensor::workspace)
+                             .it(it_t).at(p.wsg.stat_byte(seq, unit, split, 0, g), 4));
         p.ws_stat[p.wsg.stat_offset(seq, unit, split, 1, g)] = L;
+        PA_TRACE(tracer, ev(tc, Step::partition_store, Op::global_store, Tensor::workspace)
+                             .it(it_t).at(p.wsg.stat_byte(seq, unit, split, 1, g), 4));
       }
     }
   }
@@ -407,14 +534,23 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   // Last CTA of this (sequence, unit) to arrive merges every split's state.
   __threadfence();
   __syncthreads();
+  PA_TRACE_BARRIER(tracer, barrier_event(tc));
   const int n_active = opt_active_splits(ctx, BS, p.split_blocks);
   if (threadIdx.x == 0) {
     int* counter = p.ws_counter + p.wsg.counter_offset(seq, unit);
     const int prev = atomicAdd(counter, 1);
+    // value: 1 for the CTA that arrives last (it merges), 0 for the others.
+    PA_TRACE(tracer, ev(tc, Step::split_arrive, Op::atomic, Tensor::counter)
+                         .at(p.wsg.counter_byte(seq, unit), 4).val(prev == n_active - 1 ? 1.f : 0.f));
     s_is_last = prev == n_active - 1;
-    if (s_is_last) *counter = 0;  // every other split has arrived: ready for the next launch
+    if (s_is_last) {
+      *counter = 0;  // every other split has arrived: ready for the next launch
+      PA_TRACE(tracer, ev(tc, Step::split_arrive, Op::global_store, Tensor::counter)
+                           .at(p.wsg.counter_byte(seq, unit), 4).val(0.f));
+    }
   }
   __syncthreads();
+  PA_TRACE_BARRIER(tracer, barrier_event(tc));
   if (!s_is_last) return;
   __threadfence();
   // Stats of every split into shared memory (one load per thread, all in flight),
@@ -427,27 +563,54 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   float* inv_l = sm_l + n_active * kUH;     // [16]
   for (int i = threadIdx.x; i < n_active * nh; i += Cfg::kNumThreads) {
     const int sp = i / nh, g = i % nh;
+    const int it_t = (i - static_cast<int>(threadIdx.x)) / Cfg::kNumThreads;  // traced iteration
     sm_m[sp * kUH + g] = __ldcg(p.ws_stat + p.wsg.stat_offset(seq, unit, sp, 0, g));
+    PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
+                         .it(it_t).at(p.wsg.stat_byte(seq, unit, sp, 0, g), 4));
+    PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch)
+                         .it(it_t).at(opt_merge_m_byte(sp, g), 4));
     sm_l[sp * kUH + g] = __ldcg(p.ws_stat + p.wsg.stat_offset(seq, unit, sp, 1, g));
+    PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
+                         .it(it_t).at(p.wsg.stat_byte(seq, unit, sp, 1, g), 4));
+    PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch)
+                         .it(it_t).at(opt_merge_l_byte(n_active, sp, g), 4));
   }
   __syncthreads();
+  PA_TRACE_BARRIER(tracer, barrier_event(tc));
   // One warp per head: lanes stride over the splits, shuffles reduce.
   for (int g = warp; g < nh; g += kNW) {
     float M = kNegInf;
-    for (int sp = lane; sp < n_active; sp += kWarpSize) M = fmaxf(M, sm_m[sp * kUH + g]);
+    for (int sp = lane; sp < n_active; sp += kWarpSize) {
+      M = fmaxf(M, sm_m[sp * kUH + g]);
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch).it(g).at(opt_merge_m_byte(sp, g), 4));
+    }
 #pragma unroll
-    for (int o = 16; o > 0; o /= 2) M = fmaxf(M, __shfl_xor_sync(kFull, M, o));
+    for (int o = 16; o > 0; o /= 2) {
+      M = fmaxf(M, __shfl_xor_sync(kFull, M, o));
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shuffle, Tensor::none).it(g));
+    }
     float L = 0.f;
     for (int sp = lane; sp < n_active; sp += kWarpSize) {
       const float w = exp2f(sm_m[sp * kUH + g] - M);
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch).it(g).at(opt_merge_m_byte(sp, g), 4));
       sm_m[sp * kUH + g] = w;  // now the split's weight
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch).it(g).at(opt_merge_m_byte(sp, g), 4));
       L += w * sm_l[sp * kUH + g];
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
+                           .it(g).at(opt_merge_l_byte(n_active, sp, g), 4));
     }
 #pragma unroll
-    for (int o = 16; o > 0; o /= 2) L += __shfl_xor_sync(kFull, L, o);
-    if (lane == 0) inv_l[g] = 1.f / L;
+    for (int o = 16; o > 0; o /= 2) {
+      L += __shfl_xor_sync(kFull, L, o);
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shuffle, Tensor::none).it(g));
+    }
+    if (lane == 0) {
+      inv_l[g] = 1.f / L;
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch).it(g).at(opt_merge_inv_byte(n_active, g), 4));
+    }
   }
   __syncthreads();
+  PA_TRACE_BARRIER(tracer, barrier_event(tc));
   constexpr int kItems = Cfg::kMaxUnitHeads * HS / Cfg::kNumThreads;
   static_assert(kItems * Cfg::kNumThreads == Cfg::kMaxUnitHeads * HS, "items must tile the threads");
   // kU splits' loads issued together: about 32 L2 loads in flight per thread.
@@ -471,17 +634,30 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
       for (int it = 0; it < kItems; ++it) {
         const int i = threadIdx.x + it * Cfg::kNumThreads;
         v[u][it] = i < n_items ? __ldcg(part0 + (sp + u) * split_stride + i) : 0.f;
+        if (i < n_items)
+          PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
+                               .it(sp + u).dims(i % HS, 1).at(p.wsg.out_byte(seq, unit, sp + u, i / HS, i % HS), 4));
       }
 #pragma unroll
     for (int u = 0; u < kU; ++u)
 #pragma unroll
-      for (int it = 0; it < kItems; ++it) acc[it] += sm_m[(sp + u) * kUH + gi[it]] * v[u][it];
+      for (int it = 0; it < kItems; ++it) {
+        acc[it] += sm_m[(sp + u) * kUH + gi[it]] * v[u][it];
+        PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
+                             .it(sp + u).at(opt_merge_m_byte(sp + u, gi[it]), 4));
+      }
   }
   for (; sp < n_active; ++sp) {
 #pragma unroll
     for (int it = 0; it < kItems; ++it) {
       const int i = threadIdx.x + it * Cfg::kNumThreads;
-      if (i < n_items) acc[it] += sm_m[sp * kUH + gi[it]] * __ldcg(part0 + sp * split_stride + i);
+      if (i < n_items) {
+        acc[it] += sm_m[sp * kUH + gi[it]] * __ldcg(part0 + sp * split_stride + i);
+        PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
+                             .it(sp).at(opt_merge_m_byte(sp, gi[it]), 4));
+        PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
+                             .it(sp).dims(i % HS, 1).at(p.wsg.out_byte(seq, unit, sp, i / HS, i % HS), 4));
+      }
     }
   }
 #pragma unroll
@@ -490,6 +666,12 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
     if (i < n_items) {
       const int g = gi[it], d = i % HS;
       out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc[it] * inv_l[g]);
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
+                           .it(it).at(opt_merge_inv_byte(n_active, g), 4));
+      PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::output)
+                           .it(it).dims(d, 1)
+                           .at(p.qg.out_offset(seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
+                           .val(acc[it] * inv_l[g]));
     }
   }
   // LESSON-END(optimized.split_merge)
@@ -497,7 +679,30 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
 
 template <class Cfg>
 void opt_launch(const OptParams& p, dim3 grid, cudaStream_t stream) {
-  opt_decode_kernel<Cfg><<<grid, Cfg::kNumThreads, Cfg::kSmemBytes, stream>>>(p);
+  opt_decode_kernel<Cfg><<<grid, Cfg::kNumThreads, Cfg::kSmemBytes, stream>>>(p, NullTracer{});
+}
+
+// The same kernel with a tracer (the trace module's recording instances,
+// trace/record/record_optimized*.cu). Sets the dynamic shared-memory limit
+// of this instance first; returns its resident CTAs per SM (0 if unknown).
+template <class Cfg, class Tracer>
+int opt_prepare_traced() {
+  if (cudaFuncSetAttribute(opt_decode_kernel<Cfg, Tracer>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           Cfg::kSmemBytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, opt_decode_kernel<Cfg, Tracer>, Cfg::kNumThreads,
+                                                    Cfg::kSmemBytes) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+template <class Cfg, class Tracer>
+void opt_launch_traced(const OptParams& p, dim3 grid, const Tracer& tracer, cudaStream_t stream) {
+  opt_decode_kernel<Cfg, Tracer><<<grid, Cfg::kNumThreads, Cfg::kSmemBytes, stream>>>(p, tracer);
 }
 
 template <DType DT, int HS, int BS, int HT>

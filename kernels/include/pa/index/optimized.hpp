@@ -14,6 +14,7 @@
 // Everything here is plain integer math, shared by the kernel, its tests and
 // the benchmark's byte counts.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -158,6 +159,48 @@ struct OptConfig {
   PA_HD static constexpr int stat_offset(int which, int warp, int g) {
     return (which * NUM_WARPS + warp) * kMaxUnitHeads + g;
   }
+
+  // --- byte offsets for trace events (from the CTA's dynamic shared memory) --
+  // 16-byte chunk s of a step's K / V region of (warp, stage), swizzled.
+  PA_HD static constexpr int k_smem_byte(int warp, int stage, int s) { return 16 * k_smem_chunk(warp, stage, s); }
+  PA_HD static constexpr int v_smem_byte(int warp, int stage, int s) { return 16 * v_smem_chunk(warp, stage, s); }
+  // Epilogue scratch: per-warp O (red) at the start, stats after the larger
+  // of the pipeline and red.
+  PA_HD static constexpr int red_smem_byte(int warp, int g, int d) { return 4 * red_offset(warp, g, d); }
+  PA_HD static constexpr int stat_smem_byte(int which, int warp, int g) {
+    return cmax(kPipeBytes, kRedBytes) + 4 * stat_offset(which, warp, g);
+  }
+  // Token of the step's T-th token (T in [0, kStepTokens)) for the warp's j-th step.
+  PA_HD static constexpr int step_token(int block_begin, int warp, int j, int T) {
+    return step_block(block_begin, warp, j, 0) * BLOCK_SIZE + T;
+  }
+  // Steps of one block-table window: one coalesced load covers 32 blocks.
+  static constexpr int kStepsPerTable = kWarpSize / kBlocksPerStep;
+  // Lane whose table entry holds block bi of step j (the __shfl source).
+  PA_HD static constexpr int table_lane(int j, int bi) { return (j % kStepsPerTable) * kBlocksPerStep + bi; }
+  // Block a lane loads into the table window that covers step j.
+  PA_HD static constexpr int table_block(int block_begin, int warp, int j, int lane) {
+    return step_block(block_begin, warp, (j / kStepsPerTable) * kStepsPerTable + lane / kBlocksPerStep,
+                      lane % kBlocksPerStep);
+  }
+  // Source bytes of the cp.async of V chunk L of a block with nvalid tokens
+  // (the rest of the 16 bytes is zero-filled).
+  PA_HD static constexpr int v_chunk_src_bytes(int L, int nvalid) {
+    return cmax(0, cmin(kX, nvalid - v_chunk_first_token(L))) * kElemBytes;
+  }
+  // Global byte offset of K / V tile chunk L of (physical block, kv head).
+  PA_HD static std::int64_t k_chunk_byte(const CacheGeometry& c, int phys, int kv_head, int L) {
+    return (c.k_offset(phys, kv_head, 0, 0) + chunk_elem_offset(L)) * kElemBytes;
+  }
+  PA_HD static std::int64_t v_chunk_byte(const CacheGeometry& c, int phys, int kv_head, int L) {
+    return (c.v_offset(phys, kv_head, 0, 0) + chunk_elem_offset(L)) * kElemBytes;
+  }
+  // A traced token: -1 for the slots of a step's block past the split's end
+  // (block size 8: a step's second block may not exist).
+  PA_HD static constexpr int trace_token(int tok, int blk_end) { return tok < blk_end * BLOCK_SIZE ? tok : -1; }
+  // Merge-phase work of the last CTA: per-thread items of the weighted sum.
+  static constexpr int kMergeItems = kMaxUnitHeads * HEAD_SIZE / kNumThreads;
+  static constexpr int kMergeUnroll = cmax(1, 32 / kMergeItems);  // splits whose loads are issued together
 };
 
 // Split-KV workspace of stage 8: per (sequence, unit, split) the unnormalized
@@ -188,11 +231,21 @@ struct OptWorkspaceGeometry {
   }
   std::int64_t parts() const { return static_cast<std::int64_t>(num_seqs) * num_units * max_splits; }
   // Byte layout: [out floats][stat floats][counters int32], each 256-byte aligned.
-  std::size_t out_bytes() const { return align(static_cast<std::size_t>(parts()) * kUnitHeads * head_size * 4); }
-  std::size_t stat_bytes() const { return align(static_cast<std::size_t>(parts()) * 2 * kUnitHeads * 4); }
+  PA_HD std::int64_t parts_hd() const { return static_cast<std::int64_t>(num_seqs) * num_units * max_splits; }
+  PA_HD std::size_t out_bytes() const { return align(static_cast<std::size_t>(parts_hd()) * kUnitHeads * head_size * 4); }
+  PA_HD std::size_t stat_bytes() const { return align(static_cast<std::size_t>(parts_hd()) * 2 * kUnitHeads * 4); }
   std::size_t counter_bytes() const { return align(static_cast<std::size_t>(num_seqs) * num_units * 4); }
   std::size_t total_bytes() const { return out_bytes() + stat_bytes() + counter_bytes(); }
-  static std::size_t align(std::size_t b) { return (b + 255) / 256 * 256; }
+  PA_HD static std::size_t align(std::size_t b) { return (b + 255) / 256 * 256; }
+  // Trace byte offsets. Tensor `workspace` = the [out][stat] floats from the
+  // workspace base; tensor `counter` = the arrival counters from their base.
+  PA_HD std::int64_t out_byte(int seq, int unit, int split, int g, int d) const {
+    return out_offset(seq, unit, split, g, d) * 4;
+  }
+  PA_HD std::int64_t stat_byte(int seq, int unit, int split, int which, int g) const {
+    return static_cast<std::int64_t>(out_bytes()) + stat_offset(seq, unit, split, which, g) * 4;
+  }
+  PA_HD std::int64_t counter_byte(int seq, int unit) const { return counter_offset(seq, unit) * 4; }
 };
 
 // Query heads of unit `unit` (kv head, head chunk): first head and count.
@@ -207,6 +260,104 @@ PA_HD int opt_unit_num_heads(int unit, int head_chunks, int group) {
 // Splits that hold tokens of a sequence with context_len tokens.
 PA_HD int opt_active_splits(int context_len, int block_size, int split_blocks) {
   return ceil_div(ceil_div(context_len, block_size), split_blocks);
+}
+
+// Shared memory of the last CTA's split merge (floats from the CTA's base):
+// weights sm_m [n_active][16], sums sm_l [n_active][16], 1/L inv_l [16].
+PA_HD constexpr int opt_merge_m_byte(int sp, int g) { return 4 * (sp * OptWorkspaceGeometry::kUnitHeads + g); }
+PA_HD constexpr int opt_merge_l_byte(int n_active, int sp, int g) {
+  return 4 * ((n_active + sp) * OptWorkspaceGeometry::kUnitHeads + g);
+}
+PA_HD constexpr int opt_merge_inv_byte(int n_active, int g) {
+  return 4 * (2 * n_active * OptWorkspaceGeometry::kUnitHeads + g);
+}
+// Head tiling of a GQA group (plan_optimized): 8 query heads per tile, up to
+// 16 heads (2 tiles) per unit, more heads in several units ("head chunks").
+PA_HD constexpr int opt_head_tiles(int group) { return group <= 8 ? 1 : 2; }
+PA_HD constexpr int opt_head_chunks(int group) { return ceil_div(group, OptWorkspaceGeometry::kUnitHeads); }
+// Query head -> unit of the stage 8 grid (inverse of opt_unit_first_head).
+PA_HD int opt_unit_of_head(int head, int group, int head_chunks) {
+  return (head / group) * head_chunks + (head % group) / OptWorkspaceGeometry::kUnitHeads;
+}
+
+// ---------------------------------------------------------------- split plan
+// The split heuristic of plan_optimized (kernels/stages/08_optimized.cu), as
+// plain host code so that the trace host model plans the same grid as the
+// launcher. Inputs: the problem, the device's SM count and the kernel's
+// resident CTAs per SM.
+struct OptSplitInput {
+  int num_seqs = 0, units = 0, head_size = 0, block_size = 0, elem_bytes = 2;
+  int blocks_per_step = 1, max_context_len = 0, sm_count = 0, ctas_per_sm = 1;
+};
+struct OptSplit {
+  int splits = 1, split_blocks = 0;
+};
+inline constexpr int kOptMaxSplits = 256;  // bounds the merge's shared-memory weights
+
+inline OptSplit opt_choose_split(const OptSplitInput& a, int force_splits) {
+  const int bps = a.blocks_per_step;
+  const int blocks = ceil_div(a.max_context_len, a.block_size);
+  const int max_splits = std::min(kOptMaxSplits, ceil_div(blocks, bps));
+  auto split_blocks_for = [&](int s) { return ceil_div(ceil_div(blocks, s), bps) * bps; };
+  int best_s = 1;
+  if (force_splits > 0) {
+    best_s = std::min(force_splits, max_splits);
+  } else {
+    // Time model (seconds), fitted to H100 split sweeps (kernels/NOTES.md, runs 2-3):
+    //  - a CTA streams its blocks at about kCtaBw after a fixed start/epilogue
+    //    cost kT0 (latency-bound when the GPU is not full);
+    //  - a wave cannot beat the HBM (kHbm, a little less when fewer CTAs than
+    //    slots are resident), nor can one SM pull more than kSmBw, so a wave
+    //    that puts 2 CTAs on some SMs and 1 on others is paced by the former;
+    //  - more splits cost a merge: kM0 + kM1 per split.
+    // The split count minimizing the sum over waves (last wave partial) wins.
+    // Only when the unsplit grid leaves slots empty; and only grids that load
+    // the SMs evenly (<= one CTA per SM, or the last CTA layer >= 95% full):
+    // an H100 sweep at (1,32,8,131072) gave 95% of copy with 128 CTAs, 94%
+    // with 264, but 83% with 144 and 89% with 192.
+    constexpr double kCtaBw = 22e9, kSmBw = 35e9, kHbm = 3.0e12, kT0 = 3e-6, kM0 = 1e-6, kM1 = 0.6e-6;
+    const long long base = static_cast<long long>(a.num_seqs) * a.units;
+    const long long slots = static_cast<long long>(a.sm_count) * a.ctas_per_sm;
+    const double block_bytes = 2.0 * a.head_size * a.block_size * a.elem_bytes;
+    double best = 1e300;
+    for (int s = 1; s <= max_splits; ++s) {
+      const int sb = split_blocks_for(s);
+      const int s_eff = ceil_div(blocks, sb);
+      if (s_eff != s) continue;  // same split as a smaller s
+      const long long ctas = base * s_eff;
+      if (s_eff > 1 && base >= slots) break;  // the unsplit grid already fills the GPU
+      const long long layers = (ctas + a.sm_count - 1) / a.sm_count;
+      if (ctas > a.sm_count && ctas < 0.95 * layers * a.sm_count) continue;  // uneven SM load
+      if (ctas > slots && s_eff > 1) break;  // more than one wave of split CTAs: never better
+      auto wave = [&](long long n) {
+        const double cta_bytes = sb * block_bytes;
+        const double hbm = kHbm * std::min(1.0, 0.9 + 0.1 * static_cast<double>(n) / slots);
+        const double per_sm = static_cast<double>((n + a.sm_count - 1) / a.sm_count);
+        return std::max({kT0 + cta_bytes / kCtaBw, static_cast<double>(n) * cta_bytes / hbm,
+                         per_sm * cta_bytes / kSmBw});
+      };
+      double t = static_cast<double>(ctas / slots) * wave(slots);
+      if (ctas % slots) t += wave(ctas % slots);
+      if (s_eff > 1) t += kM0 + kM1 * s_eff;
+      if (t < best * 0.999) {
+        best = t;
+        best_s = s_eff;
+      }
+    }
+  }
+  OptSplit r;
+  r.split_blocks = split_blocks_for(best_s);
+  r.splits = ceil_div(blocks, r.split_blocks);
+  return r;
+}
+
+// Resident CTAs per SM from shared memory alone, on an sm_90 SM (228 KB per
+// SM, 1 KB reserved per CTA, at most 16 CTAs of 128 threads). The trace host
+// model uses it when it has no GPU to ask; stage 8 is shared-memory bound
+// (>= 96 KB per CTA, registers allow 2 CTAs of 128 threads at any count).
+inline int opt_ctas_per_sm_by_smem(int smem_bytes) {
+  constexpr int kSmemPerSm = 228 * 1024, kReserved = 1024;
+  return std::max(1, std::min(16, kSmemPerSm / (smem_bytes + kReserved)));
 }
 
 }  // namespace pa

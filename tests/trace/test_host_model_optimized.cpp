@@ -1,0 +1,329 @@
+// Host model of stage 8 (trace/src/host_model_optimized.cpp): counts per lane
+// and byte offsets worked out by hand for fp16, head 128, block 16, GQA 4:1;
+// the swizzle's conflict-free ldmatrix reads; every K/V byte of the context
+// copied exactly once over all CTAs; split CTAs, a split with no work, the
+// last CTA's merge; the plan equal to the launcher's heuristic; trace files.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "pa/index/optimized.hpp"
+#include "pa/reference/paged_cache.hpp"
+#include "pa/trace/analysis.hpp"
+#include "pa/trace/host_model.hpp"
+#include "pa/trace/trace_file.hpp"
+
+using namespace pa;
+using namespace pa::trace;
+
+namespace {
+
+ProblemSpec opt_spec(DType dt, int head, int block, std::vector<int> ctx, int heads, int kv_heads) {
+  ProblemSpec s;
+  s.dtype = dt;
+  s.head_size = head;
+  s.block_size = block;
+  s.num_heads = heads;
+  s.num_kv_heads = kv_heads;
+  s.context_lens = std::move(ctx);
+  return s;
+}
+ModelOptions splits(int n) {
+  ModelOptions o;
+  o.optimized.force_splits = n;
+  return o;
+}
+std::vector<Event> lane_events(const std::vector<Event>& ev, int warp, int lane, int partition = 0) {
+  std::vector<Event> out;
+  for (const Event& e : ev)
+    if (e.warp == warp && e.lane == lane && e.partition == partition) out.push_back(e);
+  std::sort(out.begin(), out.end(), [](const Event& a, const Event& b) { return a.seq_in_thread < b.seq_in_thread; });
+  return out;
+}
+int count(const std::vector<Event>& ev, Step s, Op o) {
+  return static_cast<int>(std::count_if(ev.begin(), ev.end(), [&](const Event& e) { return e.step == s && e.op == o; }));
+}
+const Event* find(const std::vector<Event>& ev, Step s, Op o, int iter, int nth) {
+  for (const Event& e : ev)
+    if (e.step == s && e.op == o && e.iter == iter && nth-- == 0) return &e;
+  return nullptr;
+}
+// Same rules as the recording tracer: epochs count barriers, seq_in_thread 0..n-1.
+void check_program_order(const std::vector<Event>& ev) {
+  std::map<std::tuple<int, int, int, int, int>, std::vector<Event>> threads;
+  for (const Event& e : ev) threads[{e.seq, e.head, e.partition, e.warp, e.lane}].push_back(e);
+  for (auto& [k, v] : threads) {
+    std::sort(v.begin(), v.end(), [](const Event& a, const Event& b) { return a.seq_in_thread < b.seq_in_thread; });
+    int barriers = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      REQUIRE(v[i].seq_in_thread == static_cast<int>(i));
+      REQUIRE(v[i].epoch == barriers);
+      if (v[i].op == Op::barrier) ++barriers;
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("stage 8 model, fp16 head 128 block 16, GQA 4:1, 100 tokens, one split: by hand", "[trace][model][optimized]") {
+  // OptConfig<f16,128,16,1>: x = 8, 256 chunks per K (or V) tile = 8 per lane,
+  // 3 stages per warp, 8 QK k-steps, 2 n-tiles, 1 PV k-step, 8 dim tiles.
+  // 7 blocks = 7 steps: warp 0 steps 0 and 4 (blocks 0, 4), warp 1: 1, 5;
+  // warp 2: 2, 6; warp 3: 3. The unit is kv head 0 with query heads 0..3.
+  using Cfg = OptConfig<DType::f16, 128, 16, 1>;
+  static_assert(Cfg::kStages == 3 && Cfg::kTileChunks == 256 && Cfg::kQkKSteps == 8 && Cfg::kDimTiles == 8);
+  const ProblemSpec s = opt_spec(DType::f16, 128, 16, {100}, 8, 2);
+  const PagedProblem p = make_problem(s);
+  const auto ev = model_events(s, Stage::optimized, {}, splits(1));
+  check_program_order(ev);
+  for (const Event& e : ev) {
+    REQUIRE(e.stage == Stage::optimized);
+    REQUIRE(e.head == 0);
+    REQUIRE(e.kv_head == 0);
+    REQUIRE(e.partition == 0);
+  }
+
+  // Events per lane: prologue (table entry if the lane's window block exists,
+  // context length), Q fragments (lanes 0-15: heads 0..3, 8 k-steps x 2
+  // registers), per step: issue = 1 shuffle + 8 chunks x (K copy, K smem,
+  // V copy, V smem) = 33; compute = QK 2 n-tiles x 4 x (ldmatrix + 2 mma) =
+  // 24, softmax 3 + rescale 3, PV 8 x (ldmatrix + mma) = 16: 46.
+  // Epilogue: barrier; 2 shuffles (+ 2 stat stores on lanes 0 mod 4);
+  // barrier; 2 x (4 stat loads + 16 O stores) = 40; barrier; 4 items x
+  // (4 + 8 loads + 1 output store) = 52.
+  CHECK(lane_events(ev, 0, 0).size() == 2 + 16 + 2 * 33 + 2 * 46 + 1 + 4 + 1 + 40 + 1 + 52);  // 275
+  CHECK(lane_events(ev, 0, 1).size() == 273);  // table entry (block 4), no stat stores
+  CHECK(lane_events(ev, 0, 2).size() == 272);  // window block 8 does not exist
+  CHECK(lane_events(ev, 0, 16).size() == 258);  // no table entry, no Q rows (heads 4..7 are not in the unit)
+  CHECK(lane_events(ev, 3, 0).size() == 2 + 16 + 33 + 46 + 1 + 4 + 1 + 40 + 1 + 52);  // one step
+  CHECK(count(ev, Step::barrier, Op::barrier) == 3 * 128);
+  CHECK(count(ev, Step::out_store, Op::global_store) == 4 * 128);
+  CHECK(count(ev, Step::q_load, Op::global_load) == 4 * (4 * 128 / 2));  // each warp: 4 heads x 128 dims, 2 per event
+  CHECK(count(ev, Step::k_load, Op::async_copy) == 7 * 256);
+  CHECK(count(ev, Step::split_arrive, Op::atomic) == 0);  // one split: no arrival, no workspace
+  CHECK(count(ev, Step::partition_store, Op::global_store) == 0);
+
+  const int phys0 = p.block_tables[p.table.offset(0, 0)];
+  const std::int64_t tile0 = static_cast<std::int64_t>(phys0) * 2 * 2048 * 2;  // (phys*2 kv heads + 0) * 2048 elems * 2 B
+  const auto w0l5 = lane_events(ev, 0, 5);
+  // K chunk L = 5 (token 5, dims 0..7) and L = 37 (token 5, dims 16..23).
+  const Event* k0 = find(w0l5, Step::k_load, Op::async_copy, 0, 0);
+  REQUIRE(k0);
+  CHECK(k0->byte_offset == tile0 + 80);
+  CHECK(k0->bytes == 16);
+  CHECK(k0->token == 5);
+  CHECK(k0->dim_begin == 0);
+  CHECK(k0->physical_block == phys0);
+  const Event* k0s = find(w0l5, Step::k_load, Op::shared_store, 0, 0);
+  REQUIRE(k0s);
+  CHECK(k0s->tensor == Tensor::kv_smem);
+  CHECK(k0s->byte_offset == 80);  // swizzle(5) = 5
+  const Event* k1 = find(w0l5, Step::k_load, Op::async_copy, 0, 1);
+  REQUIRE(k1);
+  CHECK(k1->byte_offset == tile0 + 37 * 16);
+  CHECK(k1->dim_begin == 16);
+  CHECK(find(w0l5, Step::k_load, Op::shared_store, 0, 1)->byte_offset == 16 * (37 ^ 4));  // swizzle(37) = 33
+  // V chunk L = 3 of lane 3: dim 1, tokens 8..15, after the 256 K chunks of the step.
+  const auto w0l3 = lane_events(ev, 0, 3);
+  const Event* v0 = find(w0l3, Step::v_load, Op::async_copy, 0, 0);
+  REQUIRE(v0);
+  CHECK(v0->byte_offset == tile0 + 3 * 16);
+  CHECK(v0->token == 8);
+  CHECK(v0->dim_begin == 1);
+  CHECK(find(w0l3, Step::v_load, Op::shared_store, 0, 0)->byte_offset == 16 * (256 + 3));
+  // Warp 1's stages start after warp 0's 3 stages x 2 x 256 chunks.
+  CHECK(find(lane_events(ev, 1, 0), Step::k_load, Op::shared_store, 0, 0)->byte_offset == 16 * 1536);
+
+  // Zero fill: block 6 (tokens 96..99, 4 valid) is warp 2's step 1. K chunk
+  // of lane 4 (token 100): nothing read; V chunk of lane 0 (tokens 96..103): 8 bytes.
+  const Event* kz = find(lane_events(ev, 2, 4), Step::k_load, Op::async_copy, 1, 0);
+  REQUIRE(kz);
+  CHECK(kz->token == 100);
+  CHECK(kz->bytes == 0);
+  CHECK(kz->byte_offset == -1);
+  CHECK(find(lane_events(ev, 2, 4), Step::k_load, Op::shared_store, 1, 0)->bytes == 16);  // zero-filled
+  const Event* vz = find(lane_events(ev, 2, 0), Step::v_load, Op::async_copy, 1, 0);
+  REQUIRE(vz);
+  CHECK(vz->token == 96);
+  CHECK(vz->bytes == 8);
+
+  // ldmatrix rows. QK, step 0, n-tile 0, k-steps 0-1, lane 9: token 1, dim
+  // chunk 1 = step chunk 17, swizzled to 19.
+  const Event* lk = find(lane_events(ev, 0, 9), Step::k_smem_load, Op::shared_load, 0, 0);
+  REQUIRE(lk);
+  CHECK(lk->byte_offset == 16 * 19);
+  CHECK(lk->bytes == 16);
+  CHECK(lk->token == 1);
+  CHECK(lk->dim_begin == 8);
+  // PV, step 0, dim tile 0, lane 10: dim 10, tokens 0..7 = step chunk 20, swizzled to 22.
+  const Event* lv = find(lane_events(ev, 0, 10), Step::v_smem_load, Op::shared_load, 0, 0);
+  REQUIRE(lv);
+  CHECK(lv->byte_offset == 16 * (256 + 22));
+  CHECK(lv->dim_begin == 10);
+  CHECK(lv->token == 0);
+
+  // Analyses: the swizzle makes every ldmatrix (4 phases of 8 rows) and every
+  // cp.async destination conflict-free; the K/V copies are fully coalesced.
+  const auto reqs = memory_requests(ev);
+  int ldsm = 0, copies = 0;
+  for (const auto& r : reqs) {
+    const Event& e = ev[r.events.front()];
+    if (e.tensor == Tensor::kv_smem) {
+      INFO(describe(e));
+      CHECK(r.wavefronts == r.ideal_wavefronts);
+      if (e.op == Op::shared_load) {
+        ++ldsm;
+        CHECK(r.wavefronts == 4);
+      }
+    }
+    if (e.op == Op::async_copy && e.tensor == Tensor::k_cache && e.token >= 0 && e.token < 96) {
+      ++copies;
+      CHECK(r.sectors == r.ideal_sectors);
+      CHECK(r.sectors == 16);  // 32 lanes x 16 contiguous bytes
+    }
+  }
+  CHECK(ldsm == 7 * (2 * 4 + 8));
+  CHECK(copies > 0);
+}
+
+TEST_CASE("stage 8 model: without swizzle the V ldmatrix rows would conflict", "[trace][model][optimized]") {
+  // The 8 rows of a V ldmatrix phase are 8 dims of one token group: step
+  // chunks d*2 + q, 32 bytes apart. Unswizzled they fall into 4 bank groups
+  // (2-way conflict); swizzled into 8 (none).
+  using Cfg = OptConfig<DType::f16, 128, 16, 1>;
+  std::vector<LaneAccess> plain, swz;
+  for (int lane = 0; lane < 8; ++lane) {
+    const int s = Cfg::v_row_chunk(Cfg::pv_ldsm_dim(0, lane), Cfg::pv_ldsm_group(0, lane));
+    plain.push_back({lane, 16 * s, 16});
+    swz.push_back({lane, Cfg::v_smem_byte(0, 0, s) - 16 * Cfg::kStepChunks, 16});
+  }
+  CHECK(shared_wavefronts(plain).wavefronts == 2);
+  CHECK(shared_wavefronts(swz).wavefronts == 1);
+}
+
+TEST_CASE("stage 8 model: splits, a split with no work, the last CTA's merge", "[trace][model][optimized]") {
+  // 3 sequences (600, 1, 37 tokens), forced 4 splits of 10 blocks: sequence 0
+  // has 4 active splits, sequence 1 one (split 0), sequence 2 one.
+  const ProblemSpec s = opt_spec(DType::f16, 128, 16, {600, 1, 37}, 8, 2);
+  const OptimizedModelPlan plan = optimized_model_plan(s, splits(4).optimized);
+  REQUIRE(plan.splits == 4);
+  REQUIRE(plan.split_blocks == 10);
+  Selection sel;
+  for (int sp = 0; sp < 4; ++sp) sel.blocks.push_back({0, 5, sp});  // head 5 = unit 1 (heads 4..7)
+  sel.blocks.push_back({1, 0, 0});
+  sel.blocks.push_back({1, 0, 2});  // no work
+  const auto ev = model_events(s, Stage::optimized, sel, splits(4));
+  check_program_order(ev);
+  std::set<std::tuple<int, int, int>> ctas;
+  for (const Event& e : ev) ctas.insert({e.seq, e.head, e.partition});
+  CHECK(ctas.size() == 6);
+  CHECK(ctas.count({0, 4, 0}) == 1);  // head 5 is named by its unit's first head
+  for (const Event& e : ev) CHECK(e.kv_head == (e.seq == 0 ? 1 : 0));
+
+  auto of = [&](int seq, int part) {
+    std::vector<Event> out;
+    for (const Event& e : ev)
+      if (e.seq == seq && e.partition == part) out.push_back(e);
+    return out;
+  };
+  // The no-work split: each thread loads its window entry (blocks 20 + warp
+  // + 4 lane below the table's 38 columns: 5 + 5 + 4 + 4 lanes; the entries
+  // are unused, -1) and the context length, then returns.
+  const auto idle = of(1, 2);
+  CHECK(count(idle, Step::block_table_load, Op::global_load) == 128 + 18);
+  CHECK(idle.size() == 128 + 18);
+  // Sequence 0: every split writes its state and arrives; split 3 (the last
+  // active split) merges by default.
+  for (int sp = 0; sp < 4; ++sp) {
+    const auto c = of(0, sp);
+    INFO("split " << sp);
+    CHECK(count(c, Step::partition_store, Op::global_store) == 4 * 128 + 2 * 4);
+    CHECK(count(c, Step::split_arrive, Op::atomic) == 1);
+    CHECK(count(c, Step::merge, Op::global_load) == (sp == 3 ? 2 * 4 * 4 + 4 * 4 * 128 : 0));
+    CHECK(count(c, Step::out_store, Op::global_store) == (sp == 3 ? 4 * 128 : 0));
+    CHECK(count(c, Step::barrier, Op::barrier) == (sp == 3 ? 7 : 5) * 128);
+    for (const Event& e : c)
+      if (e.op == Op::atomic) CHECK(e.value == (sp == 3 ? 1.f : 0.f));
+  }
+  // Sequence 1 (1 token): split 0 is its only active split: it arrives last and merges alone.
+  CHECK(count(of(1, 0), Step::merge, Op::global_load) == 2 * 4 + 4 * 128);
+  // Given another arrival order, another CTA merges, with the same events.
+  ModelOptions o = splits(4);
+  o.optimized.last_arrivals.push_back({0, 1, 1});
+  const auto ev2 = model_events(s, Stage::optimized, sel, o);
+  std::vector<Event> m3, m1;
+  for (const Event& e : ev)
+    if (e.seq == 0 && e.partition == 3 && e.step == Step::merge) m3.push_back(e);
+  for (const Event& e : ev2)
+    if (e.seq == 0 && e.partition == 1 && e.step == Step::merge) m1.push_back(e);
+  REQUIRE(m3.size() == m1.size());
+  REQUIRE_FALSE(m1.empty());
+  for (std::size_t i = 0; i < m1.size(); ++i) {
+    CHECK(m1[i].byte_offset == m3[i].byte_offset);
+    CHECK(m1[i].lane == m3[i].lane);
+  }
+}
+
+TEST_CASE("stage 8 model: every K and V byte of the context is copied exactly once", "[trace][model][optimized]") {
+  for (const auto& [dt, hs, bs, heads, kvh, nsplit] :
+       std::vector<std::tuple<DType, int, int, int, int, int>>{{DType::f16, 128, 16, 8, 2, 3},
+                                                               {DType::bf16, 64, 8, 4, 4, 2},
+                                                               {DType::f16, 80, 32, 16, 1, 1},
+                                                               {DType::bf16, 256, 32, 32, 1, 2}}) {
+    const ProblemSpec s = opt_spec(dt, hs, bs, {200, 1, 65}, heads, kvh);
+    INFO(s.describe());
+    const PagedProblem p = make_problem(s);
+    const OptimizedModelPlan plan = optimized_model_plan(s, splits(nsplit).optimized);
+    Selection all;
+    for (int q = 0; q < s.num_seqs(); ++q)
+      for (int u = 0; u < plan.units; ++u)
+        for (int sp = 0; sp < plan.splits; ++sp)
+          all.blocks.push_back({q, opt_unit_first_head(u, plan.head_chunks, plan.group), sp});
+    const auto ev = model_events(s, Stage::optimized, all, splits(nsplit));
+    check_program_order(ev);
+    std::map<std::pair<Tensor, std::int64_t>, int> bytes;  // every byte read
+    for (const Event& e : ev)
+      if (e.op == Op::async_copy)
+        for (int b = 0; b < e.bytes; ++b) ++bytes[{e.tensor, e.byte_offset + b}];
+    std::int64_t want = 0;
+    for (int c : s.context_lens) want += static_cast<std::int64_t>(c) * hs * dtype_bytes(dt) * kvh * 2;
+    CHECK(static_cast<std::int64_t>(bytes.size()) == want);
+    for (const auto& [k, n] : bytes) REQUIRE(n == plan.head_chunks);  // once per unit of a kv head
+    // Every output element is written once.
+    std::set<std::int64_t> out;
+    for (const Event& e : ev)
+      if (e.step == Step::out_store) CHECK(out.insert(e.byte_offset).second);
+    CHECK(static_cast<int>(out.size()) == s.num_seqs() * heads * hs);
+  }
+}
+
+TEST_CASE("stage 8 model: plan, selection errors, trace file round trip", "[trace][model][optimized]") {
+  ProblemSpec s = opt_spec(DType::f16, 128, 16, {600}, 8, 2);
+  CHECK(stage_is_modelled(Stage::optimized));
+  const OptimizedModelPlan plan = optimized_model_plan(s);
+  CHECK(plan.units == 2);
+  CHECK(plan.ctas_per_sm == 2);  // 2 x (98304 + 256 + 16 + 1024 reserved) <= 228 KB
+  // The default plan for 1 x 600 tokens with 2 units on 132 SMs splits the context.
+  CHECK(plan.splits > 1);
+  CHECK_THROWS_WITH(model_events(s, Stage::optimized, Selection{{{0, 0, plan.splits}}}),
+                    Catch::Matchers::ContainsSubstring("partition (the split) out of range"));
+  CHECK_THROWS_WITH(model_events(s, Stage::optimized, Selection{{{0, 8, 0}}}),
+                    Catch::Matchers::ContainsSubstring("head out of range"));
+  ProblemSpec f32 = s;
+  f32.dtype = DType::f32;
+  CHECK_THROWS_WITH(model_events(f32, Stage::optimized, {}), Catch::Matchers::ContainsSubstring("fp16 or bf16"));
+
+  TraceData d;
+  d.header.spec = s;
+  d.header.stage = Stage::optimized;
+  d.header.source = kHostModelSource;
+  d.events = model_events(s, Stage::optimized, Selection{{{0, 1, plan.splits - 1}}});
+  REQUIRE_FALSE(d.events.empty());
+  const auto bytes = serialize_trace(d);
+  const TraceData back = parse_trace(bytes.data(), bytes.size());
+  REQUIRE(back.events.size() == d.events.size());
+}
