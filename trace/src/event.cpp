@@ -91,6 +91,10 @@ const char* to_string(Tensor t) {
     case Tensor::kv_smem: return "kv_smem";
     case Tensor::workspace: return "workspace";
     case Tensor::counter: return "counter";
+    case Tensor::prefix_out: return "prefix_out";
+    case Tensor::prefix_lse: return "prefix_lse";
+    case Tensor::suffix_out: return "suffix_out";
+    case Tensor::suffix_lse: return "suffix_lse";
   }
   return "invalid_tensor";
 }
@@ -101,7 +105,7 @@ bool is_valid(Stage s) {
 }
 bool is_valid(Step s) { return static_cast<unsigned>(s) < static_cast<unsigned>(Step::count_); }
 bool is_valid(Op o) { return static_cast<unsigned>(o) <= static_cast<unsigned>(Op::atomic); }
-bool is_valid(Tensor t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(Tensor::counter); }
+bool is_valid(Tensor t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(Tensor::suffix_lse); }
 
 namespace {
 template <class E>
@@ -123,7 +127,7 @@ std::optional<Op> op_from_string(std::string_view name) {
   return parse_enum<Op>(name, 0, static_cast<unsigned>(Op::atomic));
 }
 std::optional<Tensor> tensor_from_string(std::string_view name) {
-  return parse_enum<Tensor>(name, 0, static_cast<unsigned>(Tensor::counter));
+  return parse_enum<Tensor>(name, 0, static_cast<unsigned>(Tensor::suffix_lse));
 }
 
 std::string describe(const Event& e) {

@@ -80,6 +80,29 @@ PA_HD EventBuilder ev(const TraceCtx& c, trace::Step step, trace::Op op, trace::
   return b;
 }
 
+// Block labels in Event::partition (trace/FORMAT.md). A V2 partition block
+// (stage 6's partition kernel) is labelled by its partition index >= 0; the
+// other kernels of stages 6 and 7 get these negative labels, so one trace can
+// hold several kernels' thread blocks of the same (seq, head) and a replay
+// knows each one. kernels/stages/EVENTS.md says who emits which.
+inline constexpr int kReduceBlock = -1;         // stage 6 reduce kernel; in a cascade: the suffix's reduce
+inline constexpr int kPrefixReduceBlock = -2;   // cascade: the reduce of the prefix's chunks / partitions
+inline constexpr int kMergeBlock = -3;          // cascade: the merge kernel's threads of row (seq, head)
+// Cascade prefix blocks: prefix partition (fp32) or chunk c is labelled
+// kPrefixBlockBase + c (the recording tracer and the host model relabel them).
+inline constexpr int kPrefixBlockBase = -(1 << 30);
+PA_HD constexpr bool is_prefix_block(int label) { return label >= kPrefixBlockBase && label < kPrefixBlockBase + (1 << 29); }
+// Replay order of the kernels of one (seq, head): prefix blocks, prefix
+// reduce, partition blocks, reduce, merge (the order of their data flow).
+PA_HD constexpr long long block_replay_rank(int label) {
+  if (is_prefix_block(label)) return static_cast<long long>(label - kPrefixBlockBase);
+  if (label == kPrefixReduceBlock) return 1LL << 30;
+  if (label >= 0) return (1LL << 31) + label;
+  if (label == kReduceBlock) return 1LL << 33;
+  if (label == kMergeBlock) return (1LL << 33) + 1;
+  return (1LL << 34) + static_cast<long long>(-static_cast<long long>(label));  // unknown labels last
+}
+
 // The event passed to Tracer::barrier right after each __syncthreads.
 PA_HD trace::Event barrier_event(const TraceCtx& c) {
   return ev(c, trace::Step::barrier, trace::Op::barrier, trace::Tensor::none);

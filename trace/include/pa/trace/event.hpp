@@ -62,7 +62,12 @@ enum class Tensor : std::uint8_t {
   out_scratch, output, part_out, part_max, part_sum, state_out, state_lse, stage_out,
   kv_smem,    // K/V tiles staged in shared memory (cp.async pipeline buffers)
   workspace,  // split-KV states in global memory (unnormalized O, max, sum)
-  counter     // split-KV arrival counters
+  counter,    // split-KV arrival counters
+  // Stage 7's two attention states as the merge reads them (float; out
+  // [seq][head][head_size], lse [seq][head]); appended like the values above.
+  // In a cascade trace state_out / state_lse are not used for them: state_lse
+  // is the merged lse output.
+  prefix_out, prefix_lse, suffix_out, suffix_lse
 };
 
 struct Event {
