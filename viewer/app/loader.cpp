@@ -84,6 +84,7 @@ void select_block(AppState& s, int b) {
   s.focus_steps.clear();
   s.last_step_seen = -1;
   static_cast<BlockCaches&>(s) = compute_block_caches(s.spec, s.stage, s.cfg, s.events, s.index, s.tables, s.block);
+  s.cfg.num_warps = std::max(s.cfg.num_warps, s.traced_warps);
   s.memory_tab = s.reads_k || s.reads_v ? 0 : 1;
   s.memory_tab_request = true;
 }
@@ -128,6 +129,9 @@ void apply(AppState& s, LoadedTrace&& t) {
   s.focus_steps.clear();
   s.last_step_seen = -1;
   static_cast<BlockCaches&>(s) = std::move(t.block0);
+  // Kernels that are not KernelConfig's (stage 7's merge kernel: 256 threads)
+  // draw as many warps as their trace has.
+  s.cfg.num_warps = std::max(s.cfg.num_warps, s.traced_warps);
   s.memory_tab = s.reads_k || s.reads_v ? 0 : 1;
   s.memory_tab_request = true;
   s.replay.jump(t.step_after >= 0 ? t.step_after : keep);

@@ -168,7 +168,7 @@ void draw_frame(AppState& s) {
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(vp->WorkPos);
   ImGui::SetNextWindowSize(vp->WorkSize);
-  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(6, 6));
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(6 * s.fonts.scale, 6 * s.fonts.scale));
   ImGui::Begin("##main", nullptr,
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
                    ImGuiWindowFlags_NoBringToFrontOnFocus);
@@ -188,6 +188,10 @@ void draw_frame(AppState& s) {
   const float right_w = std::max(10.0f, std::floor(avail.x * 0.29f));
   const float mid_w = std::max(10.0f, avail.x - left_w - right_w - 2 * gap);
   const float h = std::max(10.0f, avail.y);
+  s.drawn.left_w = left_w;
+  s.drawn.mid_w = mid_w;
+  s.drawn.right_w = right_w;
+  s.drawn.col_h = h;
 
   ImGui::BeginChild("##left", ImVec2(left_w, h), true);
   if (ImGui::BeginTabBar("##lefttabs")) {

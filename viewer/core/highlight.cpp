@@ -95,6 +95,57 @@ std::vector<Request> requests_of_step(const std::vector<trace::Event>& ev, std::
   return out;
 }
 
+bool StateFlow::any() const {
+  return states_read || states_written || output_written || counter_atomics ||
+         std::any_of(part_read.begin(), part_read.end(), [](char c) { return c != 0; }) ||
+         std::any_of(part_written.begin(), part_written.end(), [](char c) { return c != 0; });
+}
+
+int partition_of(const PartitionGeometry& g, trace::Tensor t, std::int64_t byte, int seq, int head) {
+  if (byte < 0 || g.max_partitions <= 0 || g.head_size <= 0) return -1;
+  const std::int64_t idx = byte / 4;  // float buffers
+  std::int64_t stat = -1;
+  if (t == trace::Tensor::part_max || t == trace::Tensor::part_sum) stat = idx;
+  else if (t == trace::Tensor::part_out) stat = idx / g.head_size;
+  else return -1;
+  const std::int64_t row = g.stat_offset(seq, head, 0);
+  if (stat < row || stat >= row + g.max_partitions) return -1;
+  return static_cast<int>(stat - row);
+}
+
+StateFlow state_flow(const std::vector<trace::Event>& ev, std::span<const std::uint32_t> step_events,
+                     const PartitionGeometry& g, int seq, int head) {
+  StateFlow f;
+  f.part_read.assign(std::max(0, g.max_partitions), 0);
+  f.part_written.assign(std::max(0, g.max_partitions), 0);
+  for (std::uint32_t i : step_events) {
+    const trace::Event& e = ev[i];
+    const bool load = e.op == trace::Op::global_load;
+    const bool store = e.op == trace::Op::global_store;
+    switch (e.tensor) {
+      case trace::Tensor::part_max: case trace::Tensor::part_sum: case trace::Tensor::part_out: {
+        const int p = partition_of(g, e.tensor, e.byte_offset, seq, head);
+        if (p >= 0 && load) f.part_read[p] = 1;
+        if (p >= 0 && store) f.part_written[p] = 1;
+        break;
+      }
+      case trace::Tensor::state_out: case trace::Tensor::state_lse: case trace::Tensor::workspace:
+        f.states_read += load;
+        f.states_written += store;
+        break;
+      case trace::Tensor::output:
+        f.output_written |= store;
+        break;
+      case trace::Tensor::counter:
+        f.counter_atomics += e.op == trace::Op::atomic;
+        break;
+      default:
+        break;
+    }
+  }
+  return f;
+}
+
 namespace {
 Rgba hsv(float h, float s, float v) {
   h = h - std::floor(h);
@@ -123,7 +174,52 @@ Rgba tensor_color(trace::Tensor t) {
     case trace::Tensor::k_cache: return {0.95f, 0.65f, 0.25f, 1};
     case trace::Tensor::v_cache: return {0.55f, 0.85f, 0.45f, 1};
     case trace::Tensor::logits: return {0.9f, 0.5f, 0.8f, 1};
+    // K/V tiles staged in shared memory: between K's orange and V's green.
+    case trace::Tensor::kv_smem: return {0.80f, 0.80f, 0.30f, 1};
+    case trace::Tensor::red_scratch: case trace::Tensor::out_scratch: return {0.60f, 0.62f, 0.85f, 1};
+    case trace::Tensor::output: case trace::Tensor::stage_out: return {0.45f, 0.90f, 0.80f, 1};
+    case trace::Tensor::part_out: case trace::Tensor::part_max: case trace::Tensor::part_sum: return {0.95f, 0.55f, 0.45f, 1};
+    case trace::Tensor::state_out: case trace::Tensor::state_lse: return {0.75f, 0.55f, 0.95f, 1};
+    // Split-KV workspace (unnormalized O, max, sum) and its arrival counters.
+    case trace::Tensor::workspace: return {0.85f, 0.60f, 0.35f, 1};
+    case trace::Tensor::counter: return {0.95f, 0.35f, 0.35f, 1};
     default: return {0.7f, 0.7f, 0.75f, 1};
+  }
+}
+
+const char* access_verb(trace::Op o) {
+  switch (o) {
+    case trace::Op::global_load: case trace::Op::shared_load: return "ld";
+    case trace::Op::global_store: case trace::Op::shared_store: return "st";
+    case trace::Op::async_copy: return "cp.async";  // global -> shared, no registers
+    case trace::Op::atomic: return "atom";          // read-modify-write
+    case trace::Op::mma: return "mma";
+    case trace::Op::shuffle: return "shfl";
+    case trace::Op::barrier: return "bar";
+    case trace::Op::compute: return "op";
+  }
+  return "?";
+}
+
+bool is_shared_tensor(trace::Tensor t) {
+  switch (t) {
+    case trace::Tensor::q_smem: case trace::Tensor::logits: case trace::Tensor::red_scratch:
+    case trace::Tensor::out_scratch: case trace::Tensor::kv_smem:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_global_buffer(trace::Tensor t) {
+  switch (t) {
+    case trace::Tensor::output: case trace::Tensor::part_out: case trace::Tensor::part_max:
+    case trace::Tensor::part_sum: case trace::Tensor::state_out: case trace::Tensor::state_lse:
+    case trace::Tensor::stage_out: case trace::Tensor::workspace: case trace::Tensor::counter:
+    case trace::Tensor::context_lens:
+      return true;
+    default:
+      return false;
   }
 }
 

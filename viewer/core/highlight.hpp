@@ -80,13 +80,37 @@ struct Request {
   int wavefronts = 0;            // shared: bank wavefronts
   int ideal_wavefronts = 0;      // per active phase: max(1, ceil(unique bytes / 128))
   std::vector<std::uint32_t> events;  // indices into the trace's events
-  bool global() const { return op == trace::Op::global_load || op == trace::Op::global_store; }
+  // cp.async reads global memory (its byte_offset is the global side) and an
+  // atomic is a global read-modify-write: both are measured in sectors.
+  bool global() const {
+    return op == trace::Op::global_load || op == trace::Op::global_store || op == trace::Op::async_copy ||
+           op == trace::Op::atomic;
+  }
   bool shared() const { return op == trace::Op::shared_load || op == trace::Op::shared_store; }
 };
 
 // The step's requests, measured by pa::trace::memory_requests (the project's
 // one sector/bank model, trace/ANALYSIS.md), ordered by warp.
 std::vector<Request> requests_of_step(const std::vector<trace::Event>& ev, std::span<const std::uint32_t> step_events);
+
+// What a replay step does to the attention states of row (seq, head): the
+// V2 partitions whose (max, sum, out) it reads or writes (decoded from byte
+// offsets with PartitionGeometry, part_* are float), whether it reads or
+// writes attention states (cascade state_out / state_lse, split-KV
+// workspace) and whether it writes the final output. The partitions panel
+// draws its picture from this.
+struct StateFlow {
+  std::vector<char> part_read, part_written;  // per partition
+  int states_read = 0, states_written = 0;    // state_out/state_lse/workspace accesses
+  bool output_written = false;
+  int counter_atomics = 0;
+  bool any() const;
+};
+StateFlow state_flow(const std::vector<trace::Event>& ev, std::span<const std::uint32_t> step_events,
+                     const PartitionGeometry& g, int seq, int head);
+// The partition of row (seq, head) that a part_max / part_sum / part_out byte
+// offset belongs to; -1 if another row's or not a partition buffer.
+int partition_of(const PartitionGeometry& g, trace::Tensor t, std::int64_t byte, int seq, int head);
 
 // Thread colours: hue by lane (neighbouring lanes and thread-group members
 // get neighbouring hues), value by warp. RGBA in [0,1].
@@ -95,6 +119,11 @@ struct Rgba {
 };
 Rgba thread_color(int warp, int lane, int num_warps);
 Rgba tensor_color(trace::Tensor t);
+// Short names for an access in tables: ld, st, cp.async, atom, mma, shfl, bar, op.
+const char* access_verb(trace::Op o);
+// Where a tensor lives (the shared-memory and global-buffer views).
+bool is_shared_tensor(trace::Tensor t);
+bool is_global_buffer(trace::Tensor t);  // global, other than the KV cache, Q and the block table
 std::uint32_t to_u32(Rgba c);  // ImGui's IM_COL32 byte order (ABGR)
 
 }  // namespace pa::viewer

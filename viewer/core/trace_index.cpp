@@ -212,6 +212,18 @@ TraceIndex::TraceIndex(const std::vector<trace::Event>& ev, Granularity g, LoadC
   if (ctl) ctl->report(1.0f);
 }
 
+std::string describe_block(const BlockKey& k, trace::Stage stage) {
+  std::string out = "seq " + std::to_string(k.seq) + " head " + std::to_string(k.head) + " ";
+  if (k.partition >= 0)
+    out += (stage == trace::Stage::optimized ? "split " : "part ") + std::to_string(k.partition);
+  else if (k.partition == BlockLabel::kReduce) out += "reduce";
+  else if (k.partition == BlockLabel::kPrefixReduce) out += "prefix reduce";
+  else if (k.partition == BlockLabel::kMerge) out += "merge";
+  else if (BlockLabel::is_prefix(k.partition)) out += "prefix chunk " + std::to_string(k.partition - BlockLabel::kPrefixBase);
+  else out += "block " + std::to_string(k.partition);
+  return out;
+}
+
 int TraceIndex::find_block(const BlockKey& k) const {
   for (std::size_t i = 0; i < blocks_.size(); ++i)
     if (blocks_[i] == k) return static_cast<int>(i);

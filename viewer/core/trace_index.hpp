@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "pa/trace/event.hpp"
@@ -30,6 +31,18 @@ struct BlockKey {
   int seq = 0, head = 0, partition = 0;
   friend bool operator==(const BlockKey&, const BlockKey&) = default;
 };
+
+// Thread-block labels in Event::partition (pa/index/events.hpp, trace/FORMAT.md):
+// >= 0 a V2 partition (stage 8: a split); -1 the V2 reduce kernel (in a
+// cascade: the suffix's reduce), -2 the prefix's reduce, -3 the merge
+// kernel, kPrefixBase + c the cascade prefix kernel's chunk c.
+struct BlockLabel {
+  static constexpr int kReduce = -1, kPrefixReduce = -2, kMerge = -3;
+  static constexpr int kPrefixBase = -(1 << 30);
+  static bool is_prefix(int p) { return p >= kPrefixBase && p < kPrefixBase + (1 << 29); }
+};
+// "seq 0 head 3 partition 2", "seq 0 head 3 reduce", "... merge", "... prefix chunk 1".
+std::string describe_block(const BlockKey& k, trace::Stage stage);
 
 struct ReplayStep {
   trace::Step step = trace::Step::q_load;

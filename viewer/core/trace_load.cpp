@@ -65,7 +65,9 @@ BlockCaches compute_block_caches(const ProblemSpec& spec, trace::Stage stage, co
   }
   const BlockKey key = index.block(block);
   const int ctx = key.seq >= 0 && key.seq < spec.num_seqs() ? spec.context_lens[key.seq] : 0;
-  const bool split = spec.partition_size > 0 &&
+  // A V2 partition block covers its partition's tokens; the other kernels'
+  // blocks (reduce, merge: negative labels) and v1 the whole context.
+  const bool split = spec.partition_size > 0 && key.partition >= 0 &&
                      (stage == trace::Stage::v2_partition || stage == trace::Stage::cascade_merge);
   const auto pr = partition_range(ctx, spec.block_size, split ? spec.partition_size : 0, split ? key.partition : 0);
   c.token_begin = pr.token_begin;
@@ -86,6 +88,18 @@ BlockCaches compute_block_caches(const ProblemSpec& spec, trace::Stage stage, co
     const auto& e = events[i];
     c.reads_k |= e.tensor == trace::Tensor::k_cache;
     c.reads_v |= e.tensor == trace::Tensor::v_cache;
+    c.traced_warps = std::max(c.traced_warps, static_cast<int>(e.warp) + 1);
+    if (e.tensor != trace::Tensor::none && e.byte_offset >= 0 && e.bytes > 0) {
+      BlockCaches::Extent* x = nullptr;
+      for (auto& ex : c.extents)
+        if (ex.tensor == e.tensor) x = &ex;
+      if (!x) {
+        c.extents.push_back({e.tensor, e.byte_offset, e.byte_offset + e.bytes});
+      } else {
+        x->begin = std::min(x->begin, e.byte_offset);
+        x->end = std::max(x->end, e.byte_offset + e.bytes);
+      }
+    }
     if (e.logical_block >= 0 && e.logical_block < nlog && e.physical_block >= 0)
       c.slot_physical[e.logical_block] = e.physical_block;
     if (!std::isfinite(e.value)) continue;
@@ -101,6 +115,8 @@ BlockCaches compute_block_caches(const ProblemSpec& spec, trace::Stage stage, co
       c.stats.push_back({step, e.step, e.tensor, e.warp, e.lane, e.value});
     }
   }
+  std::sort(c.extents.begin(), c.extents.end(),
+            [](const BlockCaches::Extent& a, const BlockCaches::Extent& b) { return a.tensor < b.tensor; });
   c.slot_from_problem.assign(nlog, 0);
   if (key.seq >= 0 && key.seq < static_cast<int>(tables.size()))
     for (int l = 0; l < nlog && l < static_cast<int>(tables[key.seq].size()); ++l)

@@ -29,6 +29,18 @@ struct BlockCaches {
   std::vector<int> logit_step, prob_step;
   struct Stat { int step; trace::Step what; trace::Tensor tensor; int warp, lane; float value; };
   std::vector<Stat> stats;                // events with finite values other than logits/probs (first 4096)
+  int traced_warps = 0;                   // 1 + the largest warp in the block's events
+  // The bytes of each buffer the block touches: [begin, end) over its events.
+  struct Extent {
+    trace::Tensor tensor = trace::Tensor::none;
+    std::int64_t begin = 0, end = 0;
+  };
+  std::vector<Extent> extents;            // by tensor value, only those touched
+  const Extent* extent(trace::Tensor t) const {
+    for (const Extent& e : extents)
+      if (e.tensor == t) return &e;
+    return nullptr;
+  }
 };
 
 // tables: every sequence's block table from the problem (may be empty).

@@ -133,11 +133,12 @@ void draw_kv_panel(AppState& s) {
   l.show_v = show_v(s);
   l.label_w = 0;
   l.title_h = ImGui::GetFontSize() + 4;
-  l.chunk_gap = c.head_size / c.x > 16 ? 1 : 3;  // many narrow chunks (fp32, head 256): thin gaps
-  l.cell_w = KvLayout::fit_cell(ImGui::GetContentRegionAvail().x - 16, l, 2, 12);
-  l.cell_h = std::max(5.0f, std::min(l.cell_w, 10.0f));
+  const float k = s.fonts.scale;  // HiDPI: cell limits and gaps grow with the fonts
+  l.chunk_gap = std::round((c.head_size / c.x > 16 ? 1 : 3) * k);  // many narrow chunks (fp32, head 256): thin gaps
+  l.cell_w = KvLayout::fit_cell(ImGui::GetContentRegionAvail().x - 16 * k, l, 2 * k, 12 * k);
+  l.cell_h = std::max(5.0f * k, std::min(l.cell_w, 10.0f * k));
   l.part_gap = ImGui::GetFontSize() * 0.6f;
-  l.slot_gap = 10;
+  l.slot_gap = 10 * k;
 
   ImGui::BeginChild("##kvscroll", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
   const ImVec2 o = ImGui::GetCursorScreenPos();

@@ -69,6 +69,29 @@ void draw_partitions_panel(AppState& s) {
   }
   const V2Ref& v2 = cache.v2;
   const int seq = key.seq, head = key.head, H = s.spec.head_size;
+  // What the current replay step does to the states (stage 6's partition
+  // stores and reduce, stage 7's merge, stage 8's split workspace): lit below.
+  const StateFlow flow = state_flow(s.events, s.current_events(), v2.geom, seq, head);
+  // The traced block's own (max, sum) as its events recorded them, up to this step.
+  float trace_m = NAN, trace_s = NAN;
+  for (const AppState::Stat& st : s.stats) {
+    if (st.step > s.replay.current()) continue;
+    if (st.tensor == trace::Tensor::part_max) trace_m = st.value;
+    if (st.tensor == trace::Tensor::part_sum) trace_s = st.value;
+  }
+  if (flow.any()) {
+    std::string what;
+    int nr = 0, nw = 0;
+    for (char c : flow.part_read) nr += c;
+    for (char c : flow.part_written) nw += c;
+    if (nw) what += "writes the state (max, sum, out) of " + std::to_string(nw) + " partition" + (nw > 1 ? "s" : "") + "; ";
+    if (nr) what += "reads the states of " + std::to_string(nr) + " partition" + (nr > 1 ? "s" : "") + "; ";
+    if (flow.states_read) what += "reads attention states (" + std::to_string(flow.states_read) + " accesses); ";
+    if (flow.states_written) what += "writes attention states (" + std::to_string(flow.states_written) + " accesses); ";
+    if (flow.counter_atomics) what += "counts its arrival (atomic); ";
+    if (flow.output_written) what += "writes the merged output; ";
+    ImGui::TextColored(ImVec4(1, 0.85f, 0.4f, 1), "This step %s", what.c_str());
+  }
   const int ctx = s.spec.context_lens[seq];
   const int P = num_partitions(ctx, v2.partition_size);
   ImGui::TextWrapped("V2 splits the context into partitions of %d tokens; each thread block computes its partition's "
@@ -101,20 +124,32 @@ void draw_partitions_panel(AppState& s) {
     const auto pr = partition_range(ctx, s.spec.block_size, v2.partition_size, p);
     const ImVec2 tl(o.x, o.y + p * (box_h + 6));
     const bool mine = s.stage == trace::Stage::v2_partition && key.partition == p;
-    dl->AddRectFilled(tl, ImVec2(tl.x + box_w, tl.y + box_h), IM_COL32(40, 46, 60, 255), 4);
+    const bool written = p < static_cast<int>(flow.part_written.size()) && flow.part_written[p];
+    const bool read = p < static_cast<int>(flow.part_read.size()) && flow.part_read[p];
+    dl->AddRectFilled(tl, ImVec2(tl.x + box_w, tl.y + box_h), written ? IM_COL32(90, 70, 40, 255) : IM_COL32(40, 46, 60, 255), 4);
     if (mine) dl->AddRect(tl, ImVec2(tl.x + box_w, tl.y + box_h), IM_COL32(255, 200, 90, 255), 4, 0, 2);
+    if (written || read)
+      dl->AddRect(ImVec2(tl.x - 2, tl.y - 2), ImVec2(tl.x + box_w + 2, tl.y + box_h + 2), IM_COL32(255, 255, 255, 255), 4, 0, 2);
     char buf[160];
     std::snprintf(buf, sizeof buf, "partition %d: tokens %d-%d", p, pr.token_begin, pr.token_end - 1);
     dl->AddText(ImVec2(tl.x + 5, tl.y + 2), IM_COL32(225, 228, 238, 255), buf);
-    std::snprintf(buf, sizeof buf, "m %.3f  s %.3f  w %.2f", m, sm, w);
+    if (mine && std::isfinite(trace_m) && std::isfinite(trace_s))
+      std::snprintf(buf, sizeof buf, "m %.3f  s %.3f  w %.2f (traced)", trace_m, trace_s, w);
+    else
+      std::snprintf(buf, sizeof buf, "m %.3f  s %.3f  w %.2f", m, sm, w);
     dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(tl.x + 5, tl.y + fs * 1.2f), IM_COL32(190, 195, 210, 255), buf);
     strip(dl, ImVec2(tl.x + 5, tl.y + fs * 2.3f), box_w - 10, fs * 0.8f, &v2.part_out[v2.geom.out_offset(seq, head, p, 0)], H, scale);
     // The flow: thickness = weight.
     const ImVec2 a(tl.x + box_w, tl.y + box_h * 0.5f), b(merged_tl.x, merged_tl.y + box_h * 0.8f);
-    dl->AddBezierCubic(a, ImVec2(a.x + fs * 3, a.y), ImVec2(b.x - fs * 3, b.y), b, IM_COL32(240, 170, 70, 200),
-                       1.0f + 10.0f * static_cast<float>(w));
+    // A flow the current step reads (the reduce kernel's loads) is drawn bright.
+    dl->AddBezierCubic(a, ImVec2(a.x + fs * 3, a.y), ImVec2(b.x - fs * 3, b.y), b,
+                       read ? IM_COL32(255, 250, 220, 255) : IM_COL32(240, 170, 70, 200),
+                       (1.0f + 10.0f * static_cast<float>(w)) * (read ? 1.5f : 1.0f));
   }
   dl->AddRectFilled(merged_tl, ImVec2(merged_tl.x + box_w, merged_tl.y + box_h * 1.6f), IM_COL32(45, 62, 52, 255), 4);
+  if (flow.output_written && s.stage == trace::Stage::v2_partition)
+    dl->AddRect(ImVec2(merged_tl.x - 2, merged_tl.y - 2), ImVec2(merged_tl.x + box_w + 2, merged_tl.y + box_h * 1.6f + 2),
+                IM_COL32(255, 255, 255, 255), 4, 0, 2);
   char buf[160];
   dl->AddText(ImVec2(merged_tl.x + 5, merged_tl.y + 2), IM_COL32(225, 238, 228, 255), "merged (reduce kernel)");
   std::snprintf(buf, sizeof buf, "M %.3f  S %.3f", M, S);
@@ -148,11 +183,18 @@ void draw_partitions_panel(AppState& s) {
     state_box(ImVec2(c0.x, c0.y + bh + 12), "suffix", suf, IM_COL32(40, 46, 60, 255));
     const ImVec2 mt(c0.x + W - bw, c0.y + bh * 0.5f + 6);
     state_box(mt, "merged", mer, IM_COL32(45, 62, 52, 255));
+    // Stage 7's merge kernel: a step that reads the states lights both flows,
+    // one that writes the merged state or output outlines the result.
+    const bool merging = s.stage == trace::Stage::cascade_merge || s.stage == trace::Stage::optimized;
+    const bool reading = merging && flow.states_read > 0;
+    if (merging && (flow.states_written > 0 || flow.output_written))
+      dl->AddRect(ImVec2(mt.x - 2, mt.y - 2), ImVec2(mt.x + bw + 2, mt.y + bh + 2), IM_COL32(255, 255, 255, 255), 4, 0, 2);
     for (int r = 0; r < 2; ++r) {
       const double w = std::exp((r == 0 ? pre.lse : suf.lse) - mer.lse);
       const ImVec2 a(c0.x + bw, c0.y + r * (bh + 12) + bh * 0.5f), b(mt.x, mt.y + bh * 0.5f);
-      dl->AddBezierCubic(a, ImVec2(a.x + fs * 3, a.y), ImVec2(b.x - fs * 3, b.y), b, IM_COL32(240, 170, 70, 200),
-                         1.0f + 10.0f * static_cast<float>(std::isfinite(w) ? w : 0));
+      dl->AddBezierCubic(a, ImVec2(a.x + fs * 3, a.y), ImVec2(b.x - fs * 3, b.y), b,
+                         reading ? IM_COL32(255, 250, 220, 255) : IM_COL32(240, 170, 70, 200),
+                         (1.0f + 10.0f * static_cast<float>(std::isfinite(w) ? w : 0)) * (reading ? 1.5f : 1.0f));
     }
   } else {
     ImGui::TextDisabled("cascade: set a shared prefix (Problem tab) to see the prefix/suffix merge");

@@ -35,7 +35,13 @@ void draw_requests_panel(AppState& s) {
       ImGui::TableNextColumn();
       ImGui::Text("%d", r.warp);
       ImGui::TableNextColumn();
-      ImGui::Text("%s %s", r.op == trace::Op::global_load || r.op == trace::Op::shared_load ? "ld" : "st", tensor_name(r.tensor));
+      // ld / st; cp.async (global -> shared: its global side), atom (read-modify-write).
+      const Rgba tcol = tensor_color(r.tensor);
+      ImGui::TextColored(ImVec4(tcol.r, tcol.g, tcol.b, 1), "%s %s", access_verb(r.op), tensor_name(r.tensor));
+      if (ImGui::IsItemHovered() && (r.op == trace::Op::async_copy || r.op == trace::Op::atomic))
+        ImGui::SetTooltip(r.op == trace::Op::async_copy ? "cp.async: a global load written straight to shared memory "
+                                                          "(no registers); sectors count its global side"
+                                                        : "atomic read-modify-write in global memory");
       ImGui::TableNextColumn();
       ImGui::Text("%d x %d", r.lanes, r.access_bytes);
       ImGui::TableNextColumn();
@@ -56,7 +62,7 @@ void draw_requests_panel(AppState& s) {
         if (!sec.empty()) {
           const std::int64_t lo = *sec.begin(), hi = *sec.rbegin();
           const int n = static_cast<int>(std::min<std::int64_t>(hi - lo + 1, 64));
-          const float w = std::clamp((ImGui::GetContentRegionAvail().x - 4) / n, 2.0f, 10.0f);
+          const float w = std::clamp((ImGui::GetContentRegionAvail().x - 4) / n, 2.0f * s.fonts.scale, 10.0f * s.fonts.scale);
           const ImVec2 o = ImGui::GetCursorScreenPos();
           ImDrawList* dl = ImGui::GetWindowDrawList();
           for (int k = 0; k < n; ++k) {

@@ -26,9 +26,9 @@ void draw_thread_panel(AppState& s) {
   g.warps = c.num_warps;
   g.group_size = c.thread_group_size;
   g.label_w = ImGui::GetFontSize() * 3.6f;
-  g.cell = ThreadGridLayout::fit_cell(ImGui::GetContentRegionAvail().x - 4, g.label_w, 32, 6, 24);
+  g.cell = ThreadGridLayout::fit_cell(ImGui::GetContentRegionAvail().x - 4, g.label_w, 32, 6 * s.fonts.scale, 24 * s.fonts.scale);
   g.header_h = ImGui::GetFontSize() * 0.95f;
-  g.row_gap = 4;
+  g.row_gap = std::round(4 * s.fonts.scale);
   const ImVec2 o = ImGui::GetCursorScreenPos();
   s.drawn.grid_valid = true;
   s.drawn.grid_origin = o;

@@ -39,15 +39,13 @@ void draw_toolbar(AppState& s) {
 
   if (s.index.num_blocks() > 1) {
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 9);
+    ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
     const BlockKey k = s.index.block(s.block);
-    const std::string lbl = "seq " + std::to_string(k.seq) + " head " + std::to_string(k.head) + " part " +
-                            std::to_string(k.partition);
+    const std::string lbl = describe_block(k, s.stage);
     if (ImGui::BeginCombo("##block", lbl.c_str())) {
       for (int b = 0; b < s.index.num_blocks(); ++b) {
         const BlockKey kb = s.index.block(b);
-        const std::string l = "seq " + std::to_string(kb.seq) + " head " + std::to_string(kb.head) + " part " +
-                              std::to_string(kb.partition);
+        const std::string l = describe_block(kb, s.stage);
         if (ImGui::Selectable(l.c_str(), b == s.block)) select_block(s, b);
       }
       ImGui::EndCombo();
