@@ -47,7 +47,8 @@ bool same(Rgba a, Rgba b) { return a.r == b.r && a.g == b.g && a.b == b.b; }
 
 TEST_CASE("new tensors get their own colours; new ops their names", "[viewer][stages]") {
   const Rgba grey = tensor_color(Tensor::none);
-  for (Tensor t : {Tensor::kv_smem, Tensor::workspace, Tensor::counter}) CHECK_FALSE(same(tensor_color(t), grey));
+  for (Tensor t : {Tensor::kv_smem, Tensor::workspace, Tensor::counter, Tensor::prefix_out, Tensor::suffix_lse})
+    CHECK_FALSE(same(tensor_color(t), grey));
   CHECK_FALSE(same(tensor_color(Tensor::kv_smem), tensor_color(Tensor::k_cache)));
   CHECK_FALSE(same(tensor_color(Tensor::workspace), tensor_color(Tensor::counter)));
   CHECK(std::string(access_verb(Op::global_load)) == "ld");
@@ -149,7 +150,7 @@ TEST_CASE("state flow: the reduce block reads partitions; stores, merges and ato
   }
   v.push_back(ev(0, 0, Step::out_store, Op::global_store, Tensor::output, 0, 2, 2, BlockLabel::kReduce));
   v.push_back(ev(0, 0, Step::split_arrive, Op::atomic, Tensor::counter, 0, 4, 3, BlockLabel::kReduce));
-  v.push_back(ev(1, 0, Step::merge, Op::global_load, Tensor::state_lse, 0, 4, 0, BlockLabel::kMerge));
+  v.push_back(ev(1, 0, Step::merge, Op::global_load, Tensor::prefix_lse, 0, 4, 0, BlockLabel::kMerge));
   std::vector<std::uint32_t> all;
   for (std::uint32_t i = 0; i < v.size(); ++i) all.push_back(i);
   const StateFlow f = state_flow(v, all, g, 1, 0);
@@ -160,6 +161,8 @@ TEST_CASE("state flow: the reduce block reads partitions; stores, merges and ato
   CHECK(f.output_written);
   CHECK(f.counter_atomics == 1);
   CHECK(f.states_read == 1);
+  CHECK(f.prefix_read == 1);
+  CHECK(f.suffix_read == 0);
   CHECK(f.any());
   CHECK_FALSE(state_flow(v, {}, g, 1, 0).any());
   // The index keeps the kernels' blocks apart and names them.

@@ -361,3 +361,201 @@ TEST_CASE("follow the selection: Right jumps to the steps that touch the selecte
   REQUIRE(run("--lesson 2 --step 0 --select " + sel + " --keys RR --screenshot " + png + " --dump-layout " + png + ".txt") == 0);
   CHECK(load_dump(png + ".txt").v.at("step")[0] == 2);  // without following: plain steps
 }
+
+namespace {
+
+// Runs pa-viewer under an Xvfb screen of the given size (HiDPI windows are larger than the default).
+int run_screen(const std::string& args, const std::string& screen) {
+  fs::create_directories(kOut);
+  const std::string cmd = "ASAN_OPTIONS=detect_leaks=0 xvfb-run -a -s '-screen 0 " + screen + "x24' " + kExe + " " + args +
+                          " > " + kOut + "/last.log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// Rows of "ink" (text pixels: much brighter than the dark background) inside a rectangle.
+std::pair<int, int> ink_rows(const Image& im, int x0, int y0, int x1, int y1) {
+  int first = -1, last = -1;
+  for (int y = std::max(0, y0); y < std::min(im.h, y1); ++y)
+    for (int x = std::max(0, x0); x < std::min(im.w, x1); ++x) {
+      const auto p = im.at(x, y);
+      if (p[0] + p[1] + p[2] > 3 * 150) {
+        if (first < 0) first = y;
+        last = y;
+        break;
+      }
+    }
+  return {first, last};
+}
+
+std::array<int, 3> rgb255(Rgba c) {
+  return {static_cast<int>(c.r * 255 + 0.5f), static_cast<int>(c.g * 255 + 0.5f), static_cast<int>(c.b * 255 + 0.5f)};
+}
+
+}  // namespace
+
+TEST_CASE("HiDPI: --scale 2 draws glyphs twice as tall, and the layout scales with them", "[viewer][screenshot][hidpi]") {
+  require_display();
+  std::map<int, Image> im;
+  std::map<int, Dump> dump;
+  for (int sc : {1, 2}) {
+    const std::string png = kOut + "/scale" + std::to_string(sc) + ".png";
+    const std::string size = sc == 1 ? "1280x800" : "2560x1600";
+    REQUIRE(run_screen("--lesson 2 --step 6 --scale " + std::to_string(sc) + " --size " + size + " --screenshot " + png +
+                           " --dump-layout " + png + ".txt",
+                       "2600x1700") == 0);
+    im[sc] = load(png);
+    dump[sc] = load_dump(png + ".txt");
+  }
+  CHECK(im[1].w == 1280);
+  CHECK(im[2].w == 2560);
+  CHECK(im[2].h == 1600);
+  CHECK(dump[1].v.at("scale")[0] == 1);
+  CHECK(dump[2].v.at("scale")[0] == 2);
+  // The toolbar's "Lesson" label: measure its glyphs' ink in the pixels.
+  int h[3] = {0, 0, 0};
+  for (int sc : {1, 2}) {
+    const auto& r = dump[sc].v.at("lesson_label");
+    const auto [a, b] = ink_rows(im[sc], static_cast<int>(r[0]), static_cast<int>(r[1]) - 2, static_cast<int>(r[2]),
+                                 static_cast<int>(r[3]) + 2);
+    INFO("scale " << sc << ": ink rows " << a << ".." << b);
+    REQUIRE(a >= 0);
+    h[sc] = b - a + 1;
+  }
+  INFO("glyph heights: scale 1 " << h[1] << " px, scale 2 " << h[2] << " px");
+  CHECK(h[1] >= 8);  // a real glyph, not a stray pixel
+  const double ratio = static_cast<double>(h[2]) / h[1];
+  CHECK(ratio > 1.8);
+  CHECK(ratio < 2.2);
+  // Layout: the columns, the thread grid and the KV cells are about twice as
+  // large, and everything still fits the window (1280x800 at 1, 2560x1600 at 2).
+  for (int k = 0; k < 3; ++k) {
+    const float c1 = dump[1].v.at("columns")[k], c2 = dump[2].v.at("columns")[k];
+    CHECK(std::abs(c2 - 2 * c1) <= 6);
+  }
+  const auto& g1 = dump[1].v.at("grid_layout");
+  const auto& g2 = dump[2].v.at("grid_layout");
+  CHECK(g2[3] >= 1.8f * g1[3]);  // cell size
+  for (int sc : {1, 2}) {
+    const auto& g = dump[sc].v.at("grid_layout");
+    const float grid_w = g[4] + g[1] * g[3];  // label + lanes * cell
+    CHECK(grid_w <= dump[sc].v.at("columns")[1]);  // fits the middle column
+    CHECK(dump[sc].v.at("kv_origin")[1] < im[sc].h * 0.6f);  // the KV cache starts in the upper part: usable
+  }
+  const auto& k1 = dump[1].v.at("kv_layout");
+  const auto& k2 = dump[2].v.at("kv_layout");
+  CHECK(k2[7] >= 1.8f * k1[7]);  // KV cell width
+}
+
+TEST_CASE("lesson 8 (stage 8): a K/V tile word is lit in shared memory at the step that stores it", "[viewer][screenshot][stages]") {
+  require_display();
+  if (!trace::stage_is_modelled(trace::Stage::optimized)) SKIP("no host model of stage 8 in this build");
+  ProblemSpec spec;
+  const auto events = trace::model_events(spec, trace::Stage::optimized, trace::Selection{});
+  const TraceIndex idx(events, Granularity::instruction);
+  // The first step that stores to kv_smem, preceded by a step that does not.
+  int K = -1;
+  for (int st = 1; st < idx.num_steps(0) && K < 0; ++st) {
+    bool here = false, before = false;
+    for (auto i : idx.events_of(0, st)) here |= events[i].tensor == trace::Tensor::kv_smem && events[i].op == trace::Op::shared_store;
+    for (auto i : idx.events_of(0, st - 1)) before |= events[i].tensor == trace::Tensor::kv_smem;
+    if (here && !before) K = st;
+  }
+  REQUIRE(K > 0);
+  // The lowest word it writes, and who writes it.
+  trace::Event e{};
+  e.byte_offset = -1;
+  for (auto i : idx.events_of(0, K))
+    if (events[i].tensor == trace::Tensor::kv_smem && (e.byte_offset < 0 || events[i].byte_offset < e.byte_offset)) e = events[i];
+  const std::string a = kOut + "/l8_step" + std::to_string(K) + ".png", b = kOut + "/l8_prev.png";
+  REQUIRE(run("--lesson 8 --step " + std::to_string(K) + " --tab shared --screenshot " + a + " --dump-layout " + a + ".txt") == 0);
+  REQUIRE(run("--lesson 8 --step " + std::to_string(K - 1) + " --tab shared --screenshot " + b + " --dump-layout " + b + ".txt") == 0);
+  const Dump da = load_dump(a + ".txt"), db = load_dump(b + ".txt");
+  CHECK(da.v.at("stage")[0] == 8);
+  CHECK(da.v.at("load_error")[0] == 0);
+  CHECK(da.v.at("step")[0] == K);
+  REQUIRE(da.v.count("kv_smem"));
+  REQUIRE(db.v.count("kv_smem"));
+  const auto& k = da.v.at("kv_smem");  // origin x, y, cell w, h, words, base
+  BankGridLayout g;
+  g.words = static_cast<int>(k[4]);
+  g.cell_w = k[2];
+  g.cell_h = k[3];
+  g.header_h = 0;
+  const int word = static_cast<int>((e.byte_offset - static_cast<std::int64_t>(k[5])) / 4);
+  const Rect r = g.word_rect(word).offset(k[0], k[1]);
+  const int px = static_cast<int>((r.x0 + r.x1) / 2), py = static_cast<int>((r.y0 + r.y1) / 2);
+  INFO("word " << word << " (byte " << e.byte_offset << ", bank " << (e.byte_offset / 4) % 32 << ") at " << px << "," << py);
+  const Image ia = load(a), ib = load(b);
+  REQUIRE(px >= 0);
+  REQUIRE(py >= 0);
+  REQUIRE(px < ia.w);
+  REQUIRE(py < ia.h);
+  CHECK(same(ia.at(px, py), rgb255(thread_color(e.warp, e.lane, static_cast<int>(da.v.at("grid_layout")[0])))));
+  // The same place one step earlier (same scroll: the dumped origins agree) is not lit.
+  if (db.v.at("kv_smem")[1] == k[1]) CHECK_FALSE(same(ib.at(px, py), ia.at(px, py), 10));
+  // The bank the picture puts it in is the column: byte / 4 % 32.
+  CHECK(static_cast<int>((px - k[0]) / k[2]) == (e.byte_offset / 4) % 32);
+}
+
+TEST_CASE("lesson 7 (stage 7): opens, replays, and a K element read at step K is lit", "[viewer][screenshot][stages]") {
+  require_display();
+  if (!trace::stage_is_modelled(trace::Stage::cascade_merge)) SKIP("no host model of stage 7 in this build");
+  // The problem lesson 7 opens with (load_lesson gives it a shared prefix).
+  ProblemSpec spec;
+  spec.context_lens = {100, 140};
+  spec.shared_prefix_len = 4 * spec.block_size;
+  const auto events = trace::model_events(spec, trace::Stage::cascade_merge, trace::Selection{{{0, 0, 0}}});
+  const TraceIndex idx(events, Granularity::instruction);
+  REQUIRE(idx.num_blocks() >= 1);
+  // The viewer shows the selected block (seq 0, head 0, suffix partition 0) first.
+  const int B = idx.find_block(BlockKey{0, 0, 0});
+  REQUIRE(B >= 0);
+  const ConfigInfo c = config_info(spec.dtype, spec.head_size, spec.block_size);
+  const CacheGeometry g = c.cache(spec.num_kv_heads);
+  // The block's first step that reads a K element, which the step before does not touch.
+  int K = -1;
+  trace::Event e{};
+  for (int st = 1; st < idx.num_steps(B) && K < 0; ++st)
+    for (auto i : idx.events_of(B, st))
+      if (events[i].tensor == trace::Tensor::k_cache && events[i].byte_offset >= 0 && events[i].bytes > 0) {
+        bool before = false;
+        for (auto j : idx.events_of(B, st - 1)) before |= touches(events[j], trace::Tensor::k_cache, events[i].byte_offset, c.elem_bytes);
+        if (!before) {
+          K = st;
+          e = events[i];
+        }
+        break;
+      }
+  REQUIRE(K > 0);
+  const auto el = g.k_coords(e.byte_offset / c.elem_bytes);
+  const std::string a = kOut + "/l7_step" + std::to_string(K) + ".png", b = kOut + "/l7_prev.png";
+  REQUIRE(run("--lesson 7 --step " + std::to_string(K) + " --tab kv --screenshot " + a + " --dump-layout " + a + ".txt") == 0);
+  REQUIRE(run("--lesson 7 --step " + std::to_string(K - 1) + " --tab kv --screenshot " + b + " --dump-layout " + b + ".txt") == 0);
+  const Dump da = load_dump(a + ".txt"), db = load_dump(b + ".txt");
+  CHECK(da.v.at("stage")[0] == 7);
+  CHECK(da.v.at("load_error")[0] == 0);
+  CHECK(da.v.at("events")[0] == static_cast<float>(events.size()));
+  CHECK(da.v.at("step")[0] == K);
+  REQUIRE(da.v.count("kv_origin"));
+  const KvLayout l = kv_from(da);
+  const auto& slots = da.v.at("slots");
+  int slot = -1;
+  for (std::size_t i = 0; i < slots.size(); ++i)
+    if (static_cast<int>(slots[i]) == el.physical_block) slot = static_cast<int>(i);
+  REQUIRE(slot >= 0);
+  const Rect r = l.k_cell(slot, el.d, el.t).offset(da.v.at("kv_origin")[0], da.v.at("kv_origin")[1]);
+  const int px = static_cast<int>((r.x0 + r.x1) / 2), py = static_cast<int>((r.y0 + r.y1) / 2);
+  INFO("K element phys " << el.physical_block << " d " << el.d << " t " << el.t << " at " << px << "," << py);
+  const Image ia = load(a), ib = load(b);
+  REQUIRE(px >= 0);
+  REQUIRE(py >= 0);
+  REQUIRE(px < ia.w);
+  REQUIRE(py < ia.h);
+  CHECK(same(ia.at(px, py), rgb255(thread_color(e.warp, e.lane, static_cast<int>(da.v.at("grid_layout")[0])))));
+  if (db.v.at("kv_origin") == da.v.at("kv_origin")) CHECK_FALSE(same(ib.at(px, py), ia.at(px, py), 10));
+  // Every step of the lesson replays: the last one too.
+  CHECK(run("--lesson 7 --step 1000000 --tab partitions --screenshot " + kOut + "/l7_end.png --dump-layout " + kOut + "/l7_end.txt") == 0);
+  CHECK(load_dump(kOut + "/l7_end.txt").v.at("step")[0] == idx.num_steps(B) - 1);
+  CHECK(da.v.at("blocks")[1] == B);
+}

@@ -122,8 +122,8 @@ void apply(AppState& s, LoadedTrace&& t) {
   s.last_total_load_ms = t.total_ms;
   s.load_message = t.message;
   const int keep = s.replay.current();
-  s.block = 0;
-  s.replay.set_count(s.index.num_steps(0));
+  s.block = t.block;
+  s.replay.set_count(s.index.num_steps(s.block));
   s.focus = Focus{};
   s.focus_touches.clear();
   s.focus_steps.clear();

@@ -298,7 +298,9 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
   out << "columns " << s.drawn.left_w << " " << s.drawn.mid_w << " " << s.drawn.right_w << " " << s.drawn.col_h << "\n";
   if (s.drawn.smem_valid)
     out << "kv_smem " << s.drawn.smem_origin.x << " " << s.drawn.smem_origin.y << " " << s.drawn.smem_cell_w << " "
-        << s.drawn.smem_cell_h << " " << s.drawn.smem_words << "\n";
+        << s.drawn.smem_cell_h << " " << s.drawn.smem_words << " " << s.drawn.smem_base << "\n";
+  out << "blocks " << s.index.num_blocks() << " " << s.block << "\n";
+  out << "memory_tab " << s.memory_tab << "\n";
   if (s.drawn.kv_valid) {
     const KvLayout& l = s.drawn.kv;
     out << "kv_origin " << s.drawn.kv_origin.x << " " << s.drawn.kv_origin.y << "\n";

@@ -58,6 +58,7 @@ struct DrawnGeometry {
   ImVec2 smem_origin;
   float smem_cell_w = 0, smem_cell_h = 0;
   int smem_words = 0;
+  std::int64_t smem_base = 0;  // byte offset of word 0
 };
 
 // AppState is-a BlockCaches: the current thread block's caches (slot_physical,

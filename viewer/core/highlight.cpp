@@ -133,6 +133,16 @@ StateFlow state_flow(const std::vector<trace::Event>& ev, std::span<const std::u
         f.states_read += load;
         f.states_written += store;
         break;
+      case trace::Tensor::prefix_out: case trace::Tensor::prefix_lse:
+        f.states_read += load;
+        f.prefix_read += load;
+        f.states_written += store;
+        break;
+      case trace::Tensor::suffix_out: case trace::Tensor::suffix_lse:
+        f.states_read += load;
+        f.suffix_read += load;
+        f.states_written += store;
+        break;
       case trace::Tensor::output:
         f.output_written |= store;
         break;
@@ -180,6 +190,8 @@ Rgba tensor_color(trace::Tensor t) {
     case trace::Tensor::output: case trace::Tensor::stage_out: return {0.45f, 0.90f, 0.80f, 1};
     case trace::Tensor::part_out: case trace::Tensor::part_max: case trace::Tensor::part_sum: return {0.95f, 0.55f, 0.45f, 1};
     case trace::Tensor::state_out: case trace::Tensor::state_lse: return {0.75f, 0.55f, 0.95f, 1};
+    case trace::Tensor::prefix_out: case trace::Tensor::prefix_lse: return {0.55f, 0.65f, 1.00f, 1};
+    case trace::Tensor::suffix_out: case trace::Tensor::suffix_lse: return {0.95f, 0.50f, 0.75f, 1};
     // Split-KV workspace (unnormalized O, max, sum) and its arrival counters.
     case trace::Tensor::workspace: return {0.85f, 0.60f, 0.35f, 1};
     case trace::Tensor::counter: return {0.95f, 0.35f, 0.35f, 1};
@@ -216,7 +228,8 @@ bool is_global_buffer(trace::Tensor t) {
     case trace::Tensor::output: case trace::Tensor::part_out: case trace::Tensor::part_max:
     case trace::Tensor::part_sum: case trace::Tensor::state_out: case trace::Tensor::state_lse:
     case trace::Tensor::stage_out: case trace::Tensor::workspace: case trace::Tensor::counter:
-    case trace::Tensor::context_lens:
+    case trace::Tensor::context_lens: case trace::Tensor::prefix_out: case trace::Tensor::prefix_lse:
+    case trace::Tensor::suffix_out: case trace::Tensor::suffix_lse:
       return true;
     default:
       return false;

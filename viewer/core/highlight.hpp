@@ -101,7 +101,8 @@ std::vector<Request> requests_of_step(const std::vector<trace::Event>& ev, std::
 // draws its picture from this.
 struct StateFlow {
   std::vector<char> part_read, part_written;  // per partition
-  int states_read = 0, states_written = 0;    // state_out/state_lse/workspace accesses
+  int states_read = 0, states_written = 0;    // state/prefix/suffix out+lse and workspace accesses
+  int prefix_read = 0, suffix_read = 0;       // cascade merge: which of the two states it reads
   bool output_written = false;
   int counter_atomics = 0;
   bool any() const;

@@ -274,7 +274,13 @@ LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
   out.index_ms = ms_since(t1);
   ctl.check();
   ctl.set_phase("per-block caches");
-  out.block0 = compute_block_caches(out.spec, out.stage, out.cfg, out.events, out.index, out.tables, 0);
+  // Stages 6 and 7 trace several kernels per (seq, head) (partition blocks,
+  // reduce, merge): show the selected thread block first, not the first kernel's.
+  if (req.kind == LoadRequest::Kind::model) {
+    const int b = out.index.find_block(BlockKey{out.sel_seq, out.sel_head, out.sel_partition});
+    if (b >= 0) out.block = b;
+  }
+  out.block0 = compute_block_caches(out.spec, out.stage, out.cfg, out.events, out.index, out.tables, out.block);
   ctl.set_progress(1.0f);
   out.total_ms = ms_since(t_all);
   return out;

@@ -82,7 +82,8 @@ struct LoadedTrace {
   std::vector<trace::Event> events;
   TraceIndex index;
   std::vector<std::vector<int>> tables;
-  BlockCaches block0;
+  int block = 0;        // the block shown first: the selected (seq, head, partition) if the trace has it
+  BlockCaches block0;   // its caches
   int step_after = 0;
   // Not a failure: the stage has no host model in this build; the result
   // carries the problem (the panels that draw it from the reference work).

@@ -187,14 +187,16 @@ void draw_partitions_panel(AppState& s) {
     // one that writes the merged state or output outlines the result.
     const bool merging = s.stage == trace::Stage::cascade_merge || s.stage == trace::Stage::optimized;
     const bool reading = merging && flow.states_read > 0;
+    const bool split_known = flow.prefix_read + flow.suffix_read > 0;
     if (merging && (flow.states_written > 0 || flow.output_written))
       dl->AddRect(ImVec2(mt.x - 2, mt.y - 2), ImVec2(mt.x + bw + 2, mt.y + bh + 2), IM_COL32(255, 255, 255, 255), 4, 0, 2);
     for (int r = 0; r < 2; ++r) {
       const double w = std::exp((r == 0 ? pre.lse : suf.lse) - mer.lse);
       const ImVec2 a(c0.x + bw, c0.y + r * (bh + 12) + bh * 0.5f), b(mt.x, mt.y + bh * 0.5f);
+      const bool lit = reading && (!split_known || (r == 0 ? flow.prefix_read : flow.suffix_read) > 0);
       dl->AddBezierCubic(a, ImVec2(a.x + fs * 3, a.y), ImVec2(b.x - fs * 3, b.y), b,
-                         reading ? IM_COL32(255, 250, 220, 255) : IM_COL32(240, 170, 70, 200),
-                         (1.0f + 10.0f * static_cast<float>(std::isfinite(w) ? w : 0)) * (reading ? 1.5f : 1.0f));
+                         lit ? IM_COL32(255, 250, 220, 255) : IM_COL32(240, 170, 70, 200),
+                         (1.0f + 10.0f * static_cast<float>(std::isfinite(w) ? w : 0)) * (lit ? 1.5f : 1.0f));
     }
   } else {
     ImGui::TextDisabled("cascade: set a shared prefix (Problem tab) to see the prefix/suffix merge");

@@ -47,7 +47,8 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
                         static_cast<long long>(b.base), static_cast<long long>(b.base + b.bytes - 1), g.rows(),
                         g.rows() == 1 ? "" : "s");
   else
-    ImGui::TextDisabled("%s, %d B = %d words, %d bank row%s", b.what, b.bytes, g.words, g.rows(), g.rows() == 1 ? "" : "s");
+    ImGui::TextDisabled("%s, %d B = %d words, %d bank row%s%s", b.what, b.bytes, g.words, g.rows(), g.rows() == 1 ? "" : "s",
+                        b.base > 0 ? (", from byte " + std::to_string(b.base)).c_str() : "");
   // This step's requests on this buffer: bank conflicts (shared), sectors (global).
   std::vector<std::uint32_t> mine;
   for (std::uint32_t i : cur)
@@ -81,8 +82,20 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
   }
   ImGui::Dummy(ImVec2(1, ImGui::GetFontSize() * 0.8f));
   o = ImGui::GetCursorScreenPos();
+  // Follow the replay: a new step whose words are out of view scrolls to the first.
+  if (s.step_changed && scrolls && !mine.empty()) {
+    std::int64_t first = -1;
+    for (std::uint32_t i : mine)
+      if (s.events[i].byte_offset >= b.base && (first < 0 || s.events[i].byte_offset < first)) first = s.events[i].byte_offset;
+    if (first >= 0) {
+      const int row = static_cast<int>((first - b.base) / 4 / 32);
+      const float y = row * g.cell_h, sy0 = ImGui::GetScrollY();
+      if (y < sy0 || y > sy0 + (max_rows - 2) * g.cell_h) ImGui::SetScrollY(std::max(0.0f, y - 2 * g.cell_h));
+    }
+  }
   if (b.tensor == trace::Tensor::kv_smem) {
     s.drawn.smem_valid = true;
+    s.drawn.smem_base = b.base;
     s.drawn.smem_origin = o;
     s.drawn.smem_cell_w = g.cell_w;
     s.drawn.smem_cell_h = g.cell_h;
@@ -223,17 +236,26 @@ void draw_smem_panel(AppState& s) {
   };
   const bool tiles = s.extent(trace::Tensor::kv_smem) != nullptr;  // a tensor-core kernel's trace
   Buffer bufs[] = {
+      {trace::Tensor::kv_smem, "K/V tiles (kv_smem)", "cp.async pipeline buffers, read by ldmatrix", 0},
       {trace::Tensor::q_smem, "q_vecs", "Q as thread-group-interleaved vecs", c.head_size * c.elem_bytes},
       {trace::Tensor::logits, "logits", "float per token, then probabilities", logits_len * 4},
       {trace::Tensor::red_scratch, "reduction scratch", "float per warp: max, then sum", 2 * c.num_warps * 4},
       {trace::Tensor::out_scratch, "out scratch", "float rows for the cross-warp reduction", (c.num_warps / 2) * c.head_size * 4},
-      {trace::Tensor::kv_smem, "K/V tiles (kv_smem)", "cp.async pipeline buffers, read by ldmatrix", 0},
   };
   for (Buffer& b : bufs) {
     // A buffer the trace never touches is left out when the trace uses shared
     // memory in other buffers (stage 8 has no q_vecs or logits).
-    if (!s.extent(b.tensor) && (b.tensor == trace::Tensor::kv_smem || tiles)) continue;
-    b.bytes = static_cast<int>(std::min<std::int64_t>(traced(b.tensor, b.bytes), 1 << 20));
+    const BlockCaches::Extent* x = s.extent(b.tensor);
+    if (!x && (b.tensor == trace::Tensor::kv_smem || tiles)) continue;
+    if (tiles && x) {
+      // The tensor-core kernel's offsets are into one dynamic shared-memory
+      // allocation: draw from the first 128-byte row the buffer uses (banks
+      // stay right: a row is 128 bytes).
+      b.base = x->begin / 128 * 128;
+      b.bytes = static_cast<int>(std::min<std::int64_t>(x->end - b.base, 1 << 20));
+    } else {
+      b.bytes = static_cast<int>(std::min<std::int64_t>(traced(b.tensor, b.bytes), 1 << 20));
+    }
     draw_bank_buffer(s, b, cell);
     ImGui::Spacing();
   }
@@ -262,6 +284,10 @@ void draw_smem_panel(AppState& s) {
       case trace::Tensor::part_sum: b.what = "V2: partition exp-sum"; break;
       case trace::Tensor::state_out: b.what = "attention state: output"; break;
       case trace::Tensor::state_lse: b.what = "attention state: log-sum-exp"; break;
+      case trace::Tensor::prefix_out: b.what = "cascade: the shared prefix's state, output"; break;
+      case trace::Tensor::prefix_lse: b.what = "cascade: the shared prefix's state, log-sum-exp"; break;
+      case trace::Tensor::suffix_out: b.what = "cascade: the suffix's state, output"; break;
+      case trace::Tensor::suffix_lse: b.what = "cascade: the suffix's state, log-sum-exp"; break;
       default: b.what = "global"; break;
     }
     b.bytes = static_cast<int>(std::min<std::int64_t>(x.end - b.base, 1 << 20));
