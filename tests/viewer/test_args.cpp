@@ -52,6 +52,15 @@ TEST_CASE("bad pa-viewer arguments are usage errors naming the problem", "[viewe
   CHECK_THROWS_AS(parse_args({"--keys", "X", "--screenshot", "o.png"}), UsageError);
   CHECK(parse_args({"--keys", "RL 4?", "--screenshot", "o.png"}).keys == "RL 4?");
   CHECK_THROWS_AS(parse_args({"--mouse", "3"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--scale", "0"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--scale", "abc"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--scale", "2x"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--scale", "5"}), UsageError);
+  CHECK(parse_args({"--scale", "1.5"}).scale == 1.5f);
+  CHECK_FALSE(parse_args({}).scale.has_value());
+  CHECK_THROWS_AS(parse_args({"--bench-while-loading"}), UsageError);
+  CHECK(parse_args({"--bench", "5", "--bench-while-loading"}).bench_while_loading);
+  CHECK_THROWS_AS(parse_args({"--bench", "5", "--screenshot", "o.png"}), UsageError);
   const Args b = parse_args({"--block", "1,5,2"});
   CHECK(b.block_seq == 1);
   CHECK(b.block_head == 5);

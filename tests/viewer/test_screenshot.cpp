@@ -260,6 +260,11 @@ TEST_CASE("screenshot: bad input gives usage or a message, never a crash", "[vie
     CHECK(im.w == 1280);
     CHECK(im.h == 800);
   }
+  // The same at --scale 2 (fonts and cells twice as large in a 1x1 window).
+  const std::string rs2 = kOut + "/resized_scale2.png";
+  CHECK(run("--lesson 8 --step 20 --scale 2 --exercise-resize --size 1280x800 --screenshot " + rs2) == 0);
+  if (fs::exists(rs2)) CHECK(load(rs2).w == 1280);
+  CHECK(run("--scale 0", false) == 2);
   // Tiny windows, and every lesson.
   CHECK(run("--size 200x150 --screenshot " + kOut + "/tiny.png") == 0);
   for (int lesson = 0; lesson <= 8; ++lesson)
@@ -306,6 +311,8 @@ TEST_CASE("settings are remembered between interactive runs, not by screenshots"
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   CHECK(text.find("lesson=3") != std::string::npos);
   CHECK(text.find("step=7") != std::string::npos);
+  // The UI scale is deliberately not remembered: it follows the monitor (or --scale) each run.
+  CHECK(text.find("scale") == std::string::npos);
   // Screenshot mode neither reads nor writes them.
   const auto before = fs::last_write_time(ini);
   const std::string cmd = "ASAN_OPTIONS=detect_leaks=0 HOME=" + home.string() + " XDG_CONFIG_HOME= xvfb-run -a " + kExe + " --lesson 5 --screenshot " + kOut +

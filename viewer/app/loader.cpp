@@ -89,6 +89,57 @@ void select_block(AppState& s, int b) {
   s.memory_tab_request = true;
 }
 
+const RefValues* reference_values(AppState& s) {
+  const std::string key = s.spec.describe();
+  if (s.ref_task.poll() == TaskStatus::done) {
+    if (auto r = s.ref_task.take()) s.ref = std::make_shared<const RefValues>(std::move(*r));
+  } else if (s.ref_task.status() == TaskStatus::failed) {
+    auto r = std::make_shared<RefValues>();
+    r->key = s.ref_loading_key;
+    r->error = s.ref_task.take_error();
+    s.ref = r;
+  }
+  if (s.ref && s.ref->key == key) return s.ref.get();
+  if (!s.ref_task.running() || s.ref_loading_key != key) {
+    s.ref_loading_key = key;
+    s.ref_task.start([spec = s.spec, key](LoadControl& ctl) {
+      RefValues r;
+      r.key = key;
+      long long tokens = 0;
+      for (int c : spec.context_lens) tokens += c;
+      if (tokens * spec.num_kv_heads * spec.head_size > (1ll << 23)) {
+        r.error = "problem too large to recompute the reference here (" + std::to_string(tokens) + " tokens)";
+        return r;
+      }
+      ctl.set_phase("drawing the problem");
+      const PagedProblem p = make_problem(spec);
+      ctl.check();
+      ctl.set_progress(0.3f);
+      ctl.set_phase("V2 partitions");
+      r.v2 = ref_v2(p, spec.partition_size > 0 ? spec.partition_size : kDefaultPartitionSize);
+      ctl.check();
+      ctl.set_progress(0.5f);
+      if (spec.shared_prefix_len > 0) {
+        ctl.set_phase("cascade states");
+        r.cascade = ref_cascade(p);
+        r.have_cascade = true;
+      }
+      ctl.check();
+      ctl.set_progress(0.7f);
+      ctl.set_phase("warp partials");
+      r.wp = ref_warp_partials(p);
+      r.out = ref_output(p);
+      ctl.set_progress(1.0f);
+      return r;
+    });
+  }
+  if (s.screenshot_mode) {  // deterministic pictures: wait for it
+    s.ref_task.wait();
+    return reference_values(s);
+  }
+  return nullptr;
+}
+
 const ProblemSpec& edited_spec(const AppState& s) {
   return s.loader.running() && s.loading_spec ? *s.loading_spec : s.spec;
 }

@@ -17,6 +17,7 @@
 #include "core/trace_load.hpp"
 #include "core/background.hpp"
 #include "lesson.hpp"
+#include "pa/reference/attention.hpp"
 #include "pa/reference/problem.hpp"
 #include "pa/trace/event.hpp"
 
@@ -31,6 +32,19 @@ struct Fonts {
   ImFont* h2 = nullptr;
   ImFont* small = nullptr;
   float scale = 1.0f;  // HiDPI content scale
+};
+
+// The CPU reference's values for the shown problem (values and partitions
+// panels), computed in the background: a problem of millions of elements
+// takes seconds to draw and reduce.
+struct RefValues {
+  std::string key;    // ProblemSpec::describe() it was computed for
+  std::string error;  // e.g. too large to recompute here
+  V2Ref v2;
+  CascadeRef cascade;
+  bool have_cascade = false;
+  WarpPartials wp;
+  std::vector<double> out;
 };
 
 struct SourceFile {
@@ -101,6 +115,9 @@ struct AppState : BlockCaches {
   bool initial_applied = false;
   bool keep_lesson = false;               // a trace file opened with --lesson keeps that lesson           // the first trace has arrived (command-line --step/--select applied)
   double last_total_load_ms = 0;
+  BackgroundTask<RefValues> ref_task;
+  std::string ref_loading_key;
+  std::shared_ptr<const RefValues> ref;
 
   // ---- selection
   Focus focus;
@@ -159,6 +176,9 @@ bool poll_load(AppState& s);
 // Screenshot and bench modes: wait until every load (and a fallback) is done.
 void wait_for_load(AppState& s);
 void select_block(AppState& s, int block);
+// The reference values of s.spec, or nullptr while they are computed in the
+// background (the caller shows that; the window stays live). Never throws.
+const RefValues* reference_values(AppState& s);
 // The problem the Problem tab edits: the one being loaded, else the shown one.
 const ProblemSpec& edited_spec(const AppState& s);
 // The marker (anchor) that belongs to the current step, if the lesson has one.

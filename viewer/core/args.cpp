@@ -51,6 +51,7 @@ std::string usage() {
       "  --dump-layout FILE    with --screenshot: write panel geometry (for tests)\n"
       "  --lessons-dir DIR --source-dir DIR   where lessons/*.md and kernels/stages are\n"
       "  --bench N             draw N frames, print load and frame times, exit\n"
+      "  --bench-while-loading with --bench: draw while the trace loads and time those frames too\n"
       "  --mouse X,Y [--click] with --screenshot: pointer there (tooltips), optionally one click\n"
       "  --keys K              with --screenshot: press keys first (R/L right/left, H/E home/end, space, 0-8, ?)\n"
       "  --tab T               open tab T: requests values partitions inspect kv shared lesson problem trace\n"
@@ -76,6 +77,7 @@ Args parse_args(const std::vector<std::string>& av) {
     else if (f == "--source-dir") a.source_dir = value();
     else if (f == "--bench") a.bench_frames = to_int(f, value(), 1, 100000);
     else if (f == "--exercise-resize") a.exercise_resize = true;
+    else if (f == "--bench-while-loading") a.bench_while_loading = true;
     else if (f == "--click") a.click = true;
     else if (f == "--follow-selection") a.follow_selection = true;
     else if (f == "--keys") {
@@ -168,6 +170,8 @@ Args parse_args(const std::vector<std::string>& av) {
   if (a.click && !a.mouse) throw UsageError("--click needs --mouse X,Y");
   if (a.exercise_resize && a.screenshot.empty()) throw UsageError("--exercise-resize needs --screenshot");
   if (!a.dump_layout.empty() && a.screenshot.empty()) throw UsageError("--dump-layout needs --screenshot");
+  if (a.bench_while_loading && a.bench_frames == 0) throw UsageError("--bench-while-loading needs --bench N");
+  if (a.bench_frames > 0 && !a.screenshot.empty()) throw UsageError("--bench and --screenshot exclude each other");
   return a;
 }
 

@@ -35,6 +35,7 @@ struct Args {
   std::vector<int> context_lens;
   std::string lessons_dir, source_dir;
   int bench_frames = 0;            // --bench N: time N frames and exit
+  bool bench_while_loading = false;  // --bench-while-loading: with --bench, draw during the load and time those frames too
   std::optional<std::pair<int, int>> mouse;  // --mouse X,Y: screenshot with the pointer there (tooltips)
   bool click = false;              // --click: and click there once
   std::string keys;                // --keys: with --screenshot, keys pressed first (R L H E space 0-8 ?)

@@ -17,13 +17,6 @@
 namespace pa::viewer {
 namespace {
 
-struct RefCache {
-  std::string key;
-  std::string error;
-  V2Ref v2;
-  CascadeRef cascade;
-  bool have_cascade = false;
-};
 
 ImU32 value_colour(double v, double scale) {
   const float t = static_cast<float>(std::clamp(v / std::max(scale, 1e-9), -1.0, 1.0));
@@ -39,30 +32,16 @@ void strip(ImDrawList* dl, ImVec2 o, float w, float h, const double* v, int n, d
 }  // namespace
 
 void draw_partitions_panel(AppState& s) {
-  static RefCache cache;
-  // Works without a trace too (the cascade stage has no host model): the
+  // Works without a trace too (a stage without a host model): the
   // reference computes the states of (seq 0, head 0).
   const BlockKey key = s.index.num_blocks() > 0 ? s.index.block(s.block) : BlockKey{};
   if (s.spec.num_seqs() == 0) return;
-  int total_tokens = 0;
-  for (int c : s.spec.context_lens) total_tokens += c;
-  const std::string k = s.spec.describe();
-  if (cache.key != k) {
-    cache = RefCache{};
-    cache.key = k;
-    try {
-      if (static_cast<long long>(total_tokens) * s.spec.num_kv_heads * s.spec.head_size > (1ll << 23))
-        throw std::runtime_error("problem too large to recompute here (" + std::to_string(total_tokens) + " tokens)");
-      const PagedProblem p = make_problem(s.spec);
-      cache.v2 = ref_v2(p, s.spec.partition_size > 0 ? s.spec.partition_size : kDefaultPartitionSize);
-      if (s.spec.shared_prefix_len > 0) {
-        cache.cascade = ref_cascade(p);
-        cache.have_cascade = true;
-      }
-    } catch (const std::exception& e) {
-      cache.error = e.what();
-    }
+  const RefValues* ref = reference_values(s);
+  if (!ref) {
+    ImGui::TextDisabled("computing the CPU reference for this problem (%.0f%%)...", s.ref_task.progress() * 100.0f);
+    return;
   }
+  const RefValues& cache = *ref;
   if (!cache.error.empty()) {
     ImGui::TextColored(ImVec4(1, 0.55f, 0.45f, 1), "%s", cache.error.c_str());
     return;

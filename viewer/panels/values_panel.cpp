@@ -61,30 +61,14 @@ void draw_values_panel(AppState& s) {
   // Accumulators: after LV each warp holds a partial output row over the
   // blocks it walked; their sum is the output (stage 5). From the CPU reference.
   if (static_cast<int>(s.stage) >= static_cast<int>(trace::Stage::lv) && s.index.num_blocks() > 0) {
-    static std::string key;
-    static std::string err;
-    static WarpPartials wp;
-    static std::vector<double> out;
-    const std::string k = s.spec.describe();
-    if (k != key) {
-      key = k;
-      err.clear();
-      try {
-        long long tokens = 0;
-        for (int c : s.spec.context_lens) tokens += c;
-        if (tokens * s.spec.num_kv_heads * s.spec.head_size > (1ll << 23))
-          throw std::runtime_error("problem too large to recompute here");
-        const PagedProblem p = make_problem(s.spec);
-        wp = ref_warp_partials(p);
-        out = ref_output(p);
-      } catch (const std::exception& e) {
-        err = e.what();
-      }
-    }
+    const RefValues* ref = reference_values(s);
+    const std::string err = !ref ? "computing the CPU reference..." : ref->error;
     ImGui::TextUnformatted("accumulators: per-warp partial outputs, and their sum");
     if (!err.empty()) {
       ImGui::TextDisabled("%s", err.c_str());
     } else {
+      const WarpPartials& wp = ref->wp;
+      const std::vector<double>& out = ref->out;
       const BlockKey b = s.index.block(s.block);
       const int H = s.spec.head_size;
       double scale = 1e-9;
