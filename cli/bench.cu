@@ -461,8 +461,8 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
         kernels::launch_cascade(cargs(0), plan, ws.p, nullptr);
         BCK(cudaDeviceSynchronize());
         const double xc = opt_ok ? max_abs_diff(P) : -1;
-        std::printf("sweep %s v=%d streams=%d chunks=%d(%d): all %.1f us, prefix %.1f, suffix %.1f, xcheck %.2g\n",
-                    dname(dt).c_str(), v, st, ch, plan.num_chunks, us[0], us[1], us[2], xc);
+        std::printf("sweep %s v=%d(ran %d) streams=%d chunks=%d(%d): all %.1f us, prefix %.1f, suffix %.1f, xcheck %.2g\n",
+                    dname(dt).c_str(), v, plan.prefix_variant, st, ch, plan.num_chunks, us[0], us[1], us[2], xc);
       } catch (const std::exception& e) {
         std::printf("sweep %s %s: error %s\n", dname(dt).c_str(), item.c_str(), e.what());
         cudaGetLastError();

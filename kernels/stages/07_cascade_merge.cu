@@ -16,6 +16,10 @@ bool launch_v2_f16(int, int, const V2Args&, cudaStream_t);
 bool launch_v2_bf16(int, int, const V2Args&, cudaStream_t);
 bool launch_cascade_prefix_f16(int, int, int, const PrefixArgs&, cudaStream_t);
 bool launch_cascade_prefix_bf16(int, int, int, const PrefixArgs&, cudaStream_t);
+#if PA_CASCADE_WGMMA
+bool launch_cascade_prefix_wgmma_any(DType, int, int, int, const PrefixArgs&, cudaStream_t);
+bool cascade_wgmma_built(int, int);
+#endif
 }  // namespace pa::kernels::detail
 
 namespace pa::kernels {
@@ -27,7 +31,7 @@ namespace {
 // 0.504 ms (variant 1); whole cascade 0.772 vs 0.692 ms. Variants 2-3 and the
 // stream modes: kernels/NOTES.md (H100 run 5: prefix alone v1 496 us, v2 509,
 // v3 362; whole cascade with the suffix on a side stream v3 533 us, fp16).
-constexpr int kDefaultPrefixVariant = 3;
+constexpr int kDefaultPrefixVariant = 4;  // wgmma where usable, else 3
 constexpr int kDefaultStreams = 1;
 
 // Experiments: an integer from the environment in [lo, hi], or `dflt` when unset.
@@ -95,6 +99,22 @@ SideStream& side_stream() {
   return s;
 }
 
+// Variant 4 (wgmma) runs where it was built (sm_90a objects, prefix_wgmma_head_ok heads)
+// and the device is compute 9.0 (sm_90a code runs on nothing else).
+bool wgmma_usable(const StageArgs& b) {
+#if PA_CASCADE_WGMMA
+  if (b.dtype == DType::f32 || !detail::cascade_wgmma_built(b.head_size, b.block_size)) return false;
+  int dev = 0, major = 0, minor = 0;
+  PA_CUDA_CHECK(cudaGetDevice(&dev));
+  PA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  PA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  return major == 9 && minor == 0;
+#else
+  (void)b;
+  return false;
+#endif
+}
+
 int device_sm_count() {
   int dev = 0, sms = 0;
   PA_CUDA_CHECK(cudaGetDevice(&dev));
@@ -156,8 +176,9 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
   p.tensor_cores = b.dtype != DType::f32;
   // Prefix kernel variant (07_cascade_merge.cuh, PrefixVariant) and stream
   // use: the defaults above, or from the environment (experiments):
-  // PA_CASCADE_PREFIX_VARIANT=0..3, PA_CASCADE_STREAMS=0|1|2, PA_CASCADE_CHUNKS=N.
-  p.prefix_variant = env_int("PA_CASCADE_PREFIX_VARIANT", kDefaultPrefixVariant, 0, 3);
+  // PA_CASCADE_PREFIX_VARIANT=0..5, PA_CASCADE_STREAMS=0|1|2, PA_CASCADE_CHUNKS=N.
+  p.prefix_variant = env_int("PA_CASCADE_PREFIX_VARIANT", kDefaultPrefixVariant, 0, 5);
+  if (p.prefix_variant >= 4 && !wgmma_usable(b)) p.prefix_variant = p.prefix_variant == 4 ? 3 : 1;  // mma.sync
   p.streams = env_int("PA_CASCADE_STREAMS", kDefaultStreams, 0, 2);
   const int forced_chunks = env_int("PA_CASCADE_CHUNKS", 0, 0, 1 << 20);
   const int ratio = b.num_heads / b.num_kv_heads;
@@ -168,8 +189,8 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
       const int ctas_per_chunk = b.num_kv_heads * p.query_tiles;
       if (chunk_len > 0) p.chunk_len = chunk_len;
       else if (forced_chunks > 0) p.chunk_len = ceil_div(ceil_div(prefix_len, forced_chunks), tile) * tile;
-      else if (prefix_variant_wide(p.prefix_variant, b.head_size))
-        p.chunk_len = cascade_chunk_len_one_wave(prefix_len, tile, ctas_per_chunk, device_sm_count());
+      else if (const int per_sm = prefix_blocks_per_sm(p.prefix_variant, b.head_size); per_sm > 0)
+        p.chunk_len = cascade_chunk_len_one_wave(prefix_len, tile, ctas_per_chunk, per_sm * device_sm_count());
       else p.chunk_len = cascade_chunk_len(prefix_len, prefix_tile_tokens(b.head_size, b.block_size), ctas_per_chunk,
                                            device_sm_count());
       p.num_chunks = ceil_div(prefix_len, p.chunk_len);
@@ -289,8 +310,13 @@ CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws,
     pa.pg = pre.pg;
     const int v = p.prefix_variant;
     const cudaStream_t ps = prefix_stream;
-    const bool ok = b.dtype == DType::f16 ? detail::launch_cascade_prefix_f16(b.head_size, b.block_size, v, pa, ps)
-                                          : detail::launch_cascade_prefix_bf16(b.head_size, b.block_size, v, pa, ps);
+    bool ok = false;
+#if PA_CASCADE_WGMMA
+    if (v >= 4) ok = detail::launch_cascade_prefix_wgmma_any(b.dtype, b.head_size, b.block_size, v, pa, ps);
+    else
+#endif
+      ok = b.dtype == DType::f16 ? detail::launch_cascade_prefix_f16(b.head_size, b.block_size, v, pa, ps)
+                                 : detail::launch_cascade_prefix_bf16(b.head_size, b.block_size, v, pa, ps);
     if (!ok) bad("cascade: configuration " + config_text(b) + " is not built (PA_V2C_FOR_EACH_HEAD_BLOCK)");
     pre.base.partition_size = p.chunk_len;  // the reduce counts chunks with the chunk length
     pre.single_partition_direct = false;    // the prefix kernel never writes a final state

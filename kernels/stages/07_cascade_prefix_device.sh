@@ -25,3 +25,10 @@ echo "bench rc=$? after $(( $(date +%s) - t0 )) s"
 echo "==== prefix kernel resources (head x block, variant; fp16 then bf16)"; cat "$OUT/resource.txt"
 echo "==== tests"; grep -E "FAILED|failed|passed|with expansion" "$OUT/tests.log" | head -20; tail -2 "$OUT/tests.log"
 echo "==== bench"; grep -vE "^  done" "$OUT/bench.log" | tail -40
+if [ "${NCU:-0}" = 1 ]; then
+  echo "==== ncu: prefix kernel (first dtype, one launch)"
+  timeout 150 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section Occupancy \
+    -k regex:"${NCU_KERNEL:-cascade_prefix_wgmma}" --launch-skip 3 --launch-count 1 \
+    "$B/cli/pa-bench" --cascade-only --iters 100 --warmup 1 --json /tmp/ncu.json >"$OUT/ncu.txt" 2>&1
+  grep -E "Throughput|Duration|Stall|Warp Cycles|Issued|Eligible|Active Warps|Registers|Occupancy|Elapsed|Pipe" "$OUT/ncu.txt" | sed -E 's/ +/ /g' | head -40
+fi

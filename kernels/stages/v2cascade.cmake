@@ -18,3 +18,20 @@ target_compile_options(pa_kernels_v2cascade PRIVATE
 if(PA_QUICK_KERNELS)
   target_compile_definitions(pa_kernels_v2cascade PRIVATE PA_QUICK_KERNELS=1)
 endif()
+
+# Stage 7 prefix kernel variant 4 (wgmma) needs the sm_90a target: its own
+# object library, built for compute_90a/sm_90a only, whenever sm_90 is among
+# the CUDA architectures; the planner uses it only on a compute 9.0 device.
+if("${CMAKE_CUDA_ARCHITECTURES}" MATCHES "(^|;)90")
+  add_library(pa_kernels_cascade_wgmma OBJECT ${CMAKE_CURRENT_LIST_DIR}/07_cascade_prefix_wgmma.cu)
+  target_link_libraries(pa_kernels_cascade_wgmma PRIVATE pa_index CUDA::cudart)
+  target_include_directories(pa_kernels_cascade_wgmma PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+  set_target_properties(pa_kernels_cascade_wgmma PROPERTIES CUDA_ARCHITECTURES OFF POSITION_INDEPENDENT_CODE ON)
+  target_compile_options(pa_kernels_cascade_wgmma PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -lineinfo>)
+  if(PA_QUICK_KERNELS)
+    target_compile_definitions(pa_kernels_cascade_wgmma PRIVATE PA_QUICK_KERNELS=1)
+  endif()
+  target_sources(pa_kernels_v2cascade PRIVATE $<TARGET_OBJECTS:pa_kernels_cascade_wgmma>)
+  target_compile_definitions(pa_kernels_v2cascade PRIVATE PA_CASCADE_WGMMA=1)
+endif()

@@ -219,6 +219,50 @@ TEST_CASE("the prefix kernel's shared tiles hold exactly the K/V elements the mm
   check_tile_map<KernelConfig<DType::bf16, 64, 8, 128>, 32, 3>();
 }
 
+namespace {
+// The wgmma tiles: the copy puts every (token, dim) where k_smem_byte /
+// v_smem_byte say, and wgmma's reading of the descriptors (canonical K-major,
+// no swizzle, start = k_step_byte / v_step_byte) lands on the same bytes.
+template <class Cfg>
+void check_wgmma_tile_map() {
+  using Tl = PrefixWgmmaTiling<Cfg>;
+  INFO("wgmma head " << Cfg::kHeadSize << " block " << Cfg::kBlockSize);
+  CacheGeometry g{3 * Tl::kBlocksPerTile, 2, Cfg::kHeadSize, Cfg::kBlockSize, Cfg::kX};
+  std::vector<int> phys;
+  for (int b = 0; b < Tl::kBlocksPerTile; ++b) phys.push_back((b * 7 + 5) % g.num_blocks);
+  const int kvh = 1;
+  std::vector<std::int64_t> kslot(Tl::kTileBytes / 16, -1), vslot(Tl::kTileBytes / 16, -1);
+  for (int c = 0; c < Tl::kTileChunks; ++c) {
+    const std::int64_t off = Tl::region_chunk_offset(g, phys[Tl::tile_block_of_chunk(c)], kvh, Tl::region_chunk_of(c));
+    REQUIRE(Tl::k_copy_byte(c) % 16 == 0);
+    REQUIRE(Tl::v_copy_byte(c) % 16 == 0);
+    REQUIRE(kslot[Tl::k_copy_byte(c) / 16] == -1);
+    REQUIRE(vslot[Tl::v_copy_byte(c) / 16] == -1);
+    kslot[Tl::k_copy_byte(c) / 16] = off;
+    vslot[Tl::v_copy_byte(c) / 16] = off;
+  }
+  auto elem = [](const std::vector<std::int64_t>& slot, int byte) { return slot[byte / 16] + (byte % 16) / 2; };
+  for (int t = 0; t < Tl::kTileTokens; ++t)
+    for (int d = 0; d < Cfg::kHeadSize; ++d) {
+      const int kb = Tl::k_smem_byte(t, d), vb = Tl::v_smem_byte(t, d);
+      REQUIRE(elem(kslot, kb) == g.k_offset(phys[t / Cfg::kBlockSize], kvh, d, t % Cfg::kBlockSize));
+      REQUIRE(elem(vslot, vb) == g.v_offset(phys[t / Cfg::kBlockSize], kvh, d, t % Cfg::kBlockSize));
+      // S = Q K^T, k16 step d / 16: operand element (k = d % 16, n = t).
+      REQUIRE(Tl::k_step_byte(d / 16) + Tl::canonical_kmajor_byte(d % 16, t, Tl::kKLbo, Tl::kKSbo) == kb);
+      // O = P V, k16 step t / 16: operand element (k = t % 16, n = d).
+      REQUIRE(Tl::v_step_byte(t / 16) + Tl::canonical_kmajor_byte(t % 16, d, Tl::kVLbo, Tl::kVSbo) == vb);
+    }
+}
+}  // namespace
+
+TEST_CASE("the wgmma prefix kernel's tiles are what its descriptors describe", "[cascade]") {
+  check_wgmma_tile_map<KernelConfig<DType::f16, 128, 16, 128>>();
+  check_wgmma_tile_map<KernelConfig<DType::bf16, 128, 8, 128>>();
+  check_wgmma_tile_map<KernelConfig<DType::f16, 128, 32, 128>>();
+  check_wgmma_tile_map<KernelConfig<DType::bf16, 64, 8, 128>>();  // the map alone (head 64 is not launched)
+  check_wgmma_tile_map<KernelConfig<DType::bf16, 64, 32, 128>>();
+}
+
 TEST_CASE("cascade chunk rule and the V1/V2 rule", "[cascade][v2]") {
   // Chunks are whole tiles, cover the prefix, and fill ~4 waves of 132 SMs.
   const int len = cascade_chunk_len(32768, 64, 32 * 2, 132);
@@ -399,7 +443,7 @@ TEST_CASE("cascade: every prefix variant and stream mode", "[gpu][cascade]") {
   for (const KernelKey& k : v2c_configs()) {
     if (k.dtype == DType::f32) continue;  // no tensor-core prefix
     const int bs = k.block_size;
-    for (int v = 0; v <= 3; ++v)
+    for (int v = 0; v <= 5; ++v)
       for (int st = 0; st <= 2; ++st) {
         SECTION(describe(k) + " variant " + std::to_string(v) + " streams " + std::to_string(st)) {
           setenv("PA_CASCADE_PREFIX_VARIANT", std::to_string(v).c_str(), 1);

@@ -168,17 +168,123 @@ struct PrefixTiling {
 //      in registers, 32-token tiles, 4 buffers, one block per SM (heads <= 128;
 //      else as 0);
 //   3: as 2 with 64-token tiles, 3 buffers.
+//   4: the wgmma kernel (PrefixWgmmaTiling below): 2 warpgroups = 128 rows,
+//      64-token tiles, 3 buffers (head 128 on sm_90a builds: prefix_wgmma_head_ok;
+//      the planner falls back to 3 elsewhere, same geometry);
+//   5: the wgmma kernel with ONE warpgroup = 64 rows, 64-token tiles, 2
+//      buffers, two blocks per SM: the two blocks on an SM run their own
+//      pipelines, so one's softmax can overlap the other's tensor-core work
+//      (the K/V tile is read from L2 by both query tiles of a KV head; falls
+//      back to 1 without wgmma).
 PA_HD constexpr bool prefix_variant_wide(int variant, int head_size) {
-  return (variant == 2 || variant == 3) && head_size <= 128;
+  return (variant == 2 || variant == 3 || variant == 4) && head_size <= 128;
 }
 PA_HD constexpr int prefix_rows_per_block(int variant, int head_size) {
   return prefix_variant_wide(variant, head_size) ? 128 : 64;
 }
+// Blocks per SM the one-wave chunk rule plans for (variants 2-5; the others
+// use cascade_chunk_len's waves).
+PA_HD constexpr int prefix_blocks_per_sm(int variant, int head_size) {
+  return prefix_variant_wide(variant, head_size) ? 1 : (variant == 5 && head_size <= 128) ? 2 : 0;
+}
 PA_HD constexpr int prefix_variant_tile_tokens(int variant, int head_size, int block_size) {
   return prefix_variant_wide(variant, head_size) ? cmax(variant == 2 ? 32 : 64, block_size)
+         : (variant == 5 && head_size <= 128) ? cmax(64, block_size)
          : (variant == 1 && head_size <= 128)   ? cmax(32, block_size)
                                                 : prefix_tile_tokens(head_size, block_size);
 }
+// ---- the warpgroup (wgmma, sm_90a) prefix kernel: variant 4 ------------------
+// Two warpgroups of 4 warps, 64 query rows each (128 per block, as variants
+// 2-3). Each K/V tile is read from shared memory by the tensor cores once per
+// warpgroup (wgmma's B operand comes straight from shared memory through a
+// descriptor), not once per warp as with ldmatrix + mma.sync: a quarter of the
+// shared-memory reads per multiply-add. Q (A of S = Q K^T) and P (A of
+// O = P V) stay in registers, in the same fragment layout as mma.sync's.
+// Shared tiles use wgmma's canonical K-major layout without swizzle: 8 x 8
+// "core matrices" of 128 contiguous bytes (8 rows of 16 bytes, a row = 8
+// consecutive k elements of one n index); LBO = bytes between core matrices
+// adjacent in k, SBO = bytes between core matrices adjacent in n.
+//   K tile (B of S: k = head dim, n = token): [head/8][tile tokens][8 dims];
+//   V tile (B of O: k = token, n = head dim):  [tile tokens/8][head][8 tokens].
+// The cache's K region [head/8][block][8] and V region [head][block] are both
+// rows of 16 bytes, so one 16-byte cp.async per row puts every element in place.
+// Head 128 only: the head-64 instances gave wrong outputs for fp16 on chunks
+// of several tiles in H100 runs 4-5 (kernels/NOTES.md; cause not found), so
+// the planner sends head 64 to the mma.sync variants.
+PA_HD constexpr bool prefix_wgmma_head_ok(int head_size) { return head_size == 128; }
+
+template <class Cfg, int TILE_TOKENS = 64, int STAGES = 3, int WARPGROUPS = 2>
+struct PrefixWgmmaTiling {
+  static_assert(Cfg::kElemBytes == 2, "the tensor-core prefix kernel is for fp16/bf16");
+  static_assert(Cfg::kX == 8, "K's x must be one 16-byte chunk");
+  static_assert(Cfg::kBlockSize >= 8, "V rows of 8 tokens: block size >= 8");
+  static constexpr int kHead = Cfg::kHeadSize;
+  static_assert(kHead == 64 || kHead == 128, "wgmma N of O = head size: the shapes generated are 64 and 128");
+  static constexpr int kBlock = Cfg::kBlockSize;
+  static_assert(WARPGROUPS == 1 || WARPGROUPS == 2, "64 or 128 query rows per block");
+  static constexpr int kNumWarps = 4 * WARPGROUPS;
+  static constexpr int kNumThreads = kNumWarps * kWarpSize;
+  static constexpr int kRowsPerWarp = 16;
+  static constexpr int kRowsPerWarpgroup = 64;
+  static constexpr int kRows = 64 * WARPGROUPS;
+  static constexpr int kTileTokens = cmax(TILE_TOKENS, kBlock);
+  static_assert(kTileTokens == 64, "wgmma N of S = 64 tokens (the instruction shapes generated here)");
+  static constexpr int kStages = STAGES;
+  static_assert(STAGES >= 2, "at least double buffering");
+  static_assert(kTileTokens % kBlock == 0, "tiles are whole blocks");
+  static constexpr int kBlocksPerTile = kTileTokens / kBlock;
+  static constexpr int kChunksPerBlock = kHead * kBlock / 8;
+  static constexpr int kTileChunks = kBlocksPerTile * kChunksPerBlock;
+  static constexpr int kQStride = kHead + 8;  // odd number of 16-byte chunks: conflict-free ldmatrix
+  static constexpr int kQBytes = kRows * kQStride * 2;
+  static constexpr int kTileBytes = kTileTokens * kHead * 2;
+  static constexpr int kStageBytes = 2 * kTileBytes;
+  static constexpr int kSmemBytes = kQBytes + STAGES * kStageBytes;
+  // Descriptor strides (bytes).
+  static constexpr int kKLbo = kTileTokens * 16, kKSbo = 128;
+  static constexpr int kVLbo = kHead * 16, kVSbo = 128;
+
+  // Byte of element (token t, dim d) in a K tile / V tile.
+  PA_HD static int k_smem_byte(int t, int d) { return (d / 8) * kKLbo + t * 16 + (d % 8) * 2; }
+  PA_HD static int v_smem_byte(int t, int d) { return (t / 8) * kVLbo + d * 16 + (t % 8) * 2; }
+  // Copy order: tile chunk c = region chunk `w` of tile block b.
+  PA_HD static int tile_block_of_chunk(int c) { return c / kChunksPerBlock; }
+  PA_HD static int region_chunk_of(int c) { return c % kChunksPerBlock; }
+  PA_HD static std::int64_t region_chunk_offset(const CacheGeometry& g, int physical_block, int kv_head, int within) {
+    return g.k_offset(physical_block, kv_head, 0, 0) + static_cast<std::int64_t>(within) * 8;
+  }
+  // Where tile chunk c lands: K region chunk w = (dim chunk w / block, token w % block);
+  // V region chunk w = (dim w / (block/8), tokens 8 (w % (block/8)) ...).
+  PA_HD static int k_copy_byte(int c) {
+    const int b = c / kChunksPerBlock, w = c % kChunksPerBlock;
+    return k_smem_byte(b * kBlock + w % kBlock, (w / kBlock) * 8);
+  }
+  PA_HD static int v_copy_byte(int c) {
+    const int b = c / kChunksPerBlock, w = c % kChunksPerBlock;
+    return v_smem_byte(b * kBlock + (w % (kBlock / 8)) * 8, w / (kBlock / 8));
+  }
+  // The k16 step kk of a product starts at core-matrix column 2 kk.
+  PA_HD static int k_step_byte(int kk) { return 2 * kk * kKLbo; }
+  PA_HD static int v_step_byte(int kk) { return 2 * kk * kVLbo; }
+  // How wgmma reads a K-major, unswizzled operand (what the descriptor means):
+  // element (k, n) of the 16 x N operand at start + this byte.
+  PA_HD static int canonical_kmajor_byte(int k, int n, int lbo, int sbo) {
+    return (k / 8) * lbo + (n / 8) * sbo + (n % 8) * 16 + (k % 8) * 2;
+  }
+  PA_HD static int q_smem_elem(int row, int d) { return row * kQStride + d; }
+  PA_HD static int k_tile_byte(int stage) { return kQBytes + stage * kStageBytes; }
+  PA_HD static int v_tile_byte(int stage) { return k_tile_byte(stage) + kTileBytes; }
+  PA_HD static int rows_per_kv_head(int num_seqs, int ratio) { return num_seqs * ratio; }
+  PA_HD static int row_seq(int row, int ratio) { return row / ratio; }
+  PA_HD static int row_head(int row, int kv_head, int ratio) { return kv_head * ratio + row % ratio; }
+  PA_HD static int num_query_tiles(int num_seqs, int ratio) { return ceil_div(num_seqs * ratio, kRows); }
+  // Register fragments: as mma.sync m16n8k16 per warp (PrefixTiling's).
+  PA_HD static int frag_row(int lane, int j) { return lane / 4 + 8 * (j / 2); }
+  PA_HD static int frag_col(int lane, int j) { return 2 * (lane % 4) + j % 2; }
+  PA_HD static int lda_row(int lane) { return (lane & 7) + ((lane >> 3) & 1) * 8; }
+  PA_HD static int lda_dim(int lane) { return (lane >> 4) * 8; }
+};
+
 // Query tiles per KV head (host planning); rows_per_block 64 = the 4-warp kernels.
 PA_HD constexpr int prefix_query_tiles(int num_seqs, int ratio, int rows_per_block = 64) {
   return ceil_div(num_seqs * ratio, rows_per_block);

@@ -1,0 +1,359 @@
+// Stage 7 cascade prefix kernel, variant 4: the same computation as
+// cascade_prefix_kernel (07_cascade_merge.cuh: chunked S = Q K^T, online
+// softmax, O += P V, a V2-style partition per chunk) on Hopper's warpgroup
+// tensor-core instructions (wgmma, sm_90a).
+//
+// Why: with mma.sync every warp ldmatrix-reads the whole K and V tile for its
+// 16 query rows, so shared-memory reads (256 bytes per m16n8k16) limit the
+// kernel before the tensor cores do (H100: ~190 TFLOP/s, kernels/NOTES.md).
+// wgmma reads its B operand from shared memory once per warpgroup of 64 rows
+// and runs at twice mma.sync's rate.
+//
+// Thread mapping: grid (query tile of 128 rows, KV head, prefix chunk), 8 warps
+// = 2 warpgroups; warpgroup g owns rows [64g, 64g + 64), warp w of it rows
+// [16w, 16w + 16) of those (the wgmma fragment layout, identical to
+// mma.sync's per warp, so the softmax code is the same). All 256 threads copy
+// the K/V tiles with 16-byte cp.async into wgmma's canonical K-major layout
+// (PrefixWgmmaTiling in pa/index/cascade.hpp); a 3-buffer pipeline keeps two
+// tiles in flight. Per tile and warpgroup: 8 wgmma m64n64k16 (S, 64 rows x 64
+// tokens, A = Q from registers), online softmax in registers, 4 wgmma
+// m64n{head}k16 (O, A = P from registers).
+//
+// Ordering: cp.async writes go through the generic proxy and wgmma reads
+// through the async proxy, so every thread fences (fence.proxy.async) after its
+// copies landed and before the barrier that publishes the tile.
+#pragma once
+#include "07_cascade_merge.cuh"
+
+namespace pa::kernels {
+
+template <class T, int N> struct Wgmma;
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
+template <> struct Wgmma<__half, 64> {
+  __device__ static __forceinline__ void mma(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+  }
+};
+template <> struct Wgmma<__half, 128> {
+  __device__ static __forceinline__ void mma(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+  }
+};
+template <> struct Wgmma<__nv_bfloat16, 64> {
+  __device__ static __forceinline__ void mma(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+  }
+};
+template <> struct Wgmma<__nv_bfloat16, 128> {
+  __device__ static __forceinline__ void mma(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t desc, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+  }
+};
+#endif
+
+// 2^x in one MUFU.EX2 (results under 2^-126 flush to 0: negligible weights).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// The two 16-bit values of a packed pair (low half first), as floats, from
+// the bits (no type punning through pointers: the compiler may assume a
+// __half2 read does not alias the uint32 it was packed into).
+template <class T> __device__ __forceinline__ float2 unpack2(std::uint32_t u);
+template <> __device__ __forceinline__ float2 unpack2<__half>(std::uint32_t u) {
+  return make_float2(__half2float(__ushort_as_half(static_cast<unsigned short>(u & 0xFFFFu))),
+                     __half2float(__ushort_as_half(static_cast<unsigned short>(u >> 16))));
+}
+template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(std::uint32_t u) {
+  return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xFFFF0000u));
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Accumulators are written by the asynchronous wgmma: keep the compiler from
+// moving reads of them above the wait (and writes below the next issue).
+template <int N>
+__device__ __forceinline__ void accum_fence(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// Likewise for A fragments: written before the wgmma fence, not sunk below it.
+template <int K>
+__device__ __forceinline__ void frag_fence(std::uint32_t (&a)[K][4]) {
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[k][i])::"memory");
+}
+// Shared-memory matrix descriptor: start address, LBO, SBO (all >> 4), no swizzle.
+__device__ __forceinline__ std::uint64_t wgmma_desc(std::uint32_t smem_addr, int lbo, int sbo) {
+  return static_cast<std::uint64_t>((smem_addr & 0x3FFFF) >> 4) |
+         (static_cast<std::uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
+         (static_cast<std::uint64_t>((sbo >> 4) & 0x3FFF) << 32);
+}
+
+// Register cap: one 256-thread block at 184 registers leaves exactly the room
+// of two suffix V2 blocks (72 x 128) on the SM, so the suffix streams beside
+// the prefix (no spills at 184; uncapped it takes 234).
+// One-warpgroup blocks (variant 5) copy 8 chunks per thread per tile and
+// need more: 2 x 128 x 200 leaves room for one suffix block.
+#ifndef PA_WG_MAXREG
+#define PA_WG_MAXREG 184
+#endif
+#ifndef PA_WG1_MAXREG
+#define PA_WG1_MAXREG 200
+#endif
+// WARPGROUPS 2: variant 4 (128 rows, 3 buffers, one block per SM);
+// WARPGROUPS 1: variant 5 (64 rows, 2 buffers, two blocks per SM).
+template <int WARPGROUPS>
+struct WgmmaVariant {
+  static constexpr int kStages = WARPGROUPS == 2 ? 3 : 2;
+};
+template <class Cfg, int WARPGROUPS>
+using WgmmaTilingOf = PrefixWgmmaTiling<Cfg, 64, WgmmaVariant<WARPGROUPS>::kStages, WARPGROUPS>;
+
+template <class Cfg, int WARPGROUPS>
+__global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) cascade_prefix_wgmma_kernel(PrefixArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tl = WgmmaTilingOf<Cfg, WARPGROUPS>;
+  using T = Elem<Cfg>;
+  using M = MmaType<T>;
+  constexpr int kNT = Tl::kTileTokens / 8;  // 8-token column blocks of S
+  constexpr int kDN = Tl::kHead / 8;        // 8-dim column blocks of O
+  extern __shared__ float4 cascade_smem[];
+  T* q_s = reinterpret_cast<T*>(cascade_smem);
+  const std::uint32_t smem_base = smem_u32(cascade_smem);
+
+  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int wg = warp / 4;
+  const int kvh = blockIdx.y, chunk = blockIdx.z;
+  const int ratio = a.num_heads / a.num_kv_heads;
+  const int num_rows = Tl::rows_per_kv_head(a.num_seqs, ratio);
+  const int row0 = blockIdx.x * Tl::kRows;
+  const int chunk_begin = chunk * a.chunk_len;
+  const int chunk_end = min(a.prefix_len, chunk_begin + a.chunk_len);
+  if (chunk_begin >= chunk_end) return;  // whole block
+
+  const T* k_cache = static_cast<const T*>(a.k_cache);
+  const T* v_cache = static_cast<const T*>(a.v_cache);
+  // The physical blocks of this thread's chunks of a tile are read from the
+  // block table one tile BEFORE that tile's copy is issued: a block-table
+  // read right before its cp.async would stall the warp for an L2 round trip
+  // on every tile (the copy instruction waits for its address).
+  constexpr int kIters = ceil_div(Tl::kTileChunks, Tl::kNumThreads);
+  auto fetch_phys = [&](int tile, int (&ph)[kIters]) {
+    const int t0 = chunk_begin + tile * Tl::kTileTokens;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int c = tid + i * Tl::kNumThreads;
+      const int token = t0 + Tl::tile_block_of_chunk(c) * Tl::kBlock;
+      ph[i] = (c < Tl::kTileChunks && token < chunk_end) ? __ldg(a.prefix_blocks + token / Tl::kBlock) : -1;
+    }
+  };
+  auto load_tile = [&](int stage, const int (&ph)[kIters]) {
+    const std::uint32_t ks = smem_base + Tl::k_tile_byte(stage);
+    const std::uint32_t vs = smem_base + Tl::v_tile_byte(stage);
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int c = tid + i * Tl::kNumThreads;
+      if (c >= Tl::kTileChunks) break;
+      const bool valid = ph[i] >= 0;  // blocks past the chunk: zero-filled
+      const std::int64_t off = Tl::region_chunk_offset(a.cg, valid ? ph[i] : 0, kvh, Tl::region_chunk_of(c));
+      cp_async16(ks + Tl::k_copy_byte(c), k_cache + off, valid ? 16 : 0);
+      cp_async16(vs + Tl::v_copy_byte(c), v_cache + off, valid ? 16 : 0);
+    }
+  };
+
+  const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
+  int phys_next[kIters];  // tile kStages - 1, then always the next tile to copy
+#pragma unroll
+  for (int t = 0; t < Tl::kStages - 1; ++t) {
+    if (t < n_tiles) {
+      fetch_phys(t, phys_next);
+      load_tile(t, phys_next);
+    }
+    cp_async_commit();
+  }
+  fetch_phys(Tl::kStages - 1, phys_next);
+  {
+    const T* q = static_cast<const T*>(a.q);
+    for (int e = tid; e < Tl::kRows * Tl::kHead; e += Tl::kNumThreads) {
+      const int r = e / Tl::kHead, d = e % Tl::kHead, grow = row0 + r;
+      T v = from_float<T>(0.f);
+      if (grow < num_rows) v = q[a.qg.q_offset(Tl::row_seq(grow, ratio), Tl::row_head(grow, kvh, ratio), d)];
+      q_s[Tl::q_smem_elem(r, d)] = v;
+    }
+  }
+  __syncthreads();
+  std::uint32_t qreg[Tl::kHead / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < Tl::kHead / 16; ++kk)
+    ldmatrix_x4(qreg[kk], smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+
+  // Rows past the group compute on zero Q (finite) and are never stored. Every
+  // warpgroup runs the math, even one whose rows are all past the group: a
+  // branch around wgmma makes ptxas serialize the wgmma instructions.
+  const bool wg_active = row0 + wg * Tl::kRowsPerWarpgroup < num_rows;
+  const float scale_log2 = a.scale * 1.4426950408889634f;
+  float o[kDN * 4];
+#pragma unroll
+  for (int i = 0; i < kDN * 4; ++i) o[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.f, 0.f}, lr[2] = {0.f, 0.f};
+
+  for (int tile = 0; tile < n_tiles; ++tile) {
+    cp_async_wait<Tl::kStages - 2>();
+    fence_proxy_async_smem();  // this thread's copies, visible to the async proxy
+    __syncthreads();
+    {
+      const int ahead = tile + Tl::kStages - 1;
+      if (ahead < n_tiles) {
+        load_tile(ahead % Tl::kStages, phys_next);
+        fetch_phys(ahead + 1, phys_next);  // consumed next iteration, after this tile's math
+      }
+      cp_async_commit();
+    }
+    {
+      const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
+      const std::uint32_t vs = smem_base + Tl::v_tile_byte(tile % Tl::kStages);
+      const int valid = min(Tl::kTileTokens, chunk_end - (chunk_begin + tile * Tl::kTileTokens));
+
+      float s[kNT * 4];
+#pragma unroll
+      for (int i = 0; i < kNT * 4; ++i) s[i] = 0.f;
+      accum_fence(s);  // register writes complete before the fence (PTX: wgmma.fence)
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < Tl::kHead / 16; ++kk)
+        Wgmma<T, Tl::kTileTokens>::mma(s, qreg[kk], wgmma_desc(ks + Tl::k_step_byte(kk), Tl::kKLbo, Tl::kKSbo), 1);
+      wgmma_commit();
+      wgmma_wait_all();
+      accum_fence(s);
+
+      // Softmax in log2 units. The row max is taken on the raw logits (the
+      // scale is positive) and folded into one FFMA per element; the tile's
+      // masking runs only for a partial (last) tile.
+      if (valid < Tl::kTileTokens) {
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            if (nt * 8 + Tl::frag_col(lane, j) >= valid) s[nt * 4 + j] = -INFINITY;
+      }
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mx[j / 2] = fmaxf(mx[j / 2], s[nt * 4 + j]);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+        const float mnew = fmaxf(m[i], mx[i] * scale_log2);  // finite: every tile has a valid token
+        const float corr = exp2f(m[i] - mnew);
+        m[i] = mnew;
+        l[i] *= corr;
+        lr[i] *= corr;
+#pragma unroll
+        for (int dn = 0; dn < kDN; ++dn) {
+          o[dn * 4 + 2 * i] *= corr;
+          o[dn * 4 + 2 * i + 1] *= corr;
+        }
+      }
+      // P = exp2(s * scale_log2 - m), packed in pairs straight into the A
+      // fragments of O += P V (pair (nt, row half h) -> pa[nt / 2][2 (nt % 2) + h]),
+      // all before the fence (a register written between wgmma instructions
+      // makes ptxas insert extra warpgroup arrives). l sums the exact
+      // probabilities, lr the rounded ones the product uses (unpacked back).
+      std::uint32_t pa[Tl::kTileTokens / 16][4];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float p0 = fast_exp2(fmaf(s[nt * 4 + 2 * h], scale_log2, -m[h]));
+          const float p1 = fast_exp2(fmaf(s[nt * 4 + 2 * h + 1], scale_log2, -m[h]));
+          const std::uint32_t packed = M::pack(p0, p1);
+          pa[nt / 2][2 * (nt % 2) + h] = packed;
+          const float2 r = unpack2<T>(packed);
+          l[h] += p0 + p1;
+          lr[h] += r.x + r.y;
+        }
+      accum_fence(o);
+      frag_fence(pa);
+      wgmma_fence();  // O was rescaled and P written in registers
+#pragma unroll
+      for (int kk = 0; kk < Tl::kTileTokens / 16; ++kk)
+        Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo), 1);
+      wgmma_commit();
+      wgmma_wait_all();
+      accum_fence(o);
+    }
+  }
+  cp_async_wait<0>();
+
+  if (!wg_active) return;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 1);
+    lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 2);
+    const int grow = row0 + warp * 16 + Tl::frag_row(lane, 2 * i);
+    if (grow >= num_rows) continue;
+    const int seq = Tl::row_seq(grow, ratio), head = Tl::row_head(grow, kvh, ratio);
+    const float inv = 1.f / lr[i];
+#pragma unroll
+    for (int dn = 0; dn < kDN; ++dn) {
+      const int d = dn * 8 + Tl::frag_col(lane, 0);
+      *reinterpret_cast<float2*>(a.part_out + a.pg.out_offset(seq, head, chunk, d)) =
+          make_float2(o[dn * 4 + 2 * i] * inv, o[dn * 4 + 2 * i + 1] * inv);
+    }
+    if (lane % 4 == 0) {
+      a.part_max[a.pg.stat_offset(seq, head, chunk)] = m[i] * 0.6931471805599453f;
+      a.part_sum[a.pg.stat_offset(seq, head, chunk)] = l[i];
+    }
+  }
+#else
+  __trap();  // built only for sm_90a (07_cascade_prefix_wgmma.cu)
+#endif
+}
+
+template <class Cfg, int WARPGROUPS>
+void launch_cascade_prefix_wgmma(const PrefixArgs& a, cudaStream_t stream) {
+  using Tl = WgmmaTilingOf<Cfg, WARPGROUPS>;
+  auto kernel = &cascade_prefix_wgmma_kernel<Cfg, WARPGROUPS>;
+  PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes));
+  const int ratio = a.num_heads / a.num_kv_heads;
+  const dim3 grid(Tl::num_query_tiles(a.num_seqs, ratio), a.num_kv_heads, ceil_div(a.prefix_len, a.chunk_len));
+  kernel<<<grid, Tl::kNumThreads, Tl::kSmemBytes, stream>>>(a);
+  PA_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace pa::kernels
