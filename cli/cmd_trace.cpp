@@ -2,6 +2,7 @@
 // a trace file (trace/FORMAT.md). Recorded on the GPU when one is present and
 // the configuration has a recording instance, otherwise produced by the host
 // model; the file's header says which ("host model" or the GPU's name).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -10,6 +11,8 @@
 
 #include "commands.hpp"
 #include "options.hpp"
+#include "pa/index/cascade.hpp"
+#include "pa/index/optimized.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/reference/paged_cache.hpp"
 #include "pa/trace/analysis.hpp"
@@ -24,9 +27,16 @@ void help_trace() {
       "usage: pa-lab trace --stage NAME [problem flags] [--select LIST] [--source auto|gpu|model] -o FILE\n\n"
       "Writes the events of the stage's kernel for the selected thread blocks to FILE\n"
       "(format: trace/FORMAT.md; written to FILE.tmp, then renamed).\n\n"
-      "  --stage NAME        q_to_smem qk softmax lv warp_reduce v2_partition (or 1..6; v1 = warp_reduce)\n"
+      "  --stage NAME        q_to_smem qk softmax lv warp_reduce v2_partition cascade_merge optimized\n"
+      "                      (or 1..8; v1 = warp_reduce; v2_partition: the partition blocks + the reduce\n"
+      "                      block (partition -1); cascade_merge: partition = a suffix partition, plus the\n"
+      "                      reduces (-1, -2) and the merge threads (-3); its prefix kernel is not traced)\n"
       "  --select LIST       thread blocks as seq,head[,partition], separated by ';', or 'all'\n"
-      "                      (default: 0,0 = the first block; at most 16 when recording)\n"
+      "                      (optimized: head = any query head of the CTA's unit, partition = the split)\n"
+      "  --splits N          optimized: force N splits (default 0: the launcher's heuristic; the host model\n"
+      "                      plans for an H100/H200, 132 SMs, a recording for the GPU it runs on)\n"
+      "                      (default: 0,0 = the first block; recording: at most 64 blocks with the added ones)\n"
+      "  --prefix-len P      cascade_merge: the shared prefix (tokens, a multiple of the block size; default 0)\n"
       "  --source S          auto (default): record on the GPU if present and this configuration\n"
       "                      has a recording instance, else the host model; gpu: record or fail;\n"
       "                      model: the host model\n"
@@ -38,11 +48,23 @@ void help_trace() {
 
 namespace {
 
-trace::Selection parse_selection(const std::string& text, const ProblemSpec& spec, trace::Stage stage) {
+trace::Selection parse_selection(const std::string& text, const ProblemSpec& spec, trace::Stage stage,
+                                 const trace::ModelOptions& opt) {
   trace::Selection sel;
+  if (text == "all" && stage == trace::Stage::optimized) {  // every CTA of the planned grid
+    const trace::OptimizedModelPlan plan = trace::optimized_model_plan(spec, opt.optimized);
+    for (int s = 0; s < spec.num_seqs(); ++s)
+      for (int u = 0; u < plan.units; ++u)
+        for (int p = 0; p < plan.splits; ++p)
+          sel.blocks.push_back({s, opt_unit_first_head(u, plan.head_chunks, plan.group), p});
+    return sel;
+  }
   if (text == "all") {  // every thread block of the grid (partitions of each sequence's context)
     for (int s = 0; s < spec.num_seqs(); ++s) {
-      const int parts = stage == trace::Stage::v2_partition ? num_partitions(spec.context_lens[s], spec.partition_size) : 1;
+      int parts = stage == trace::Stage::v2_partition ? num_partitions(spec.context_lens[s], spec.partition_size) : 1;
+      if (stage == trace::Stage::cascade_merge)  // the suffix's partitions (at least one block)
+        parts = std::max(1, num_partitions_in(TokenRange{spec.shared_prefix_len, -1}, spec.context_lens[s],
+                                              spec.partition_size));
       for (int h = 0; h < spec.num_heads; ++h)
         for (int p = 0; p < parts; ++p) sel.blocks.push_back({s, h, p});
     }
@@ -83,7 +105,7 @@ void print_summary(const trace::TraceData& d) {
     std::printf("%-18s %-13s %-12s %8lld %10lld %8lld %9lld %8lld %9lld\n", to_string(t.step), to_string(t.op),
                 to_string(t.tensor), static_cast<long long>(t.events), static_cast<long long>(t.bytes),
                 static_cast<long long>(t.requests),
-                static_cast<long long>(t.op == Op::global_load || t.op == Op::global_store ? t.sectors : 0),
+                static_cast<long long>(t.op == Op::global_load || t.op == Op::global_store || t.op == Op::async_copy ? t.sectors : 0),
                 static_cast<long long>(t.op == Op::shared_load || t.op == Op::shared_store ? t.ideal_wavefronts
                                                                                            : t.ideal_sectors),
                 static_cast<long long>(t.wavefronts));
@@ -120,8 +142,13 @@ int cmd_trace(Args args_in) {
   const auto stage = kernels::parse_stage(*stage_name);
   if (!stage) throw UsageError("unknown stage '" + *stage_name + "' (accepted: " + kernels::stage_names_text() + ")");
   ProblemSpec spec = take_problem_flags(f);
+  // cascade_merge: the tokens every sequence shares (the cascade's prefix).
+  spec.shared_prefix_len = f.take_int("prefix-len", 0, 0);
+  trace::ModelOptions mopt;
+  mopt.optimized.force_splits = f.take_int("splits", 0, 0);
   const auto sel_text = f.take("select");
-  const trace::Selection sel = sel_text ? parse_selection(*sel_text, spec, *stage) : trace::Selection{};
+  spec.validate();
+  const trace::Selection sel = sel_text ? parse_selection(*sel_text, spec, *stage, mopt) : trace::Selection{};
   const std::string source = f.take_str("source", "auto");
   if (source != "auto" && source != "gpu" && source != "model") {
     throw UsageError("option --source: '" + source + "' (accepted: auto, gpu, model)");
@@ -134,8 +161,8 @@ int cmd_trace(Args args_in) {
   spec.validate();
   if (!trace::stage_is_modelled(*stage) && !trace::can_record(*stage, spec)) {
     throw std::invalid_argument(std::string("stage ") + trace::to_string(*stage) +
-                                " cannot be traced (traceable: q_to_smem, qk, softmax, lv, warp_reduce, v2_partition; the "
-                                "cascade_merge and optimized kernels have no trace hooks)");
+                                " cannot be traced (traceable: q_to_smem, qk, softmax, lv, warp_reduce, v2_partition, "
+                                "cascade_merge, optimized)");
   }
   trace::TraceData d;
   d.header.spec = spec;
@@ -151,13 +178,16 @@ int cmd_trace(Args args_in) {
   }
   if (gpu) {
     const PagedProblem p = make_problem(spec);
-    trace::RecordResult r = trace::record_stage(*stage, p, sel);
+    trace::RecordResult r = *stage == trace::Stage::optimized
+                                ? trace::record_optimized(p, sel, mopt.optimized.force_splits)
+                                : trace::record_stage(*stage, p, sel);
+    mopt = r.model_options;  // stage 8: this GPU's plan and arrival order
     d.events = std::move(r.events);
     d.header.source = r.gpu_name;
     std::printf("recorded on %s: %zu events (%d launch%s)\n", r.gpu_name.c_str(), d.events.size(), r.launches,
                 r.launches == 1 ? "" : "es, the first buffer was too small");
     if (check) {
-      const auto model = trace::model_events(spec, *stage, sel);
+      const auto model = trace::model_events(spec, *stage, sel, mopt);
       std::size_t diff = model.size() == d.events.size() ? 0 : 1;
       for (std::size_t i = 0; diff == 0 && i < model.size(); ++i) {
         trace::Event a = model[i], b = d.events[i];
@@ -173,9 +203,11 @@ int cmd_trace(Args args_in) {
                                            ? "this configuration has no recording instance in this build"
                                            : ("no GPU: " + why).c_str());
     }
-    d.events = trace::model_events(spec, *stage, sel);
+    d.events = trace::model_events(spec, *stage, sel, mopt);
     d.header.source = trace::kHostModelSource;
   }
+  if (const std::string note = trace::model_coverage_note(spec, *stage); !note.empty())
+    std::printf("not in this trace: %s\n", note.c_str());
   trace::write_trace(*out, d);
   std::printf("wrote %s: stage %s, %s, source \"%s\", revision %s, %zu events\n", out->c_str(),
               trace::to_string(*stage), spec.describe().c_str(), d.header.source.c_str(), d.header.revision.c_str(),

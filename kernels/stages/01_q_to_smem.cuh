@@ -73,8 +73,9 @@ __device__ __forceinline__ void q_to_smem(const Elem<Cfg>* __restrict__ q, const
 // Events after q_to_smem (step stage_output): thread tid handles slots
 // s = strided_index(tid, k) < kNumQSlots, iter = k:
 //   shared_load q_smem (byte_offset s * kVecBytes, dims of the slot), then
-//   global_store stage_out (byte_offset = q_smem_offset(seq, head, s * kVecSize) * 4,
-//   bytes = kVecSize * 4, dims [s * kVecSize, +kVecSize) of the output row).
+//   kVecSize x global_store stage_out, one per float the kernel stores (element
+//   e: byte_offset = (q_smem_offset(seq, head, s * kVecSize) + e) * 4, bytes 4,
+//   dims [s * kVecSize + e, 1) of the output row).
 template <class Cfg, class Tracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) stage1_q_to_smem_kernel(StageArgs a, Tracer tracer) {
   using Map = ThreadMapping<Cfg>;
@@ -91,9 +92,11 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage1_q_to_smem_kernel(Stag
                          .it(k).dims(Map::qk_vec_dim(g_off, i), Cfg::kVecSize)
                          .at(Map::q_smem_byte(g_off, i), Cfg::kVecBytes));
 #pragma unroll
-    for (int e = 0; e < Cfg::kVecSize; ++e) a.stage_out[off + e] = to_float(v.e[e]);
-    PA_TRACE(tracer, ev(c.tc, Step::stage_output, Op::global_store, Tensor::stage_out)
-                         .it(k).dims(e0, Cfg::kVecSize).at(off * 4, Cfg::kVecSize * 4));
+    for (int e = 0; e < Cfg::kVecSize; ++e) {
+      a.stage_out[off + e] = to_float(v.e[e]);  // one 4-byte store per element (STG.32), as traced
+      PA_TRACE(tracer, ev(c.tc, Step::stage_output, Op::global_store, Tensor::stage_out)
+                           .it(k).dims(e0 + e, 1).at((off + e) * 4, 4));
+    }
   }
 }
 

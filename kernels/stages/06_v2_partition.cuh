@@ -117,23 +117,39 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V
 }
 
 // Block-wide float reduction for the reduce kernel (any blockDim multiple of 32, <= 1024).
-template <bool IS_MAX>
-__device__ __forceinline__ float reduce_block_any(float v, float* scratch) {
+// Events (step `step`, every thread, TraceCtx tc): 5 x shuffle (iter = xor
+// mask 16..1); barrier; lane 0: shared_store red_scratch (red_scratch_byte(warp),
+// value = the warp's result); barrier; lanes < num warps: shared_load
+// red_scratch (red_scratch_byte(lane), value); 5 x shuffle (iter = mask 16..1;
+// the last one's value = the block's result).
+template <bool IS_MAX, class Tracer>
+__device__ __forceinline__ float reduce_block_any(float v, float* scratch, const TraceCtx& tc, Step step,
+                                                  Tracer& tracer) {
 #pragma unroll
   for (int mask = kWarpSize / 2; mask >= 1; mask /= 2) {
     const float o = __shfl_xor_sync(0xffffffffu, v, mask);
     v = IS_MAX ? fmaxf(v, o) : v + o;
+    PA_TRACE(tracer, ev(tc, step, Op::shuffle, Tensor::none).it(mask));
   }
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int nw = blockDim.x / kWarpSize;
   __syncthreads();  // scratch may still be read from a previous call
-  if (lane == 0) scratch[warp] = v;
+  PA_TRACE_BARRIER(tracer, barrier_event(tc));
+  if (lane == 0) {
+    scratch[warp] = v;
+    PA_TRACE(tracer, ev(tc, step, Op::shared_store, Tensor::red_scratch).at(red_scratch_byte(warp), 4).val(v));
+  }
   __syncthreads();
+  PA_TRACE_BARRIER(tracer, barrier_event(tc));
   v = lane < nw ? scratch[lane] : (IS_MAX ? -INFINITY : 0.f);
+  if (lane < nw) {
+    PA_TRACE(tracer, ev(tc, step, Op::shared_load, Tensor::red_scratch).at(red_scratch_byte(lane), 4).val(v));
+  }
 #pragma unroll
   for (int mask = kWarpSize / 2; mask >= 1; mask /= 2) {
     const float o = __shfl_xor_sync(0xffffffffu, v, mask);
     v = IS_MAX ? fmaxf(v, o) : v + o;
+    PA_TRACE(tracer, ev(tc, step, Op::shuffle, Tensor::none).it(mask).val(mask == 1 ? v : trace_nan()));
   }
   return v;  // every lane of every warp
 }
@@ -142,42 +158,102 @@ __device__ __forceinline__ float reduce_block_any(float v, float* scratch) {
 // shared memory = max_partitions floats (the weights), rounded up to float4s. T is the output dtype.
 // partition_size here is the one the partitions were cut with (the cascade
 // also uses this kernel for its prefix chunks, partition_size = chunk length).
-template <class T>
-__global__ void stage6_v2_reduce_kernel(V2Args a) {
+//
+// Events (stage v2_partition, block label partition = kReduceBlock, kv_head of
+// the head; warp/lane of threadIdx.x), per thread in program order
+// (kernels/stages/EVENTS.md): block_table_load global_load context_lens;
+// nothing more for a single-partition sequence written directly; then
+//   max_reduce:     per partition p = tid + k*blockDim (iter k): global_load part_max
+//                   (value); reduce_block_any (max_reduce)
+//   exp_sum_reduce: per p (iter k): global_load part_max, global_load part_sum,
+//                   shared_store out_scratch (the weight w[p], byte p*4, value);
+//                   reduce_block_any (exp_sum_reduce)
+//   partition_reduce: per dim d = tid + k*blockDim: per partition p (iter p):
+//                   shared_load out_scratch w[p]; global_load part_out (dims [d,1))
+//                   only if w[p] > 0; then out_store (iter k, dims [d,1), value
+//                   = the result): global_store output (elem bytes) if out,
+//                   global_store state_out if out_state; thread 0: global_store
+//                   state_lse if lse.
+template <class T, class Tracer = NullTracer>
+__global__ void stage6_v2_reduce_kernel(V2Args a, Tracer tracer) {
   extern __shared__ float4 reduce_smem[];
   float* w = reinterpret_cast<float*>(reduce_smem);
   __shared__ float scratch[32];
   const int head = blockIdx.x, seq = blockIdx.y, tid = threadIdx.x;
+  const TraceCtx tc{trace::Stage::v2_partition, tid / kWarpSize, tid % kWarpSize, seq, head, kReduceBlock,
+                    kv_head_of(head, a.base.num_heads, a.base.num_kv_heads)};
   const int head_size = a.base.head_size;
   const int ctx = a.base.context_lens[seq];
+  PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::context_lens)
+                       .at(context_len_offset(seq) * 4, 4));
   const int n_parts = num_partitions_in(a.range, ctx, a.base.partition_size);
   if (n_parts == 1 && a.single_partition_direct) return;  // the partition kernel wrote it
 
-  // LESSON-BEGIN(v2_partition.partition_reduce)
+  // LESSON-BEGIN(v2_partition.reduce_max)
   float m = -INFINITY;
-  for (int p = tid; p < n_parts; p += blockDim.x) m = fmaxf(m, a.part_max[a.pg.stat_offset(seq, head, p)]);
-  m = reduce_block_any<true>(m, scratch);
+  for (int p = tid, k = 0; p < n_parts; p += blockDim.x, ++k) {
+    const std::int64_t off = a.pg.stat_offset(seq, head, p);
+    const float mp = a.part_max[off];
+    m = fmaxf(m, mp);
+    PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::global_load, Tensor::part_max).it(k).at(off * 4, 4).val(mp));
+  }
+  m = reduce_block_any<true>(m, scratch, tc, Step::max_reduce, tracer);
+  // LESSON-END(v2_partition.reduce_max)
+  // LESSON-BEGIN(v2_partition.reduce_weights)
   float s = 0.f;
-  for (int p = tid; p < n_parts; p += blockDim.x) {
-    const float mp = a.part_max[a.pg.stat_offset(seq, head, p)];
-    const float sp = a.part_sum[a.pg.stat_offset(seq, head, p)];
+  for (int p = tid, k = 0; p < n_parts; p += blockDim.x, ++k) {
+    const std::int64_t off = a.pg.stat_offset(seq, head, p);
+    const float mp = a.part_max[off];
+    const float sp = a.part_sum[off];
     // Rescale each partition from its own max to the global one.
     const float wp = (mp == -INFINITY || !(sp > 0.f)) ? 0.f : expf(mp - m) * sp;
     w[p] = wp;
     s += wp;
+    PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::global_load, Tensor::part_max).it(k).at(off * 4, 4).val(mp));
+    PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::global_load, Tensor::part_sum).it(k).at(off * 4, 4).val(sp));
+    PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::shared_store, Tensor::out_scratch)
+                         .it(k).at(static_cast<std::int64_t>(p) * 4, 4).val(wp));
   }
-  s = reduce_block_any<false>(s, scratch);  // its barriers also publish w[]
+  s = reduce_block_any<false>(s, scratch, tc, Step::exp_sum_reduce, tracer);  // its barriers also publish w[]
+  // LESSON-END(v2_partition.reduce_weights)
+  // LESSON-BEGIN(v2_partition.partition_reduce)
   const float inv = s > 0.f ? 1.f / s : 0.f;
-  for (int d = tid; d < head_size; d += blockDim.x) {
+  for (int d = tid, k = 0; d < head_size; d += blockDim.x, ++k) {
     float acc = 0.f;
     for (int p = 0; p < n_parts; ++p) {
-      if (w[p] > 0.f) acc = fmaf(w[p], a.part_out[a.pg.out_offset(seq, head, p, d)], acc);
+      const float wp = w[p];
+      PA_TRACE(tracer, ev(tc, Step::partition_reduce, Op::shared_load, Tensor::out_scratch)
+                           .it(p).dims(d, 1).at(static_cast<std::int64_t>(p) * 4, 4).val(wp));
+      if (wp > 0.f) {
+        const std::int64_t off = a.pg.out_offset(seq, head, p, d);
+        const float x = a.part_out[off];
+        acc = fmaf(wp, x, acc);
+        PA_TRACE(tracer, ev(tc, Step::partition_reduce, Op::global_load, Tensor::part_out)
+                             .it(p).dims(d, 1).at(off * 4, 4).val(x));
+      }
     }
     acc *= inv;
-    if (a.base.out != nullptr) static_cast<T*>(a.base.out)[a.base.qg.out_offset(seq, head, d)] = from_float<T>(acc);
-    if (a.out_state != nullptr) a.out_state[a.stg.out_offset(seq, head, d)] = acc;
+    // The stores keep their one-statement form (and the hooks recompute the
+    // offsets): a separate offset variable changes nvcc's 16-bit store code.
+    if (a.base.out != nullptr) {
+      static_cast<T*>(a.base.out)[a.base.qg.out_offset(seq, head, d)] = from_float<T>(acc);
+      PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::output)
+                           .it(k).dims(d, 1)
+                           .at(a.base.qg.out_offset(seq, head, d) * static_cast<std::int64_t>(sizeof(T)), sizeof(T))
+                           .val(acc));
+    }
+    if (a.out_state != nullptr) {
+      const std::int64_t off = a.stg.out_offset(seq, head, d);
+      a.out_state[off] = acc;
+      PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::state_out)
+                           .it(k).dims(d, 1).at(off * 4, 4).val(acc));
+    }
   }
-  if (a.lse != nullptr && tid == 0) a.lse[a.stg.lse_offset(seq, head)] = s > 0.f ? m + logf(s) : -INFINITY;
+  if (a.lse != nullptr && tid == 0) {
+    a.lse[a.stg.lse_offset(seq, head)] = s > 0.f ? m + logf(s) : -INFINITY;
+    PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::state_lse)
+                         .at(a.stg.lse_offset(seq, head) * 4, 4).val(s > 0.f ? m + logf(s) : -INFINITY));
+  }
   // LESSON-END(v2_partition.partition_reduce)
 }
 
@@ -188,17 +264,17 @@ __global__ void stage6_v2_reduce_kernel(V2Args a) {
 namespace pa::kernels {
 
 // Reduce kernel launch: grid (head, seq), 128 threads, max_partitions weights in shared memory.
-template <class T>
-void launch_v2_reduce(const V2Args& a, cudaStream_t stream) {
+template <class T, class Tracer = NullTracer>
+void launch_v2_reduce(const V2Args& a, cudaStream_t stream, Tracer tracer = {}) {
   // Rounded up to whole float4s: the compiler may read the weights 16 bytes
   // at a time (the array is float4-aligned), past the last partition.
   const int parts = ceil_div(a.max_partitions > 0 ? a.max_partitions : 1, 4) * 4;
   const auto dyn = static_cast<std::size_t>(parts) * sizeof(float);
-  auto kernel = &stage6_v2_reduce_kernel<T>;
+  auto kernel = &stage6_v2_reduce_kernel<T, Tracer>;
   if (dyn > 48 * 1024) {
     PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dyn)));
   }
-  kernel<<<dim3(a.base.num_heads, a.base.num_seqs, 1), 128, dyn, stream>>>(a);
+  kernel<<<dim3(a.base.num_heads, a.base.num_seqs, 1), 128, dyn, stream>>>(a, tracer);
   PA_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -215,7 +291,7 @@ void launch_v2_kernels(const V2Args& a, Tracer tracer, cudaStream_t stream) {
   const dim3 grid(a.base.num_heads, a.base.num_seqs, a.max_partitions > 0 ? a.max_partitions : 1);
   kernel<<<grid, Cfg::kNumThreads, dyn, stream>>>(a, tracer);
   PA_CUDA_CHECK(cudaGetLastError());
-  launch_v2_reduce<Elem<Cfg>>(a, stream);
+  launch_v2_reduce<Elem<Cfg>>(a, stream, tracer);
 }
 
 }  // namespace pa::kernels

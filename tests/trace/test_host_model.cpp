@@ -10,6 +10,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "pa/index/events.hpp"
 #include "pa/index/mapping.hpp"
 #include "pa/reference/config_dispatch.hpp"
 #include "pa/reference/paged_cache.hpp"
@@ -320,8 +321,14 @@ TEST_CASE("host model, stage 6 partitions: each partition walks its own tokens",
   std::vector<int> touched(static_cast<std::size_t>(p.num_logical_blocks(0)) * block * 128, 0);
   std::map<int, std::set<int>> logits_of_part;
   int part_out = 0, part_stats = 0, lse = 0, out_rows = 0;
+  std::vector<Event> reduce;
   for (const Event& e : ev) {
     REQUIRE(e.stage == Stage::v2_partition);
+    if (e.partition == kReduceBlock) {  // the reduce blocks of (0, 1) and (1, 2): checked below
+      reduce.push_back(e);
+      continue;
+    }
+    REQUIRE(e.partition >= 0);
     if (e.seq == 0 && e.step == Step::k_load) {
       for (int d = e.dim_begin; d < e.dim_begin + e.dim_count; ++d) ++touched[static_cast<std::size_t>(e.token) * 128 + d];
     }
@@ -350,4 +357,136 @@ TEST_CASE("host model, stage 6 partitions: each partition walks its own tokens",
   CHECK(out_rows == 128);
   // A partition past the sequence's context is not a valid selection.
   CHECK_THROWS_AS(model_events(s, Stage::v2_partition, Selection{{{1, 0, 1}}}), std::invalid_argument);
+
+  // The reduce blocks: (1, 2) has one partition written directly, so its
+  // reduce block only reads the context length; (0, 1) combines 4 partitions.
+  auto count = [&](int seq, Step st, Op op, Tensor t) {
+    return std::count_if(reduce.begin(), reduce.end(), [&](const Event& e) {
+      return e.seq == seq && e.step == st && e.op == op && e.tensor == t;
+    });
+  };
+  CHECK(std::count_if(reduce.begin(), reduce.end(), [](const Event& e) { return e.seq == 1; }) == 128);
+  CHECK(count(1, Step::block_table_load, Op::global_load, Tensor::context_lens) == 128);
+  CHECK(count(0, Step::block_table_load, Op::global_load, Tensor::context_lens) == 128);
+  CHECK(count(0, Step::max_reduce, Op::global_load, Tensor::part_max) == 4);
+  CHECK(count(0, Step::exp_sum_reduce, Op::global_load, Tensor::part_max) == 4);
+  CHECK(count(0, Step::exp_sum_reduce, Op::global_load, Tensor::part_sum) == 4);
+  CHECK(count(0, Step::exp_sum_reduce, Op::shared_store, Tensor::out_scratch) == 4);
+  for (Step st : {Step::max_reduce, Step::exp_sum_reduce}) {
+    CHECK(count(0, st, Op::shuffle, Tensor::none) == 10 * 128);
+    CHECK(count(0, st, Op::shared_store, Tensor::red_scratch) == 4);   // lane 0 of each warp
+    CHECK(count(0, st, Op::shared_load, Tensor::red_scratch) == 16);   // lanes 0..3 of each warp
+  }
+  CHECK(count(0, Step::barrier, Op::barrier, Tensor::none) == 4 * 128);
+  CHECK(count(0, Step::partition_reduce, Op::shared_load, Tensor::out_scratch) == 4 * 128);
+  CHECK(count(0, Step::partition_reduce, Op::global_load, Tensor::part_out) == 4 * 128);
+  CHECK(count(0, Step::out_store, Op::global_store, Tensor::output) == 128);
+  CHECK(count(0, Step::out_store, Op::global_store, Tensor::state_lse) == 1);
+  for (const Event& e : reduce) {
+    if (e.seq != 0) continue;
+    const int tid = e.warp * 32 + e.lane;
+    CHECK(e.head == 1);
+    CHECK(e.kv_head == 0);
+    if (e.tensor == Tensor::part_max || e.tensor == Tensor::part_sum) {
+      CHECK(tid < 4);  // thread p reads partition p's statistics
+      CHECK(e.byte_offset == ((0 * 4 + 1) * 4 + tid) * 4);
+    }
+    if (e.tensor == Tensor::part_out) {  // partition e.iter, dim = the thread
+      CHECK(e.dim_begin == tid);
+      CHECK(e.byte_offset == (((0 * 4 + 1) * 4 + e.iter) * 128 + tid) * 4);
+    }
+    if (e.tensor == Tensor::output) CHECK(e.byte_offset == p.query.out_offset(0, 1, tid) * 2);
+    if (e.tensor == Tensor::state_lse) {
+      CHECK(tid == 0);
+      CHECK(e.byte_offset == 1 * 4);
+    }
+    if (e.tensor == Tensor::red_scratch) CHECK(e.byte_offset == 4 * (e.op == Op::shared_store ? e.warp : e.lane));
+  }
+}
+
+TEST_CASE("host model, stage 7 cascade: suffix V2, prefix reduce, merge threads", "[trace][model]") {
+  const DType dt = GENERATE(DType::f32, DType::f16);
+  ProblemSpec s = spec_of(dt, 80, 16, {96, 130, 64}, 4, 2);
+  s.partition_size = 32;
+  s.shared_prefix_len = 64;
+  const PagedProblem p = make_problem(s);
+  INFO(s.describe());
+  // Selection (1, 3, 1): suffix partition 1 of sequence 1 (tokens 96..127).
+  const auto ev = model_events(s, Stage::cascade_merge, Selection{{{1, 3, 1}, {2, 0, 0}}});
+  check_program_order(ev);
+  std::map<int, int> per_label;
+  for (const Event& e : ev) ++per_label[e.partition];
+  // Labels present: suffix partitions 1 (seq 1) and 0 (seq 2: empty suffix),
+  // the reduces, the merge; fp32 also prefix partition 0 and 1.
+  CHECK(per_label.count(1) == 1);
+  CHECK(per_label.count(0) == 1);
+  CHECK(per_label.count(kReduceBlock) == 1);
+  CHECK(per_label.count(kPrefixReduceBlock) == 1);
+  CHECK(per_label.count(kMergeBlock) == 1);
+  CHECK(per_label.count(kPrefixBlockBase + 1) == (dt == DType::f32 ? 1 : 0));
+  CHECK(per_label.count(kPrefixBlockBase + 0) == (dt == DType::f32 ? 1 : 0));  // (2, 0, 0): seq 2's prefix partition 0
+  // Sequence 2 (context 64 = the prefix): its suffix is empty; its suffix
+  // partition block reads the context length and exits.
+  int seq2_suffix = 0;
+  for (const Event& e : ev) {
+    if (e.seq == 2 && e.partition == 0) {
+      ++seq2_suffix;
+      CHECK(e.tensor == Tensor::context_lens);
+    }
+  }
+  CHECK(seq2_suffix == 128);
+  // Merge: head 80 = 20 vectors of 4 per row; row (1, 3) = row 7 -> vectors
+  // 140..159 = threads 140..159 of block 0 (warp 4 lanes 12..31); row (2, 0)
+  // = row 8 -> vectors 160..179 (warp 5 lanes 0..19).
+  std::set<int> merge_tids;
+  for (const Event& e : ev) {
+    if (e.partition != kMergeBlock) continue;
+    CHECK(e.stage == Stage::cascade_merge);
+    CHECK(e.step == Step::merge);
+    CHECK(e.iter == 0);
+    CHECK(e.epoch == 0);
+    CHECK(e.kv_head == -1);
+    const int tid = e.warp * 32 + e.lane;
+    merge_tids.insert(tid);
+    const int row = e.seq * 4 + e.head;
+    CHECK(tid == row * 20 + (e.dim_begin < 0 ? tid - row * 20 : e.dim_begin / 4));
+    if (e.tensor == Tensor::prefix_out || e.tensor == Tensor::suffix_out) {
+      CHECK(e.byte_offset == (row * 80 + e.dim_begin) * 4);
+      CHECK(e.bytes == 16);
+    }
+    if (e.tensor == Tensor::output) CHECK(e.byte_offset == (row * 80 + e.dim_begin) * dtype_bytes(dt));
+  }
+  CHECK(merge_tids.size() == 40);
+  CHECK(*merge_tids.begin() == 140);
+  CHECK(*merge_tids.rbegin() == 179);
+  auto n = [&](int seq, Tensor t) {
+    return std::count_if(ev.begin(), ev.end(), [&](const Event& e) {
+      return e.partition == kMergeBlock && e.seq == seq && e.tensor == t;
+    });
+  };
+  CHECK(n(1, Tensor::prefix_lse) == 20);
+  CHECK(n(1, Tensor::suffix_out) == 20);
+  CHECK(n(1, Tensor::prefix_out) == 20);
+  CHECK(n(1, Tensor::output) == 20);
+  CHECK(n(1, Tensor::state_lse) == 1);  // the thread of d == 0
+  CHECK(n(2, Tensor::suffix_out) == 0);  // empty suffix: weight 0, never read
+  CHECK(n(2, Tensor::prefix_out) == 20);
+  // The suffix's reduce writes the suffix state, the prefix's the prefix state.
+  for (const Event& e : ev) {
+    if (e.partition == kReduceBlock && e.op == Op::global_store) {
+      CHECK((e.tensor == Tensor::suffix_out || e.tensor == Tensor::suffix_lse));
+    }
+    if (e.partition == kPrefixReduceBlock && e.op == Op::global_store) {
+      CHECK((e.tensor == Tensor::prefix_out || e.tensor == Tensor::prefix_lse));
+    }
+  }
+  // Replay order: prefix blocks, prefix reduce, suffix blocks, reduce, merge.
+  for (std::size_t i = 1; i < ev.size(); ++i) {
+    if (ev[i].seq == ev[i - 1].seq && ev[i].head == ev[i - 1].head)
+      CHECK(block_replay_rank(ev[i - 1].partition) <= block_replay_rank(ev[i].partition));
+  }
+  // Selections name suffix partitions.
+  CHECK_THROWS_AS(model_events(s, Stage::cascade_merge, Selection{{{0, 0, 1}}}), std::invalid_argument);
+  CHECK(model_events(s, Stage::cascade_merge, Selection{{{0, 0, 0}}}).size() > 0);
+  CHECK(model_coverage_note(s, Stage::cascade_merge).empty() == (dt == DType::f32));
 }

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "gpu_skip.hpp"
+#include "pa/index/events.hpp"
 #include "pa/reference/paged_cache.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/record.hpp"
@@ -70,7 +71,7 @@ struct Case {
 
 }  // namespace
 
-TEST_CASE("recorded GPU events equal the host model, stages 1-6", "[gpu][trace][record]") {
+TEST_CASE("recorded GPU events equal the host model, stages 1-7", "[gpu][trace][record]") {
   PA_REQUIRE_GPU();
   const Case cases[] = {
       {DType::f16, 128, 16, {100}, 4, 4, {}},
@@ -102,7 +103,7 @@ TEST_CASE("recorded GPU events equal the host model, stages 1-6", "[gpu][trace][
     s.seed = 11;
     const PagedProblem p = make_problem(s);
     for (Stage st : {Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce,
-                     Stage::v2_partition}) {
+                     Stage::v2_partition, Stage::cascade_merge}) {
       if (!can_record(st, s)) continue;
       INFO(to_string(st) << " " << s.describe());
       const RecordResult rec = record_stage(st, p, c.sel);
@@ -157,6 +158,113 @@ TEST_CASE("recorded GPU events equal the host model, stage 6 with several partit
   if (compared == 0) SKIP("no recording instance for any V2 case (PA_QUICK_KERNELS build?)");
 }
 
+TEST_CASE("recorded GPU events equal the host model, stage 6 reduce kernel with many partitions",
+          "[gpu][trace][record]") {
+  PA_REQUIRE_GPU();
+  struct V2Case {
+    DType dt;
+    int head, block, partition_size, heads, kv_heads;
+    std::vector<int> ctx;
+    Selection sel;
+  };
+  // Partitions per sequence: 63 (1000 / 16), 19 and 2, 1 (direct: the reduce
+  // block only reads the context length), 33 for fp32 / block 32.
+  const V2Case cases[] = {
+      {DType::f16, 128, 16, 16, 4, 1, {1000}, {{{0, 3, 62}}}},
+      {DType::bf16, 128, 16, 16, 8, 2, {300, 17, 9}, {{{0, 5, 0}, {1, 1, 1}, {2, 7, 0}}}},
+      {DType::f32, 128, 16, 32, 4, 4, {1050}, {{{0, 2, 32}}}},
+      {DType::f16, 64, 8, 8, 4, 2, {250, 8}, {{{0, 1, 31}, {1, 0, 0}}}},
+      {DType::bf16, 96, 32, 32, 2, 1, {400}, {{{0, 1, 12}}}},
+      {DType::f32, 256, 32, 64, 2, 2, {129, 500}, {{{1, 1, 7}}}},
+  };
+  int compared = 0;
+  for (const V2Case& c : cases) {
+    ProblemSpec s;
+    s.dtype = c.dt;
+    s.head_size = c.head;
+    s.block_size = c.block;
+    s.partition_size = c.partition_size;
+    s.context_lens = c.ctx;
+    s.num_heads = c.heads;
+    s.num_kv_heads = c.kv_heads;
+    s.seed = 21;
+    if (!can_record(Stage::v2_partition, s)) continue;
+    INFO(s.describe());
+    const PagedProblem p = make_problem(s);
+    const RecordResult rec = record_stage(Stage::v2_partition, p, c.sel);
+    const auto model = model_events(s, Stage::v2_partition, c.sel);
+    std::size_t reduce_events = 0;
+    for (const Event& e : rec.events) reduce_events += e.partition == kReduceBlock;
+    CHECK(reduce_events > 0);
+    const std::string diff = compare(rec.events, model);
+    INFO(diff);
+    CHECK(diff.empty());
+    ++compared;
+  }
+  if (compared == 0) SKIP("no recording instance for any case (PA_QUICK_KERNELS build?)");
+  WARN("stage 6 (partition + reduce kernels) recorded == model for " << compared << " configurations");
+}
+
+TEST_CASE("recorded GPU events equal the host model, stage 7 cascade (suffix V2, reduces, merge)",
+          "[gpu][trace][record]") {
+  PA_REQUIRE_GPU();
+  struct CCase {
+    DType dt;
+    int head, block, partition_size, heads, kv_heads, prefix;
+    std::vector<int> ctx;
+    Selection sel;
+  };
+  const CCase cases[] = {
+      // GQA, ragged, sequence 2 is all prefix (empty suffix state: lse -inf, weight 0).
+      {DType::f16, 128, 16, 32, 4, 2, 64, {96, 130, 64}, {{{0, 1, 0}, {1, 3, 2}, {2, 0, 0}}}},
+      // MQA, several suffix partitions, several prefix chunks (64 tokens each).
+      {DType::bf16, 128, 16, 64, 8, 1, 192, {400, 260}, {{{0, 5, 3}, {1, 0, 1}}}},
+      // fp32: the prefix goes through stage 6's kernels (prefix partition blocks traced).
+      {DType::f32, 128, 16, 32, 4, 4, 48, {100, 77}, {{{0, 0, 0}, {1, 2, 0}}}},
+      // many suffix partitions
+      {DType::f16, 128, 16, 16, 2, 2, 64, {700}, {{{0, 1, 39}}}},
+      // no shared prefix: the cascade is plain V2 into the output
+      {DType::f16, 128, 16, 32, 4, 2, 0, {70, 20}, {{{0, 1, 2}, {1, 0, 0}}}},
+      // other head / block sizes (recordable in full builds)
+      {DType::f16, 64, 8, 32, 4, 2, 40, {90, 41}, {{{0, 3, 1}, {1, 0, 0}}}},
+      {DType::bf16, 96, 32, 64, 2, 1, 64, {200}, {{{0, 1, 1}}}},
+      {DType::f32, 80, 16, 32, 4, 1, 32, {120, 33}, {{{0, 2, 2}, {1, 3, 0}}}},
+      {DType::f16, 256, 16, 32, 2, 2, 32, {100}, {{{0, 0, 1}}}},
+  };
+  int compared = 0;
+  for (const CCase& c : cases) {
+    ProblemSpec s;
+    s.dtype = c.dt;
+    s.head_size = c.head;
+    s.block_size = c.block;
+    s.partition_size = c.partition_size;
+    s.context_lens = c.ctx;
+    s.num_heads = c.heads;
+    s.num_kv_heads = c.kv_heads;
+    s.shared_prefix_len = c.prefix;
+    s.seed = 13;
+    if (!can_record(Stage::cascade_merge, s)) continue;
+    INFO(s.describe());
+    const PagedProblem p = make_problem(s);
+    const RecordResult rec = record_stage(Stage::cascade_merge, p, c.sel);
+    const auto model = model_events(s, Stage::cascade_merge, c.sel);
+    std::map<int, int> labels;
+    for (const Event& e : rec.events) ++labels[e.partition];
+    if (c.prefix > 0) {
+      CHECK(labels.count(kMergeBlock) == 1);
+      CHECK(labels.count(kPrefixReduceBlock) == 1);
+    }
+    CHECK(labels.count(kReduceBlock) == 1);
+    const std::string diff = compare(rec.events, model);
+    INFO(diff);
+    CHECK(diff.empty());
+    CHECK(rec.events.size() == model.size());
+    ++compared;
+  }
+  if (compared == 0) SKIP("no recording instance for any cascade case (PA_QUICK_KERNELS build?)");
+  WARN("stage 7 recorded == model for " << compared << " configurations");
+}
+
 TEST_CASE("recording never overflows silently: a small buffer is rerun exactly", "[gpu][trace][record]") {
   PA_REQUIRE_GPU();
   ProblemSpec s;  // fp16 / 128 / 16, 100 tokens
@@ -188,4 +296,5 @@ TEST_CASE("record_stage without a GPU or instance says why", "[trace][record]") 
     CHECK_THROWS_AS(record_stage(Stage::qk, p, {}), pa::kernels::NoGpuError);
   }
   CHECK_FALSE(can_record(Stage::v2_partition, s));
+  CHECK_FALSE(can_record(Stage::cascade_merge, s));
 }

@@ -30,6 +30,8 @@ using RecordV2Fn = bool (*)(int, int, const kernels::V2Args&, const kernels::Rec
 constexpr RecordV2Fn kRecordV2[3] = {record_launch_v2_partition_f32, record_launch_v2_partition_f16,
                                      record_launch_v2_partition_bf16};
 
+bool record_cascade_launch(const PagedProblem&, const kernels::StageArgs&, const kernels::RecordingTracer&);
+
 using RecordFn = bool (*)(int, int, const kernels::StageArgs&, const kernels::RecordingTracer&, cudaStream_t);
 constexpr RecordFn kRecord[5][3] = {
     {record_launch_q_to_smem_f32, record_launch_q_to_smem_f16, record_launch_q_to_smem_bf16},
@@ -55,9 +57,15 @@ struct DevMem {
 
 bool recording_built() { return true; }
 
+namespace detail {
+bool can_record_optimized(const ProblemSpec& s);  // record_optimized.cu
+std::string recordable_optimized_text();
+}  // namespace detail
+
 bool can_record(Stage stage, const ProblemSpec& spec) {
+  if (stage == Stage::optimized) return detail::can_record_optimized(spec);
   const int s = static_cast<int>(stage);
-  if (s < 1 || s > 6 || spec.num_threads != 128) return false;
+  if (s < 1 || s > 7 || spec.num_threads != 128) return false;
   bool listed = false;
 #define PA_X(DT, H, B) \
   if (spec.dtype == DType::DT && spec.head_size == H && spec.block_size == B) listed = true;
@@ -74,22 +82,24 @@ bool can_record(Stage stage, const ProblemSpec& spec) {
 }
 
 std::string recordable_configs_text() {
-  std::string s = "stages q_to_smem, qk, softmax, lv, warp_reduce, v2_partition; configurations (dtype head block):";
+  std::string s = "stages q_to_smem, qk, softmax, lv, warp_reduce, v2_partition, cascade_merge (its prefix kernel untraced); configurations (dtype head block):";
 #define PA_X(DT, H, B) s += std::string(" ") + dtype_name(DType::DT) + "/" #H "/" #B;
   PA_TRACE_FOR_EACH_CONFIG(PA_X)
 #undef PA_X
-  return s;
+  return s + "; " + detail::recordable_optimized_text();
 }
 
 RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& sel,
                           unsigned long long initial_capacity) {
+  if (stage == Stage::optimized) return record_optimized(p, sel, 0, initial_capacity);
   if (!can_record(stage, p.spec)) {
     throw std::invalid_argument(std::string("record_stage: no recording instance for stage ") + to_string(stage) +
                                 " with " + dtype_name(p.spec.dtype) + " head " + std::to_string(p.spec.head_size) +
                                 " block " + std::to_string(p.spec.block_size) + " (recordable: " +
                                 recordable_configs_text() + "); the host model covers every configuration");
   }
-  const std::vector<BlockId> blocks = resolve_selection(p.spec, stage, sel);
+  // By label: stage 6 adds the reduce blocks, stage 7 the cascade's other kernels (host_model.hpp).
+  const std::vector<BlockId> blocks = traced_blocks(p.spec, stage, resolve_selection(p.spec, stage, sel));
   if (blocks.size() > static_cast<std::size_t>(kernels::kMaxTracedBlocks)) {
     throw std::invalid_argument("record_stage: " + std::to_string(blocks.size()) +
                                 " selected blocks (accepted: at most " +
@@ -114,7 +124,9 @@ RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& s
     d.poison_outputs();
     const int dt = static_cast<int>(p.spec.dtype);  // f32 = 0, f16 = 1, bf16 = 2
     bool launched = false;
-    if (stage == Stage::v2_partition) {
+    if (stage == Stage::cascade_merge) {
+      launched = detail::record_cascade_launch(p, args, t);  // record_cascade.cu
+    } else if (stage == Stage::v2_partition) {
       // The launch pa-lab run uses (kernels/src/v2_cascade_run.cpp): the whole
       // context, out (dtype) and lse written, single-partition sequences direct.
       const int parts = std::max(1, p.spec.max_partitions());

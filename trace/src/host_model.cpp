@@ -11,9 +11,12 @@
 namespace pa::trace {
 
 void sort_replay_order(std::vector<Event>& events) {
+  // Blocks by label in data-flow order (block_replay_rank: prefix, partitions,
+  // reduce, merge), then program order.
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
-    return std::tie(a.seq, a.head, a.partition, a.epoch, a.warp, a.lane, a.seq_in_thread) <
-           std::tie(b.seq, b.head, b.partition, b.epoch, b.warp, b.lane, b.seq_in_thread);
+    const long long ra = block_replay_rank(a.partition), rb = block_replay_rank(b.partition);
+    return std::tie(a.seq, a.head, ra, a.epoch, a.warp, a.lane, a.seq_in_thread) <
+           std::tie(b.seq, b.head, rb, b.epoch, b.warp, b.lane, b.seq_in_thread);
   });
 }
 
@@ -25,16 +28,63 @@ bool stage_is_modelled(Stage stage) {
     case Stage::lv:
     case Stage::warp_reduce:
     case Stage::v2_partition:
+    case Stage::cascade_merge:  // in part: model_coverage_note
+    case Stage::optimized:
       return true;
     default:
       return false;
   }
 }
 
+CascadeTracePlan cascade_trace_plan(const ProblemSpec& spec) {
+  CascadeTracePlan plan;
+  plan.prefix_len = spec.shared_prefix_len;
+  plan.tensor_cores = spec.dtype != DType::f32;
+  const int max_ctx = spec.context_lens.empty() ? 1 : *std::max_element(spec.context_lens.begin(), spec.context_lens.end());
+  if (plan.prefix_len > 0) {
+    if (plan.tensor_cores) {
+      plan.chunk_len = kCascadeTraceChunkLen;
+      plan.prefix_partitions = ceil_div(plan.prefix_len, plan.chunk_len);
+    } else {
+      plan.prefix_partitions = num_partitions(plan.prefix_len, spec.partition_size);
+    }
+  }
+  plan.suffix_partitions = std::max(1, num_partitions(std::max(1, max_ctx - plan.prefix_len), spec.partition_size));
+  return plan;
+}
+
+std::string model_coverage_note(const ProblemSpec& spec, Stage stage) {
+  if (stage == Stage::cascade_merge && spec.shared_prefix_len > 0 && spec.dtype != DType::f32) {
+    return "cascade_prefix_kernel (the tensor-core prefix kernel) has no trace hooks yet: its blocks are not in "
+           "the trace; the prefix state enters it through the reduce of its chunks (label -2)";
+  }
+  return {};
+}
+
+namespace {
+// Partitions a selection may name: stage 6 the context's, stage 7 the suffix's.
+int selectable_partitions(const ProblemSpec& spec, Stage stage, int seq) {
+  const int ctx = spec.context_lens[seq];
+  if (stage == Stage::v2_partition) return num_partitions(ctx, spec.partition_size);
+  if (stage == Stage::cascade_merge) {
+    const TokenRange r{spec.shared_prefix_len, -1};
+    return std::max(1, num_partitions_in(r, ctx, spec.partition_size));
+  }
+  return 1;
+}
+}  // namespace
+
 std::vector<BlockId> resolve_selection(const ProblemSpec& spec, Stage stage, const Selection& sel) {
+  return resolve_selection(spec, stage, sel, ModelOptions{});
+}
+
+std::vector<BlockId> resolve_selection(const ProblemSpec& spec, Stage stage, const Selection& sel,
+                                       const ModelOptions& opt) {
+  // Stage 8 names CTAs by (seq, unit's first head, split): host_model_optimized.cpp.
+  if (stage == Stage::optimized) return detail::resolve_optimized_selection(spec, sel, opt.optimized);
   std::vector<BlockId> blocks = sel.blocks;
   if (blocks.empty()) blocks.push_back(BlockId{});
-  const bool partitioned = stage == Stage::v2_partition;
+  const bool partitioned = stage == Stage::v2_partition || stage == Stage::cascade_merge;
   for (const BlockId& b : blocks) {
     auto bad = [&](const std::string& what) {
       throw std::invalid_argument("trace selection (seq " + std::to_string(b.seq) + ", head " +
@@ -47,10 +97,11 @@ std::vector<BlockId> resolve_selection(const ProblemSpec& spec, Stage stage, con
     if (b.head < 0 || b.head >= spec.num_heads) {
       bad("head out of range (accepted: 0 .. " + std::to_string(spec.num_heads - 1) + ")");
     }
-    const int parts = partitioned ? num_partitions(spec.context_lens[b.seq], spec.partition_size) : 1;
+    const int parts = selectable_partitions(spec, stage, b.seq);
     if (b.partition < 0 || b.partition >= parts) {
       bad(partitioned ? "partition out of range (accepted: 0 .. " + std::to_string(parts - 1) +
-                            " for this sequence's context)"
+                            (stage == Stage::cascade_merge ? " for this sequence's suffix)"
+                                                           : " for this sequence's context)")
                       : "partition must be 0 for stage " + std::string(to_string(stage)) + " (one partition)");
     }
   }
@@ -61,22 +112,66 @@ std::vector<BlockId> resolve_selection(const ProblemSpec& spec, Stage stage, con
   return blocks;
 }
 
+std::vector<BlockId> traced_blocks(const ProblemSpec& spec, Stage stage, const std::vector<BlockId>& resolved) {
+  std::vector<BlockId> out;
+  for (const BlockId& b : resolved) {
+    if (stage == Stage::v2_partition) {
+      out.push_back(b);
+      out.push_back({b.seq, b.head, kReduceBlock});
+    } else if (stage == Stage::cascade_merge) {
+      const CascadeTracePlan plan = cascade_trace_plan(spec);
+      out.push_back(b);
+      out.push_back({b.seq, b.head, kReduceBlock});
+      if (plan.prefix_len > 0) {
+        if (!plan.tensor_cores && b.partition < plan.prefix_partitions)
+          out.push_back({b.seq, b.head, kPrefixBlockBase + b.partition});
+        out.push_back({b.seq, b.head, kPrefixReduceBlock});
+        out.push_back({b.seq, b.head, kMergeBlock});
+      }
+    } else {
+      out.push_back(b);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const BlockId& a, const BlockId& b) {
+    return std::tie(a.seq, a.head, a.partition) < std::tie(b.seq, b.head, b.partition);
+  });
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::vector<Event> model_events(const ProblemSpec& spec, Stage stage, const Selection& sel) {
+  return model_events(spec, stage, sel, ModelOptions{});
+}
+
+std::vector<Event> model_events(const ProblemSpec& spec, Stage stage, const Selection& sel, const ModelOptions& opt) {
   if (!is_valid(stage)) {
     throw std::invalid_argument("model_events: stage value " + std::to_string(static_cast<int>(stage)) +
                                 " is not a stage (accepted: 1 .. 8)");
   }
   if (!stage_is_modelled(stage)) {
     throw std::invalid_argument(std::string("model_events: stage ") + to_string(stage) +
-                                " has no host model (modelled: q_to_smem, qk, softmax, lv, warp_reduce, v2_partition; the "
-                                "cascade_merge and optimized kernels have no trace hooks)");
+                                " has no host model (modelled: q_to_smem, qk, softmax, lv, warp_reduce, v2_partition, "
+                                "cascade_merge, optimized)");
   }
   spec.validate();
-  const std::vector<BlockId> blocks = resolve_selection(spec, stage, sel);
+  const std::vector<BlockId> blocks = resolve_selection(spec, stage, sel, opt);
   const PagedProblem p = make_problem(spec);
   detail::ModelValues vals(p);
   std::vector<Event> out;
-  for (const BlockId& b : blocks) detail::model_v1_block(p, stage, b, vals, out);
+  if (stage == Stage::v2_partition) {
+    const detail::V2Launch l = detail::stage6_launch(spec);
+    for (const BlockId& b : blocks) detail::model_v2_partition_block(p, l, b.seq, b.head, b.partition, vals, out);
+    std::vector<BlockId> rows = blocks;  // one reduce block per (seq, head)
+    for (BlockId& b : rows) b.partition = 0;
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    for (const BlockId& b : rows) detail::model_v2_reduce_block(p, l, b.seq, b.head, vals, out);
+  } else if (stage == Stage::cascade_merge) {
+    detail::model_cascade(p, blocks, vals, out);
+  } else if (stage == Stage::optimized) {
+    detail::model_optimized(p, blocks, opt.optimized, vals, out);  // host_model_optimized.cpp
+  } else {
+    for (const BlockId& b : blocks) detail::model_v1_block(p, stage, b, vals, out);
+  }
   sort_replay_order(out);
   return out;
 }

@@ -5,9 +5,13 @@
 // values some events carry.
 #pragma once
 #include <cmath>
+#include <limits>
+#include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
+#include "pa/index/cascade.hpp"
 #include "pa/index/config.hpp"
 #include "pa/index/events.hpp"
 #include "pa/index/layout.hpp"
@@ -88,11 +92,74 @@ struct ModelValues {
     return static_cast<float>(v2->part_out[v2->geom.out_offset(seq, head, part, d)]);
   }
   std::int64_t stat(int seq, int head) const { return static_cast<std::int64_t>(seq) * p.spec.num_heads + head; }
+
+  // The attention state of (seq, head) over tokens [begin, end) (clamped to
+  // the context): a V2 partition's normalized output, a state's out and lse.
+  const AttentionState& state(int seq, int head, int begin, int end) {
+    auto it = states_.find({begin, end});
+    if (it == states_.end()) it = states_.emplace(std::make_pair(begin, end), ref_states(p, begin, end)).first;
+    return it->second[static_cast<std::size_t>(stat(seq, head))];
+  }
+  float state_out(int seq, int head, int begin, int end, int d) {
+    const AttentionState& s = state(seq, head, begin, end);
+    return s.out.empty() ? 0.f : static_cast<float>(s.out[static_cast<std::size_t>(d)]);
+  }
+  float state_lse(int seq, int head, int begin, int end) {
+    return static_cast<float>(state(seq, head, begin, end).lse);
+  }
+  // Max logit and exp sum (relative to that max) over tokens [begin, end):
+  // a partition's part_max / part_sum. Empty: (-inf, 0).
+  std::pair<float, float> range_stats(int seq, int head, int begin, int end) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int t = begin; t < end; ++t) m = std::max(m, logit(seq, head, t));
+    double sum = 0;
+    for (int t = begin; t < end; ++t) sum += std::exp(static_cast<double>(logit(seq, head, t)) - m);
+    return {m, static_cast<float>(sum)};
+  }
+
+ private:
+  std::map<std::pair<int, int>, std::vector<AttentionState>> states_;
 };
 
-// Per-stage model entry points. Stages 1-5 and the stage 6 partition kernel
-// (the same steps on a partition's token range): host_model_v1.cpp.
+// One launch of stage 6's kernels (partition kernel + reduce) as a stage 6 or
+// stage 7 run makes it: the V2Args that matter for the events, and the
+// relabelling the recording tracer applies (RecordingTracer: partition label
+// partition_base + p, reduce label, state tensors renamed).
+struct V2Launch {
+  TokenRange range{0, -1};
+  int partition_size = 0;
+  int max_partitions = 1;
+  bool direct = true;  // single_partition_direct
+  bool out = true, out_state = false, lse = true;
+  int partition_base = 0;
+  int reduce_label = kReduceBlock;
+  Tensor state_out_as = Tensor::state_out;
+  Tensor state_lse_as = Tensor::state_lse;
+};
+
+// Per-stage model entry points. Stages 1-5: host_model_v1.cpp (stage 6 goes
+// through the V2 functions below).
 void model_v1_block(const PagedProblem& p, Stage stage, const BlockId& b, ModelValues& vals,
                     std::vector<Event>& out);
+// Stage 6's partition kernel, block (seq, head, partition p) of launch l
+// (host_model_v1.cpp: the same steps as v1 on the partition's range).
+void model_v2_partition_block(const PagedProblem& p, const V2Launch& l, int seq, int head, int part,
+                              ModelValues& vals, std::vector<Event>& out);
+// Stage 6's reduce kernel, block (seq, head) of launch l (host_model_v2.cpp).
+void model_v2_reduce_block(const PagedProblem& p, const V2Launch& l, int seq, int head, ModelValues& vals,
+                           std::vector<Event>& out);
+// Stage 6 (v2_partition) traces: the selected partition blocks and the
+// reduce blocks of their (seq, head) (host_model_v2.cpp).
+V2Launch stage6_launch(const ProblemSpec& spec);
+// Stage 7 (cascade_merge) traces (host_model_cascade.cpp).
+void model_cascade(const PagedProblem& p, const std::vector<BlockId>& blocks, ModelValues& vals,
+                   std::vector<Event>& out);
+
+// Stage 8 (08_optimized.cuh): host_model_optimized.cpp. `blocks` come from
+// resolve_optimized_selection (heads normalized to their unit's first head).
+std::vector<BlockId> resolve_optimized_selection(const ProblemSpec& spec, const Selection& sel,
+                                                 const OptimizedModelOptions& opt);
+void model_optimized(const PagedProblem& p, const std::vector<BlockId>& blocks, const OptimizedModelOptions& opt,
+                     ModelValues& vals, std::vector<Event>& out);
 
 }  // namespace pa::trace::detail

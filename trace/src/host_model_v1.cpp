@@ -67,8 +67,10 @@ struct V1Model {
         em.record(tid, ev_(tid, Step::stage_output, Op::shared_load, Tensor::q_smem)
                            .it(k).dims(Map::qk_vec_dim(g_off, i), Cfg::kVecSize)
                            .at(Map::q_smem_byte(g_off, i), Cfg::kVecBytes));
-        em.record(tid, ev_(tid, Step::stage_output, Op::global_store, Tensor::stage_out)
-                           .it(k).dims(e0, Cfg::kVecSize).at(off * 4, Cfg::kVecSize * 4));
+        for (int e = 0; e < Cfg::kVecSize; ++e) {  // the kernel stores the floats one by one
+          em.record(tid, ev_(tid, Step::stage_output, Op::global_store, Tensor::stage_out)
+                             .it(k).dims(e0 + e, 1).at((off + e) * 4, 4));
+        }
       }
     }
   }
@@ -314,31 +316,40 @@ struct V1Model {
     }
   }
 
-  // Stage 6's stores (06_v2_partition.cuh), for the launch pa-lab and
-  // record_stage use: out (dtype) and lse set, no out_state,
-  // single_partition_direct = true.
-  void v2_stores(int n_parts) {
-    if (n_parts == 1) {
-      out_store();
-      const StateGeometry stg{p.spec.num_heads, p.spec.head_size};
-      const std::int64_t off = stg.lse_offset(b.seq, b.head);
-      em.record(0, ev_(0, Step::partition_store, Op::global_store, Tensor::state_lse)
-                       .at(off * 4, 4).val(range_max + std::log(range_sum)));
+  // Stage 6's stores (06_v2_partition.cuh, the end of stage6_v2_partition_kernel)
+  // for launch l; part = the partition index (b.partition is its label).
+  const V2Launch* l = nullptr;
+  int part = 0;
+  void v2_stores(int n_parts, const PartitionRange& r) {
+    const StateGeometry stg{p.spec.num_heads, p.spec.head_size};
+    auto state_rows = [&](Tensor t, auto offset, auto value) {
+      for (int tid = 0; tid < kWarpSize; ++tid) {  // warp 0's row owners
+        const int lane = Map::lane_of(tid);
+        if (!Map::lv_row_owner(lane)) continue;
+        for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+          const int row = Map::lv_row(lane, i);
+          if (!Map::lv_row_valid(row)) continue;
+          em.record(tid, ev_(tid, Step::partition_store, Op::global_store, t)
+                             .it(i).dims(row, 1).at(offset(row) * 4, 4).val(value(row)));
+        }
+      }
+    };
+    auto range_out = [&](int row) { return vals.state_out(b.seq, b.head, r.token_begin, r.token_end, row); };
+    if (n_parts == 1 && l->direct) {
+      if (l->out) out_store();
+      if (l->out_state) {
+        state_rows(l->state_out_as, [&](int row) { return stg.out_offset(b.seq, b.head, row); }, range_out);
+      }
+      if (l->lse) {
+        const std::int64_t off = stg.lse_offset(b.seq, b.head);
+        em.record(0, ev_(0, Step::partition_store, Op::global_store, l->state_lse_as)
+                         .at(off * 4, 4).val(range_max + std::log(range_sum)));
+      }
       return;
     }
-    const PartitionGeometry pg{p.spec.num_heads, p.spec.max_partitions(), p.spec.head_size};
-    for (int tid = 0; tid < kWarpSize; ++tid) {  // warp 0's row owners
-      const int lane = Map::lane_of(tid);
-      if (!Map::lv_row_owner(lane)) continue;
-      for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
-        const int row = Map::lv_row(lane, i);
-        if (!Map::lv_row_valid(row)) continue;
-        em.record(tid, ev_(tid, Step::partition_store, Op::global_store, Tensor::part_out)
-                           .it(i).dims(row, 1).at(pg.out_offset(b.seq, b.head, b.partition, row) * 4, 4)
-                           .val(vals.part_out(b.seq, b.head, b.partition, row)));
-      }
-    }
-    const std::int64_t off = pg.stat_offset(b.seq, b.head, b.partition);
+    const PartitionGeometry pg{p.spec.num_heads, l->max_partitions, p.spec.head_size};
+    state_rows(Tensor::part_out, [&](int row) { return pg.out_offset(b.seq, b.head, part, row); }, range_out);
+    const std::int64_t off = pg.stat_offset(b.seq, b.head, part);
     em.record(0, ev_(0, Step::partition_store, Op::global_store, Tensor::part_max).at(off * 4, 4).val(range_max));
     em.record(0, ev_(0, Step::partition_store, Op::global_store, Tensor::part_sum).at(off * 4, 4).val(range_sum));
   }
@@ -346,24 +357,18 @@ struct V1Model {
   // stage6_v2_partition_kernel
   void run_v2() {
     context_len();
-    const TokenRange whole{0, -1};
-    const int n_parts = num_partitions_in(whole, ctx_len(), p.spec.partition_size);
-    if (b.partition >= n_parts) return;
-    const PartitionRange r =
-        partition_range_in(whole, ctx_len(), Cfg::kBlockSize, p.spec.partition_size, b.partition);
+    const int n_parts = num_partitions_in(l->range, ctx_len(), l->partition_size);
+    if (part >= n_parts) return;
+    const PartitionRange r = partition_range_in(l->range, ctx_len(), Cfg::kBlockSize, l->partition_size, part);
     q_to_smem();
     qk(r);
     softmax(r);
     lv(r);
     warp_reduce();
-    v2_stores(n_parts);
+    v2_stores(n_parts, r);
   }
 
   void run(Stage stage) {
-    if (stage == Stage::v2_partition) {
-      run_v2();
-      return;
-    }
     const PartitionRange r = partition_range(ctx_len(), Cfg::kBlockSize, 0, 0);
     if (stage == Stage::q_to_smem) {
       q_to_smem();
@@ -394,6 +399,22 @@ struct V1Model {
 };
 
 }  // namespace
+
+void model_v2_partition_block(const PagedProblem& p, const V2Launch& l, int seq, int head, int part,
+                              ModelValues& vals, std::vector<Event>& out) {
+  with_kernel_config(p.spec, [&](auto cfg) {
+    using Cfg = decltype(cfg);
+    const int kv_head = kv_head_of(head, p.spec.num_heads, p.spec.num_kv_heads);
+    const BlockId b{seq, head, l.partition_base + part};
+    BlockEmitter em(out, Stage::v2_partition, b, kv_head, Cfg::kNumThreads);
+    const int max_ctx = *std::max_element(p.context_lens.begin(), p.context_lens.end());
+    V1Model<Cfg> m{p, vals, em, b, kv_head,
+                   StageOutGeometry{p.spec.num_heads, p.spec.head_size, max_ctx, Cfg::kNumWarps}};
+    m.l = &l;
+    m.part = part;
+    m.run_v2();
+  });
+}
 
 void model_v1_block(const PagedProblem& p, Stage stage, const BlockId& b, ModelValues& vals,
                     std::vector<Event>& out) {

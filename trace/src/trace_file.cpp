@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "pa/index/config.hpp"
+#include "pa/index/events.hpp"
+#include "pa/index/merge.hpp"
 
 #ifndef PA_SOURCE_REVISION
 #define PA_SOURCE_REVISION "unknown"
@@ -201,9 +203,10 @@ void validate_header(const TraceHeader& h) {
 struct EventBounds {
   int num_warps, num_seqs, num_heads, num_kv_heads, max_partitions, head_size;
   long long max_tokens, max_blocks, pool_blocks;
+  Stage stage = Stage::q_to_smem;  // the header's: which block labels it may hold
 };
 
-EventBounds bounds_of(const ProblemSpec& s) {
+EventBounds bounds_of(const ProblemSpec& s, Stage stage) {
   EventBounds b{};
   int max_ctx = 0;
   for (int c : s.context_lens) max_ctx = std::max(max_ctx, c);
@@ -218,6 +221,9 @@ EventBounds bounds_of(const ProblemSpec& s) {
   b.max_tokens = b.max_blocks * s.block_size;
   // The pool never holds more than every sequence's blocks plus the spare ones.
   b.pool_blocks = b.max_blocks * b.num_seqs + s.spare_blocks;
+  b.stage = stage;
+  // Stage 8: partition = the split; a split holds at least one block.
+  if (stage == Stage::optimized) b.max_partitions = static_cast<int>(std::max<long long>(1, b.max_blocks));
   return b;
 }
 
@@ -230,11 +236,23 @@ void validate_event(const Event& e, const EventBounds& b, std::size_t index) {
   if (!is_valid(e.step)) bad_enum("step", static_cast<int>(e.step));
   if (!is_valid(e.op)) bad_enum("op", static_cast<int>(e.op));
   if (!is_valid(e.tensor)) bad_enum("tensor", static_cast<int>(e.tensor));
-  check_range(e.warp, 0, b.num_warps - 1, at + "warp");
+  // The merge kernel (stage 7) runs 256-thread blocks (MergeGrid, merge.hpp).
+  const int warps = b.stage == Stage::cascade_merge && e.partition == kMergeBlock
+                        ? std::max(b.num_warps, MergeGrid::kThreads / kWarpSize)
+                        : b.num_warps;
+  check_range(e.warp, 0, warps - 1, at + "warp");
   check_range(e.lane, 0, kWarpSize - 1, at + "lane");
   check_range(e.seq, 0, b.num_seqs - 1, at + "seq");
   check_range(e.head, 0, b.num_heads - 1, at + "head");
-  check_range(e.partition, 0, b.max_partitions - 1, at + "partition");
+  // A partition index, or a block label (pa/index/events.hpp): stage 6 traces
+  // hold the reduce block, stage 7 traces every label.
+  const bool label = (b.stage == Stage::v2_partition && e.partition == kReduceBlock) ||
+                     (b.stage == Stage::cascade_merge &&
+                      (e.partition == kReduceBlock || e.partition == kPrefixReduceBlock ||
+                       e.partition == kMergeBlock || is_prefix_block(e.partition)));
+  if (!label) {
+    check_range(e.partition, 0, b.max_partitions - 1, at + "partition");
+  }
   check_range(e.kv_head, -1, b.num_kv_heads - 1, at + "kv_head");
   check_range(e.iter, -1, std::numeric_limits<std::int32_t>::max(), at + "iter");
   check_range(e.epoch, 0, std::numeric_limits<std::int32_t>::max(), at + "epoch");
@@ -289,7 +307,7 @@ Event read_event(Reader& r) {
 
 void validate_trace(const TraceData& data) {
   validate_header(data.header);
-  const EventBounds b = bounds_of(data.header.spec);
+  const EventBounds b = bounds_of(data.header.spec, data.header.stage);
   for (std::size_t i = 0; i < data.events.size(); ++i) validate_event(data.events[i], b, i);
 }
 
@@ -429,7 +447,7 @@ TraceData parse_impl(const std::uint8_t* bytes, std::size_t size, bool verify_ch
   validate_header(h);
 
   r.u64("event count");
-  const EventBounds b = bounds_of(s);
+  const EventBounds b = bounds_of(s, h.stage);
   d.events.reserve(static_cast<std::size_t>(count));
   for (std::uint64_t i = 0; i < count; ++i) {
     d.events.push_back(read_event(r));
