@@ -129,6 +129,16 @@ pa::ProblemSpec spec_for(Stage s) {
   return spec;
 }
 
+// Stage 8: every split CTA of sequence 0's first unit, so that the trace
+// holds the arrival and the last CTA's merge.
+pa::trace::Selection selection_for(Stage s) {
+  if (s != Stage::optimized) return {};
+  const auto plan = pa::trace::optimized_model_plan(spec_for(s));
+  pa::trace::Selection sel;
+  for (int sp = 0; sp < plan.splits; ++sp) sel.blocks.push_back({0, 0, sp});
+  return sel;
+}
+
 // Steps whose kernels record no trace events BY DESIGN (no trace hooks), so
 // no trace can contain them; their markers still tie a section to source
 // lines (the anchor test checks those). Each entry names where that is stated.
@@ -143,8 +153,6 @@ const Untraced kUntraced[] = {
      "stage6_v2_reduce_kernel has no trace hooks (kernels/stages/06_v2_partition.cuh)"},
     {Stage::cascade_merge, std::nullopt,
      "the cascade kernels have no trace hooks and no host model (trace/src/host_model.cpp)"},
-    {Stage::optimized, std::nullopt,
-     "the stage 8 kernel has no trace hooks and no host model (trace/src/host_model.cpp)"},
 };
 const Untraced* untraced(Stage stage, Step step) {
   for (const auto& u : kUntraced)
@@ -170,7 +178,8 @@ MarkerStepCheck check_marker_steps() {
       if (!steps_of.count(m.stage) && !errors.count(m.stage)) {
         try {
           auto& set = steps_of[m.stage];
-          for (const auto& ev : pa::trace::model_events(spec_for(m.stage), m.stage, {})) set.insert(ev.step);
+          for (const auto& ev : pa::trace::model_events(spec_for(m.stage), m.stage, selection_for(m.stage)))
+            set.insert(ev.step);
         } catch (const std::exception& err) {
           steps_of.erase(m.stage);
           errors[m.stage] = err.what();
