@@ -198,6 +198,25 @@ TEST_CASE("load_trace: a stage without a host model is a message, not an error",
   }
 }
 
+TEST_CASE("load_trace: stages 7 and 8 load from the host model; a partial trace says what it leaves out", "[viewer][background][load]") {
+  for (trace::Stage st : {trace::Stage::cascade_merge, trace::Stage::optimized}) {
+    if (!trace::stage_is_modelled(st)) continue;
+    LoadRequest r;
+    r.kind = LoadRequest::Kind::model;
+    r.stage = st;
+    r.spec.context_lens = {100, 140};
+    r.spec.shared_prefix_len = 64;
+    LoadControl c;
+    const LoadedTrace t = load_trace(r, c);
+    CHECK_FALSE(t.events.empty());
+    CHECK(t.index.num_blocks() >= 1);
+    CHECK(t.index.block(t.block) == BlockKey{0, 0, 0});  // the selected block is shown first
+    const std::string note = trace::model_coverage_note(r.spec, st);
+    if (!note.empty()) CHECK(t.message.find(note) != std::string::npos);
+    else CHECK(t.message.empty());
+  }
+}
+
 TEST_CASE("load_trace: an invalid problem throws a message naming the bad value", "[viewer][background][load]") {
   LoadRequest r;
   r.kind = LoadRequest::Kind::model;

@@ -191,6 +191,7 @@ LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
   out.sel_partition = req.sel_partition;
   const auto t0 = std::chrono::steady_clock::now();
   float index_lo = 0.6f;
+  std::future<std::vector<std::vector<int>>> tables_later;
   switch (req.kind) {
     case LoadRequest::Kind::model: {
       ctl.set_phase("host model: generating the events");
@@ -215,6 +216,9 @@ LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
         out.sel_head = head;
         out.sel_partition = std::max(0, req.sel_partition);
         sel.blocks.push_back(trace::BlockId{seq, head, out.sel_partition});
+        // What this stage's trace leaves out (kernels without trace hooks): shown as a note.
+        const std::string note = trace::model_coverage_note(req.spec, req.stage);
+        if (!note.empty()) out.message = std::string("Partial trace: ") + note + ".";
         try {
           out.events = trace::model_events(req.spec, req.stage, sel);
         } catch (...) {
@@ -247,8 +251,8 @@ LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
       out.events = std::move(d.events);
       ctl.set_progress(0.6f);
       ctl.check();
-      ctl.set_phase("block tables");
-      out.tables = problem_tables(out.spec);
+      // The problem's block tables, drawn from the reference problem, overlap with the indexing.
+      tables_later = std::async(std::launch::async, [spec = out.spec] { return problem_tables(spec); });
       break;
     }
     case LoadRequest::Kind::reindex: {
@@ -270,8 +274,14 @@ LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
   ctl.set_phase("indexing the replay steps");
   const auto t1 = std::chrono::steady_clock::now();
   ctl.set_range(index_lo, 0.93f);
-  out.index = TraceIndex(out.events, req.granularity, &ctl);
+  try {
+    out.index = TraceIndex(out.events, req.granularity, &ctl);
+  } catch (...) {
+    if (tables_later.valid()) tables_later.wait();
+    throw;
+  }
   out.index_ms = ms_since(t1);
+  if (tables_later.valid()) out.tables = tables_later.get();
   ctl.check();
   ctl.set_phase("per-block caches");
   // Stages 6 and 7 trace several kernels per (seq, head) (partition blocks,
