@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """Turn a pa-bench JSON file into the README results table.
 
-Usage: scripts/bench_table.py assets/bench/<gpu>.json [--readme README.md] [--print]
+Usage: scripts/bench_table.py assets/bench/<gpu>.json [--cascade assets/bench/<run>.json]
+                             [--readme README.md] [--print]
+
+--cascade: take the cascade section (rows with a shared prefix, and the
+speedup) from another run's JSON (pa-bench --cascade-only), named with its
+own GPU and copy bandwidth, instead of the main file's.
 
 Replaces the text between <!-- results:begin --> and <!-- results:end --> in
 the README (nothing else), or prints the table with --print. The numbers are
@@ -37,7 +42,7 @@ def cell(row):
     return f"{fmt_us(row['median_us'])}<br>{row['gbps']:.0f} GB/s ({row['pct_copy']:.0f}%)"
 
 
-def table(data, src):
+def table(data, src, cdata=None, csrc=None):
     rows = data["rows"]
     out = []
     out.append(
@@ -66,22 +71,28 @@ def table(data, src):
         kvmb = next(iter(by.values()))["kv_bytes"] / 1e6
         out.append(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {k[4]} | {k[5]} | {kvmb:.0f} | "
                    + " | ".join(cell(by.get(n)) for n in KERNELS[:3]) + " |")
-    casc = [r for r in rows if r["prefix"]]
+    cd = cdata if cdata is not None else data
+    casc = [r for r in cd["rows"] if r["prefix"]]
     if casc:
         out.append("")
         r0 = casc[0]
+        origin = ""
+        if cdata is not None:
+            origin = (f" Measured in a separate run on **{cd['gpu']}** (raw data: `{csrc}`, copy bandwidth "
+                      f"{cd['copy_gbps']:.0f} GB/s in that run, median of {cd['iters']} timings); every kernel "
+                      f"in this table ran in that run.")
         out.append(
             f"Cascade: {r0['seqs']} sequences sharing a {r0['prefix']}-token prefix, "
             f"{r0['context'] - r0['prefix']} unique tokens each, {r0['heads']} heads (MHA), head size "
             f"{r0['head_size']}; the same block tables (prefix blocks shared) for every kernel. "
-            f"GB/s counts each kernel's logical KV reads (cascade: the prefix once)."
+            f"GB/s counts each kernel's logical KV reads (cascade: the prefix once).{origin}"
         )
         out.append("")
         out.append("| dtype | " + " | ".join(KERNELS) + " | cascade speedup vs best other |")
         out.append("|---|" + "---|" * (len(KERNELS) + 1))
         for dt in sorted({r["dtype"] for r in casc}, key=lambda d: d != "fp16"):
             by = {r["kernel"]: r for r in casc if r["dtype"] == dt}
-            sp = next((c for c in data.get("cascade", []) if c["dtype"] == dt), None)
+            sp = next((c for c in cd.get("cascade", []) if c["dtype"] == dt), None)
             sptxt = f"{sp['speedup']:.1f}x (vs {sp['best_non_cascade']})" if sp else "—"
             out.append(f"| {dt} | " + " | ".join(cell(by.get(n)) for n in KERNELS) + f" | {sptxt} |")
     return "\n".join(out)
@@ -91,6 +102,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json")
     ap.add_argument("--readme", default=None)
+    ap.add_argument("--cascade", default=None)
     ap.add_argument("--print", action="store_true")
     a = ap.parse_args()
     path = pathlib.Path(a.json)
@@ -101,7 +113,15 @@ def main():
         src = path.resolve().relative_to(root)
     except ValueError:
         src = path
-    t = table(data, src)
+    cdata, csrc = None, None
+    if a.cascade:
+        cpath = pathlib.Path(a.cascade)
+        cdata = json.loads(cpath.read_text())
+        try:
+            csrc = cpath.resolve().relative_to(root)
+        except ValueError:
+            csrc = cpath
+    t = table(data, src, cdata, csrc)
     if a.print:
         print(t)
         return 0

@@ -16,7 +16,10 @@ bool launch_cascade_prefix_wgmma_any(DType dtype, int head_size, int block_size,
   if constexpr (prefix_wgmma_head_ok(H)) {                                                                \
     if (head_size == H && block_size == B) {                                                              \
       const bool f16 = dtype == DType::f16;                                                               \
-      if (variant == 5) {                                                                                 \
+      if (variant == 6) {                                                                                 \
+        if (f16) launch_cascade_prefix_wgmma_pipe<KernelConfig<DType::f16, H, B, 128>>(a, s);             \
+        else launch_cascade_prefix_wgmma_pipe<KernelConfig<DType::bf16, H, B, 128>>(a, s);                \
+      } else if (variant == 5) {                                                                          \
         if (f16) launch_cascade_prefix_wgmma<KernelConfig<DType::f16, H, B, 128>, 1>(a, s);               \
         else launch_cascade_prefix_wgmma<KernelConfig<DType::bf16, H, B, 128>, 1>(a, s);                  \
       } else {                                                                                            \

@@ -345,6 +345,247 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
 #endif
 }
 
+// ---- variant 6: variant 4 with QK of the next tile in flight during the softmax
+// The tensor cores idle during variant 4's softmax (QK -> wait -> softmax ->
+// PV -> wait, in lockstep). Here iteration t issues S(t+1) = Q K(t+1)^T
+// asynchronously into a second accumulator set, then runs the softmax of tile
+// t while it computes, then issues O += P(t) V(t); the next iteration's wait
+// covers both. Tile t+1 must be resident one iteration earlier, so the
+// pipeline holds 4 tile buffers (t, t+1 in use, t+2 and t+3 in flight).
+template <class Cfg>
+using WgmmaPipeTiling = PrefixWgmmaTiling<Cfg, 64, 4, 2>;
+
+// One tile's online softmax for variant 6 (same arithmetic as variant 4's):
+// s (this tile's logits, raw) -> pa (P as A fragments); rescales l, lr and
+// returns the factor O must be rescaled by (the caller does that after the
+// in-flight S wgmma completed: ptxas serializes wgmma when ordinary
+// instructions write an accumulator inside a wgmma pipeline window).
+template <class Tl, class T>
+__device__ __forceinline__ void wgmma_tile_softmax(const float (&s)[Tl::kTileTokens / 2], int valid, int lane, float scale_log2,
+                                                   float (&m)[2], float (&l)[2], float (&lr)[2], float (&corr)[2],
+                                                   std::uint32_t (&pa)[Tl::kTileTokens / 16][4]) {
+  using M = MmaType<T>;
+  constexpr int kNT = Tl::kTileTokens / 8;
+  // s is only read (it is a wgmma accumulator set: writing it while the other
+  // set's wgmma is in flight would serialize them); tokens past `valid` (a
+  // partial last tile) read as -inf.
+  const bool full = valid >= Tl::kTileTokens;
+  auto sv = [&](int nt, int j) {
+    return (full || nt * 8 + Tl::frag_col(lane, j) < valid) ? s[nt * 4 + j] : -INFINITY;
+  };
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) mx[j / 2] = fmaxf(mx[j / 2], sv(nt, j));
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+    const float mnew = fmaxf(m[i], mx[i] * scale_log2);
+    corr[i] = exp2f(m[i] - mnew);
+    m[i] = mnew;
+    l[i] *= corr[i];
+    lr[i] *= corr[i];
+  }
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float p0 = fast_exp2(fmaf(sv(nt, 2 * h), scale_log2, -m[h]));
+      const float p1 = fast_exp2(fmaf(sv(nt, 2 * h + 1), scale_log2, -m[h]));
+      const std::uint32_t packed = M::pack(p0, p1);
+      pa[nt / 2][2 * (nt % 2) + h] = packed;
+      const float2 r = unpack2<T>(packed);
+      l[h] += p0 + p1;
+      lr[h] += r.x + r.y;
+    }
+}
+
+template <class Cfg>
+__global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tl = WgmmaPipeTiling<Cfg>;
+  using T = Elem<Cfg>;
+  constexpr int kS = Tl::kTileTokens / 2;  // S accumulators per thread
+  constexpr int kO = Tl::kHead / 2;        // O accumulators per thread
+  extern __shared__ float4 cascade_smem[];
+  T* q_s = reinterpret_cast<T*>(cascade_smem);
+  const std::uint32_t smem_base = smem_u32(cascade_smem);
+
+  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int kvh = blockIdx.y, chunk = blockIdx.z;
+  const int ratio = a.num_heads / a.num_kv_heads;
+  const int num_rows = Tl::rows_per_kv_head(a.num_seqs, ratio);
+  const int row0 = blockIdx.x * Tl::kRows;
+  const int chunk_begin = chunk * a.chunk_len;
+  const int chunk_end = min(a.prefix_len, chunk_begin + a.chunk_len);
+  if (chunk_begin >= chunk_end) return;
+
+  const T* k_cache = static_cast<const T*>(a.k_cache);
+  const T* v_cache = static_cast<const T*>(a.v_cache);
+  constexpr int kIters = ceil_div(Tl::kTileChunks, Tl::kNumThreads);
+  auto fetch_phys = [&](int tile, int (&ph)[kIters]) {
+    const int t0 = chunk_begin + tile * Tl::kTileTokens;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int c = tid + i * Tl::kNumThreads;
+      const int token = t0 + Tl::tile_block_of_chunk(c) * Tl::kBlock;
+      ph[i] = (c < Tl::kTileChunks && token < chunk_end) ? __ldg(a.prefix_blocks + token / Tl::kBlock) : -1;
+    }
+  };
+  auto load_tile = [&](int stage, const int (&ph)[kIters]) {
+    const std::uint32_t ks = smem_base + Tl::k_tile_byte(stage);
+    const std::uint32_t vs = smem_base + Tl::v_tile_byte(stage);
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int c = tid + i * Tl::kNumThreads;
+      if (c >= Tl::kTileChunks) break;
+      const bool valid = ph[i] >= 0;
+      const std::int64_t off = Tl::region_chunk_offset(a.cg, valid ? ph[i] : 0, kvh, Tl::region_chunk_of(c));
+      cp_async16(ks + Tl::k_copy_byte(c), k_cache + off, valid ? 16 : 0);
+      cp_async16(vs + Tl::v_copy_byte(c), v_cache + off, valid ? 16 : 0);
+    }
+  };
+
+  const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
+  int phys_next[kIters];
+#pragma unroll
+  for (int t = 0; t < Tl::kStages - 1; ++t) {  // tiles 0, 1, 2: one group each
+    if (t < n_tiles) {
+      fetch_phys(t, phys_next);
+      load_tile(t, phys_next);
+    }
+    cp_async_commit();
+  }
+  fetch_phys(Tl::kStages - 1, phys_next);
+  {
+    const T* q = static_cast<const T*>(a.q);
+    for (int e = tid; e < Tl::kRows * Tl::kHead; e += Tl::kNumThreads) {
+      const int r = e / Tl::kHead, d = e % Tl::kHead, grow = row0 + r;
+      T v = from_float<T>(0.f);
+      if (grow < num_rows) v = q[a.qg.q_offset(Tl::row_seq(grow, ratio), Tl::row_head(grow, kvh, ratio), d)];
+      q_s[Tl::q_smem_elem(r, d)] = v;
+    }
+  }
+  cp_async_wait<Tl::kStages - 2>();  // tile 0 landed (this thread's part)
+  fence_proxy_async_smem();
+  __syncthreads();                   // Q and tile 0 visible to all
+  std::uint32_t qreg[Tl::kHead / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < Tl::kHead / 16; ++kk)
+    ldmatrix_x4(qreg[kk], smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+
+  const float scale_log2 = a.scale * 1.4426950408889634f;
+  float o[kO];
+#pragma unroll
+  for (int i = 0; i < kO; ++i) o[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.f, 0.f}, lr[2] = {0.f, 0.f};
+  float sa[kS], sb[kS];
+#pragma unroll
+  for (int i = 0; i < kS; ++i) sa[i] = sb[i] = 0.f;
+
+  auto issue_qk = [&](float (&s)[kS], int tile) {
+    const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
+    accum_fence(s);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Tl::kHead / 16; ++kk)
+      Wgmma<T, Tl::kTileTokens>::mma(s, qreg[kk], wgmma_desc(ks + Tl::k_step_byte(kk), Tl::kKLbo, Tl::kKSbo),
+                                     kk > 0 ? 1 : 0);  // kk 0 overwrites: no zeroing
+    wgmma_commit();
+  };
+  issue_qk(sa, 0);
+
+  // Iteration t: S(t) in s_cur was issued one iteration earlier.
+  auto step = [&](int tile, float (&s_cur)[kS], float (&s_next)[kS]) {
+    wgmma_wait_all();  // S(t) and O += P(t-1) V(t-1) done (this warpgroup)
+    accum_fence(s_cur);
+    accum_fence(o);
+    // Tile t+1 landed: kStages - 1 + t groups committed (tiles 0 .. t + kStages - 2).
+    cp_async_wait<Tl::kStages - 3>();
+    fence_proxy_async_smem();
+    __syncthreads();  // also: every warpgroup is done with tile t-1's buffer
+    {
+      const int ahead = tile + Tl::kStages - 1;
+      if (ahead < n_tiles) {
+        load_tile(ahead % Tl::kStages, phys_next);
+        fetch_phys(ahead + 1, phys_next);
+      }
+      cp_async_commit();
+    }
+    if (tile + 1 < n_tiles) issue_qk(s_next, tile + 1);  // runs during this tile's softmax
+    const int valid = min(Tl::kTileTokens, chunk_end - (chunk_begin + tile * Tl::kTileTokens));
+    std::uint32_t pa[Tl::kTileTokens / 16][4];
+    float corr[2];
+    wgmma_tile_softmax<Tl, T>(s_cur, valid, lane, scale_log2, m, l, lr, corr, pa);
+    wgmma_wait_all();  // S(t+1) done: O may be written again
+    accum_fence(s_next);
+    accum_fence(o);
+#pragma unroll
+    for (int dn = 0; dn < Tl::kHead / 8; ++dn) {
+      o[dn * 4 + 0] *= corr[0];
+      o[dn * 4 + 1] *= corr[0];
+      o[dn * 4 + 2] *= corr[1];
+      o[dn * 4 + 3] *= corr[1];
+    }
+    const std::uint32_t vs = smem_base + Tl::v_tile_byte(tile % Tl::kStages);
+    accum_fence(o);
+    frag_fence(pa);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Tl::kTileTokens / 16; ++kk)
+      Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo), 1);
+    wgmma_commit();
+  };
+  for (int tile = 0; tile < n_tiles; tile += 2) {
+    step(tile, sa, sb);
+    if (tile + 1 < n_tiles) step(tile + 1, sb, sa);
+  }
+  wgmma_wait_all();
+  accum_fence(o);
+  cp_async_wait<0>();
+
+  const int wg = warp / 4;
+  if (row0 + wg * Tl::kRowsPerWarpgroup >= num_rows) return;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+    lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 1);
+    lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 2);
+    const int grow = row0 + warp * 16 + Tl::frag_row(lane, 2 * i);
+    if (grow >= num_rows) continue;
+    const int seq = Tl::row_seq(grow, ratio), head = Tl::row_head(grow, kvh, ratio);
+    const float inv = 1.f / lr[i];
+#pragma unroll
+    for (int dn = 0; dn < Tl::kHead / 8; ++dn) {
+      const int d = dn * 8 + Tl::frag_col(lane, 0);
+      *reinterpret_cast<float2*>(a.part_out + a.pg.out_offset(seq, head, chunk, d)) =
+          make_float2(o[dn * 4 + 2 * i] * inv, o[dn * 4 + 2 * i + 1] * inv);
+    }
+    if (lane % 4 == 0) {
+      a.part_max[a.pg.stat_offset(seq, head, chunk)] = m[i] * 0.6931471805599453f;
+      a.part_sum[a.pg.stat_offset(seq, head, chunk)] = l[i];
+    }
+  }
+#else
+  __trap();
+#endif
+}
+
+template <class Cfg>
+void launch_cascade_prefix_wgmma_pipe(const PrefixArgs& a, cudaStream_t stream) {
+  using Tl = WgmmaPipeTiling<Cfg>;
+  auto kernel = &cascade_prefix_wgmma_pipe_kernel<Cfg>;
+  PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes));
+  const int ratio = a.num_heads / a.num_kv_heads;
+  const dim3 grid(Tl::num_query_tiles(a.num_seqs, ratio), a.num_kv_heads, ceil_div(a.prefix_len, a.chunk_len));
+  kernel<<<grid, Tl::kNumThreads, Tl::kSmemBytes, stream>>>(a);
+  PA_CUDA_CHECK(cudaGetLastError());
+}
+
 template <class Cfg, int WARPGROUPS>
 void launch_cascade_prefix_wgmma(const PrefixArgs& a, cudaStream_t stream) {
   using Tl = WgmmaTilingOf<Cfg, WARPGROUPS>;

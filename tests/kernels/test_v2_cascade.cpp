@@ -443,7 +443,7 @@ TEST_CASE("cascade: every prefix variant and stream mode", "[gpu][cascade]") {
   for (const KernelKey& k : v2c_configs()) {
     if (k.dtype == DType::f32) continue;  // no tensor-core prefix
     const int bs = k.block_size;
-    for (int v = 0; v <= 5; ++v)
+    for (int v = 0; v <= 6; ++v)
       for (int st = 0; st <= 2; ++st) {
         SECTION(describe(k) + " variant " + std::to_string(v) + " streams " + std::to_string(st)) {
           setenv("PA_CASCADE_PREFIX_VARIANT", std::to_string(v).c_str(), 1);

@@ -176,8 +176,10 @@ struct PrefixTiling {
 //      pipelines, so one's softmax can overlap the other's tensor-core work
 //      (the K/V tile is read from L2 by both query tiles of a KV head; falls
 //      back to 1 without wgmma).
+//   6: variant 4 with S of the next tile computed during this tile's softmax,
+//      4 buffers (falls back to 3 without wgmma).
 PA_HD constexpr bool prefix_variant_wide(int variant, int head_size) {
-  return (variant == 2 || variant == 3 || variant == 4) && head_size <= 128;
+  return (variant == 2 || variant == 3 || variant == 4 || variant == 6) && head_size <= 128;
 }
 PA_HD constexpr int prefix_rows_per_block(int variant, int head_size) {
   return prefix_variant_wide(variant, head_size) ? 128 : 64;
