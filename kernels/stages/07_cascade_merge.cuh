@@ -225,10 +225,18 @@ struct PrefixVariant {
   static constexpr int kMaxRegs = kWide ? (VARIANT == 2 ? 168 : 255) : kSmall ? 168 : 255;
 };
 
-template <class Cfg, int VARIANT>
+// Trace hooks (Tracer: pa/index/tracer.hpp; NullTracer = none): the event
+// contract is in kernels/stages/EVENTS.md ("stage 7 prefix kernel"), the host
+// model in trace/src/host_model_cascade_prefix.cpp. Every event of a block is
+// labelled with the block's first query row (prefix_block_label) and
+// partition = chunk (the recording tracer relabels it kPrefixBlockBase + chunk).
+template <class Cfg, int VARIANT, class Tracer = NullTracer>
 __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThreads))
-    __maxnreg__((PrefixVariant<Cfg, VARIANT>::kMaxRegs)) cascade_prefix_kernel(PrefixArgs a) {
+    __maxnreg__((PrefixVariant<Cfg, VARIANT>::kMaxRegs)) cascade_prefix_kernel(PrefixArgs a, Tracer tracer = {}) {
   using Tl = typename PrefixVariant<Cfg, VARIANT>::Tiling;
+  using trace::Op;
+  using trace::Step;
+  using trace::Tensor;
   using T = Elem<Cfg>;
   using M = MmaType<T>;
   constexpr int kNT = Tl::kTileTokens / 8;  // 8-token n-tiles of S
@@ -245,6 +253,9 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
   const int chunk_begin = chunk * a.chunk_len;
   const int chunk_end = min(a.prefix_len, chunk_begin + a.chunk_len);
   if (chunk_begin >= chunk_end) return;  // whole block: no barrier skipped by half of it
+  const PrefixBlockLabel lab = prefix_block_label(blockIdx.x, kvh, ratio, Tl::kRows);
+  const TraceCtx tc{trace::Stage::cascade_merge, warp, lane, lab.seq, lab.head, chunk, kvh};
+  constexpr int kEb = Cfg::kElemBytes;
 
   const T* k_cache = static_cast<const T*>(a.k_cache);
   const T* v_cache = static_cast<const T*>(a.v_cache);
@@ -264,6 +275,26 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
       const std::uint32_t slot = Tl::chunk_byte(Tl::swizzle(c));
       cp_async16(ks + slot, k_cache + off, valid ? 16 : 0);
       cp_async16(vs + slot, v_cache + off, valid ? 16 : 0);
+      if constexpr (kTracing<Tracer>) {
+        const int lb = valid ? token / Tl::kBlock : -1, pb = valid ? phys : -1;
+        const int w = Tl::region_chunk_of(c);
+        const int ktok = valid ? token + Tl::k_chunk_token(w) : -1, vtok = valid ? token + Tl::v_chunk_token(w) : -1;
+        if (valid)
+          PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::block_table)
+                               .it(tile).blk(lb, pb).at(static_cast<std::int64_t>(lb) * 4, 4));
+        PA_TRACE(tracer, ev(tc, Step::k_load, Op::async_copy, Tensor::k_cache)
+                             .it(tile).tok(ktok).blk(lb, pb).dims(Tl::k_chunk_dim(w), 8)
+                             .at(valid ? off * kEb : -1, valid ? 16 : 0));
+        PA_TRACE(tracer, ev(tc, Step::k_load, Op::shared_store, Tensor::kv_smem)
+                             .it(tile).tok(ktok).blk(lb, pb).dims(Tl::k_chunk_dim(w), 8)
+                             .at(Tl::k_tile_byte(stage) + slot, 16));
+        PA_TRACE(tracer, ev(tc, Step::v_load, Op::async_copy, Tensor::v_cache)
+                             .it(tile).tok(vtok).blk(lb, pb).dims(Tl::v_chunk_dim(w), 1)
+                             .at(valid ? off * kEb : -1, valid ? 16 : 0));
+        PA_TRACE(tracer, ev(tc, Step::v_load, Op::shared_store, Tensor::kv_smem)
+                             .it(tile).tok(vtok).blk(lb, pb).dims(Tl::v_chunk_dim(w), 1)
+                             .at(Tl::v_tile_byte(stage) + slot, 16));
+      }
     }
   };
   // LESSON-END(cascade_merge.prefix_load)
@@ -285,6 +316,14 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
       T v = from_float<T>(0.f);
       if (grow < num_rows) v = q[a.qg.q_offset(Tl::row_seq(grow, ratio), Tl::row_head(grow, kvh, ratio), d)];
       q_s[Tl::q_smem_elem(r, d)] = v;
+      if constexpr (kTracing<Tracer>) {
+        const int it = e / Tl::kNumThreads;
+        if (grow < num_rows)
+          PA_TRACE(tracer, ev(tc, Step::q_load, Op::global_load, Tensor::q).it(it).dims(d, 1).at(
+                               a.qg.q_offset(Tl::row_seq(grow, ratio), Tl::row_head(grow, kvh, ratio), d) * kEb, kEb));
+        PA_TRACE(tracer, ev(tc, Step::q_smem_store, Op::shared_store, Tensor::q_smem).it(it).dims(d, 1).at(
+                             static_cast<std::int64_t>(Tl::q_smem_elem(r, d)) * kEb, kEb));
+      }
     }
   }
 
@@ -294,9 +333,13 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
   std::uint32_t qreg[kQInRegs ? Tl::kHead / 16 : 1][4];
   if constexpr (kQInRegs) {
     __syncthreads();  // the Q tile is in shared memory
+    PA_TRACE_BARRIER(tracer, barrier_event(tc));
 #pragma unroll
-    for (int kk = 0; kk < Tl::kHead / 16; ++kk)
+    for (int kk = 0; kk < Tl::kHead / 16; ++kk) {
       ldmatrix_x4(qreg[kk], smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+      PA_TRACE(tracer, ev(tc, Step::q_smem_load, Op::shared_load, Tensor::q_smem).it(kk).dims(kk * 16 + Tl::lda_dim(lane), 8)
+                           .at(static_cast<std::int64_t>(Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))) * kEb, 16));
+    }
   }
   const float scale_log2 = a.scale * 1.4426950408889634f;  // exp(x) = exp2(x * log2 e)
   float o[kDN][4];
@@ -316,6 +359,7 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
     // buffer, which the copy issued right after refills. One barrier per tile.
     cp_async_wait<Tl::kStages - 2>();
     __syncthreads();
+    PA_TRACE_BARRIER(tracer, barrier_event(tc));
     {
       const int ahead = tile + Tl::kStages - 1;
       if (ahead < n_tiles) load_tile(ahead, ahead % Tl::kStages);
@@ -337,6 +381,8 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
           qa[0] = qreg[kk][0]; qa[1] = qreg[kk][1]; qa[2] = qreg[kk][2]; qa[3] = qreg[kk][3];
         } else {
           ldmatrix_x4(qa, smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+          PA_TRACE(tracer, ev(tc, Step::q_smem_load, Op::shared_load, Tensor::q_smem).it(tile).dims(kk * 16 + Tl::lda_dim(lane), 8)
+                               .at(static_cast<std::int64_t>(Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))) * kEb, 16));
         }
 #pragma unroll
         for (int nt = 0; nt < kNT; nt += 2) {
@@ -344,6 +390,14 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
           ldmatrix_x4(kb, ks + Tl::chunk_byte(Tl::k_smem_chunk(nt * 8 + Tl::ldk_token(lane), kk * 16 + Tl::ldk_dim(lane))));
           M::mma(s[nt], qa, kb[0], kb[1]);
           M::mma(s[nt + 1], qa, kb[2], kb[3]);
+          PA_TRACE(tracer, ev(tc, Step::k_smem_load, Op::shared_load, Tensor::kv_smem).it(tile)
+                               .tok(chunk_begin + tile * Tl::kTileTokens + nt * 8 + Tl::ldk_token(lane)).dims(kk * 16 + Tl::ldk_dim(lane), 8)
+                               .at(Tl::k_tile_byte(tile % Tl::kStages) +
+                                   Tl::chunk_byte(Tl::k_smem_chunk(nt * 8 + Tl::ldk_token(lane), kk * 16 + Tl::ldk_dim(lane))), 16));
+          PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none).it(tile)
+                               .tok(chunk_begin + tile * Tl::kTileTokens + nt * 8).dims(kk * 16, 16));
+          PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none).it(tile)
+                               .tok(chunk_begin + tile * Tl::kTileTokens + nt * 8 + 8).dims(kk * 16, 16));
         }
       }
       // LESSON-END(cascade_merge.prefix_qk)
@@ -363,6 +417,9 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
       for (int i = 0; i < 2; ++i) {
         mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
         mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+        PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(tile));
+        PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(tile));
+        PA_TRACE(tracer, ev(tc, Step::rescale, Op::compute, Tensor::none).it(tile));
         const float mnew = fmaxf(m[i], mx[i]);  // finite: every tile has a valid token
         const float corr = exp2f(m[i] - mnew);  // 0 on the first tile (m = -inf)
         m[i] = mnew;
@@ -384,6 +441,7 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
           l[j / 2] += p;
           lr[j / 2] += pr;
         }
+      PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::compute, Tensor::none).it(tile));
       // LESSON-END(cascade_merge.prefix_softmax)
 
       // LESSON-BEGIN(cascade_merge.prefix_pv)
@@ -398,6 +456,14 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
           ldmatrix_x4(vb, vs + Tl::chunk_byte(Tl::v_smem_chunk(kk * 16 + Tl::ldv_token(lane), dn * 8 + Tl::ldv_dim(lane))));
           M::mma(o[dn], pa, vb[0], vb[1]);
           M::mma(o[dn + 1], pa, vb[2], vb[3]);
+          PA_TRACE(tracer, ev(tc, Step::v_smem_load, Op::shared_load, Tensor::kv_smem).it(tile)
+                               .tok(chunk_begin + tile * Tl::kTileTokens + kk * 16 + Tl::ldv_token(lane)).dims(dn * 8 + Tl::ldv_dim(lane), 1)
+                               .at(Tl::v_tile_byte(tile % Tl::kStages) +
+                                   Tl::chunk_byte(Tl::v_smem_chunk(kk * 16 + Tl::ldv_token(lane), dn * 8 + Tl::ldv_dim(lane))), 16));
+          PA_TRACE(tracer, ev(tc, Step::accumulate, Op::mma, Tensor::none).it(tile)
+                               .tok(chunk_begin + tile * Tl::kTileTokens + kk * 16).dims(dn * 8, 8));
+          PA_TRACE(tracer, ev(tc, Step::accumulate, Op::mma, Tensor::none).it(tile)
+                               .tok(chunk_begin + tile * Tl::kTileTokens + kk * 16).dims(dn * 8 + 8, 8));
         }
       }
       // LESSON-END(cascade_merge.prefix_pv)
@@ -413,6 +479,7 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
     l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
     lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 1);
     lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 2);
+    for (int k = 0; k < 4; ++k) PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(i));
     const int grow = row0 + warp * 16 + Tl::frag_row(lane, 2 * i);
     if (grow >= num_rows) continue;
     const int seq = Tl::row_seq(grow, ratio), head = Tl::row_head(grow, kvh, ratio);
@@ -422,10 +489,16 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
       const int d = dn * 8 + Tl::frag_col(lane, 0);
       *reinterpret_cast<float2*>(a.part_out + a.pg.out_offset(seq, head, chunk, d)) =
           make_float2(o[dn][2 * i] * inv, o[dn][2 * i + 1] * inv);
+      PA_TRACE(tracer, ev(tc, Step::partition_store, Op::global_store, Tensor::part_out).it(i).dims(d, 2)
+                           .at(a.pg.out_offset(seq, head, chunk, d) * 4, 8));
     }
     if (lane % 4 == 0) {
       a.part_max[a.pg.stat_offset(seq, head, chunk)] = m[i] * 0.6931471805599453f;  // log2 -> natural
       a.part_sum[a.pg.stat_offset(seq, head, chunk)] = l[i];
+      PA_TRACE(tracer, ev(tc, Step::partition_store, Op::global_store, Tensor::part_max).it(i)
+                           .at(a.pg.stat_offset(seq, head, chunk) * 4, 4).val(m[i] * 0.6931471805599453f));
+      PA_TRACE(tracer, ev(tc, Step::partition_store, Op::global_store, Tensor::part_sum).it(i)
+                           .at(a.pg.stat_offset(seq, head, chunk) * 4, 4).val(l[i]));
     }
   }
   // LESSON-END(cascade_merge.prefix_store)
@@ -437,14 +510,14 @@ namespace pa::kernels {
 
 // Prefix kernel launch: grid (query tiles, KV heads, chunks), 4 warps.
 // The kernel index math of both variants is PrefixTiling's.
-template <class Cfg, int VARIANT>
-void launch_cascade_prefix(const PrefixArgs& a, cudaStream_t stream) {
+template <class Cfg, int VARIANT, class Tracer = NullTracer>
+void launch_cascade_prefix(const PrefixArgs& a, cudaStream_t stream, Tracer tracer = {}) {
   using Tl = typename PrefixVariant<Cfg, VARIANT>::Tiling;
-  auto kernel = &cascade_prefix_kernel<Cfg, VARIANT>;
+  auto kernel = &cascade_prefix_kernel<Cfg, VARIANT, Tracer>;
   PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes));
   const int ratio = a.num_heads / a.num_kv_heads;
   const dim3 grid(Tl::num_query_tiles(a.num_seqs, ratio), a.num_kv_heads, ceil_div(a.prefix_len, a.chunk_len));
-  kernel<<<grid, Tl::kNumThreads, Tl::kSmemBytes, stream>>>(a);
+  kernel<<<grid, Tl::kNumThreads, Tl::kSmemBytes, stream>>>(a, tracer);
   PA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -133,6 +133,12 @@ struct PrefixTiling {
     return swizzle((t / kBlock) * kChunksPerBlock + (d * kBlock + t % kBlock) / kElemsPerChunk);
   }
   PA_HD static int q_smem_elem(int row, int d) { return row * kQStride + d; }
+  // What region chunk w of a block holds (trace events): K chunk = 8 dims of
+  // one token, V chunk = 8 tokens of one dim; token offsets within the block.
+  PA_HD static int k_chunk_token(int w) { return w % kBlock; }
+  PA_HD static int k_chunk_dim(int w) { return (w / kBlock) * kElemsPerChunk; }
+  PA_HD static int v_chunk_token(int w) { return (w * kElemsPerChunk) % kBlock; }
+  PA_HD static int v_chunk_dim(int w) { return (w * kElemsPerChunk) / kBlock; }
   // Byte offsets in the block's dynamic shared memory: [Q tile][stage 0: K tile,
   // V tile][stage 1: ...]; a 16-byte chunk index becomes a byte offset in its tile.
   PA_HD static int k_tile_byte(int stage) { return kQBytes + stage * kStageBytes; }
@@ -159,6 +165,26 @@ struct PrefixTiling {
   PA_HD static int ldv_dim(int lane) { return (lane >> 4) * 8 + (lane & 7); }
   PA_HD static int ldv_token(int lane) { return ((lane >> 3) & 1) * 8; }
 };
+
+// Trace label of a prefix kernel block (query tile qt, KV head): the (seq,
+// head) of its first query row. Its events carry that label (and partition =
+// chunk, relabelled kPrefixBlockBase + chunk), so one label names one block.
+struct PrefixBlockLabel {
+  int seq, head;
+};
+PA_HD PrefixBlockLabel prefix_block_label(int query_tile, int kv_head, int ratio, int rows_per_block) {
+  const int r0 = query_tile * rows_per_block;
+  return {r0 / ratio, kv_head * ratio + r0 % ratio};
+}
+// The block label whose block computes query row (seq, head).
+PA_HD PrefixBlockLabel prefix_block_label_of(int seq, int head, int ratio, int rows_per_block) {
+  const int row = seq * ratio + head % ratio;
+  return prefix_block_label(row / rows_per_block, head / ratio, ratio, rows_per_block);
+}
+// The prefix kernel variant traces run (record_stage and the host model):
+// 4 warps x 16 rows, 32-token tiles, 3 buffers (heads <= 128; larger heads
+// as variant 0). It has trace hooks; the wgmma variants (4-6) do not.
+inline constexpr int kCascadeTracePrefixVariant = 1;
 
 // Prefix kernel variants (07_cascade_merge.cuh, PrefixVariant) as the host
 // plan sees them: query rows per thread block and tokens per tile.
