@@ -241,14 +241,41 @@ void cancel_load(AppState& s) {
   s.loading_spec.reset();
 }
 
+namespace {
+// The block tables of a large problem arrive after its trace (tables_pending).
+void poll_tables(AppState& s) {
+  if (s.tables_task.poll() != TaskStatus::done) {
+    if (s.tables_task.status() == TaskStatus::failed) s.tables_task.take_error();  // problem_tables never throws
+    return;
+  }
+  auto t = s.tables_task.take();
+  if (!t || s.tables_key != s.spec.describe()) return;
+  s.tables = std::move(*t);
+  // Slots the trace does not map (a stage that does not read the table) take the problem's.
+  if (std::find(s.slot_physical.begin(), s.slot_physical.end(), -1) != s.slot_physical.end() || s.slot_physical.empty()) {
+    const int keep = s.replay.current();
+    const Focus f = s.focus;
+    select_block(s, s.block);
+    s.replay.jump(keep);
+    if (f.active()) s.set_focus(f);
+  }
+}
+}  // namespace
+
 bool poll_load(AppState& s) {
+  poll_tables(s);
   switch (s.loader.poll()) {
     case TaskStatus::done: {
       std::optional<LoadedTrace> t = s.loader.take();
       s.loading_spec.reset();
       if (!t) return false;
       const bool from_file = t->kind == LoadRequest::Kind::file;
+      const bool tables_pending = t->tables_pending;
       apply(s, std::move(*t));
+      if (tables_pending) {
+        s.tables_key = s.spec.describe();
+        s.tables_task.start([spec = s.spec](LoadControl&) { return problem_tables(spec); });
+      }
       // A trace file shows the lesson of its stage (lesson N teaches stage N).
       const int n = static_cast<int>(s.stage);
       if (from_file && !s.keep_lesson && n != s.lesson && n >= 0 && n <= 8) load_lesson(s, n);
@@ -284,8 +311,9 @@ bool poll_load(AppState& s) {
 }
 
 void wait_for_load(AppState& s) {
-  for (int guard = 0; guard < 8 && s.loader.running(); ++guard) {
+  for (int guard = 0; guard < 8 && (s.loader.running() || s.tables_task.running()); ++guard) {
     s.loader.wait();
+    s.tables_task.wait();
     poll_load(s);  // may start a fallback or the trace's lesson (no new load for a file's lesson)
   }
 }

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "app/state.hpp"
 
@@ -486,10 +487,17 @@ int main(int argc, char** argv) {
     if (wait_loads) wait_for_load(s);
     else poll_load(s);
     if (!s.initial_applied && !s.loader.running()) after_first_load();
+    if (args.bench_while_loading && s.loader.running()) {  // the interactive loop's 5 Hz while loading, measured
+      const auto since = std::chrono::steady_clock::now() - last;
+      if (since < std::chrono::milliseconds(200)) std::this_thread::sleep_for(std::chrono::milliseconds(200) - since);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     if (s.screenshot_mode || args.bench_frames > 0) glfwPollEvents();
     else if (s.replay.playing()) glfwPollEvents();
-    else glfwWaitEventsTimeout(s.loader.running() ? 1.0 / 30 : 0.25);  // idle: no busy loop; 30 Hz progress while loading
+    // Idle: no busy loop. While a load runs, the progress bar redraws at
+    // 5 Hz (any input wakes the loop at once): a software rasterizer on a
+    // small machine would otherwise take the cores the load needs.
+    else glfwWaitEventsTimeout(s.loader.running() ? 0.2 : 0.25);
     if (g_new_scale > 0 && g_new_scale != s.fonts.scale) {
       io.Fonts->Clear();
       s.fonts = load_fonts(g_new_scale);

@@ -115,6 +115,8 @@ struct AppState : BlockCaches {
   bool initial_applied = false;
   bool keep_lesson = false;               // a trace file opened with --lesson keeps that lesson           // the first trace has arrived (command-line --step/--select applied)
   double last_total_load_ms = 0;
+  BackgroundTask<std::vector<std::vector<int>>> tables_task;  // block tables after a large load
+  std::string tables_key;
   BackgroundTask<RefValues> ref_task;
   std::string ref_loading_key;
   std::shared_ptr<const RefValues> ref;

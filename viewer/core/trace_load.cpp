@@ -31,6 +31,12 @@ std::string LoadRequest::describe() const {
   return {};
 }
 
+long long problem_k_elements(const ProblemSpec& spec) {
+  long long tokens = 0;
+  for (int c : spec.context_lens) tokens += c;
+  return tokens * spec.num_kv_heads * spec.head_size;
+}
+
 std::vector<std::vector<int>> problem_tables(const ProblemSpec& spec) {
   std::vector<std::vector<int>> tables;
   try {
@@ -191,7 +197,6 @@ LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
   out.sel_partition = req.sel_partition;
   const auto t0 = std::chrono::steady_clock::now();
   float index_lo = 0.6f;
-  std::future<std::vector<std::vector<int>>> tables_later;
   switch (req.kind) {
     case LoadRequest::Kind::model: {
       ctl.set_phase("host model: generating the events");
@@ -203,7 +208,15 @@ LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
       // The problem's block tables are built from the reference problem; on
       // another thread, so they overlap with the host model (both draw the
       // problem's values, the two largest costs of a load).
-      auto tables = std::async(std::launch::async, [spec = req.spec] { return problem_tables(spec); });
+      // The problem's block tables come from the reference problem, whose
+      // values make_problem draws on every core: the host model does the
+      // same, so a large problem's tables are built after the trace is shown
+      // (tables_pending) instead of competing with the model for the cores.
+      const bool small = problem_k_elements(req.spec) <= kTablesInLoadElements;
+      out.tables_pending = !small;
+      auto tables = std::async(small ? std::launch::deferred : std::launch::async, [spec = req.spec, small] {
+        return small ? problem_tables(spec) : std::vector<std::vector<int>>{};
+      });
       if (!trace::stage_is_modelled(req.stage)) {
         out.message = std::string("No replay for stage ") + trace::to_string(req.stage) +
                       ": it has no host model in this build (trace library). The memory and partition panels "
@@ -252,7 +265,10 @@ LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
       ctl.set_progress(0.6f);
       ctl.check();
       // The problem's block tables, drawn from the reference problem, overlap with the indexing.
-      tables_later = std::async(std::launch::async, [spec = out.spec] { return problem_tables(spec); });
+      if (problem_k_elements(out.spec) <= kTablesInLoadElements)
+        out.tables = problem_tables(out.spec);
+      else
+        out.tables_pending = true;
       break;
     }
     case LoadRequest::Kind::reindex: {
@@ -274,14 +290,8 @@ LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
   ctl.set_phase("indexing the replay steps");
   const auto t1 = std::chrono::steady_clock::now();
   ctl.set_range(index_lo, 0.93f);
-  try {
-    out.index = TraceIndex(out.events, req.granularity, &ctl);
-  } catch (...) {
-    if (tables_later.valid()) tables_later.wait();
-    throw;
-  }
+  out.index = TraceIndex(out.events, req.granularity, &ctl);
   out.index_ms = ms_since(t1);
-  if (tables_later.valid()) out.tables = tables_later.get();
   ctl.check();
   ctl.set_phase("per-block caches");
   // Stages 6 and 7 trace several kernels per (seq, head) (partition blocks,

@@ -51,6 +51,10 @@ BlockCaches compute_block_caches(const ProblemSpec& spec, trace::Stage stage, co
 // Every sequence's block table, from the problem; empty when the problem is
 // too large to build just for this (or invalid).
 std::vector<std::vector<int>> problem_tables(const ProblemSpec& spec);
+// Problems up to this many K elements get their tables inside the load
+// (make_problem is cheap there); larger ones after the trace is shown.
+inline constexpr long long kTablesInLoadElements = 1ll << 18;
+long long problem_k_elements(const ProblemSpec& spec);
 
 struct LoadRequest {
   enum class Kind { model, file, reindex };
@@ -84,6 +88,9 @@ struct LoadedTrace {
   std::vector<std::vector<int>> tables;
   int block = 0;        // the block shown first: the selected (seq, head, partition) if the trace has it
   BlockCaches block0;   // its caches
+  // The block tables were left out of the load (a large problem: drawing the
+  // problem again would double the load); the caller builds them afterwards.
+  bool tables_pending = false;
   int step_after = 0;
   // Not a failure: the stage has no host model in this build; the result
   // carries the problem (the panels that draw it from the reference work).
