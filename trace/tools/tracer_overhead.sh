@@ -7,6 +7,8 @@
 # SASS instructions, and the SASS text itself.
 #   trace/tools/tracer_overhead.sh [arch=90] [outdir=out/tracer-overhead]
 # No GPU needed (the SASS comes from the compiler). Exit 1 on any difference.
+# Then runs stage 8's comparison (tracer_overhead_optimized.sh) unless
+# PA_OVERHEAD_SKIP_OPTIMIZED is set.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 ARCH="${1:-90}"
@@ -58,4 +60,10 @@ while read -r f regs; do
   printf '%-90s %6s %6s %8s %8s %s\n' "$(echo "$f" | cut -c1-90)" "$regs" "$r2" "$c1" "$c2" "$same" | tee -a "$OUTDIR/table.txt"
 done <"$OUTDIR/null.regs"
 echo "nvcc: $("$NVCC" --version | tail -1), sm_$ARCH; result: $([[ $status == 0 ]] && echo IDENTICAL || echo DIFFERENT)" | tee -a "$OUTDIR/table.txt"
+# Stage 8 has its own comparison (also against its pre-hook sources, kernels paired by configuration).
+if [[ -z "${PA_OVERHEAD_SKIP_OPTIMIZED:-}" ]]; then
+  echo "== stage 8 (trace/tools/tracer_overhead_optimized.sh)" | tee -a "$OUTDIR/table.txt"
+  "$ROOT/trace/tools/tracer_overhead_optimized.sh" "$ARCH" "$OUTDIR/optimized" | tee -a "$OUTDIR/table.txt"
+  [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+fi
 exit $status
