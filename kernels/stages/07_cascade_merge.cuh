@@ -209,14 +209,13 @@ struct PrefixArgs {
 //   3: as 2 with 64-token tiles x 3 buffers and no register cap (no room left).
 template <class Cfg, int VARIANT>
 struct PrefixVariant {
-  static constexpr bool kWide = prefix_variant_wide(VARIANT, Cfg::kHeadSize);
-  static constexpr bool kSmall = VARIANT == 1 && Cfg::kHeadSize <= 128;
-  using Tiling = PrefixTiling<Cfg, kWide ? 8 : 4, kWide ? (VARIANT == 2 ? 32 : 64) : kSmall ? 32 : 0,
-                              kWide ? (VARIANT == 2 ? 4 : 3) : kSmall ? 3 : 2>;
+  static constexpr bool kWide = PrefixVariantTiling<Cfg, VARIANT>::kWide;
+  static constexpr bool kSmall = PrefixVariantTiling<Cfg, VARIANT>::kSmall;
+  using Tiling = typename PrefixVariantTiling<Cfg, VARIANT>::Tiling;
   static_assert(Tiling::kRows == prefix_rows_per_block(VARIANT, Cfg::kHeadSize), "host plan and kernel agree");
   static_assert(Tiling::kTileTokens == prefix_variant_tile_tokens(VARIANT, Cfg::kHeadSize, Cfg::kBlockSize),
                 "host plan and kernel agree");
-  static constexpr bool kQInRegs = kWide;
+  static constexpr bool kQInRegs = PrefixVariantTiling<Cfg, VARIANT>::kQInRegs;
   // Register cap per thread. Variant 1: 3 blocks of 128 threads per SM.
   // Variant 2: one 256-thread block per SM using ~2/3 of the register file
   // (168 x 256), so two of the suffix's V2 blocks (72 registers x 128 threads)

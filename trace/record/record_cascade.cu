@@ -30,6 +30,8 @@ namespace pa::trace::detail {
 bool record_launch_v2_partition_f32(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
 bool record_launch_v2_partition_f16(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
 bool record_launch_v2_partition_bf16(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
+bool record_cascade_prefix(const PagedProblem&, const kernels::StageArgs&, const kernels::CascadePlan&, void*,
+                           const kernels::RecordingTracer&);  // record_cascade_prefix.cu
 
 namespace {
 
@@ -106,8 +108,10 @@ bool record_cascade_launch(const PagedProblem& p, const kernels::StageArgs& args
     return ok;
   }
 
-  // 1. Prefix state: the cascade's own launches, then the traced rerun.
-  kernels::launch_cascade(base, plan, ws.p, lse.at<float>(0), nullptr, kernels::CascadeParts::prefix_only);
+  // 1. Prefix state: fp16/bf16: cascade_prefix_kernel traced (record_cascade_prefix.cu, H2's
+  // hook-up); fp32: the cascade's own launches. Then the traced rerun below.
+  if (!record_cascade_prefix(p, base, plan, ws.p, t))
+    kernels::launch_cascade(base, plan, ws.p, lse.at<float>(0), nullptr, kernels::CascadeParts::prefix_only);
   PA_CUDA_CHECK(cudaDeviceSynchronize());
   kernels::V2Args pre = v2;
   pre.range = TokenRange{0, plan.prefix_len};

@@ -55,8 +55,8 @@ CascadeTracePlan cascade_trace_plan(const ProblemSpec& spec) {
 
 std::string model_coverage_note(const ProblemSpec& spec, Stage stage) {
   if (stage == Stage::cascade_merge && spec.shared_prefix_len > 0 && spec.dtype != DType::f32) {
-    return "cascade_prefix_kernel (the tensor-core prefix kernel) has no trace hooks yet: its blocks are not in "
-           "the trace; the prefix state enters it through the reduce of its chunks (label -2)";
+    return "the prefix kernel is traced as its mma.sync variant " + std::to_string(kCascadeTracePrefixVariant) +
+           " (cascade_prefix_kernel); on sm_90a GPUs the cascade runs the wgmma variant, which has no trace hooks";
   }
   return {};
 }
@@ -125,6 +125,12 @@ std::vector<BlockId> traced_blocks(const ProblemSpec& spec, Stage stage, const s
       if (plan.prefix_len > 0) {
         if (!plan.tensor_cores && b.partition < plan.prefix_partitions)
           out.push_back({b.seq, b.head, kPrefixBlockBase + b.partition});
+        if (plan.tensor_cores && b.partition < plan.prefix_partitions) {  // the prefix kernel block of the row's chunk
+          const int ratio = spec.num_heads / spec.num_kv_heads;
+          const PrefixBlockLabel lab = prefix_block_label_of(
+              b.seq, b.head, ratio, prefix_rows_per_block(kCascadeTracePrefixVariant, spec.head_size));
+          out.push_back({lab.seq, lab.head, kPrefixBlockBase + b.partition});
+        }
         out.push_back({b.seq, b.head, kPrefixReduceBlock});
         out.push_back({b.seq, b.head, kMergeBlock});
       }

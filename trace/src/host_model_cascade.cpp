@@ -22,12 +22,16 @@
 #include "pa/index/merge.hpp"
 
 namespace pa::trace::detail {
+void model_cascade_prefix_blocks(const PagedProblem&, const CascadeTracePlan&, const std::vector<BlockId>&,
+                                 ModelValues&, std::vector<Event>&);  // host_model_cascade_prefix.cpp
 namespace {
 
 // The extension point: the events of cascade_prefix_kernel's blocks that
 // the selection's (seq, head) rows need. Not modelled yet (no hooks).
-void model_cascade_prefix_kernel(const PagedProblem&, const CascadeTracePlan&, const std::vector<BlockId>&,
-                                 ModelValues&, std::vector<Event>&) {}
+void model_cascade_prefix_kernel(const PagedProblem& p, const CascadeTracePlan& plan, const std::vector<BlockId>& blocks,
+                                 ModelValues& vals, std::vector<Event>& out) {
+  model_cascade_prefix_blocks(p, plan, blocks, vals, out);  // host_model_cascade_prefix.cpp (H2's hook-up)
+}
 
 // merge_states_kernel over the selected rows (sorted, unique).
 void model_merge(const PagedProblem& p, const std::vector<std::pair<int, int>>& rows, ModelValues& vals,

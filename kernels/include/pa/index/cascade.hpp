@@ -318,6 +318,18 @@ PA_HD constexpr int prefix_query_tiles(int num_seqs, int ratio, int rows_per_blo
   return ceil_div(num_seqs * ratio, rows_per_block);
 }
 
+// The tiling of the mma.sync prefix kernel variants 0-3 (PrefixVariant in
+// 07_cascade_merge.cuh adds the register caps): one definition for the kernel
+// and the host model of its trace.
+template <class Cfg, int VARIANT>
+struct PrefixVariantTiling {
+  static constexpr bool kWide = prefix_variant_wide(VARIANT, Cfg::kHeadSize);
+  static constexpr bool kSmall = VARIANT == 1 && Cfg::kHeadSize <= 128;
+  using Tiling = PrefixTiling<Cfg, kWide ? 8 : 4, kWide ? (VARIANT == 2 ? 32 : 64) : kSmall ? 32 : 0,
+                             kWide ? (VARIANT == 2 ? 4 : 3) : kSmall ? 3 : 2>;
+  static constexpr bool kQInRegs = kWide;
+};
+
 // The one-wave split rule (variant 2: one block per SM, long-lived): as many
 // chunks as fit the GPU's block slots in ONE wave (a second, partial wave
 // would idle most SMs at the end, and each chunk writes a float state per
