@@ -423,8 +423,9 @@ TEST_CASE("host model, stage 7 cascade: suffix V2, prefix reduce, merge threads"
   CHECK(per_label.count(kReduceBlock) == 1);
   CHECK(per_label.count(kPrefixReduceBlock) == 1);
   CHECK(per_label.count(kMergeBlock) == 1);
-  CHECK(per_label.count(kPrefixBlockBase + 1) == (dt == DType::f32 ? 1 : 0));
-  CHECK(per_label.count(kPrefixBlockBase + 0) == (dt == DType::f32 ? 1 : 0));  // (2, 0, 0): seq 2's prefix partition 0
+  CHECK(per_label.count(kPrefixBlockBase + 1) == (dt == DType::f32 ? 1 : 0));  // fp16: one chunk (kCascadeTraceChunkLen)
+  // (2, 0, 0): fp32 seq 2's prefix partition 0; fp16 the prefix kernel's block of chunk 0 (label: its first row).
+  CHECK(per_label.count(kPrefixBlockBase + 0) == 1);
   // Sequence 2 (context 64 = the prefix): its suffix is empty; its suffix
   // partition block reads the context length and exits.
   int seq2_suffix = 0;
