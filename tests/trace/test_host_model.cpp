@@ -308,6 +308,36 @@ TEST_CASE("host model rejects bad selections and unmodelled stages", "[trace][mo
   CHECK(model_events(s, Stage::qk, Selection{{{0, 0, 0}, {0, 0, 0}}}).size() == model_events(s, Stage::qk, {}).size());
 }
 
+TEST_CASE("host model, stage 1 read-back: one 4-byte store per float, as the kernel writes", "[trace][model]") {
+  // fp16 / 128: 32 q_vecs slots of 4 halves (threads 0..31); fp32 / 128: 64 slots of 2 floats.
+  for (const auto& [dt, slots, vec] : {std::tuple{DType::f16, 32, 4}, std::tuple{DType::f32, 64, 2}}) {
+    const ProblemSpec s = spec_of(dt, 128, 16, {10}, 2, 2);
+    const auto ev = model_events(s, Stage::q_to_smem, Selection{{{0, 1, 0}}});
+    int loads = 0, stores = 0;
+    std::set<std::int64_t> offsets;
+    for (const Event& e : ev) {
+      if (e.step != Step::stage_output) continue;
+      const int tid = e.warp * 32 + e.lane;
+      CHECK(tid < slots);
+      if (e.op == Op::shared_load) {
+        ++loads;
+        CHECK(e.bytes == vec * dtype_bytes(dt));
+      } else {
+        ++stores;
+        CHECK(e.bytes == 4);
+        CHECK(e.dim_count == 1);
+        // stage_out row (seq 0, head 1) starts at 128 floats; slot tid holds elements [tid*vec, +vec).
+        CHECK(e.byte_offset == (128 + e.dim_begin) * 4);
+        CHECK(e.dim_begin / vec == tid);
+        offsets.insert(e.byte_offset);
+      }
+    }
+    CHECK(loads == slots);
+    CHECK(stores == 128);
+    CHECK(offsets.size() == 128);
+  }
+}
+
 TEST_CASE("host model, stage 6 partitions: each partition walks its own tokens", "[trace][model]") {
   const int block = GENERATE(8, 16, 32);
   ProblemSpec s = spec_of(DType::f16, 128, block, {200, 64}, 4, 2);
