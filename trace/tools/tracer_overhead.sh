@@ -8,7 +8,8 @@
 #   trace/tools/tracer_overhead.sh [arch=90] [outdir=out/tracer-overhead]
 # No GPU needed (the SASS comes from the compiler). Exit 1 on any difference.
 # Then runs stage 8's comparison (tracer_overhead_optimized.sh) unless
-# PA_OVERHEAD_SKIP_OPTIMIZED is set.
+# PA_OVERHEAD_SKIP_OPTIMIZED is set, and the stage 6 reduce / stage 7 merge /
+# stage 1 one (tracer_overhead_v2.sh) unless PA_OVERHEAD_SKIP_V2 is set.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 ARCH="${1:-90}"
@@ -64,6 +65,12 @@ echo "nvcc: $("$NVCC" --version | tail -1), sm_$ARCH; result: $([[ $status == 0 
 if [[ -z "${PA_OVERHEAD_SKIP_OPTIMIZED:-}" ]]; then
   echo "== stage 8 (trace/tools/tracer_overhead_optimized.sh)" | tee -a "$OUTDIR/table.txt"
   "$ROOT/trace/tools/tracer_overhead_optimized.sh" "$ARCH" "$OUTDIR/optimized" | tee -a "$OUTDIR/table.txt"
+  [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+fi
+# Stage 6's reduce, stage 7's merge and stage 1 against their pre-hook sources (no cuobjdump needed).
+if [[ -z "${PA_OVERHEAD_SKIP_V2:-}" ]]; then
+  echo "== stage 6 reduce, stage 7 merge, stage 1 (trace/tools/tracer_overhead_v2.sh)" | tee -a "$OUTDIR/table.txt"
+  "$ROOT/trace/tools/tracer_overhead_v2.sh" "$ARCH" "$OUTDIR/v2" | tee -a "$OUTDIR/table.txt"
   [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 exit $status
