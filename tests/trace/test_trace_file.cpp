@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <string>
 
+#include "pa/index/events.hpp"
 #include "pa/trace/trace_file.hpp"
 #include "trace_samples.hpp"
 
@@ -278,4 +279,34 @@ TEST_CASE("the writer is atomic and refuses invalid data", "[trace][file]") {
     CHECK_THROWS_AS(read_trace(dir.string()), TraceFormatError);
   }
   CHECK(std::string(build_revision()).size() > 0);
+}
+
+TEST_CASE("block labels: accepted in stage 6 / 7 traces only", "[trace][file]") {
+  auto with = [](Stage stage, int partition, int warp) {
+    TraceData d = sample_trace(1);
+    d.header.stage = stage;
+    d.events[0].stage = stage;
+    d.events[0].partition = partition;
+    d.events[0].warp = static_cast<std::uint16_t>(warp);
+    return d;
+  };
+  auto ok = [](const TraceData& d) {
+    try {
+      const auto b = serialize_trace(d);
+      const TraceData back = parse_trace(b.data(), b.size());
+      return back.events.size() == 1 && back.events[0].partition == d.events[0].partition;
+    } catch (const TraceFormatError&) {
+      return false;
+    }
+  };
+  CHECK(ok(with(Stage::v2_partition, kReduceBlock, 0)));
+  CHECK_FALSE(ok(with(Stage::v2_partition, kMergeBlock, 0)));
+  CHECK_FALSE(ok(with(Stage::qk, kReduceBlock, 0)));
+  for (int label : {kReduceBlock, kPrefixReduceBlock, kMergeBlock, kPrefixBlockBase, kPrefixBlockBase + 7})
+    CHECK(ok(with(Stage::cascade_merge, label, 0)));
+  CHECK_FALSE(ok(with(Stage::cascade_merge, -4, 0)));
+  // The merge kernel's 256-thread blocks: warps 0..7, for label -3 only.
+  CHECK(ok(with(Stage::cascade_merge, kMergeBlock, 7)));
+  CHECK_FALSE(ok(with(Stage::cascade_merge, kMergeBlock, 8)));
+  CHECK_FALSE(ok(with(Stage::cascade_merge, kReduceBlock, 7)));
 }
