@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -47,10 +48,12 @@ std::vector<Event> lane_events(const std::vector<Event>& ev, int warp, int lane,
 int count(const std::vector<Event>& ev, Step s, Op o) {
   return static_cast<int>(std::count_if(ev.begin(), ev.end(), [&](const Event& e) { return e.step == s && e.op == o; }));
 }
-const Event* find(const std::vector<Event>& ev, Step s, Op o, int iter, int nth) {
+// A copy, not a pointer: callers pass lane_events(...)'s temporary, which dies
+// at the end of the statement (a pointer into it was a use-after-free under ASan).
+std::optional<Event> find(const std::vector<Event>& ev, Step s, Op o, int iter, int nth) {
   for (const Event& e : ev)
-    if (e.step == s && e.op == o && e.iter == iter && nth-- == 0) return &e;
-  return nullptr;
+    if (e.step == s && e.op == o && e.iter == iter && nth-- == 0) return e;
+  return std::nullopt;
 }
 // Same rules as the recording tracer: epochs count barriers, seq_in_thread 0..n-1.
 void check_program_order(const std::vector<Event>& ev) {
@@ -111,56 +114,56 @@ TEST_CASE("stage 8 model, fp16 head 128 block 16, GQA 4:1, 100 tokens, one split
   const std::int64_t tile0 = static_cast<std::int64_t>(phys0) * 2 * 2048 * 2;  // (phys*2 kv heads + 0) * 2048 elems * 2 B
   const auto w0l5 = lane_events(ev, 0, 5);
   // K chunk L = 5 (token 5, dims 0..7) and L = 37 (token 5, dims 16..23).
-  const Event* k0 = find(w0l5, Step::k_load, Op::async_copy, 0, 0);
+  const std::optional<Event> k0 = find(w0l5, Step::k_load, Op::async_copy, 0, 0);
   REQUIRE(k0);
   CHECK(k0->byte_offset == tile0 + 80);
   CHECK(k0->bytes == 16);
   CHECK(k0->token == 5);
   CHECK(k0->dim_begin == 0);
   CHECK(k0->physical_block == phys0);
-  const Event* k0s = find(w0l5, Step::k_load, Op::shared_store, 0, 0);
+  const std::optional<Event> k0s = find(w0l5, Step::k_load, Op::shared_store, 0, 0);
   REQUIRE(k0s);
   CHECK(k0s->tensor == Tensor::kv_smem);
   CHECK(k0s->byte_offset == 80);  // swizzle(5) = 5
-  const Event* k1 = find(w0l5, Step::k_load, Op::async_copy, 0, 1);
+  const std::optional<Event> k1 = find(w0l5, Step::k_load, Op::async_copy, 0, 1);
   REQUIRE(k1);
   CHECK(k1->byte_offset == tile0 + 37 * 16);
   CHECK(k1->dim_begin == 16);
-  CHECK(find(w0l5, Step::k_load, Op::shared_store, 0, 1)->byte_offset == 16 * (37 ^ 4));  // swizzle(37) = 33
+  CHECK(find(w0l5, Step::k_load, Op::shared_store, 0, 1).value().byte_offset == 16 * (37 ^ 4));  // swizzle(37) = 33
   // V chunk L = 3 of lane 3: dim 1, tokens 8..15, after the 256 K chunks of the step.
   const auto w0l3 = lane_events(ev, 0, 3);
-  const Event* v0 = find(w0l3, Step::v_load, Op::async_copy, 0, 0);
+  const std::optional<Event> v0 = find(w0l3, Step::v_load, Op::async_copy, 0, 0);
   REQUIRE(v0);
   CHECK(v0->byte_offset == tile0 + 3 * 16);
   CHECK(v0->token == 8);
   CHECK(v0->dim_begin == 1);
-  CHECK(find(w0l3, Step::v_load, Op::shared_store, 0, 0)->byte_offset == 16 * (256 + 3));
+  CHECK(find(w0l3, Step::v_load, Op::shared_store, 0, 0).value().byte_offset == 16 * (256 + 3));
   // Warp 1's stages start after warp 0's 3 stages x 2 x 256 chunks.
-  CHECK(find(lane_events(ev, 1, 0), Step::k_load, Op::shared_store, 0, 0)->byte_offset == 16 * 1536);
+  CHECK(find(lane_events(ev, 1, 0), Step::k_load, Op::shared_store, 0, 0).value().byte_offset == 16 * 1536);
 
   // Zero fill: block 6 (tokens 96..99, 4 valid) is warp 2's step 1. K chunk
   // of lane 4 (token 100): nothing read; V chunk of lane 0 (tokens 96..103): 8 bytes.
-  const Event* kz = find(lane_events(ev, 2, 4), Step::k_load, Op::async_copy, 1, 0);
+  const std::optional<Event> kz = find(lane_events(ev, 2, 4), Step::k_load, Op::async_copy, 1, 0);
   REQUIRE(kz);
   CHECK(kz->token == 100);
   CHECK(kz->bytes == 0);
   CHECK(kz->byte_offset == -1);
-  CHECK(find(lane_events(ev, 2, 4), Step::k_load, Op::shared_store, 1, 0)->bytes == 16);  // zero-filled
-  const Event* vz = find(lane_events(ev, 2, 0), Step::v_load, Op::async_copy, 1, 0);
+  CHECK(find(lane_events(ev, 2, 4), Step::k_load, Op::shared_store, 1, 0).value().bytes == 16);  // zero-filled
+  const std::optional<Event> vz = find(lane_events(ev, 2, 0), Step::v_load, Op::async_copy, 1, 0);
   REQUIRE(vz);
   CHECK(vz->token == 96);
   CHECK(vz->bytes == 8);
 
   // ldmatrix rows. QK, step 0, n-tile 0, k-steps 0-1, lane 9: token 1, dim
   // chunk 1 = step chunk 17, swizzled to 19.
-  const Event* lk = find(lane_events(ev, 0, 9), Step::k_smem_load, Op::shared_load, 0, 0);
+  const std::optional<Event> lk = find(lane_events(ev, 0, 9), Step::k_smem_load, Op::shared_load, 0, 0);
   REQUIRE(lk);
   CHECK(lk->byte_offset == 16 * 19);
   CHECK(lk->bytes == 16);
   CHECK(lk->token == 1);
   CHECK(lk->dim_begin == 8);
   // PV, step 0, dim tile 0, lane 10: dim 10, tokens 0..7 = step chunk 20, swizzled to 22.
-  const Event* lv = find(lane_events(ev, 0, 10), Step::v_smem_load, Op::shared_load, 0, 0);
+  const std::optional<Event> lv = find(lane_events(ev, 0, 10), Step::v_smem_load, Op::shared_load, 0, 0);
   REQUIRE(lv);
   CHECK(lv->byte_offset == 16 * (256 + 22));
   CHECK(lv->dim_begin == 10);
