@@ -139,31 +139,9 @@ pa::trace::Selection selection_for(Stage s) {
   return sel;
 }
 
-// Steps whose kernels record no trace events BY DESIGN (no trace hooks), so
-// no trace can contain them; their markers still tie a section to source
-// lines (the anchor test checks those). Each entry names where that is stated.
-// If a trace does contain such a step later, the marker is simply checked.
-struct Untraced {
-  Stage stage;
-  std::optional<Step> step;  // nullopt: every step of the stage
-  const char* why;
-};
-const Untraced kUntraced[] = {
-    {Stage::v2_partition, Step::partition_reduce,
-     "stage6_v2_reduce_kernel has no trace hooks (kernels/stages/06_v2_partition.cuh)"},
-    {Stage::cascade_merge, std::nullopt,
-     "the cascade kernels have no trace hooks and no host model (trace/src/host_model.cpp)"},
-};
-const Untraced* untraced(Stage stage, Step step) {
-  for (const auto& u : kUntraced)
-    if (u.stage == stage && (!u.step || *u.step == step)) return &u;
-  return nullptr;
-}
-
 struct MarkerStepCheck {
   int checked = 0;
   std::vector<std::string> failures;  // markers whose step should be in the trace but is not
-  std::vector<std::string> untraced;  // markers of steps that no trace can contain (kUntraced)
 };
 
 MarkerStepCheck check_marker_steps() {
@@ -188,8 +166,6 @@ MarkerStepCheck check_marker_steps() {
       const bool in_trace = steps_of.count(m.stage) && steps_of[m.stage].count(m.step);
       if (in_trace) {
         ++r.checked;
-      } else if (const Untraced* u = untraced(m.stage, m.step)) {
-        r.untraced.push_back(where + " (" + u->why + ")");
       } else if (errors.count(m.stage)) {
         r.failures.push_back(where + ": host model failed: " + errors[m.stage]);
       } else {
@@ -220,15 +196,6 @@ TEST_CASE("lesson name tables match pa::trace::to_string", "[lessons][markers]")
   }
 }
 
-// Reported as SKIPPED (never as passed): markers whose step no trace can hold.
-TEST_CASE("lesson markers on steps without trace hooks", "[lessons][markers]") {
-  const auto r = check_marker_steps();
-  if (!r.untraced.empty()) {
-    std::string list;
-    for (const auto& u : r.untraced) list += "\n  " + u;
-    SKIP(r.untraced.size() << " marker(s) name steps that no trace contains (anchors checked, steps not):" << list);
-  }
-}
 #else
 TEST_CASE("lesson markers name steps that their stage's trace contains", "[lessons][markers]") {
   FAIL("the host model (pa::trace::model_events, trace/src/host_model.cpp) is not part of pa_trace yet: "

@@ -24,12 +24,10 @@
 #include "pa/kernels/v2_cascade.hpp"
 #include "pa/reference/paged_cache.hpp"
 #include "pa/trace/host_model.hpp"
+#include "record_dispatch.hpp"
 
 namespace pa::trace::detail {
 
-bool record_launch_v2_partition_f32(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
-bool record_launch_v2_partition_f16(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
-bool record_launch_v2_partition_bf16(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
 bool record_cascade_prefix(const PagedProblem&, const kernels::StageArgs&, const kernels::CascadePlan&, void*,
                            const kernels::RecordingTracer&);  // record_cascade_prefix.cu
 
@@ -52,12 +50,7 @@ struct Mem {
 };
 
 bool launch_v2_traced(const ProblemSpec& s, const kernels::V2Args& a, const kernels::RecordingTracer& t) {
-  switch (s.dtype) {
-    case DType::f32: return record_launch_v2_partition_f32(s.head_size, s.block_size, a, t, nullptr);
-    case DType::f16: return record_launch_v2_partition_f16(s.head_size, s.block_size, a, t, nullptr);
-    case DType::bf16: return record_launch_v2_partition_bf16(s.head_size, s.block_size, a, t, nullptr);
-  }
-  return false;
+  return record_launch_v2(s.dtype, s.head_size, s.block_size, a, t, nullptr);
 }
 
 template <class F>

@@ -14,3 +14,26 @@
   X(f16, 96, 32) X(f16, 112, 16) X(f16, 192, 32) X(bf16, 128, 16) X(bf16, 64, 8) X(bf16, 96, 32)   \
   X(f32, 128, 16) X(f32, 256, 32) X(f32, 80, 16) X(f32, 64, 8)
 #endif
+
+#include "pa/index/dtype.hpp"
+
+namespace pa::trace::detail {
+
+// The same list as values. The build compiles one file per (stage, entry)
+// (trace/CMakeLists.txt: record_instances/<stage>_part<K>.cu instantiates entry
+// K), so the heavy recording instances compile in parallel; record_dispatch.cu
+// checks that the build made one part per entry.
+struct RecordConfig {
+  DType dtype;
+  int head_size;
+  int block_size;
+};
+inline constexpr RecordConfig kRecordConfigs[] = {
+#define PA_X(DT, H, B) RecordConfig{DType::DT, H, B},
+    PA_TRACE_FOR_EACH_CONFIG(PA_X)
+#undef PA_X
+};
+inline constexpr int kNumRecordConfigs = static_cast<int>(sizeof(kRecordConfigs) / sizeof(kRecordConfigs[0]));
+
+}  // namespace pa::trace::detail
+

@@ -11,35 +11,11 @@
 #include "pa/kernels/v2_cascade_args.hpp"
 #include "pa/trace/record.hpp"
 #include "record_configs.hpp"
+#include "record_dispatch.hpp"
 
 namespace pa::trace {
 namespace detail {
-#define PA_DECL(STAGE, DT)                                                                     \
-  bool record_launch_##STAGE##_##DT(int, int, const kernels::StageArgs&, const kernels::RecordingTracer&, \
-                                    cudaStream_t);
-#define PA_DECL_STAGE(DT) PA_DECL(q_to_smem, DT) PA_DECL(qk, DT) PA_DECL(softmax, DT) PA_DECL(lv, DT) \
-  PA_DECL(warp_reduce, DT)
-PA_DECL_STAGE(f32) PA_DECL_STAGE(f16) PA_DECL_STAGE(bf16)
-#undef PA_DECL_STAGE
-#undef PA_DECL
-
-bool record_launch_v2_partition_f32(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
-bool record_launch_v2_partition_f16(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
-bool record_launch_v2_partition_bf16(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
-using RecordV2Fn = bool (*)(int, int, const kernels::V2Args&, const kernels::RecordingTracer&, cudaStream_t);
-constexpr RecordV2Fn kRecordV2[3] = {record_launch_v2_partition_f32, record_launch_v2_partition_f16,
-                                     record_launch_v2_partition_bf16};
-
 bool record_cascade_launch(const PagedProblem&, const kernels::StageArgs&, const kernels::RecordingTracer&);
-
-using RecordFn = bool (*)(int, int, const kernels::StageArgs&, const kernels::RecordingTracer&, cudaStream_t);
-constexpr RecordFn kRecord[5][3] = {
-    {record_launch_q_to_smem_f32, record_launch_q_to_smem_f16, record_launch_q_to_smem_bf16},
-    {record_launch_qk_f32, record_launch_qk_f16, record_launch_qk_bf16},
-    {record_launch_softmax_f32, record_launch_softmax_f16, record_launch_softmax_bf16},
-    {record_launch_lv_f32, record_launch_lv_f16, record_launch_lv_bf16},
-    {record_launch_warp_reduce_f32, record_launch_warp_reduce_f16, record_launch_warp_reduce_bf16},
-};
 
 // Owns a cudaMalloc'd pointer.
 struct DevMem {
@@ -82,7 +58,7 @@ bool can_record(Stage stage, const ProblemSpec& spec) {
 }
 
 std::string recordable_configs_text() {
-  std::string s = "stages q_to_smem, qk, softmax, lv, warp_reduce, v2_partition, cascade_merge (its prefix kernel untraced); configurations (dtype head block):";
+  std::string s = "stages q_to_smem, qk, softmax, lv, warp_reduce, v2_partition, cascade_merge (its tensor-core prefix kernel as mma.sync variant 1); configurations (dtype head block):";
 #define PA_X(DT, H, B) s += std::string(" ") + dtype_name(DType::DT) + "/" #H "/" #B;
   PA_TRACE_FOR_EACH_CONFIG(PA_X)
 #undef PA_X
@@ -122,7 +98,6 @@ RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& s
     t.num_blocks = static_cast<int>(blocks.size());
     for (std::size_t i = 0; i < blocks.size(); ++i) t.blocks[i] = {blocks[i].seq, blocks[i].head, blocks[i].partition};
     d.poison_outputs();
-    const int dt = static_cast<int>(p.spec.dtype);  // f32 = 0, f16 = 1, bf16 = 2
     bool launched = false;
     if (stage == Stage::cascade_merge) {
       launched = detail::record_cascade_launch(p, args, t);  // record_cascade.cu
@@ -147,11 +122,11 @@ RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& s
       v.out_state = nullptr;
       v.stg = StateGeometry{p.spec.num_heads, p.spec.head_size};
       v.single_partition_direct = true;
-      launched = detail::kRecordV2[dt](p.spec.head_size, p.spec.block_size, v, t, nullptr);
+      launched = detail::record_launch_v2(p.spec.dtype, p.spec.head_size, p.spec.block_size, v, t, nullptr);
       PA_CUDA_CHECK(cudaDeviceSynchronize());  // before the buffers above are freed
     } else {
-      launched = detail::kRecord[static_cast<int>(stage) - 1][dt](p.spec.head_size, p.spec.block_size, args, t,
-                                                                  nullptr);
+      launched =
+          detail::record_launch_stage(stage, p.spec.dtype, p.spec.head_size, p.spec.block_size, args, t, nullptr);
     }
     if (!launched) throw std::logic_error("record_stage: can_record and the instance list disagree");
     PA_CUDA_CHECK(cudaDeviceSynchronize());
