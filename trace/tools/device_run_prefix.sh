@@ -5,11 +5,11 @@
 #     minutes each on one core);
 #  2. a quick build in /tmp/q (head 128 x block 16 kernels + recording) of
 #     pa-lab and the GPU trace tests;
-#  3. the cascade_merge traces (GPU-recorded and host model, same problem as
-#     assets/traces/README.md), `--check` comparing them;
-#  4. pa_trace_gpu_tests and pa_trace_cascade_prefix_gpu_tests (recorded ==
+#     (the cascade_merge traces it also recorded at 3b1a2f8 are now made by
+#     device_run_stage_times.sh, with the prefix kernel's block selected);
+#  3. pa_trace_gpu_tests and pa_trace_cascade_prefix_gpu_tests (recorded ==
 #     host model, the prefix kernel included);
-#  5. the compute-sanitizer matrix (scripts/gpu-check.sh) with the full build's
+#  4. the compute-sanitizer matrix (scripts/gpu-check.sh) with the full build's
 #     pa-lab when it is done by then (default configurations fp32:8, fp16:16,
 #     bf16:32), else the quick one (block 16 only).
 set -uo pipefail
@@ -19,20 +19,8 @@ t0=$SECONDS
 if [[ -f build-device/build.ninja ]] && ! pgrep -x ninja >/dev/null; then
   setsid nohup ninja -C build-device -j8 -k 0 >"$OUTD/build_full.log" 2>&1 &
 fi
-REV=${PA_REV:-unknown}
-cmake -S . -B /tmp/q -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr" -DPA_QUICK_KERNELS=ON -DPA_SOURCE_REVISION="$REV" >"$OUTD/cmake_q.log" 2>&1 \
-  || { tail -20 "$OUTD/cmake_q.log"; echo "configure FAILED"; }
-timeout "${BUILD_LIMIT:-240}" ninja -C /tmp/q -j12 -k 0 pa-lab pa_trace_gpu_tests pa_trace_cascade_prefix_gpu_tests \
-  >"$OUTD/build_q.log" 2>&1
-echo "quick build rc=$? at $((SECONDS - t0)) s"; grep -E "^FAILED|error" "$OUTD/build_q.log" | head -5
-L=/tmp/q/cli/pa-lab
-A=(--dtype fp16 --head-size 128 --block-size 16 --heads 4 --kv-heads 2 --context-lens 96,130 --prefix-len 64
-   --partition-size 32 --select 1,1,1)
-$L trace --stage cascade_merge "${A[@]}" --source gpu --check -o "$OUTD/assets/cascade_merge.gpu.patrace" 2>&1 \
-  | grep -E "check|wrote|rror|equal|differ" | cut -c1-200
-$L trace --stage cascade_merge "${A[@]}" --source model -o "$OUTD/assets/cascade_merge.model.patrace" 2>&1 \
-  | grep -E "wrote|rror" | cut -c1-200
+source "$(dirname "${BASH_SOURCE[0]}")/device_quick_build.sh"
+device_quick_build "$OUTD" pa-lab pa_trace_gpu_tests pa_trace_cascade_prefix_gpu_tests
 for t in pa_trace_gpu_tests pa_trace_cascade_prefix_gpu_tests; do
   timeout 150 /tmp/q/tests/trace/$t -r compact >"$OUTD/$t.log" 2>&1
   echo "$t rc=$?"; grep -vE "^Randomness|^$|^Filters" "$OUTD/$t.log" | tail -4 | cut -c1-300

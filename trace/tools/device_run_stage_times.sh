@@ -10,11 +10,8 @@ export PATH=/usr/local/cuda/bin:$PATH
 OUTD="${OUT:-$PWD/out/device-stage-times}"; mkdir -p "$OUTD/assets"
 t0=$SECONDS
 nvidia-smi -L
-cmake -S . -B /tmp/q -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr" -DPA_QUICK_KERNELS=ON -DPA_SOURCE_REVISION="${PA_REV:-unknown}" \
-  >"$OUTD/cmake.log" 2>&1 || { tail -20 "$OUTD/cmake.log"; echo "configure FAILED"; }
-timeout "${BUILD_LIMIT:-260}" ninja -C /tmp/q -j16 -k 0 pa-lab pa_trace_gpu_tests >"$OUTD/build.log" 2>&1
-echo "build rc=$? at $((SECONDS - t0)) s"; grep -E "^FAILED|error" "$OUTD/build.log" | head -5
+source "$(dirname "${BASH_SOURCE[0]}")/device_quick_build.sh"
+device_quick_build "$OUTD" pa-lab pa_trace_gpu_tests
 L=/tmp/q/cli/pa-lab
 A=(--dtype fp16 --head-size 128 --block-size 16 --heads 4 --kv-heads 2 --context-lens 96,130 --prefix-len 64
    --partition-size 32 --select 1,1,0)

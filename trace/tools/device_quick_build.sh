@@ -1,0 +1,14 @@
+# Sourced by the trace/tools/device_run_*.sh scripts (GPU machine, repository
+# root): device_quick_build OUTDIR TARGET... configures the quick kernel set
+# (head 128 x block 16) in /tmp/q with Catch2 from .deps/catch2 and builds the
+# targets, logging to OUTDIR/cmake_q.log and OUTDIR/build_q.log.
+# Environment: PA_REV (the source revision for trace headers), BUILD_LIMIT (s).
+device_quick_build() {
+  local outd="$1"; shift
+  local t0=$SECONDS
+  cmake -S . -B /tmp/q -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr" -DPA_QUICK_KERNELS=ON -DPA_SOURCE_REVISION="${PA_REV:-unknown}" \
+    >"$outd/cmake_q.log" 2>&1 || { tail -20 "$outd/cmake_q.log"; echo "configure FAILED"; }
+  timeout "${BUILD_LIMIT:-260}" ninja -C /tmp/q -j12 -k 0 "$@" >"$outd/build_q.log" 2>&1
+  echo "quick build rc=$? in $((SECONDS - t0)) s"; grep -E "^FAILED|error" "$outd/build_q.log" | head -5
+}
