@@ -1,10 +1,12 @@
 // The background loader: its state machine (idle -> running -> done / failed
 // / cancelled), monotonic progress, cancellation (of a running job, and by
 // starting another), errors reported instead of thrown away; and the real
-// load (host model, trace files) through it, with progress and cancellation.
+// load (host model, trace files) through it, with progress and cancellation;
+// the bundled trace files the Trace tab lists (assets/traces/<source>/*.patrace).
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -14,6 +16,7 @@
 #include <thread>
 
 #include "core/background.hpp"
+#include "core/trace_files.hpp"
 #include "core/trace_load.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/trace_file.hpp"
@@ -296,4 +299,62 @@ TEST_CASE("load_trace: cancellation before and during indexing throws LoadCancel
   const LoadedTrace t = load_trace(ri, c3);
   CHECK(t.index.granularity() == Granularity::step);
   CHECK(t.index.num_steps(0) < TraceIndex(*ri.events, Granularity::instruction).num_steps(0));
+}
+
+TEST_CASE("bundled traces: the Trace tab lists the repository's *.patrace files one level down", "[viewer][background][files]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(PA_ASSETS_DIR) / "traces";
+  REQUIRE(fs::is_directory(dir));
+  const std::vector<TraceFileEntry> files = list_trace_files(dir);
+  // What is shipped: assets/traces/<source>/<stage>.patrace, none directly in assets/traces.
+  std::vector<std::string> want;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".patrace") want.push_back(e.path().lexically_relative(dir).generic_string());
+  std::sort(want.begin(), want.end());
+  REQUIRE(want.size() >= 2);
+  std::vector<std::string> got;
+  for (const auto& f : files) got.push_back(f.relative);
+  CHECK(got == want);
+  CHECK(std::is_sorted(got.begin(), got.end()));
+  const auto has = [&](const std::string& r) { return std::find(got.begin(), got.end(), r) != got.end(); };
+  CHECK(has("nvidia-h100/qk.patrace"));
+  CHECK(has("host-model/qk.patrace"));
+  for (const auto& f : files) {
+    INFO(f.relative);
+    CHECK(f.relative.ends_with(".patrace"));
+    CHECK(fs::is_regular_file(f.path));
+    CHECK(fs::equivalent(fs::path(f.path), dir / f.relative));
+  }
+  CHECK_FALSE(has("README.md"));
+  // The listed paths open (the smallest ones: a recorded and a modelled trace).
+  for (const std::string rel : {"nvidia-h100/q_to_smem.patrace", "host-model/q_to_smem.patrace"}) {
+    if (!has(rel)) continue;
+    LoadRequest r;
+    r.kind = LoadRequest::Kind::file;
+    r.path = files[std::find(got.begin(), got.end(), rel) - got.begin()].path;
+    LoadControl c;
+    const LoadedTrace t = load_trace(r, c);
+    CHECK(t.stage == trace::Stage::q_to_smem);
+    CHECK_FALSE(t.events.empty());
+  }
+}
+
+TEST_CASE("bundled traces: recursive, *.patrace only, sorted; a missing directory is empty", "[viewer][background][files]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "pa_viewer_trace_list_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "b-source" / "deeper");
+  fs::create_directories(dir / "a-source");
+  fs::create_directories(dir / "empty.patrace");  // a directory with the extension: not a file
+  for (const fs::path& p : {dir / "top.patrace", dir / "README.md", dir / "a-source" / "qk.patrace",
+                           dir / "a-source" / "qk.patrace.tmp", dir / "a-source" / "notes.txt",
+                           dir / "b-source" / "lv.patrace", dir / "b-source" / "deeper" / "x.patrace"})
+    std::ofstream(p) << "x";
+  std::vector<std::string> got;
+  for (const auto& f : list_trace_files(dir)) got.push_back(f.relative);
+  CHECK(got == std::vector<std::string>{"a-source/qk.patrace", "b-source/deeper/x.patrace", "b-source/lv.patrace",
+                                        "top.patrace"});
+  CHECK(list_trace_files(dir / "missing").empty());
+  CHECK(list_trace_files(dir / "top.patrace").empty());  // a file, not a directory
+  fs::remove_all(dir);
 }

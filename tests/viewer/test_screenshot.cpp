@@ -3,13 +3,16 @@
 // step K is lit in that thread's colour at step K and not at step K-1, exactly
 // where KvLayout says the element is; untouched cells do not change. Also:
 // bad arguments exit 2; a missing or corrupt trace, a missing lesson and a
-// tiny window give a picture with a message, not a crash.
+// tiny window give a picture with a message, not a crash; every lesson loads
+// its trace without error (the state --dump-layout writes).
 // SKIPPED (not passed) when xvfb-run or an OpenGL 3.3 context is unavailable.
 #include <catch2/catch_test_macros.hpp>
 
 #include <stb_image.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +22,7 @@
 
 #include "core/highlight.hpp"
 #include "core/layout.hpp"
+#include "core/lesson_problem.hpp"
 #include "core/trace_index.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/trace_file.hpp"
@@ -265,11 +269,53 @@ TEST_CASE("screenshot: bad input gives usage or a message, never a crash", "[vie
   CHECK(run("--lesson 8 --step 20 --scale 2 --exercise-resize --size 1280x800 --screenshot " + rs2) == 0);
   if (fs::exists(rs2)) CHECK(load(rs2).w == 1280);
   CHECK(run("--scale 0", false) == 2);
-  // Tiny windows, and every lesson.
+  // Tiny windows.
   CHECK(run("--size 200x150 --screenshot " + kOut + "/tiny.png") == 0);
-  for (int lesson = 0; lesson <= 8; ++lesson)
-    CHECK(run("--lesson " + std::to_string(lesson) + " --step 1000000 --size 800x600 --screenshot " + kOut + "/lesson" +
-              std::to_string(lesson) + ".png") == 0);
+}
+
+TEST_CASE("screenshot: every lesson loads without error, has events, and its last step is reachable", "[viewer][screenshot]") {
+  require_display();
+  // Load errors do not change the exit code (the window shows them): the
+  // state the viewer dumps (--dump-layout) says whether the lesson and its
+  // trace loaded, how many events and steps the trace has, and where --step
+  // 1000000 (past the end, clamped) left the replay.
+  for (int lesson = 0; lesson <= 8; ++lesson) {
+    INFO("lesson " << lesson << " (log: " << kOut << "/last.log)");
+    const std::string png = kOut + "/lesson" + std::to_string(lesson) + ".png";
+    const std::string txt = png + ".txt";
+    fs::remove(txt);
+    CHECK(run("--lesson " + std::to_string(lesson) + " --step 1000000 --size 800x600 --screenshot " + png +
+              " --dump-layout " + txt) == 0);
+    CHECK(fs::exists(png));
+    if (!fs::exists(txt)) {
+      FAIL_CHECK("no state dump");
+      continue;
+    }
+    const Dump d = load_dump(txt);
+    CHECK(d.v.at("lesson")[0] == lesson);
+    CHECK(d.v.at("lesson_error")[0] == 0);
+    CHECK(d.v.at("load_error")[0] == 0);
+    CHECK(d.v.at("loading")[0] == 0);
+    // The lesson's stage (lesson 0, the paged KV cache, replays the QK stage).
+    CHECK(d.v.at("stage")[0] == (lesson == 0 ? 2 : lesson));
+    CHECK(d.v.at("events")[0] > 0);
+    const auto& step = d.v.at("step");  // current, count
+    CHECK(step[1] > 0);
+    CHECK(step[0] == step[1] - 1);  // the last step
+    CHECK(d.v.at("blocks")[0] >= 1);
+    if (lesson == 6) {
+      // Several partitions, so the trace holds a reduce block (label -1) with work to show.
+      const float ctx = d.v.at("contexts")[0], part = d.v.at("partition_size")[0];
+      CHECK(part > 0);
+      CHECK(std::ceil(ctx / part) >= 3);
+      const auto& labels = d.v.at("block_labels");
+      CHECK(std::find(labels.begin(), labels.end(), -1.0f) != labels.end());
+    }
+    if (lesson == 8) {
+      const auto& h = d.v.at("heads");  // query heads, KV heads
+      CHECK(h[0] > h[1]);                // a GQA group
+    }
+  }
 }
 
 TEST_CASE("screenshot: a trace file opens and replays", "[viewer][screenshot]") {
@@ -457,7 +503,9 @@ TEST_CASE("HiDPI: --scale 2 draws glyphs twice as tall, and the layout scales wi
 TEST_CASE("lesson 8 (stage 8): a K/V tile word is lit in shared memory at the step that stores it", "[viewer][screenshot][stages]") {
   require_display();
   if (!trace::stage_is_modelled(trace::Stage::optimized)) SKIP("no host model of stage 8 in this build");
-  ProblemSpec spec;
+  // The problem lesson 8 opens with (a GQA group: core/lesson_problem.hpp).
+  const ProblemSpec spec = lesson_problem(ProblemSpec{}, trace::Stage::optimized, 0).spec;
+  REQUIRE(spec.num_heads > spec.num_kv_heads);
   const auto events = trace::model_events(spec, trace::Stage::optimized, trace::Selection{});
   const TraceIndex idx(events, Granularity::instruction);
   // The first step that stores to kv_smem, preceded by a step that does not.
@@ -508,10 +556,10 @@ TEST_CASE("lesson 8 (stage 8): a K/V tile word is lit in shared memory at the st
 TEST_CASE("lesson 7 (stage 7): opens, replays, and a K element read at step K is lit", "[viewer][screenshot][stages]") {
   require_display();
   if (!trace::stage_is_modelled(trace::Stage::cascade_merge)) SKIP("no host model of stage 7 in this build");
-  // The problem lesson 7 opens with (load_lesson gives it a shared prefix).
-  ProblemSpec spec;
-  spec.context_lens = {100, 140};
-  spec.shared_prefix_len = 4 * spec.block_size;
+  // The problem lesson 7 opens with (load_lesson gives it a shared prefix: core/lesson_problem.hpp).
+  const ProblemSpec spec = lesson_problem(ProblemSpec{}, trace::Stage::cascade_merge, 0).spec;
+  REQUIRE(spec.context_lens == std::vector<int>{100, 140});
+  REQUIRE(spec.shared_prefix_len == 4 * spec.block_size);
   const auto events = trace::model_events(spec, trace::Stage::cascade_merge, trace::Selection{{{0, 0, 0}}});
   const TraceIndex idx(events, Granularity::instruction);
   REQUIRE(idx.num_blocks() >= 1);

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "app/state.hpp"
+#include "core/lesson_problem.hpp"
 #include "core/names.hpp"
 #include "pa/reference/paged_cache.hpp"
 #include "pa/trace/trace_file.hpp"
@@ -351,19 +352,25 @@ void load_lesson(AppState& s, int n) {
     const auto ms = s.doc->markers();
     if (!ms.empty()) st = ms.front().marker->stage;
   }
-  // Lessons 6 and 7 are about pictures of partitions and states: open that tab;
-  // the cascade lesson needs a shared prefix, so give the problem one if it has none.
+  // Lessons 6 and 7 are about pictures of partitions and states: open that tab.
   if (st == trace::Stage::v2_partition || st == trace::Stage::cascade_merge) {
     s.tab_request = "partitions";
     s.tab_request_frames = 2;
   }
+  // The problem the lesson needs to show its stage (core/lesson_problem.hpp:
+  // 6 several partitions, 7 a shared prefix, 8 a GQA group); the command
+  // line's problem values are kept.
   ProblemSpec spec = edited_spec(s);
   bool force = false;
-  if (st == trace::Stage::cascade_merge && s.trace_path.empty() && spec.shared_prefix_len == 0) {
-    if (spec.num_seqs() < 2) spec.context_lens = {100, 140};
-    spec.shared_prefix_len = 4 * spec.block_size;
-    for (int c : spec.context_lens) spec.shared_prefix_len = std::min(spec.shared_prefix_len, (c - 1) / spec.block_size * spec.block_size);
-    force = true;
+  if (s.trace_path.empty()) {
+    LessonProblemLocks locks;
+    locks.context = !s.args.context_lens.empty();
+    locks.heads = s.args.num_heads.has_value() || s.args.num_kv_heads.has_value();
+    locks.partition_size = s.args.partition_size.has_value();
+    locks.prefix = s.args.prefix.has_value();
+    const LessonProblem lp = lesson_problem(spec, st, s.sel_seq, locks);
+    spec = lp.spec;
+    force = lp.changed;
   }
   if (s.trace_path.empty()) {
     // Already showing (or loading) this stage's trace: nothing to do.

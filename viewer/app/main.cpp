@@ -293,6 +293,20 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
   out << "stage " << static_cast<int>(s.stage) << "\n";
   out << "loading " << s.loader.running() << "\n";
   out << "load_error " << !s.load_error.empty() << "\n";
+  // State for the tests (every lesson loads): the lesson's own error, a note
+  // that is not an error (partial trace, stage without a host model), the
+  // problem shown, and the thread blocks' labels (partition: -1 reduce, ...).
+  out << "lesson_error " << !s.lesson_error.empty() << "\n";
+  out << "load_message " << !s.load_message.empty() << "\n";
+  out << "heads " << s.spec.num_heads << " " << s.spec.num_kv_heads << "\n";
+  out << "contexts";
+  for (int c : s.spec.context_lens) out << " " << c;
+  out << "\n";
+  out << "partition_size " << s.spec.partition_size << "\n";
+  out << "prefix " << s.spec.shared_prefix_len << "\n";
+  out << "block_labels";
+  for (int b = 0; b < s.index.num_blocks(); ++b) out << " " << s.index.block(b).partition;
+  out << "\n";
   if (s.drawn.label_valid)
     out << "lesson_label " << s.drawn.label_min.x << " " << s.drawn.label_min.y << " " << s.drawn.label_max.x << " "
         << s.drawn.label_max.y << "\n";

@@ -48,7 +48,7 @@ std::string usage() {
       "  --size WxH            window size (default 1600x1000, times the scale)\n"
       "  --scale F             UI scale for HiDPI, 0.5-4 (default: the monitor's content scale; 1 for screenshots)\n"
       "  --screenshot OUT.png  render one frame headless, write a PNG, exit\n"
-      "  --dump-layout FILE    with --screenshot: write panel geometry (for tests)\n"
+      "  --dump-layout FILE    with --screenshot: write panel geometry and state (lesson/load errors, events, step; for tests)\n"
       "  --lessons-dir DIR --source-dir DIR   where lessons/*.md and kernels/stages are\n"
       "  --bench N             draw N frames, print load and frame times, exit\n"
       "  --bench-while-loading with --bench: draw while the trace loads and time those frames too\n"

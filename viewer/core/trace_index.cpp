@@ -242,6 +242,14 @@ int TraceIndex::find_step(int b, trace::Step s, int from) const {
   return -1;
 }
 
+StepLocation locate_step(const TraceIndex& index, int prefer, trace::Step s) {
+  if (const int k = index.find_step(prefer, s); k >= 0) return {prefer, k};
+  for (int b = 0; b < index.num_blocks(); ++b)
+    if (b != prefer)
+      if (const int k = index.find_step(b, s); k >= 0) return {b, k};
+  return {};
+}
+
 // ---- ReplayState ------------------------------------------------------------
 
 void ReplayState::set_count(int n) {

@@ -88,6 +88,18 @@ class TraceIndex {
   std::vector<std::int32_t> block_of_event_;
 };
 
+// Where a lesson marker's step is (lesson panel): the first step whose Step
+// is s in block `prefer` (the block shown) if it has one, else in the first
+// other block, in index order, that has one. Stages 6 and 7 trace several
+// kernels (partition blocks, reduce, prefix reduce, merge): a step such as
+// partition_reduce or merge is only in the reduce or merge block.
+// {-1, -1} when no block of the trace has that step.
+struct StepLocation {
+  int block = -1, step = -1;
+  bool found() const { return step >= 0; }
+};
+StepLocation locate_step(const TraceIndex& index, int prefer, trace::Step s);
+
 // Step forward/back, jump, play/pause at a speed (steps per second), scrub.
 class ReplayState {
  public:

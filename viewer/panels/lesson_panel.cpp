@@ -1,7 +1,8 @@
 // The lesson text: headings, paragraphs, lists, code, quotes, tables and
 // emphasis from the lesson parser's Document. The section whose step marker
 // matches the current replay step is marked and scrolled into view; a
-// marker's button jumps the replay to its step.
+// marker's button jumps the replay to its step (in another thread block of
+// the trace when the shown one has no such step).
 #include <cmath>
 #include <imgui.h>
 
@@ -175,11 +176,27 @@ void draw_lesson_panel(AppState& s) {
       const std::string lbl = std::string("step ") + m.step_name + "  \xE2\x86\x92##m" + std::to_string(m.line);
       ImGui::PushFont(s.fonts.small);
       if (ImGui::SmallButton(lbl.c_str())) {
-        const int k = s.index.find_step(s.block, m.step, 0);
-        if (k >= 0) { s.replay.pause(); s.replay.jump(k); }
+        // The shown block's first such step, else another block's (stages 6
+        // and 7: the reduce, prefix reduce and merge steps are in their own blocks).
+        const StepLocation at = locate_step(s.index, s.block, m.step);
+        if (at.found()) {
+          s.replay.pause();
+          if (at.block != s.block) select_block(s, at.block);
+          s.replay.jump(at.step);
+        }
       }
-      if (ImGui::IsItemHovered()) ImGui::SetTooltip("jump the replay to the first %s step (source anchor %s)",
-                                                    m.step_name.c_str(), m.anchor.c_str());
+      if (ImGui::IsItemHovered()) {
+        const StepLocation at = locate_step(s.index, s.block, m.step);
+        if (!at.found())
+          ImGui::SetTooltip("no %s step in this trace (source anchor %s)", m.step_name.c_str(), m.anchor.c_str());
+        else if (at.block != s.block)
+          ImGui::SetTooltip("switch to %s and jump to its first %s step (source anchor %s)",
+                            describe_block(s.index.block(at.block), s.stage).c_str(), m.step_name.c_str(),
+                            m.anchor.c_str());
+        else
+          ImGui::SetTooltip("jump the replay to the first %s step (source anchor %s)", m.step_name.c_str(),
+                            m.anchor.c_str());
+      }
       ImGui::PopFont();
       ImGui::SameLine();
     }

@@ -3,12 +3,13 @@
 #include <cmath>
 #include <imgui.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <vector>
 
 #include "app/state.hpp"
 #include "core/names.hpp"
+#include "core/trace_files.hpp"
 
 #ifndef PA_ASSETS_DIR
 #define PA_ASSETS_DIR "assets"
@@ -33,21 +34,18 @@ void draw_trace_panel(AppState& s) {
   const bool enter = ImGui::InputText("##path", s.open_path, sizeof s.open_path, ImGuiInputTextFlags_EnterReturnsTrue);
   ImGui::SameLine();
   if (ImGui::Button("Open") || enter) open_trace_file(s, s.open_path);
+  // Bundled traces: one folder per source (host-model/, nvidia-h100/), listed recursively.
   const std::filesystem::path dir = std::filesystem::path(PA_ASSETS_DIR) / "traces";
-  std::error_code ec;
-  if (std::filesystem::is_directory(dir, ec)) {
+  const std::vector<TraceFileEntry> files = list_trace_files(dir);
+  if (!files.empty()) {
     ImGui::TextDisabled("bundled traces (%s):", dir.string().c_str());
-    std::vector<std::filesystem::path> files;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-      if (e.is_regular_file() && e.path().extension() != ".md") files.push_back(e.path());
-    std::sort(files.begin(), files.end());
     for (const auto& f : files)
-      if (ImGui::Selectable(f.filename().string().c_str(), f.string() == s.trace_path)) {
-        std::snprintf(s.open_path, sizeof s.open_path, "%s", f.string().c_str());
-        open_trace_file(s, f.string());
+      if (ImGui::Selectable(f.relative.c_str(), f.path == s.trace_path)) {
+        std::snprintf(s.open_path, sizeof s.open_path, "%s", f.path.c_str());
+        open_trace_file(s, f.path);
       }
   } else {
-    ImGui::TextDisabled("no bundled traces in %s", dir.string().c_str());
+    ImGui::TextDisabled("no bundled traces (*.patrace) in %s", dir.string().c_str());
   }
   if (!s.trace_path.empty() && ImGui::Button("Back to the host model")) {
     s.replay.jump(0);

@@ -1,0 +1,64 @@
+#include "core/lesson_problem.hpp"
+
+#include <algorithm>
+
+#include "pa/index/config.hpp"
+
+namespace pa::viewer {
+namespace {
+bool same_problem(const ProblemSpec& a, const ProblemSpec& b) {
+  return a.context_lens == b.context_lens && a.num_heads == b.num_heads && a.num_kv_heads == b.num_kv_heads &&
+         a.partition_size == b.partition_size && a.shared_prefix_len == b.shared_prefix_len;
+}
+}  // namespace
+
+LessonProblem lesson_problem(const ProblemSpec& current, trace::Stage stage, int sel_seq, const LessonProblemLocks& locks) {
+  LessonProblem r;
+  r.spec = current;
+  ProblemSpec& spec = r.spec;
+  const int bs = std::max(1, spec.block_size);
+  switch (stage) {
+    case trace::Stage::cascade_merge:
+      if (spec.shared_prefix_len == 0 && !locks.prefix) {
+        if (spec.num_seqs() < 2 && !locks.context) spec.context_lens = {100, 140};
+        spec.shared_prefix_len = 4 * bs;
+        for (int c : spec.context_lens) spec.shared_prefix_len = std::min(spec.shared_prefix_len, (c - 1) / bs * bs);
+        spec.shared_prefix_len = std::max(spec.shared_prefix_len, 0);
+        r.changed = true;  // as before: regenerate even when no prefix fits
+      }
+      return r;
+    case trace::Stage::v2_partition: {
+      if (spec.context_lens.empty()) return r;
+      const int seq = std::clamp(sel_seq, 0, spec.num_seqs() - 1);
+      int& ctx = spec.context_lens[seq];
+      if (num_partitions(ctx, spec.partition_size) >= 2) return r;  // the reduce has work already
+      if (spec.partition_size <= 0 && !locks.partition_size) spec.partition_size = kDefaultPartitionSize;
+      const int ps = spec.partition_size;
+      if (ps > 0 && num_partitions(ctx, ps) < 2) {
+        if (!locks.context)
+          ctx = 2 * ps + std::max(1, ps * 76 / kDefaultPartitionSize);  // 1100 for 512
+        else if (!locks.partition_size && ctx > bs)
+          spec.partition_size = std::max(bs, ctx / 3 / bs * bs);  // a multiple of the block size below ctx
+      }
+      break;
+    }
+    case trace::Stage::optimized:
+      if (spec.num_heads == spec.num_kv_heads && !locks.heads) {
+        if (spec.num_heads >= 4 && spec.num_heads % 4 == 0) {
+          spec.num_kv_heads = spec.num_heads / 4;
+        } else {
+          spec.num_heads = 8;
+          spec.num_kv_heads = 2;
+        }
+      }
+      if (!locks.context && spec.context_lens == ProblemSpec{}.context_lens)
+        spec.context_lens = {600};
+      break;
+    default:
+      return r;
+  }
+  r.changed = !same_problem(spec, current);
+  return r;
+}
+
+}  // namespace pa::viewer

@@ -1,0 +1,40 @@
+// The problem a lesson's host-model trace opens with. Lessons build on the
+// problem shown (the Problem tab's, or the command line's), changed only
+// where the lesson's stage would otherwise have nothing to show, to the
+// configuration the lesson's "What to watch in the viewer" names:
+//   cascade_merge (lesson 7): a shared prefix (4 KV blocks, or less so that
+//     every sequence keeps a suffix token); two sequences {100, 140} if there
+//     is only one.
+//   v2_partition (lesson 6): the selected sequence gets at least 3
+//     partitions, so the reduce block has a partition_reduce step: a context
+//     of 2 * partition_size + 76 (1100 tokens with the default 512: lesson 6's
+//     "3 partitions: tokens 0-511, 512-1023 and 1024-1099"); partition size
+//     512 if it was 0 (one partition); if the context is fixed, a smaller
+//     partition size (a multiple of the block size) instead.
+//   optimized (lesson 8): a GQA group (8 heads / 2 KV heads, or num_heads / 4
+//     KV heads), and the lesson's context of 600 tokens if the context is still
+//     the built-in default {100}.
+// Other stages: the problem unchanged. Values given on the command line are
+// never changed (locks).
+#pragma once
+#include "pa/reference/problem.hpp"
+#include "pa/trace/event.hpp"
+
+namespace pa::viewer {
+
+// Problem values the user fixed (pa-viewer --context / --heads / --kv-heads /
+// --partition-size / --prefix): a lesson's default never overrides them.
+struct LessonProblemLocks {
+  bool context = false, heads = false, partition_size = false, prefix = false;
+};
+
+struct LessonProblem {
+  ProblemSpec spec;
+  bool changed = false;  // spec differs from the problem given: regenerate the trace
+};
+
+// sel_seq: the sequence whose thread block the host model traces (clamped).
+LessonProblem lesson_problem(const ProblemSpec& current, trace::Stage stage, int sel_seq,
+                             const LessonProblemLocks& locks = {});
+
+}  // namespace pa::viewer
