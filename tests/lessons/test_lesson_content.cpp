@@ -146,30 +146,37 @@ struct MarkerStepCheck {
 
 MarkerStepCheck check_marker_steps() {
   MarkerStepCheck r;
-  std::map<Stage, std::set<Step>> steps_of;
+  // (block role, step) pairs of each stage's trace; a marker without block=
+  // matches any role.
+  std::map<Stage, std::set<std::pair<pa::BlockRole, Step>>> steps_of;
   std::map<Stage, std::string> errors;
   for (const auto& [e, d] : all_lessons()) {
     for (const auto& ref : d.markers()) {
       const StepMarker& m = *ref.marker;
       const std::string where = e.path + ":" + std::to_string(m.line) + ": stage=" + m.stage_name +
-                                " step=" + m.step_name;
+                                " step=" + m.step_name +
+                                (m.block ? std::string(" block=") + block_role_name(*m.block) : std::string());
       if (!steps_of.count(m.stage) && !errors.count(m.stage)) {
         try {
           auto& set = steps_of[m.stage];
           for (const auto& ev : pa::trace::model_events(spec_for(m.stage), m.stage, selection_for(m.stage)))
-            set.insert(ev.step);
+            set.insert({pa::block_role(ev.partition), ev.step});
         } catch (const std::exception& err) {
           steps_of.erase(m.stage);
           errors[m.stage] = err.what();
         }
       }
-      const bool in_trace = steps_of.count(m.stage) && steps_of[m.stage].count(m.step);
+      bool in_trace = false;
+      if (steps_of.count(m.stage))
+        for (const auto& [role, step] : steps_of[m.stage])
+          in_trace = in_trace || (step == m.step && (!m.block || role == *m.block));
       if (in_trace) {
         ++r.checked;
       } else if (errors.count(m.stage)) {
         r.failures.push_back(where + ": host model failed: " + errors[m.stage]);
       } else {
-        r.failures.push_back(where + ": the " + m.stage_name + " trace has no " + m.step_name + " events");
+        r.failures.push_back(where + ": the " + m.stage_name + " trace has no " + m.step_name + " events" +
+                             (m.block ? std::string(" in a ") + block_role_name(*m.block) + " block" : std::string()));
       }
     }
   }

@@ -178,6 +178,15 @@ TEST_CASE("comments are dropped; markers attach to the next section", "[lesson]"
   auto refs = d.markers();
   REQUIRE(refs.size() == 2);
   CHECK(refs[0].section == 1);
+  CHECK_FALSE(m[0].block);  // no block=: any of the stage's blocks
+  // block=ROLE: which of the stage's kernels the step belongs to.
+  auto r = parse_lesson("<!-- pa:step stage=v2_partition step=max_reduce anchor=a block=reduce -->\n# x\n"
+                        "<!-- pa:step stage=cascade_merge step=k_load anchor=b block=prefix -->\n# y\n");
+  REQUIRE(r.markers().size() == 2);
+  CHECK(r.markers()[0].marker->block == pa::BlockRole::reduce);
+  CHECK(r.markers()[1].marker->block == pa::BlockRole::prefix);
+  for (int i = 0; i <= static_cast<int>(pa::BlockRole::prefix); ++i)
+    CHECK(block_role_from_name(block_role_name(static_cast<pa::BlockRole>(i))) == static_cast<pa::BlockRole>(i));
   // A marker inside a code block is code.
   auto c = parse_lesson("```\n<!-- pa:step stage=bad -->\n```\n");
   CHECK(c.markers().empty());
@@ -203,6 +212,11 @@ TEST_CASE("malformed markers name file:line and what is accepted", "[lesson]") {
   CHECK_THAT(error_of("<!-- pa:step stage=qk step=k_load anchor=a/b -->\n# b\n"),
              ContainsSubstring("bad anchor name 'a/b'"));
   CHECK_THAT(error_of("<!-- pa:stop stage=qk -->\n# b\n"), ContainsSubstring("unknown lesson directive 'pa:stop'"));
+  CHECK_THAT(error_of("<!-- pa:step stage=qk step=k_load anchor=a block=reducer -->\n# b\n"),
+             ContainsSubstring("unknown block 'reducer'") &&
+                 ContainsSubstring("main reduce prefix_reduce merge prefix"));
+  CHECK_THAT(error_of("<!-- pa:step stage=qk step=k_load anchor=a block=merge block=merge -->\n# b\n"),
+             ContainsSubstring("'block' given twice"));
   CHECK_THAT(error_of("x\n\n<!-- pa:step stage=qk step=k_load anchor=a\n# b\n", &line),
              ContainsSubstring("t.md:3: pa:step marker comment is not closed"));
   CHECK_THAT(error_of("# a\n<!-- pa:step stage=qk step=k_load anchor=a -->\ntext only\n", &line),

@@ -211,6 +211,14 @@ TEST_CASE("locate_step: a marker's step in the shown block, else the first other
   CHECK(locate_step(idx, -1, trace::Step::max_reduce).block == red);
   CHECK(locate_step(idx, 99, trace::Step::max_reduce).block == red);
   CHECK_FALSE(locate_step(TraceIndex{}, 0, trace::Step::k_load).found());
+  // With a role (a marker's block=...): only blocks of that kind, even when
+  // the shown block has the step. Block -3 is the merge kernel's.
+  CHECK(locate_step(idx, other, trace::Step::partition_reduce, BlockRole::reduce).block == red);
+  CHECK(locate_step(idx, red, trace::Step::partition_reduce, BlockRole::merge).block == other);
+  CHECK(locate_step(idx, red, trace::Step::k_load, BlockRole::main).block == p0);
+  CHECK(locate_step(idx, p1, trace::Step::k_load, BlockRole::main).block == p1);
+  CHECK_FALSE(locate_step(idx, p0, trace::Step::k_load, BlockRole::reduce).found());
+  CHECK_FALSE(locate_step(idx, p0, trace::Step::partition_reduce, BlockRole::prefix).found());
 }
 
 namespace {
@@ -248,11 +256,14 @@ TEST_CASE("lessons 6 and 7: every marker button reaches its step, some only in a
       if (m.marker->stage != stage) continue;
       ++markers;
       INFO("marker step=" << m.marker->step_name << " (line " << m.marker->line << ")");
-      const StepLocation at = locate_step(t.index, t.shown, m.marker->step);
+      const StepLocation at = locate_step(t.index, t.shown, m.marker->step, m.marker->block);
       CHECK(at.found());
       if (!at.found()) continue;
       CHECK(t.index.steps(at.block)[at.step].step == m.marker->step);
-      if (t.index.find_step(t.shown, m.marker->step) < 0) {
+      // A marker that names its kernel lands in a block of that kernel.
+      if (m.marker->block) CHECK(block_role(t.index.block(at.block).partition) == *m.marker->block);
+      const bool shown_fits = !m.marker->block || block_role(t.index.block(t.shown).partition) == *m.marker->block;
+      if (!shown_fits || t.index.find_step(t.shown, m.marker->step) < 0) {
         ++elsewhere;
         CHECK(at.block != t.shown);
       } else {

@@ -242,10 +242,14 @@ int TraceIndex::find_step(int b, trace::Step s, int from) const {
   return -1;
 }
 
-StepLocation locate_step(const TraceIndex& index, int prefer, trace::Step s) {
-  if (const int k = index.find_step(prefer, s); k >= 0) return {prefer, k};
+StepLocation locate_step(const TraceIndex& index, int prefer, trace::Step s, std::optional<BlockRole> role) {
+  auto fits = [&](int b) {
+    return b >= 0 && b < index.num_blocks() && (!role || block_role(index.block(b).partition) == *role);
+  };
+  if (fits(prefer))
+    if (const int k = index.find_step(prefer, s); k >= 0) return {prefer, k};
   for (int b = 0; b < index.num_blocks(); ++b)
-    if (b != prefer)
+    if (b != prefer && fits(b))
       if (const int k = index.find_step(b, s); k >= 0) return {b, k};
   return {};
 }

@@ -15,10 +15,12 @@
 // order, ties broken by (epoch, smallest seq_in_thread, Step, iter, occurrence).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "pa/index/events.hpp"
 #include "pa/trace/event.hpp"
 
 namespace pa::viewer { class LoadControl; }
@@ -37,9 +39,9 @@ struct BlockKey {
 // cascade: the suffix's reduce), -2 the prefix's reduce, -3 the merge
 // kernel, kPrefixBase + c the cascade prefix kernel's chunk c.
 struct BlockLabel {
-  static constexpr int kReduce = -1, kPrefixReduce = -2, kMerge = -3;
-  static constexpr int kPrefixBase = -(1 << 30);
-  static bool is_prefix(int p) { return p >= kPrefixBase && p < kPrefixBase + (1 << 29); }
+  static constexpr int kReduce = kReduceBlock, kPrefixReduce = kPrefixReduceBlock, kMerge = kMergeBlock;
+  static constexpr int kPrefixBase = kPrefixBlockBase;
+  static bool is_prefix(int p) { return is_prefix_block(p); }
 };
 // "seq 0 head 3 partition 2", "seq 0 head 3 reduce", "... merge", "... prefix chunk 1".
 std::string describe_block(const BlockKey& k, trace::Stage stage);
@@ -98,7 +100,10 @@ struct StepLocation {
   int block = -1, step = -1;
   bool found() const { return step >= 0; }
 };
-StepLocation locate_step(const TraceIndex& index, int prefer, trace::Step s);
+// With a role (a lesson marker's block=...), only blocks of that kind count:
+// stage 6's partition and reduce blocks both have max_reduce steps, say.
+StepLocation locate_step(const TraceIndex& index, int prefer, trace::Step s,
+                         std::optional<BlockRole> role = std::nullopt);
 
 // Step forward/back, jump, play/pause at a speed (steps per second), scrub.
 class ReplayState {

@@ -47,6 +47,15 @@ constexpr const char* kStepNames[] = {
 static_assert(std::size(kStepNames) == static_cast<std::size_t>(Step::count_),
               "kStepNames must list every Step of event.hpp, in order");
 
+constexpr const char* kBlockRoleNames[] = {"main", "reduce", "prefix_reduce", "merge", "prefix"};
+static_assert(std::size(kBlockRoleNames) == static_cast<std::size_t>(pa::BlockRole::prefix) + 1,
+              "kBlockRoleNames must list every BlockRole of pa/index/events.hpp, in order");
+
+std::string joined_block_role_names() {
+  std::string s;
+  for (const char* n : kBlockRoleNames) s += (s.empty() ? "" : " ") + std::string(n);
+  return s;
+}
 std::string joined_stage_names() {
   std::string s;
   for (const auto& e : kStageNames) s += (s.empty() ? "" : " ") + std::string(e.name);
@@ -78,6 +87,15 @@ const char* stage_name(Stage stage) {
 const char* step_name(Step step) {
   const auto i = static_cast<std::size_t>(step);
   return i < std::size(kStepNames) ? kStepNames[i] : "?";
+}
+std::optional<pa::BlockRole> block_role_from_name(std::string_view name) {
+  for (std::size_t i = 0; i < std::size(kBlockRoleNames); ++i)
+    if (name == kBlockRoleNames[i]) return static_cast<pa::BlockRole>(i);
+  return std::nullopt;
+}
+const char* block_role_name(pa::BlockRole role) {
+  const auto i = static_cast<std::size_t>(role);
+  return i < std::size(kBlockRoleNames) ? kBlockRoleNames[i] : "?";
 }
 
 std::string plain_text(const std::vector<Span>& spans) {
@@ -499,7 +517,7 @@ StepMarker parse_marker(std::string_view body, const std::string& file, int line
   if (tokens.empty() || tokens[0] != "pa:step") {
     throw LessonError(file, line,
                       "unknown lesson directive '" + std::string(tokens.empty() ? "" : tokens[0]).substr(0, 64) +
-                          "' (accepted: <!-- pa:step stage=NAME step=NAME anchor=NAME -->)");
+                          "' (accepted: <!-- pa:step stage=NAME step=NAME anchor=NAME [block=ROLE] -->)");
   }
   StepMarker m;
   m.line = line;
@@ -510,7 +528,7 @@ StepMarker parse_marker(std::string_view body, const std::string& file, int line
     const std::string shown(tok.substr(0, 64));
     if (eq == std::string_view::npos || eq == 0) {
       throw LessonError(file, line, "pa:step: expected key=value, got '" + shown +
-                                        "' (keys: stage step anchor)");
+                                        "' (keys: stage step anchor block)");
     }
     std::string_view key = tok.substr(0, eq), value = tok.substr(eq + 1);
     if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front()) {
@@ -546,9 +564,16 @@ StepMarker parse_marker(std::string_view body, const std::string& file, int line
       }
       m.anchor = v;
       have_anchor = true;
+    } else if (key == "block") {
+      if (m.block) throw LessonError(file, line, "pa:step: 'block' given twice");
+      m.block = block_role_from_name(value);
+      if (!m.block) {
+        throw LessonError(file, line, "pa:step: unknown block '" + v + "' (accepted: " + joined_block_role_names() +
+                                          ")");
+      }
     } else {
       throw LessonError(file, line, "pa:step: unknown key '" + std::string(key.substr(0, 64)) +
-                                        "' (keys: stage step anchor)");
+                                        "' (keys: stage step anchor block)");
     }
   }
   if (!have_stage || !have_step || !have_anchor) {
@@ -557,7 +582,7 @@ StepMarker parse_marker(std::string_view body, const std::string& file, int line
     if (!have_step) missing += " step";
     if (!have_anchor) missing += " anchor";
     throw LessonError(file, line, "pa:step: missing" + missing +
-                                      " (form: <!-- pa:step stage=NAME step=NAME anchor=NAME -->)");
+                                      " (form: <!-- pa:step stage=NAME step=NAME anchor=NAME [block=ROLE] -->)");
   }
   return m;
 }

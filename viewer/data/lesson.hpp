@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "pa/index/events.hpp"
 #include "pa/trace/event.hpp"
 
 namespace pa::lesson {
@@ -86,16 +87,20 @@ struct Block {
 };
 
 // ---- markers and sections -----------------------------------------------------
-// <!-- pa:step stage=qk step=k_load anchor=qk.k_load -->
+// <!-- pa:step stage=qk step=k_load anchor=qk.k_load [block=reduce] -->
 // stage: a Stage name (q_to_smem qk softmax lv warp_reduce v2_partition
 // cascade_merge optimized); step: a Step name (event.hpp); anchor: a source
-// anchor name ([A-Za-z0-9_.-]+) marked LESSON-BEGIN/END in kernels/stages/*.cuh.
+// anchor name ([A-Za-z0-9_.-]+) marked LESSON-BEGIN/END in kernels/stages/*.cuh;
+// block (optional): which of the stage's kernels the step belongs to, a
+// BlockRole name (main reduce prefix_reduce merge prefix, pa/index/events.hpp)
+// -- stages 6 and 7 trace several kernels that share step names.
 struct StepMarker {
   pa::trace::Stage stage = pa::trace::Stage::q_to_smem;
   pa::trace::Step step = pa::trace::Step::q_load;
   std::string stage_name;  // as written
   std::string step_name;   // as written
   std::string anchor;
+  std::optional<pa::BlockRole> block;  // nullopt: any block of the stage's trace
   int line = 0;            // 1-based line of the marker in the lesson file
 };
 
@@ -132,6 +137,8 @@ std::optional<pa::trace::Stage> stage_from_name(std::string_view name);
 std::optional<pa::trace::Step> step_from_name(std::string_view name);
 const char* stage_name(pa::trace::Stage stage);
 const char* step_name(pa::trace::Step step);
+std::optional<pa::BlockRole> block_role_from_name(std::string_view name);
+const char* block_role_name(pa::BlockRole role);
 
 // ---- the lesson list ----------------------------------------------------------
 struct LessonEntry {

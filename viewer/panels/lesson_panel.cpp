@@ -177,8 +177,9 @@ void draw_lesson_panel(AppState& s) {
       ImGui::PushFont(s.fonts.small);
       if (ImGui::SmallButton(lbl.c_str())) {
         // The shown block's first such step, else another block's (stages 6
-        // and 7: the reduce, prefix reduce and merge steps are in their own blocks).
-        const StepLocation at = locate_step(s.index, s.block, m.step);
+        // and 7: the reduce, prefix reduce and merge steps are in their own
+        // blocks); a marker's block=ROLE keeps it to that kernel's blocks.
+        const StepLocation at = locate_step(s.index, s.block, m.step, m.block);
         if (at.found()) {
           s.replay.pause();
           if (at.block != s.block) select_block(s, at.block);
@@ -186,9 +187,11 @@ void draw_lesson_panel(AppState& s) {
         }
       }
       if (ImGui::IsItemHovered()) {
-        const StepLocation at = locate_step(s.index, s.block, m.step);
+        const StepLocation at = locate_step(s.index, s.block, m.step, m.block);
         if (!at.found())
-          ImGui::SetTooltip("no %s step in this trace (source anchor %s)", m.step_name.c_str(), m.anchor.c_str());
+          ImGui::SetTooltip("no %s step%s%s in this trace (source anchor %s)", m.step_name.c_str(),
+                            m.block ? " in a block of kind " : "", m.block ? lesson::block_role_name(*m.block) : "",
+                            m.anchor.c_str());
         else if (at.block != s.block)
           ImGui::SetTooltip("switch to %s and jump to its first %s step (source anchor %s)",
                             describe_block(s.index.block(at.block), s.stage).c_str(), m.step_name.c_str(),

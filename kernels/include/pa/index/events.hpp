@@ -92,6 +92,15 @@ inline constexpr int kMergeBlock = -3;          // cascade: the merge kernel's t
 // kPrefixBlockBase + c (the recording tracer and the host model relabel them).
 inline constexpr int kPrefixBlockBase = -(1 << 30);
 PA_HD constexpr bool is_prefix_block(int label) { return label >= kPrefixBlockBase && label < kPrefixBlockBase + (1 << 29); }
+// What kind of kernel a block label names (lesson markers' `block=`, the viewer).
+enum class BlockRole : std::uint8_t { main, reduce, prefix_reduce, merge, prefix };
+PA_HD constexpr BlockRole block_role(int label) {
+  if (label >= 0) return BlockRole::main;  // the stage's own kernel (a V2 partition, a stage 8 split)
+  if (label == kReduceBlock) return BlockRole::reduce;
+  if (label == kPrefixReduceBlock) return BlockRole::prefix_reduce;
+  if (label == kMergeBlock) return BlockRole::merge;
+  return BlockRole::prefix;  // is_prefix_block(label); unknown labels are not produced
+}
 // Replay order of the kernels of one (seq, head): prefix blocks, prefix
 // reduce, partition blocks, reduce, merge (the order of their data flow).
 PA_HD constexpr long long block_replay_rank(int label) {
