@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
     } catch (const std::invalid_argument& e) {
       std::fprintf(stderr, "pa-lab %s: %s\n", c.name, e.what());
       return kExitUsage;
+    } catch (const pa::kernels::DeviceOutOfMemory& e) {
+      std::fprintf(stderr, "pa-lab %s: %s\n", c.name, e.what());
+      return kExitUsage;
     } catch (const pa::kernels::NoGpuError& e) {
       std::fprintf(stderr, "pa-lab %s: no GPU: %s\n", c.name, e.what());
       return kExitNoGpu;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
 #include "pa/kernels/api.hpp"
@@ -71,7 +72,25 @@ GpuInfo gpu_info() {
 
 // ---- DeviceBuffer ----------------------------------------------------------------
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
-  if (bytes > 0) PA_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+  if (bytes == 0) return;
+  const cudaError_t e = cudaMalloc(&ptr_, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    ptr_ = nullptr;
+    (void)cudaGetLastError();  // not sticky: clear it so the next CUDA call is not blamed
+    std::size_t free_b = 0, total_b = 0;
+    const bool info = cudaMemGetInfo(&free_b, &total_b) == cudaSuccess;
+    auto gib = [](std::size_t b) {
+      char t[32];
+      std::snprintf(t, sizeof t, "%.2f GiB", static_cast<double>(b) / (1024.0 * 1024.0 * 1024.0));
+      return std::string(t);
+    };
+    throw DeviceOutOfMemory(
+        "device out of memory: a buffer of " + std::to_string(bytes) + " bytes (" + gib(bytes) + ") does not fit" +
+        (info ? " (" + gib(free_b) + " free of " + gib(total_b) + ")" : std::string()) +
+        "; accepted: problems whose device buffers fit in free device memory (fewer sequences, shorter "
+        "contexts or fewer heads)");
+  }
+  if (e != cudaSuccess) detail::cuda_fail(e, "cudaMalloc(&ptr_, bytes)", __FILE__, __LINE__);
 }
 DeviceBuffer::~DeviceBuffer() {
   if (ptr_) cudaFree(ptr_);  // never throw from a destructor

@@ -137,6 +137,26 @@ TEST_CASE("v1 up to the shared-memory limit, a clear error past it", "[gpu][kern
   REQUIRE_THROWS_WITH(kernels::DeviceProblem(p), Catch::Matchers::ContainsSubstring("v2_partition"));
 }
 
+TEST_CASE("device out of memory: a clear error, and the next allocation still works", "[gpu][kernels]") {
+  PA_REQUIRE_GPU();
+  const auto g = kernels::gpu_info();
+  const auto too_big = static_cast<std::size_t>(g.global_mem_bytes) * 2;
+  INFO("GPU " << g.name << ", " << g.global_mem_bytes << " bytes");
+  try {
+    kernels::DeviceBuffer b(too_big);
+    FAIL("a buffer of twice the device memory was allocated");
+  } catch (const kernels::DeviceOutOfMemory& e) {
+    using Catch::Matchers::ContainsSubstring;
+    CHECK_THAT(e.what(), ContainsSubstring("device out of memory") &&
+                             ContainsSubstring(std::to_string(too_big) + " bytes") && ContainsSubstring("free of") &&
+                             ContainsSubstring("accepted:"));
+  }
+  // The failed cudaMalloc left no error behind for the next call.
+  kernels::DeviceBuffer small(1 << 20);
+  CHECK(small.get() != nullptr);
+  small.fill_bytes(0);
+}
+
 TEST_CASE("timing runs and reports positive medians", "[gpu][kernels]") {
   PA_REQUIRE_GPU();
   const auto key = kernels::built_configs().front();

@@ -97,7 +97,15 @@ std::int64_t v1_smem_bytes(Stage stage, DType dtype, int head_size, int num_thre
 int v1_max_context(DType dtype, int head_size, int num_threads, std::int64_t smem_limit_bytes);
 
 // ---- device problem ---------------------------------------------------------------------
-// Owns one device allocation; frees it on destruction. Move-only.
+// cudaMalloc found no room: the message names the bytes asked for and the
+// device's free and total memory (pa-lab: exit status 3, an unsupported problem).
+class DeviceOutOfMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Owns one device allocation; frees it on destruction. Move-only. Throws
+// DeviceOutOfMemory when the device cannot hold it.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
