@@ -104,3 +104,44 @@ TEST_CASE("without a GPU the API says so instead of crashing", "[kernels]") {
   const PagedProblem p = small_problem();
   CHECK_THROWS_AS(kernels::run_stage(Stage::qk, p), kernels::NoGpuError);
 }
+
+// launch_stage checks its arguments before anything reaches CUDA: with CUDA
+// built (no GPU needed) a null or missing buffer is an invalid_argument that
+// names it; without CUDA the call says so first.
+TEST_CASE("missing buffers are rejected before any launch", "[kernels]") {
+  const PagedProblem p = small_problem();
+  kernels::StageArgs a{};
+  a.dtype = p.spec.dtype;
+  a.head_size = p.spec.head_size;
+  a.block_size = p.spec.block_size;
+  a.num_seqs = p.num_seqs();
+  a.num_heads = p.spec.num_heads;
+  a.num_kv_heads = p.spec.num_kv_heads;
+  a.max_context_len = p.spec.max_context_len();
+  a.cg = p.cache;
+  // Stand-in addresses: never dereferenced, because every case below fails validation.
+  static char dummy[64];
+  auto expect = [&](Stage stage, const kernels::StageArgs& args, const std::string& what) {
+#if PA_HAVE_CUDA
+    CHECK_THROWS_WITH(kernels::launch_stage(stage, args), ContainsSubstring(what));
+    CHECK_THROWS_AS(kernels::launch_stage(stage, args), std::invalid_argument);
+#else
+    (void)what;
+    CHECK_THROWS_AS(kernels::launch_stage(stage, args), kernels::NoGpuError);
+#endif
+  };
+  expect(Stage::qk, a, "null input pointer");  // no q, caches, tables, lengths
+  a.q = a.k_cache = a.v_cache = dummy;
+  a.block_tables = reinterpret_cast<const int*>(dummy);
+  a.context_lens = reinterpret_cast<const int*>(dummy);
+  expect(Stage::qk, a, "stage_out is null");
+  a.stage_out = reinterpret_cast<float*>(dummy);
+  expect(Stage::softmax, a, "stage_max/stage_sum are null");
+  expect(Stage::warp_reduce, a, "out is null");
+  kernels::StageArgs bad_heads = a;
+  bad_heads.num_kv_heads = 3;
+  expect(Stage::qk, bad_heads, "num_kv_heads (3)");
+  kernels::StageArgs bad_geom = a;
+  bad_geom.cg.head_size = a.head_size + 16;
+  expect(Stage::qk, bad_geom, "cache geometry does not match");
+}
