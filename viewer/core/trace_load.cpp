@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "core/highlight.hpp"
+#include "pa/index/optimized.hpp"
 #include "pa/reference/paged_cache.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/trace_file.hpp"
@@ -187,6 +188,17 @@ std::vector<std::uint8_t> read_file_chunked(const std::string& path, LoadControl
   return buf;
 }
 
+trace::Selection viewer_selection(const ProblemSpec& spec, trace::Stage stage, int seq, int head, int partition) {
+  trace::Selection sel;
+  sel.blocks.push_back(trace::BlockId{seq, head, partition});
+  if (stage == trace::Stage::optimized && seq >= 0 && seq < spec.num_seqs()) {
+    const trace::OptimizedModelPlan plan = trace::optimized_model_plan(spec);
+    const int merger = opt_active_splits(spec.context_lens[seq], spec.block_size, plan.split_blocks) - 1;
+    if (merger > partition) sel.blocks.push_back(trace::BlockId{seq, head, merger});
+  }
+  return sel;
+}
+
 LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
   const auto t_all = std::chrono::steady_clock::now();
   LoadedTrace out;
@@ -228,7 +240,7 @@ LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
         out.sel_seq = seq;
         out.sel_head = head;
         out.sel_partition = std::max(0, req.sel_partition);
-        sel.blocks.push_back(trace::BlockId{seq, head, out.sel_partition});
+        sel = viewer_selection(req.spec, req.stage, seq, head, out.sel_partition);
         // What this stage's trace leaves out (kernels without trace hooks): shown as a note.
         const std::string note = trace::model_coverage_note(req.spec, req.stage);
         if (!note.empty()) out.message = std::string("Partial trace: ") + note + ".";
