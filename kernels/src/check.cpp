@@ -101,4 +101,22 @@ StageCheck check_stage(const PagedProblem& p, const StageOutput& o) {
   return c;
 }
 
+StageArgs problem_stage_args(const PagedProblem& p) {
+  StageArgs a;
+  a.dtype = p.spec.dtype;
+  a.head_size = p.spec.head_size;
+  a.block_size = p.spec.block_size;
+  a.num_threads = p.spec.num_threads;
+  a.num_seqs = p.num_seqs();
+  a.num_heads = p.spec.num_heads;
+  a.num_kv_heads = p.spec.num_kv_heads;
+  a.max_context_len = *std::max_element(p.context_lens.begin(), p.context_lens.end());
+  a.partition_size = p.spec.partition_size;
+  a.scale = p.spec.scale();
+  a.qg = p.query;
+  a.cg = p.cache;
+  a.btg = p.table;
+  return a;
+}
+
 }  // namespace pa::kernels

@@ -160,25 +160,13 @@ DeviceProblem::DeviceProblem(const PagedProblem& p) : host_(&p) {
 
 StageArgs DeviceProblem::args() const {
   const PagedProblem& p = *host_;
-  StageArgs a;
-  a.dtype = p.spec.dtype;
-  a.head_size = p.spec.head_size;
-  a.block_size = p.spec.block_size;
-  a.num_threads = p.spec.num_threads;
-  a.num_seqs = p.num_seqs();
-  a.num_heads = p.spec.num_heads;
-  a.num_kv_heads = p.spec.num_kv_heads;
-  a.max_context_len = *std::max_element(p.context_lens.begin(), p.context_lens.end());
-  a.partition_size = 0;
-  a.scale = p.spec.scale();
+  StageArgs a = problem_stage_args(p);
+  a.partition_size = 0;  // stages 1-5: one partition
   a.q = q.get();
   a.k_cache = k_cache.get();
   a.v_cache = v_cache.get();
   a.block_tables = static_cast<const int*>(block_tables.get());
   a.context_lens = static_cast<const int*>(context_lens.get());
-  a.qg = p.query;
-  a.cg = p.cache;
-  a.btg = p.table;
   a.out = out.get();
   a.stage_out = static_cast<float*>(stage_out.get());
   a.stage_max = static_cast<float*>(stage_max.get());

@@ -54,25 +54,12 @@ struct Inputs {
 };
 
 StageArgs base_args(const PagedProblem& p, const Inputs& in, void* out) {
-  StageArgs a;
-  a.dtype = p.spec.dtype;
-  a.head_size = p.spec.head_size;
-  a.block_size = p.spec.block_size;
-  a.num_threads = p.spec.num_threads;
-  a.num_seqs = p.num_seqs();
-  a.num_heads = p.spec.num_heads;
-  a.num_kv_heads = p.spec.num_kv_heads;
-  a.max_context_len = *std::max_element(p.context_lens.begin(), p.context_lens.end());
-  a.partition_size = p.spec.partition_size;
-  a.scale = p.spec.scale();
+  StageArgs a = problem_stage_args(p);
   a.q = in.q.get();
   a.k_cache = in.k.get();
   a.v_cache = in.v.get();
   a.block_tables = static_cast<const int*>(in.bt.get());
   a.context_lens = static_cast<const int*>(in.cl.get());
-  a.qg = p.query;
-  a.cg = p.cache;
-  a.btg = p.table;
   a.out = out;
   return a;
 }

@@ -110,15 +110,7 @@ TEST_CASE("without a GPU the API says so instead of crashing", "[kernels]") {
 // names it; without CUDA the call says so first.
 TEST_CASE("missing buffers are rejected before any launch", "[kernels]") {
   const PagedProblem p = small_problem();
-  kernels::StageArgs a{};
-  a.dtype = p.spec.dtype;
-  a.head_size = p.spec.head_size;
-  a.block_size = p.spec.block_size;
-  a.num_seqs = p.num_seqs();
-  a.num_heads = p.spec.num_heads;
-  a.num_kv_heads = p.spec.num_kv_heads;
-  a.max_context_len = p.spec.max_context_len();
-  a.cg = p.cache;
+  kernels::StageArgs a = kernels::problem_stage_args(p);  // every pointer null
   // Stand-in addresses: never dereferenced, because every case below fails validation.
   static char dummy[64];
   auto expect = [&](Stage stage, const kernels::StageArgs& args, const std::string& what) {

@@ -104,6 +104,11 @@ class DeviceOutOfMemory : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A problem's launch shape as StageArgs: dtype, sizes, heads, the longest
+// context, partition size, scale and the geometries; every pointer null (the
+// caller fills in its device buffers).
+StageArgs problem_stage_args(const PagedProblem& p);
+
 // Owns one device allocation; frees it on destruction. Move-only. Throws
 // DeviceOutOfMemory when the device cannot hold it.
 class DeviceBuffer {
