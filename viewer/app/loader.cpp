@@ -360,26 +360,20 @@ void load_lesson(AppState& s, int n) {
   // The problem the lesson needs to show its stage (core/lesson_problem.hpp:
   // 6 several partitions, 7 a shared prefix, 8 a GQA group); the command
   // line's problem values are kept.
-  ProblemSpec spec = edited_spec(s);
-  bool force = false;
   if (s.trace_path.empty()) {
     LessonProblemLocks locks;
     locks.context = !s.args.context_lens.empty();
     locks.heads = s.args.num_heads.has_value() || s.args.num_kv_heads.has_value();
     locks.partition_size = s.args.partition_size.has_value();
     locks.prefix = s.args.prefix.has_value();
-    const LessonProblem lp = lesson_problem(spec, st, s.sel_seq, locks);
-    spec = lp.spec;
-    force = lp.changed;
-  }
-  if (s.trace_path.empty()) {
-    // Already showing (or loading) this stage's trace: nothing to do.
+    const LessonProblem lp = lesson_problem(edited_spec(s), st, s.sel_seq, locks);
+    // Already showing (or loading) this stage's trace of this problem: nothing to do.
     const trace::Stage shown = s.loader.running() && s.loading.kind == LoadRequest::Kind::model ? s.loading.stage : s.stage;
     const bool have = s.loader.running() ? s.loading.kind == LoadRequest::Kind::model
                                          : s.index.num_blocks() > 0 || !s.load_message.empty();
-    if (force || st != shown || !have) {
+    if (lp.changed || st != shown || !have) {
       s.replay.jump(0);
-      request_model(s, spec, st, 0);
+      request_model(s, lp.spec, st, 0);
     }
   }
   s.last_step_seen = -1;

@@ -99,15 +99,15 @@ struct LoadedTrace {
   double load_ms = 0, index_ms = 0, total_ms = 0;
 };
 
-// Runs the request. Throws LoadCancelled when ctl is cancelled (checked
-// between phases and inside the index), std::exception with a message that
-// names the file or the bad value otherwise. Progress: 0..1, monotonic.
 // The thread blocks the host model traces for a selected (seq, head,
 // partition): that block, and for stage 8 also the split CTA that arrives last
 // and merges the others (lesson 8's split_arrive and merge steps). Stages 6
 // and 7 add their reduce / merge blocks in the trace module (traced_blocks).
 trace::Selection viewer_selection(const ProblemSpec& spec, trace::Stage stage, int seq, int head, int partition);
 
+// Runs the request. Throws LoadCancelled when ctl is cancelled (checked
+// between phases and inside the index), std::exception with a message that
+// names the file or the bad value otherwise. Progress: 0..1, monotonic.
 LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl);
 
 // Reads a whole file in chunks (progress and cancellation between chunks).

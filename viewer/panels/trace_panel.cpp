@@ -36,7 +36,13 @@ void draw_trace_panel(AppState& s) {
   if (ImGui::Button("Open") || enter) open_trace_file(s, s.open_path);
   // Bundled traces: one folder per source (host-model/, nvidia-h100/), listed recursively.
   const std::filesystem::path dir = std::filesystem::path(PA_ASSETS_DIR) / "traces";
-  const std::vector<TraceFileEntry> files = list_trace_files(dir);
+  // Walked at most every 2 s, not every frame (a recursive directory walk).
+  static std::vector<TraceFileEntry> files;
+  static double listed_at = -1e9;
+  if (ImGui::GetTime() - listed_at > 2.0) {
+    files = list_trace_files(dir);
+    listed_at = ImGui::GetTime();
+  }
   if (!files.empty()) {
     ImGui::TextDisabled("bundled traces (%s):", dir.string().c_str());
     for (const auto& f : files)
