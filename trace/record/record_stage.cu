@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "pa/kernels/api.hpp"
@@ -42,11 +43,11 @@ bool can_record(Stage stage, const ProblemSpec& spec) {
   if (stage == Stage::optimized) return detail::can_record_optimized(spec);
   const int s = static_cast<int>(stage);
   if (s < 1 || s > 7 || spec.num_threads != 128) return false;
-  bool listed = false;
-#define PA_X(DT, H, B) \
-  if (spec.dtype == DType::DT && spec.head_size == H && spec.block_size == B) listed = true;
-  PA_TRACE_FOR_EACH_CONFIG(PA_X)
-#undef PA_X
+  const bool listed = std::any_of(std::begin(detail::kRecordConfigs), std::end(detail::kRecordConfigs),
+                                  [&](const detail::RecordConfig& c) {
+                                    return c.dtype == spec.dtype && c.head_size == spec.head_size &&
+                                           c.block_size == spec.block_size;
+                                  });
   if (!listed) return false;
   // The inputs go up through kernels::DeviceProblem, which accepts only the
   // configurations pa_kernels holds (PA_QUICK_KERNELS builds: head 128 x block 16).
@@ -59,9 +60,8 @@ bool can_record(Stage stage, const ProblemSpec& spec) {
 
 std::string recordable_configs_text() {
   std::string s = "stages q_to_smem, qk, softmax, lv, warp_reduce, v2_partition, cascade_merge (its tensor-core prefix kernel as mma.sync variant 1); configurations (dtype head block):";
-#define PA_X(DT, H, B) s += std::string(" ") + dtype_name(DType::DT) + "/" #H "/" #B;
-  PA_TRACE_FOR_EACH_CONFIG(PA_X)
-#undef PA_X
+  for (const detail::RecordConfig& c : detail::kRecordConfigs)
+    s += std::string(" ") + dtype_name(c.dtype) + "/" + std::to_string(c.head_size) + "/" + std::to_string(c.block_size);
   return s + "; " + detail::recordable_optimized_text();
 }
 
