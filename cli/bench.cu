@@ -436,11 +436,16 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
     std::stringstream sw(o.cascade_sweep);
     std::string item;
     while (std::getline(sw, item, ',')) {
-      int v = 0, st = 0, ch = 0;
-      if (std::sscanf(item.c_str(), "%d:%d:%d", &v, &st, &ch) != 3) throw std::invalid_argument("--cascade-sweep item " + item);
+      int v = 0, st = 0, ch = 0, suf = 0;
+      const int nf = std::sscanf(item.c_str(), "%d:%d:%d:%d", &v, &st, &ch, &suf);
+      if (nf != 3 && nf != 4)
+        throw std::invalid_argument("--cascade-sweep item '" + item +
+                                    "': accepted variant:streams:chunks[:suffix] (integers; suffix 0 V2, 1 stage 8, "
+                                    "2 stage 8 lean)");
       setenv("PA_CASCADE_PREFIX_VARIANT", std::to_string(v).c_str(), 1);
       setenv("PA_CASCADE_STREAMS", std::to_string(st).c_str(), 1);
       setenv("PA_CASCADE_CHUNKS", std::to_string(ch).c_str(), 1);
+      setenv("PA_CASCADE_SUFFIX", std::to_string(suf).c_str(), 1);
       try {
         auto cargs = [&](int r) {
           kernels::StageArgs a = stage_args(P, r, P.out2.p);
@@ -461,8 +466,10 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
         kernels::launch_cascade(cargs(0), plan, ws.p, nullptr);
         BCK(cudaDeviceSynchronize());
         const double xc = opt_ok ? max_abs_diff(P) : -1;
-        std::printf("sweep %s v=%d(ran %d) streams=%d chunks=%d(%d): all %.1f us, prefix %.1f, suffix %.1f, xcheck %.2g\n",
-                    dname(dt).c_str(), v, plan.prefix_variant, st, ch, plan.num_chunks, us[0], us[1], us[2], xc);
+        std::printf("sweep %s v=%d(ran %d) streams=%d chunks=%d(%d) suffix=%d(ran %d): all %.1f us, prefix %.1f, "
+                    "suffix %.1f, xcheck %.2g\n",
+                    dname(dt).c_str(), v, plan.prefix_variant, st, ch, plan.num_chunks, suf,
+                    static_cast<int>(plan.suffix), us[0], us[1], us[2], xc);
       } catch (const std::exception& e) {
         std::printf("sweep %s %s: error %s\n", dname(dt).c_str(), item.c_str(), e.what());
         cudaGetLastError();
@@ -471,6 +478,7 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
     unsetenv("PA_CASCADE_PREFIX_VARIANT");
     unsetenv("PA_CASCADE_STREAMS");
     unsetenv("PA_CASCADE_CHUNKS");
+    unsetenv("PA_CASCADE_SUFFIX");
 #endif
   }
 }
@@ -527,7 +535,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "unknown option %s\nusage: pa-bench [--json FILE] [--iters N>=100] [--warmup N] "
                    "[--pool-gb G] [--only optimized] [--quick] [--spin-us N] [--splits N] [--cascade-only] "
-                   "[--cascade-sweep variant:streams:chunks,...] "
+                   "[--cascade-sweep variant:streams:chunks[:suffix],...] "
                    "[--shape seqs,heads,kv_heads,context,head_size]\n",
                    a.c_str());
       return 2;

@@ -29,7 +29,9 @@ std::string CascadePlan::describe() const {
       << ", " << query_tiles << " query tiles/KV head)";
   else
     o << " by the V2 kernel per sequence (fp32: no shared-prefix kernel)";
-  o << ", suffix V2 partition " << partition_size << " x " << suffix_partitions << ", streams mode " << streams
+  if (suffix == Suffix::v2) o << ", suffix V2 partition " << partition_size << " x " << suffix_partitions;
+  else o << ", suffix stage 8 (" << suffix_opt.describe() << ")";
+  o << ", streams mode " << streams
     << ", workspace "
     << workspace_bytes / (1024.0 * 1024.0) << " MiB";
   return o.str();

@@ -33,6 +33,8 @@ namespace {
 // v3 362; whole cascade with the suffix on a side stream v3 533 us, fp16).
 constexpr int kDefaultPrefixVariant = 4;  // wgmma where usable, else 3
 constexpr int kDefaultStreams = 1;
+// Suffix kernel (CascadePlan::Suffix as an integer: 0 V2, 1 stage 8, 2 stage 8 lean).
+constexpr int kDefaultSuffix = 0;
 
 // Experiments: an integer from the environment in [lo, hi], or `dflt` when unset.
 int env_int(const char* name, int dflt, int lo, int hi) {
@@ -122,6 +124,30 @@ int device_sm_count() {
   return sms;
 }
 
+// Stage 8 over the cascade's suffix: tokens [prefix_len, context) of every
+// sequence, the state written to the workspace (set by launch_cascade).
+OptimizedArgs suffix_optimized_args(const StageArgs& b, int prefix_len) {
+  OptimizedArgs o;
+  o.q = b.q;
+  o.k_cache = b.k_cache;
+  o.v_cache = b.v_cache;
+  o.block_tables = b.block_tables;
+  o.context_lens = b.context_lens;
+  o.dtype = b.dtype;
+  o.head_size = b.head_size;
+  o.block_size = b.block_size;
+  o.num_seqs = b.num_seqs;
+  o.num_heads = b.num_heads;
+  o.num_kv_heads = b.num_kv_heads;
+  o.q_stride = b.qg.q_stride;
+  o.max_blocks_per_seq = b.btg.max_blocks_per_seq;
+  o.num_blocks = b.cg.num_blocks;
+  o.scale = b.scale;
+  o.max_context_len = b.max_context_len;
+  o.first_token = prefix_len;
+  return o;
+}
+
 }  // namespace
 
 void launch_v2(const V2Args& a, void* stream) {
@@ -200,6 +226,14 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
     }
   }
   p.suffix_partitions = std::max(1, num_partitions(std::max(1, b.max_context_len - prefix_len), b.partition_size));
+  // Suffix kernel: PA_CASCADE_SUFFIX=0|1|2 (V2, stage 8, stage 8 lean) where
+  // stage 8 is built for the configuration (fp16/bf16), else V2.
+  const int suffix = env_int("PA_CASCADE_SUFFIX", kDefaultSuffix, 0, 2);
+  if (suffix > 0 && prefix_len > 0 && optimized_supported(b.dtype, b.head_size, b.block_size)) {
+    p.suffix_opt = plan_optimized(suffix_optimized_args(b, prefix_len), 0,
+                                  suffix == 2 ? OptFootprint::lean : OptFootprint::full);
+    p.suffix = p.suffix_opt.lean ? CascadePlan::Suffix::optimized_lean : CascadePlan::Suffix::optimized;
+  }
 
   const std::size_t rows = static_cast<std::size_t>(b.num_seqs) * b.num_heads;
   const std::size_t hs = b.head_size;
@@ -215,6 +249,7 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
   p.prefix_state_lse = carve(cur, rows * 4);
   p.suffix_state_out = carve(cur, rows * hs * 4);
   p.suffix_state_lse = carve(cur, rows * 4);
+  if (p.suffix != CascadePlan::Suffix::v2) p.suffix_opt_ws = carve(cur, p.suffix_opt.workspace_bytes);
   p.workspace_bytes = cur;
   return p;
 }
@@ -265,6 +300,21 @@ CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws,
   }
   const cudaStream_t prefix_stream = high ? side->high : s;
   auto launch_suffix = [&] {
+    const cudaStream_t ss = fork ? side->stream : s;
+    if (p.suffix != CascadePlan::Suffix::v2) {  // stage 8 over [prefix_len, context), writing the state
+      OptimizedArgs o = suffix_optimized_args(b, p.prefix_len);
+      o.state_out = at<float>(ws, p.suffix_state_out);
+      o.state_lse = at<float>(ws, p.suffix_state_lse);
+      void* ows = p.suffix_opt.workspace_bytes > 0 ? at<char>(ws, p.suffix_opt_ws) : nullptr;
+      // Stage 8 leaves its arrival counters at zero, but this workspace is the
+      // caller's: zero them (a few bytes) before every launch.
+      if (ows != nullptr)
+        PA_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(ows) + p.suffix_opt.counter_offset, 0,
+                                      p.suffix_opt.workspace_bytes - p.suffix_opt.counter_offset, ss));
+      launch_optimized(o, p.suffix_opt, ows, ss);
+      if (fork) PA_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
+      return;
+    }
     V2Args suf = v2;
     suf.range = {p.prefix_len, -1};
     suf.max_partitions = p.suffix_partitions;
@@ -274,7 +324,7 @@ CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws,
     suf.pg = {b.num_heads, p.suffix_partitions, b.head_size};
     suf.out_state = at<float>(ws, p.suffix_state_out);
     suf.lse = at<float>(ws, p.suffix_state_lse);
-    launch_v2(suf, fork ? side->stream : stream);
+    launch_v2(suf, ss);
     if (fork) PA_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
   };
   if (parts != CascadeParts::prefix_only && !high) launch_suffix();

@@ -17,9 +17,11 @@ namespace opt {
 PA_OPT_EXTERN(f16, 64, 16) PA_OPT_EXTERN(bf16, 64, 16)
 PA_OPT_EXTERN(f16, 128, 16) PA_OPT_EXTERN(bf16, 128, 16)
 PA_OPT_EXTERN(f16, 256, 16) PA_OPT_EXTERN(bf16, 256, 16)
+PA_OPT_EXTERN_LEAN(16)
 #else
 PA_OPT_EXTERN_HS(64) PA_OPT_EXTERN_HS(80) PA_OPT_EXTERN_HS(96) PA_OPT_EXTERN_HS(112)
 PA_OPT_EXTERN_HS(128) PA_OPT_EXTERN_HS(192) PA_OPT_EXTERN_HS(256)
+PA_OPT_EXTERN_LEAN(8) PA_OPT_EXTERN_LEAN(16) PA_OPT_EXTERN_LEAN(32)
 #endif
 
 // The kernel's parameters for a plan (also used by the trace module's
@@ -46,6 +48,10 @@ OptParams opt_make_params(const OptimizedArgs& a, const OptimizedPlan& plan, voi
   p.head_chunks = plan.head_chunks;
   p.split_blocks = plan.split_blocks;
   p.scale_log2 = a.scale * 1.4426950408889634f;
+  p.first_block = a.first_token / a.block_size;
+  p.state_out = a.state_out;
+  p.state_lse = a.state_lse;
+  p.stg = StateGeometry{a.num_heads, a.head_size};
   return p;
 }
 }  // namespace opt
@@ -103,8 +109,33 @@ bool find_entry(DType dt, int hs, int bs, int ht, OptEntry& e) {
   return false;
 }
 
-OptEntry require_entry(DType dt, int hs, int bs, int ht) {
+// The lean instances (head 128, head tiles 1, the built block sizes).
+template <DType DT>
+bool lean_entry_bs(int bs, OptEntry& e) {
+  switch (bs) {
+#if !defined(PA_QUICK_KERNELS)
+    case 8: e = opt::opt_entry_lean<DT, 128, 8, 1>(); return true;
+    case 32: e = opt::opt_entry_lean<DT, 128, 32, 1>(); return true;
+#endif
+    case 16: e = opt::opt_entry_lean<DT, 128, 16, 1>(); return true;
+    default: return false;
+  }
+}
+bool find_lean_entry(DType dt, int hs, int bs, int ht, OptEntry& e) {
+  if (hs != 128 || ht != 1) return false;
+  if (dt == DType::f16) return lean_entry_bs<DType::f16>(bs, e);
+  if (dt == DType::bf16) return lean_entry_bs<DType::bf16>(bs, e);
+  return false;
+}
+
+OptEntry require_entry(DType dt, int hs, int bs, int ht, bool lean = false) {
   OptEntry e{};
+  if (lean) {
+    if (!find_lean_entry(dt, hs, bs, ht, e))
+      throw std::invalid_argument("stage 8: the plan asks for the lean instance, which is built for fp16/bf16 x "
+                                  "head 128 x at most 8 query heads per KV head only");
+    return e;
+  }
   if (!find_entry(dt, hs, bs, ht, e)) {
     std::ostringstream m;
     m << "stage 8 (optimized) has no kernel for dtype " << dtype_name(dt) << ", head size " << hs
@@ -146,11 +177,24 @@ std::string OptimizedPlan::describe() const {
   std::ostringstream m;
   m << "splits=" << splits << " split_blocks=" << split_blocks << " units=" << units
     << " head_tiles=" << head_tiles << " head_chunks=" << head_chunks << " stages=" << stages
-    << " smem=" << smem_bytes << " ctas/SM=" << ctas_per_sm << " SMs=" << sm_count;
+    << " smem=" << smem_bytes << " ctas/SM=" << ctas_per_sm << " SMs=" << sm_count << (lean ? " lean" : "");
   return m.str();
 }
 
-OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits) {
+namespace {
+// The range and state fields of OptimizedArgs (the cascade suffix's).
+void check_range_and_state(const OptimizedArgs& a) {
+  if (a.first_token < 0 || a.block_size < 1 || a.first_token % a.block_size != 0)
+    throw std::invalid_argument("stage 8: first_token=" + std::to_string(a.first_token) +
+                                ": need >= 0 and a multiple of the block size " + std::to_string(a.block_size));
+  if ((a.state_out == nullptr) != (a.state_lse == nullptr))
+    throw std::invalid_argument("stage 8: state_out and state_lse go together (both set: write the attention "
+                                "state; both null: write out)");
+}
+}  // namespace
+
+OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptFootprint footprint) {
+  check_range_and_state(a);
   if (a.num_seqs < 1 || a.num_heads < 1 || a.num_kv_heads < 1 || a.num_heads % a.num_kv_heads != 0) {
     std::ostringstream m;
     m << "stage 8: num_seqs=" << a.num_seqs << ", num_heads=" << a.num_heads << ", num_kv_heads="
@@ -165,7 +209,9 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits) {
   plan.head_tiles = group <= 8 ? 1 : 2;
   plan.head_chunks = ceil_div(group, OptWorkspaceGeometry::kUnitHeads);
   plan.units = a.num_kv_heads * plan.head_chunks;
-  const OptEntry e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles);
+  OptEntry e{};
+  plan.lean = footprint == OptFootprint::lean && find_lean_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles, e);
+  if (!plan.lean) e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles);
   plan.smem_bytes = e.smem_bytes;
   plan.stages = e.stages;
   plan.ctas_per_sm = std::max(1, e.ctas_per_sm);
@@ -180,7 +226,7 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits) {
   in.block_size = a.block_size;
   in.elem_bytes = dtype_bytes(a.dtype);
   in.blocks_per_step = e.blocks_per_step;
-  in.max_context_len = a.max_context_len;
+  in.max_context_len = std::max(1, a.max_context_len - a.first_token);  // the attended range
   in.sm_count = plan.sm_count;
   in.ctas_per_sm = plan.ctas_per_sm;
   const OptSplit split = opt_choose_split(in, force_splits);
@@ -189,17 +235,21 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits) {
   if (plan.splits > 1) {
     OptWorkspaceGeometry wsg{a.num_seqs, plan.units, plan.splits, a.head_size};
     plan.workspace_bytes = wsg.total_bytes();
+    plan.counter_offset = wsg.out_bytes() + wsg.stat_bytes();
   }
   return plan;
 }
 
 void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace, void* stream) {
-  const OptEntry e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles);
+  check_range_and_state(a);
+  const OptEntry e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles, plan.lean);
   if (plan.splits > 1 && workspace == nullptr)
     throw std::invalid_argument("stage 8: plan has " + std::to_string(plan.splits) +
                                 " splits but no workspace was given (need plan.workspace_bytes)");
-  if (!a.out || !a.q || !a.k_cache || !a.v_cache || !a.block_tables || !a.context_lens)
-    throw std::invalid_argument("stage 8: a device pointer is null (out, q, k_cache, v_cache, block_tables, context_lens)");
+  if ((!a.out && !a.state_out) || !a.q || !a.k_cache || !a.v_cache || !a.block_tables || !a.context_lens)
+    throw std::invalid_argument(
+        "stage 8: a device pointer is null (out or state_out/state_lse, q, k_cache, v_cache, block_tables, "
+        "context_lens)");
   const opt::OptParams p = opt::opt_make_params(a, plan, workspace);
   if (a.num_seqs > 65535)
     throw std::invalid_argument("stage 8: num_seqs=" + std::to_string(a.num_seqs) + ": at most 65535");

@@ -32,6 +32,7 @@
 
 #include <cstdint>
 
+#include "pa/index/cascade.hpp"
 #include "pa/index/config.hpp"
 #include "pa/index/events.hpp"
 #include "pa/index/layout.hpp"
@@ -59,6 +60,16 @@ struct OptParams {
   int head_chunks;  // units per kv head
   int split_blocks;
   float scale_log2;  // softmax scale * log2(e): the kernel works in base 2
+  // Cascade suffix (OptimizedArgs::first_token / state_out): logical blocks
+  // before first_block are skipped (0 otherwise), and when state_out is set the
+  // CTA writes the attention state (fp32 normalized out + natural-log lse, in
+  // StateGeometry's layout) instead of `out`. Recorded launches (the trace
+  // module) always have first_block 0 and no state: the state stores have no
+  // trace events.
+  int first_block;
+  float* state_out;
+  float* state_lse;
+  StateGeometry stg;
 };
 
 // The kernel's parameters for a plan (08_optimized.cu; launch_optimized and
@@ -76,6 +87,9 @@ struct OptEntry {
 
 template <DType DT, int HS, int BS, int HT>
 OptEntry opt_entry();  // defined below, instantiated in 08_optimized_inst_hs*.cu
+// The same with at most kOptLeanStages pipeline stages (head 128 only).
+template <DType DT, int HS, int BS, int HT>
+OptEntry opt_entry_lean();
 
 // ---------------------------------------------------------------- PTX helpers
 template <DType DT> struct OptElem;
@@ -150,6 +164,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   constexpr int kNW = Cfg::kNumWarps;
   constexpr unsigned kFull = 0xffffffffu;
   constexpr float kNegInf = -__builtin_huge_valf();
+  constexpr float kLn2 = 0.6931471805599453f;  // base-2 lse -> natural log
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ int s_is_last;
@@ -166,18 +181,34 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   // entries exist up to max_blocks_per_seq; validity is decided below), so the
   // two dependent DRAM round trips of a short launch overlap.
   int tbl = 0;  // lane l: physical block of step (l / BPS) of the current table window
+  // Block-table entry of logical block lb of the attended range (first_block
+  // columns in for a cascade suffix).
+  auto table_index = [&](int lb) { return p.btg.offset(seq, p.first_block + lb); };
   {
     const int lb = Cfg::step_block(blk_begin, warp, lane / BPS, lane % BPS);
-    if (lb < p.btg.max_blocks_per_seq) {
-      tbl = __ldg(p.block_tables + p.btg.offset(seq, lb));
+    if (lb < p.btg.max_blocks_per_seq - p.first_block) {
+      tbl = __ldg(p.block_tables + table_index(lb));
       PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::block_table)
-                           .it(0).blk(lb, tbl).at(p.btg.offset(seq, lb) * 4, 4));
+                           .it(0).blk(lb, tbl).at(table_index(lb) * 4, 4));
     }
   }
-  const int ctx = p.context_lens[seq];
+  const int ctx = p.context_lens[seq] - p.first_block * BS;  // tokens of the attended range
   PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::context_lens)
                        .at(context_len_offset(seq) * 4, 4));
   const int nblocks = ceil_div(ctx, BS);
+  if (ctx <= 0) {
+    // A cascade suffix with no token past the prefix: the empty state
+    // (lse -inf, out 0), which the merge weighs 0. Written by split 0.
+    if (p.state_out != nullptr && split == 0) {
+      const int nh0 = opt_unit_num_heads(unit, p.head_chunks, p.group);
+      const int h0 = opt_unit_first_head(unit, p.head_chunks, p.group);
+      for (int i = threadIdx.x; i < nh0 * HS; i += Cfg::kNumThreads) {
+        p.state_out[p.stg.out_offset(seq, h0 + i / HS, i % HS)] = 0.f;
+        if (i % HS == 0) p.state_lse[p.stg.lse_offset(seq, h0 + i / HS)] = kNegInf;
+      }
+    }
+    return;
+  }
   if (blk_begin >= nblocks) return;  // this sequence is shorter than the grid's splits
   const int blk_end = cmin(nblocks, blk_begin + p.split_blocks);
   const int tok_limit = cmin(ctx, blk_end * BS);
@@ -219,10 +250,10 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   auto issue = [&](int j) {
     if (j > 0 && j % kStepsPerTbl == 0) {  // one coalesced block-table load per 32 blocks
       const int lb = Cfg::step_block(blk_begin, warp, j + lane / BPS, lane % BPS);
-      tbl = lb < blk_end ? __ldg(p.block_tables + p.btg.offset(seq, lb)) : 0;
+      tbl = lb < blk_end ? __ldg(p.block_tables + table_index(lb)) : 0;
       if (lb < blk_end)
         PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::block_table)
-                             .it(j).blk(lb, tbl).at(p.btg.offset(seq, lb) * 4, 4));
+                             .it(j).blk(lb, tbl).at(table_index(lb) * 4, 4));
     }
     const int stage = j % kStages;
 #pragma unroll
@@ -507,7 +538,10 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
       PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_load, Tensor::red_scratch)
                            .it(it_t).at(Cfg::stat_smem_byte(1, w, g), 4));
     }
-    if (single) {
+    if (single && p.state_out != nullptr) {  // cascade suffix: the state
+      p.state_out[p.stg.out_offset(seq, head0 + g, d)] = acc / L;
+      if (d == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = (M + log2f(L)) * kLn2;
+    } else if (single) {
       out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc / L);
       PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::output)
                            .it(it_t).dims(d, 1)
@@ -561,6 +595,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   float* sm_m = red;                        // [n_active][16]
   float* sm_l = sm_m + n_active * kUH;      // [n_active][16]
   float* inv_l = sm_l + n_active * kUH;     // [16]
+  float* lse2 = inv_l + kUH;                // [16] (state output only): log2 of the exp sum
   for (int i = threadIdx.x; i < n_active * nh; i += Cfg::kNumThreads) {
     const int sp = i / nh, g = i % nh;
     const int it_t = (i - static_cast<int>(threadIdx.x)) / Cfg::kNumThreads;  // traced iteration
@@ -605,6 +640,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
       PA_TRACE(tracer, ev(tc, Step::merge, Op::shuffle, Tensor::none).it(g));
     }
     if (lane == 0) {
+      if (p.state_out != nullptr) lse2[g] = M + log2f(L);
       inv_l[g] = 1.f / L;
       PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch).it(g).at(opt_merge_inv_byte(n_active, g), 4));
     }
@@ -665,6 +701,11 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
     const int i = threadIdx.x + it * Cfg::kNumThreads;
     if (i < n_items) {
       const int g = gi[it], d = i % HS;
+      if (p.state_out != nullptr) {  // cascade suffix: the state
+        p.state_out[p.stg.out_offset(seq, head0 + g, d)] = acc[it] * inv_l[g];
+        if (d == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = lse2[g] * kLn2;
+        continue;
+      }
       out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc[it] * inv_l[g]);
       PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
                            .it(it).at(opt_merge_inv_byte(n_active, g), 4));
@@ -705,9 +746,8 @@ void opt_launch_traced(const OptParams& p, dim3 grid, const Tracer& tracer, cuda
   opt_decode_kernel<Cfg, Tracer><<<grid, Cfg::kNumThreads, Cfg::kSmemBytes, stream>>>(p, tracer);
 }
 
-template <DType DT, int HS, int BS, int HT>
-OptEntry opt_entry() {
-  using Cfg = OptConfig<DT, HS, BS, HT>;
+template <class Cfg>
+OptEntry opt_entry_of() {
   static const OptEntry entry = [] {
     OptEntry e{&opt_launch<Cfg>, Cfg::kSmemBytes, Cfg::kStages, Cfg::kBlocksPerStep, 0};
     // More than 48 KB of dynamic shared memory must be asked for.
@@ -725,6 +765,14 @@ OptEntry opt_entry() {
     return e;
   }();
   return entry;
+}
+template <DType DT, int HS, int BS, int HT>
+OptEntry opt_entry() {
+  return opt_entry_of<OptConfig<DT, HS, BS, HT>>();
+}
+template <DType DT, int HS, int BS, int HT>
+OptEntry opt_entry_lean() {
+  return opt_entry_of<OptConfig<DT, HS, BS, HT, 4, kOptLeanStages>>();
 }
 
 #define PA_OPT_INSTANTIATE(DT, HS, BS)                        \
@@ -746,5 +794,14 @@ OptEntry opt_entry() {
 
 #define PA_OPT_INSTANTIATE_HS_QUICK(HS) \
   PA_OPT_INSTANTIATE(f16, HS, 16) PA_OPT_INSTANTIATE(bf16, HS, 16)
+
+// Lean instances (kOptLeanStages; head tiles 1 only, the one that fits beside
+// a cascade prefix block): built for head 128, the cascade's wgmma head.
+#define PA_OPT_INSTANTIATE_LEAN(BS)                          \
+  template OptEntry opt_entry_lean<DType::f16, 128, BS, 1>(); \
+  template OptEntry opt_entry_lean<DType::bf16, 128, BS, 1>();
+#define PA_OPT_EXTERN_LEAN(BS)                                       \
+  extern template OptEntry opt_entry_lean<DType::f16, 128, BS, 1>(); \
+  extern template OptEntry opt_entry_lean<DType::bf16, 128, BS, 1>();
 
 }  // namespace pa::opt

@@ -9,7 +9,8 @@ set(_pa_v2c_src
   ${CMAKE_CURRENT_LIST_DIR}/07_cascade_prefix_bf16.cu
   ${CMAKE_CURRENT_LIST_DIR}/07_cascade_merge.cu)
 add_library(pa_kernels_v2cascade STATIC ${_pa_v2c_src})
-target_link_libraries(pa_kernels_v2cascade PUBLIC pa_index CUDA::cudart)
+# The cascade's suffix can run through stage 8 (CascadePlan::Suffix).
+target_link_libraries(pa_kernels_v2cascade PUBLIC pa_index pa_kernels_optimized CUDA::cudart)
 target_include_directories(pa_kernels_v2cascade PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 set_target_properties(pa_kernels_v2cascade PROPERTIES CUDA_SEPARABLE_COMPILATION OFF
                                                        POSITION_INDEPENDENT_CODE ON)

@@ -178,6 +178,33 @@ TEST_CASE("stage 8 rejects what it does not support", "[optimized]") {
   CHECK(optimized_supported_list().find("fp16") != std::string::npos);
 }
 
+TEST_CASE("stage 8 rejects a bad cascade-suffix range or half a state", "[optimized]") {
+  OptimizedArgs a;  // fp16 / 128 / 16, checked before any device call
+  a.num_seqs = 1;
+  a.num_heads = 8;
+  a.num_kv_heads = 8;
+  a.max_context_len = 100;
+  const auto message = [&] {
+    try {
+      (void)plan_optimized(a);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  a.first_token = 8;  // not a multiple of the block size 16
+  CHECK(message().find("first_token=8: need >= 0 and a multiple of the block size 16") != std::string::npos);
+  a.first_token = -16;
+  CHECK(message().find("first_token=-16") != std::string::npos);
+  a.first_token = 16;
+  float dummy = 0.f;
+  a.state_out = &dummy;  // without state_lse
+  CHECK(message().find("state_out and state_lse go together") != std::string::npos);
+  a.state_out = nullptr;
+  a.state_lse = &dummy;
+  CHECK(message().find("state_out and state_lse go together") != std::string::npos);
+}
+
 TEST_CASE("stage 8 matches the reference: every dtype x head size x block size", "[optimized][gpu]") {
   std::string why;
   if (!have_gpu(why)) SKIP("no GPU: " << why);

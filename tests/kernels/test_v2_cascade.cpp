@@ -397,8 +397,11 @@ void check_cascade(const KernelKey& k, int prefix, std::vector<int> suffixes, in
   if (prefix > 0) {
     require_close(out_of(p, ref.prefix), got.prefix_out, tolerance_for(k.dtype), "prefix state out");
     require_close(lse_of(ref.prefix), got.prefix_lse, tolerance_for(k.dtype), "prefix state lse");
-    require_close(out_of(p, ref.suffix), got.suffix_out, tolerance_for(DType::f32), "suffix state out");
-    require_close(lse_of(ref.suffix), got.suffix_lse, tolerance_for(DType::f32), "suffix state lse");
+    // V2 computes the suffix in float; stage 8 (CascadePlan::Suffix) feeds its
+    // tensor cores probabilities rounded to the 16-bit type.
+    const DType suffix_math = got.plan.suffix == CascadePlan::Suffix::v2 ? DType::f32 : k.dtype;
+    require_close(out_of(p, ref.suffix), got.suffix_out, tolerance_for(suffix_math), "suffix state out");
+    require_close(lse_of(ref.suffix), got.suffix_lse, tolerance_for(suffix_math), "suffix state lse");
   }
 }
 }  // namespace
@@ -421,6 +424,61 @@ TEST_CASE("cascade equals plain attention over prefix + suffix", "[gpu][cascade]
       check_cascade(k, 0, {5, 600}, 8, 2, ++salt);                              // no prefix: plain V2
     }
   }
+}
+
+// The suffix through stage 8 (first_token = the prefix, state output), full
+// and lean footprint, every stream mode: empty suffixes (the empty state),
+// one token, ragged tails, a long suffix on few sequences (stage 8 splits it:
+// its arrival counters live in the cascade workspace), GQA groups of 8 (lean
+// built), 16 (head tiles 2: lean falls back to full) and 32 (two CTAs per KV
+// head), MQA.
+TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
+  require_gpu();
+  struct EnvGuard {
+    ~EnvGuard() {
+      unsetenv("PA_CASCADE_SUFFIX");
+      unsetenv("PA_CASCADE_STREAMS");
+    }
+  } guard;
+  std::uint64_t salt = 1300;
+  int ran_stage8 = 0;
+  for (const KernelKey& k : v2c_configs()) {
+    if (k.dtype == DType::f32) continue;  // stage 8 is fp16/bf16 only
+    const int bs = k.block_size;
+    for (int suffix = 1; suffix <= 2; ++suffix)
+      for (int st = 0; st <= 2; ++st) {
+        SECTION(describe(k) + " suffix " + std::to_string(suffix) + " streams " + std::to_string(st)) {
+          setenv("PA_CASCADE_SUFFIX", std::to_string(suffix).c_str(), 1);
+          setenv("PA_CASCADE_STREAMS", std::to_string(st).c_str(), 1);
+          check_cascade(k, bs, {1, 0, 5, bs}, 8, 8, ++salt);                 // one-block prefix, an empty suffix
+          check_cascade(k, 3 * bs, {0, 0}, 4, 4, ++salt);                    // every suffix empty
+          check_cascade(k, 1024, {5000, 0, 3}, 8, 2, ++salt);                // long suffix: splits
+          check_cascade(k, 512 + bs, {37, 1, 2 * bs + 3}, 32, 4, ++salt);    // group 8
+          check_cascade(k, 256, {100, 17}, 32, 2, ++salt);                   // group 16
+          check_cascade(k, 256, {100, 17, 1}, 64, 2, ++salt);                // group 32
+          check_cascade(k, 1024 + 3 * bs, {37, 1, 513, 0}, 8, 1, ++salt);    // MQA
+          // The plan really took stage 8 where it is built.
+          ProblemSpec sp = spec_for(k, {64 + bs}, 8, 8, salt);
+          sp.shared_prefix_len = 64;
+          const PagedProblem pp = make_problem(sp);
+          const CascadeRun r = run_cascade(pp, 0);
+#if PA_HAVE_CUDA  // (stage 8's library exists in CUDA builds only)
+          const bool built = optimized_supported(k.dtype, k.head_size, k.block_size);
+#else
+          const bool built = false;
+#endif
+          if (built) {
+            CHECK(r.plan.suffix != CascadePlan::Suffix::v2);
+            CHECK((r.plan.suffix == CascadePlan::Suffix::optimized_lean) ==
+                  (suffix == 2 && k.head_size == 128));
+            ++ran_stage8;
+          } else {
+            CHECK(r.plan.suffix == CascadePlan::Suffix::v2);
+          }
+        }
+      }
+  }
+  CHECK(ran_stage8 > 0);
 }
 
 // Every prefix kernel variant (PrefixVariant: 4 or 8 warps, 32/64-token tiles,

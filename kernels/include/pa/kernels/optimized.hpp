@@ -30,7 +30,23 @@ struct OptimizedArgs {
   int num_blocks = 0;                  // physical blocks in the pool
   float scale = 0.f;                   // softmax scale (usually 1/sqrt(head_size))
   int max_context_len = 0;             // host copy, for the split heuristic
+  // Cascade suffix (stage 7 runs its unique tokens through this kernel): only
+  // tokens [first_token, context_len) of each sequence are attended
+  // (first_token a multiple of block_size; a sequence may then have none), and
+  // when state_out / state_lse are set (both or neither) the kernel writes the
+  // attention STATE instead of `out` (which may then be null): state_out
+  // [num_seqs, num_heads, head_size] fp32 normalized, state_lse [num_seqs,
+  // num_heads] natural log; an empty range gives out 0 and lse -inf.
+  int first_token = 0;
+  float* state_out = nullptr;
+  float* state_lse = nullptr;
 };
+
+// full: the pipeline depth that streams fastest alone. lean: at most
+// kOptLeanStages stages (pa/index/optimized.hpp says why), so a CTA fits on an
+// SM beside a cascade prefix block; built for head 128 with up to 8 query heads
+// per KV head, otherwise the plan falls back to full (plan.lean says which).
+enum class OptFootprint { full, lean };
 
 struct OptimizedPlan {
   int head_tiles = 1;      // 8 query heads per tile (1: group <= 8, 2: <= 16)
@@ -42,7 +58,9 @@ struct OptimizedPlan {
   int sm_count = 0;
   int smem_bytes = 0;
   int stages = 0;
+  bool lean = false;       // the lean instance (OptFootprint::lean and built)
   std::size_t workspace_bytes = 0;  // 0 when splits == 1
+  std::size_t counter_offset = 0;   // the arrival counters' byte offset in the workspace
   std::string describe() const;
 };
 
@@ -52,7 +70,8 @@ struct OptimizedPlan {
 // (tests, experiments). Throws std::invalid_argument for unsupported
 // configurations (the message lists what is supported) and std::runtime_error
 // for CUDA errors.
-OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits = 0);
+OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits = 0,
+                             OptFootprint footprint = OptFootprint::full);
 
 // Launches on `stream` (a cudaStream_t, 0 = default). Checks the launch.
 void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace,

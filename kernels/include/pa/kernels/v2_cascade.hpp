@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <string>
 
+#include "pa/kernels/optimized.hpp"
 #include "pa/kernels/v2_cascade_args.hpp"
 
 namespace pa::kernels {
@@ -32,12 +33,20 @@ struct CascadePlan {
   int streams = 1;            // 0: all on the caller's stream; 1: suffix on a side stream;
                               // 2: prefix on a high-priority stream launched first, suffix on a low-priority one
   int prefix_partitions = 0;  // partitions of the prefix state (chunks, or fp32's V2 partitions)
+  // Which kernel computes the suffix state: V2 (stage 6), or stage 8 over the
+  // tokens past the prefix (OptimizedArgs::first_token, state output), in its
+  // full or lean footprint (lean: a CTA fits beside a wgmma prefix block, so
+  // the memory-bound suffix streams while the prefix computes).
+  enum class Suffix { v2, optimized, optimized_lean };
+  Suffix suffix = Suffix::v2;
+  OptimizedPlan suffix_opt;   // suffix != v2: stage 8's plan for the suffix
   int suffix_partitions = 0;  // grid z of the suffix V2 launch
   int partition_size = 0;
   // Workspace layout (bytes from the workspace base, 256-aligned).
   std::size_t prefix_part_out = 0, prefix_part_max = 0, prefix_part_sum = 0;
   std::size_t suffix_part_out = 0, suffix_part_max = 0, suffix_part_sum = 0;
   std::size_t prefix_state_out = 0, prefix_state_lse = 0, suffix_state_out = 0, suffix_state_lse = 0;
+  std::size_t suffix_opt_ws = 0;  // stage 8's split workspace (suffix_opt.workspace_bytes)
   std::size_t workspace_bytes = 0;
   std::string describe() const;
 };
