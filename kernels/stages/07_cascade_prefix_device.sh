@@ -2,7 +2,9 @@
 # Stage 7 cascade on a GPU machine in one go (device tool run): build the
 # quick kernels for sm_90, prefix-kernel resource usage, the [cascade] tests,
 # then pa-bench on the cascade shape only (every kernel on it) plus a sweep of
-# prefix variants x stream modes x chunk counts (CASCADE_SWEEP). Logs to $OUT.
+# prefix variants x stream modes x chunk counts x suffix kernels (CASCADE_SWEEP,
+# variant:streams:chunks[:suffix],...). TEST_FILTER picks the Catch2 tests
+# (default "[cascade]"). Logs to $OUT.
 set -u
 OUT=${OUT:-/tmp/pa-out}
 mkdir -p "$OUT"
@@ -16,7 +18,7 @@ echo "build done in $(( $(date +%s) - t0 )) s"
 cuobjdump --dump-resource-usage "$B/kernels/libpa_kernels_v2cascade.a" 2>/dev/null | grep -A1 cascade_prefix |
   grep -oE "(Li[0-9]+ELi[0-9]+ELi128EEELi[0-9]|REG:[0-9]+|STACK:[0-9]+|SHARED:[0-9]+|LOCAL:[0-9]+)" | paste - - - - - >"$OUT/resource.txt"
 if [ "${TESTS:-1}" = 1 ]; then
-  timeout ${TEST_TIMEOUT:-200} "$B/tests/kernels/pa_v2_cascade_tests" "[cascade]" --reporter compact >"$OUT/tests.log" 2>&1
+  timeout ${TEST_TIMEOUT:-200} "$B/tests/kernels/pa_v2_cascade_tests" "${TEST_FILTER:-[cascade]}" --reporter compact >"$OUT/tests.log" 2>&1
   echo "tests rc=$? after $(( $(date +%s) - t0 )) s"
 fi
 timeout ${BENCH_TIMEOUT:-200} "$B/cli/pa-bench" --cascade-only --json "$OUT/cascade.json" \
