@@ -232,7 +232,8 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
   if (suffix > 0 && prefix_len > 0 && optimized_supported(b.dtype, b.head_size, b.block_size)) {
     p.suffix_opt = plan_optimized(suffix_optimized_args(b, prefix_len), 0,
                                   suffix == 2 ? OptFootprint::lean : OptFootprint::full);
-    p.suffix = p.suffix_opt.lean ? CascadePlan::Suffix::optimized_lean : CascadePlan::Suffix::optimized;
+    p.suffix = p.suffix_opt.pipeline == OptPipeline::lean ? CascadePlan::Suffix::optimized_lean
+                                                          : CascadePlan::Suffix::optimized;
   }
 
   const std::size_t rows = static_cast<std::size_t>(b.num_seqs) * b.num_heads;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -17,11 +18,11 @@ namespace opt {
 PA_OPT_EXTERN(f16, 64, 16) PA_OPT_EXTERN(bf16, 64, 16)
 PA_OPT_EXTERN(f16, 128, 16) PA_OPT_EXTERN(bf16, 128, 16)
 PA_OPT_EXTERN(f16, 256, 16) PA_OPT_EXTERN(bf16, 256, 16)
-PA_OPT_EXTERN_LEAN(16)
+PA_OPT_EXTERN_LEAN_DEEP(16)
 #else
 PA_OPT_EXTERN_HS(64) PA_OPT_EXTERN_HS(80) PA_OPT_EXTERN_HS(96) PA_OPT_EXTERN_HS(112)
 PA_OPT_EXTERN_HS(128) PA_OPT_EXTERN_HS(192) PA_OPT_EXTERN_HS(256)
-PA_OPT_EXTERN_LEAN(8) PA_OPT_EXTERN_LEAN(16) PA_OPT_EXTERN_LEAN(32)
+PA_OPT_EXTERN_LEAN_DEEP(8) PA_OPT_EXTERN_LEAN_DEEP(16) PA_OPT_EXTERN_LEAN_DEEP(32)
 #endif
 
 // The kernel's parameters for a plan (also used by the trace module's
@@ -109,31 +110,41 @@ bool find_entry(DType dt, int hs, int bs, int ht, OptEntry& e) {
   return false;
 }
 
-// The lean instances (head 128, head tiles 1, the built block sizes).
-template <DType DT>
-bool lean_entry_bs(int bs, OptEntry& e) {
+// The lean and deep instances (head 128, the built block sizes; lean: head tiles 1).
+template <DType DT, int HT>
+bool special_entry_bs(OptPipeline pipe, int bs, OptEntry& e) {
+  const bool lean = pipe == OptPipeline::lean;
   switch (bs) {
 #if !defined(PA_QUICK_KERNELS)
-    case 8: e = opt::opt_entry_lean<DT, 128, 8, 1>(); return true;
-    case 32: e = opt::opt_entry_lean<DT, 128, 32, 1>(); return true;
+    case 8: e = lean ? opt::opt_entry_lean<DT, 128, 8, 1>() : opt::opt_entry_deep<DT, 128, 8, HT>(); return true;
+    case 32: e = lean ? opt::opt_entry_lean<DT, 128, 32, 1>() : opt::opt_entry_deep<DT, 128, 32, HT>(); return true;
 #endif
-    case 16: e = opt::opt_entry_lean<DT, 128, 16, 1>(); return true;
+    case 16: e = lean ? opt::opt_entry_lean<DT, 128, 16, 1>() : opt::opt_entry_deep<DT, 128, 16, HT>(); return true;
     default: return false;
   }
 }
-bool find_lean_entry(DType dt, int hs, int bs, int ht, OptEntry& e) {
-  if (hs != 128 || ht != 1) return false;
-  if (dt == DType::f16) return lean_entry_bs<DType::f16>(bs, e);
-  if (dt == DType::bf16) return lean_entry_bs<DType::bf16>(bs, e);
+bool find_special_entry(OptPipeline pipe, DType dt, int hs, int bs, int ht, OptEntry& e) {
+  if (pipe == OptPipeline::automatic || hs != 128 || (pipe == OptPipeline::lean && ht != 1)) return false;
+  if (dt == DType::f16) return ht == 1 ? special_entry_bs<DType::f16, 1>(pipe, bs, e) : special_entry_bs<DType::f16, 2>(pipe, bs, e);
+  if (dt == DType::bf16) return ht == 1 ? special_entry_bs<DType::bf16, 1>(pipe, bs, e) : special_entry_bs<DType::bf16, 2>(pipe, bs, e);
   return false;
 }
 
-OptEntry require_entry(DType dt, int hs, int bs, int ht, bool lean = false) {
+// PA_OPT_DEEP=1 in the environment lets small grids take the deep pipeline
+// (kernels/NOTES.md: measured before it became a default or not).
+bool deep_allowed() {
+  const char* v = std::getenv("PA_OPT_DEEP");
+  return v != nullptr && v[0] == '1' && v[1] == 0;
+}
+
+OptEntry require_entry(DType dt, int hs, int bs, int ht, OptPipeline pipe = OptPipeline::automatic) {
   OptEntry e{};
-  if (lean) {
-    if (!find_lean_entry(dt, hs, bs, ht, e))
-      throw std::invalid_argument("stage 8: the plan asks for the lean instance, which is built for fp16/bf16 x "
-                                  "head 128 x at most 8 query heads per KV head only");
+  if (pipe != OptPipeline::automatic) {
+    if (!find_special_entry(pipe, dt, hs, bs, ht, e))
+      throw std::invalid_argument(std::string("stage 8: the plan asks for the ") +
+                                  (pipe == OptPipeline::lean ? "lean" : "deep") +
+                                  " pipeline, which is built for fp16/bf16 x head 128 (lean: at most 8 query heads "
+                                  "per KV head) only");
     return e;
   }
   if (!find_entry(dt, hs, bs, ht, e)) {
@@ -177,7 +188,8 @@ std::string OptimizedPlan::describe() const {
   std::ostringstream m;
   m << "splits=" << splits << " split_blocks=" << split_blocks << " units=" << units
     << " head_tiles=" << head_tiles << " head_chunks=" << head_chunks << " stages=" << stages
-    << " smem=" << smem_bytes << " ctas/SM=" << ctas_per_sm << " SMs=" << sm_count << (lean ? " lean" : "");
+    << " smem=" << smem_bytes << " ctas/SM=" << ctas_per_sm << " SMs=" << sm_count
+    << (pipeline == OptPipeline::lean ? " pipeline=lean" : pipeline == OptPipeline::deep ? " pipeline=deep" : "");
   return m.str();
 }
 
@@ -210,8 +222,11 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptFootpr
   plan.head_chunks = ceil_div(group, OptWorkspaceGeometry::kUnitHeads);
   plan.units = a.num_kv_heads * plan.head_chunks;
   OptEntry e{};
-  plan.lean = footprint == OptFootprint::lean && find_lean_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles, e);
-  if (!plan.lean) e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles);
+  if (footprint == OptFootprint::lean &&
+      find_special_entry(OptPipeline::lean, a.dtype, a.head_size, a.block_size, plan.head_tiles, e))
+    plan.pipeline = OptPipeline::lean;
+  else
+    e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles);
   plan.smem_bytes = e.smem_bytes;
   plan.stages = e.stages;
   plan.ctas_per_sm = std::max(1, e.ctas_per_sm);
@@ -232,6 +247,15 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptFootpr
   const OptSplit split = opt_choose_split(in, force_splits);
   plan.split_blocks = split.split_blocks;
   plan.splits = split.splits;
+  // A grid of at most one CTA per SM: the deep pipeline, where built and allowed.
+  const long long ctas = static_cast<long long>(a.num_seqs) * plan.units * plan.splits;
+  if (footprint == OptFootprint::full && deep_allowed() && ctas <= plan.sm_count &&
+      find_special_entry(OptPipeline::deep, a.dtype, a.head_size, a.block_size, plan.head_tiles, e)) {
+    plan.pipeline = OptPipeline::deep;
+    plan.smem_bytes = e.smem_bytes;
+    plan.stages = e.stages;
+    plan.ctas_per_sm = std::max(1, e.ctas_per_sm);
+  }
   if (plan.splits > 1) {
     OptWorkspaceGeometry wsg{a.num_seqs, plan.units, plan.splits, a.head_size};
     plan.workspace_bytes = wsg.total_bytes();
@@ -242,7 +266,7 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptFootpr
 
 void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace, void* stream) {
   check_range_and_state(a);
-  const OptEntry e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles, plan.lean);
+  const OptEntry e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles, plan.pipeline);
   if (plan.splits > 1 && workspace == nullptr)
     throw std::invalid_argument("stage 8: plan has " + std::to_string(plan.splits) +
                                 " splits but no workspace was given (need plan.workspace_bytes)");

@@ -24,19 +24,25 @@
 
 namespace pa {
 
-// Pipeline stages of the lean instances. Why 2: on sm_90 an SM has 228 KB of
-// shared memory and each resident block reserves 1 KB more; the cascade's wgmma
-// prefix block takes 130 KB (Q 34 KB + 3 x 32 KB tiles) and a 3-stage head-128
-// stage 8 CTA 96.3 KB, 288 bytes too many. With 2 stages (64 KB) one suffix CTA
-// fits beside every prefix block, and registers allow it too at up to 8 query
-// heads per KV head (head tiles 1: 256 x 184 + 128 x 112 = 61440 of 65536).
-inline constexpr int kOptLeanStages = 2;
+// Pipeline footprints besides the automatic one (PIPE_KB below):
+//  * lean, 64 KB: a CTA that fits on an SM beside a cascade prefix block. On
+//    sm_90 an SM has 228 KB of shared memory and each resident block reserves
+//    1 KB more; the wgmma prefix block takes 130 KB (Q 34 KB + 3 x 32 KB
+//    tiles) and the automatic 3-stage head-128 CTA 96.3 KB, 288 bytes too
+//    many. At 64 KB one suffix CTA fits beside every prefix block, and
+//    registers allow it too at up to 8 query heads per KV head (head tiles 1:
+//    256 x 184 + 128 x 128 = 63488 of 65536).
+//  * deep, 192 KB: one CTA per SM with twice the bytes in flight, for grids
+//    that put at most one CTA on each SM anyway (small batches: each warp's
+//    whole share of a short split is requested at once).
+inline constexpr int kOptLeanPipeKB = 64;
+inline constexpr int kOptDeepPipeKB = 192;
 
 // HEAD_TILES: 8 query heads per tile (the n = 8 of the PV mma); 1 covers GQA
-// groups of up to 8 heads, 2 up to 16. MAX_STAGES caps the pipeline depth: the
-// "lean" instances (kOptLeanStages) that run a cascade's suffix beside the
-// prefix kernel on the same SM (plan_optimized's OptFootprint::lean).
-template <DType DT, int HEAD_SIZE, int BLOCK_SIZE, int HEAD_TILES, int NUM_WARPS = 4, int MAX_STAGES = 6>
+// groups of up to 8 heads, 2 up to 16. PIPE_KB: 0 = the automatic pipeline
+// depth (about 96 KB, 2 CTAs per SM), else the stages that fit in PIPE_KB
+// (1 to 6; kOptLeanPipeKB / kOptDeepPipeKB, plan_optimized's OptFootprint).
+template <DType DT, int HEAD_SIZE, int BLOCK_SIZE, int HEAD_TILES, int NUM_WARPS = 4, int PIPE_KB = 0>
 struct OptConfig {
   static constexpr DType kDType = DT;
   static constexpr int kElemBytes = dtype_bytes(DT);
@@ -68,8 +74,8 @@ struct OptConfig {
       : 3 * NUM_WARPS * kStepBytes <= 192 * 1024 ? 3
       : 2 * NUM_WARPS * kStepBytes + 2 * NUM_WARPS * kMaxUnitHeads * 4 + 16 <= kMaxSmemBytes ? 2
                                                                                              : 1;
-  static constexpr int kStages = cmin(MAX_STAGES, kStagesAuto);
-  static_assert(MAX_STAGES >= 1, "at least one pipeline stage");
+  static constexpr int kStages =
+      PIPE_KB == 0 ? kStagesAuto : cmax(1, cmin(6, PIPE_KB * 1024 / (NUM_WARPS * kStepBytes)));
   static constexpr int kPipeBytes = NUM_WARPS * kStages * kStepBytes;
 
   // mma tiling.

@@ -42,11 +42,15 @@ struct OptimizedArgs {
   float* state_lse = nullptr;
 };
 
-// full: the pipeline depth that streams fastest alone. lean: at most
-// kOptLeanStages stages (pa/index/optimized.hpp says why), so a CTA fits on an
-// SM beside a cascade prefix block; built for head 128 with up to 8 query heads
-// per KV head, otherwise the plan falls back to full (plan.lean says which).
+// full: the pipeline depth that streams fastest with 2 CTAs per SM; when the
+// planned grid puts at most one CTA on each SM the plan takes the deep
+// instance (192 KB in flight per CTA) where built, unless PA_OPT_DEEP=0 in the
+// environment (experiments). lean: 64 KB, so a CTA fits on an SM beside a
+// cascade prefix block. pa/index/optimized.hpp gives the numbers. Lean and deep
+// are built for head 128 (lean: up to 8 query heads per KV head); elsewhere
+// the plan keeps the automatic depth (plan.pipeline says which ran).
 enum class OptFootprint { full, lean };
+enum class OptPipeline { automatic, lean, deep };
 
 struct OptimizedPlan {
   int head_tiles = 1;      // 8 query heads per tile (1: group <= 8, 2: <= 16)
@@ -58,7 +62,7 @@ struct OptimizedPlan {
   int sm_count = 0;
   int smem_bytes = 0;
   int stages = 0;
-  bool lean = false;       // the lean instance (OptFootprint::lean and built)
+  OptPipeline pipeline = OptPipeline::automatic;  // which instance runs
   std::size_t workspace_bytes = 0;  // 0 when splits == 1
   std::size_t counter_offset = 0;   // the arrival counters' byte offset in the workspace
   std::string describe() const;
