@@ -32,9 +32,14 @@ namespace {
 // stream modes: kernels/NOTES.md (H100 run 5: prefix alone v1 496 us, v2 509,
 // v3 362; whole cascade with the suffix on a side stream v3 533 us, fp16).
 constexpr int kDefaultPrefixVariant = 4;  // wgmma where usable, else 3
-constexpr int kDefaultStreams = 1;
-// Suffix kernel (CascadePlan::Suffix as an integer: 0 V2, 1 stage 8, 2 stage 8 lean).
-constexpr int kDefaultSuffix = 0;
+// Suffix kernel (CascadePlan::Suffix as an integer: 0 V2, 1 stage 8, 2 stage 8
+// lean) and stream mode. Measured on the H100 (kernels/NOTES.md, cascade change
+// 9; fp16 / bf16, whole cascade): V2 on a side stream 452.6 / 458.1 us; stage 8
+// lean with the prefix placed first (streams 2) 438.8 / 439.3 us, the best of
+// the six combinations. Streams 2 only pays with the lean suffix (V2 with
+// streams 2: 466.7 / 471.4 us), so it is the default for that suffix alone.
+constexpr int kDefaultSuffix = 2;
+constexpr int kDefaultStreamsLean = 2, kDefaultStreams = 1;
 
 // Experiments: an integer from the environment in [lo, hi], or `dflt` when unset.
 int env_int(const char* name, int dflt, int lo, int hi) {
@@ -205,7 +210,6 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
   // PA_CASCADE_PREFIX_VARIANT=0..6, PA_CASCADE_STREAMS=0|1|2, PA_CASCADE_CHUNKS=N.
   p.prefix_variant = env_int("PA_CASCADE_PREFIX_VARIANT", kDefaultPrefixVariant, 0, 6);
   if (p.prefix_variant >= 4 && !wgmma_usable(b)) p.prefix_variant = p.prefix_variant == 5 ? 1 : 3;  // mma.sync
-  p.streams = env_int("PA_CASCADE_STREAMS", kDefaultStreams, 0, 2);
   const int forced_chunks = env_int("PA_CASCADE_CHUNKS", 0, 0, 1 << 20);
   const int ratio = b.num_heads / b.num_kv_heads;
   p.query_tiles = prefix_query_tiles(b.num_seqs, ratio, prefix_rows_per_block(p.prefix_variant, b.head_size));
@@ -227,7 +231,8 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
   }
   p.suffix_partitions = std::max(1, num_partitions(std::max(1, b.max_context_len - prefix_len), b.partition_size));
   // Suffix kernel: PA_CASCADE_SUFFIX=0|1|2 (V2, stage 8, stage 8 lean) where
-  // stage 8 is built for the configuration (fp16/bf16), else V2.
+  // stage 8 is built for the configuration (fp16/bf16), else V2; lean falls
+  // back to stage 8's full pipeline where it is not built (heads other than 128).
   const int suffix = env_int("PA_CASCADE_SUFFIX", kDefaultSuffix, 0, 2);
   if (suffix > 0 && prefix_len > 0 && optimized_supported(b.dtype, b.head_size, b.block_size)) {
     p.suffix_opt = plan_optimized(suffix_optimized_args(b, prefix_len), 0,
@@ -235,6 +240,8 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
     p.suffix = p.suffix_opt.pipeline == OptPipeline::lean ? CascadePlan::Suffix::optimized_lean
                                                           : CascadePlan::Suffix::optimized;
   }
+  p.streams = env_int("PA_CASCADE_STREAMS",
+                      p.suffix == CascadePlan::Suffix::optimized_lean ? kDefaultStreamsLean : kDefaultStreams, 0, 2);
 
   const std::size_t rows = static_cast<std::size_t>(b.num_seqs) * b.num_heads;
   const std::size_t hs = b.head_size;

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -18,11 +17,11 @@ namespace opt {
 PA_OPT_EXTERN(f16, 64, 16) PA_OPT_EXTERN(bf16, 64, 16)
 PA_OPT_EXTERN(f16, 128, 16) PA_OPT_EXTERN(bf16, 128, 16)
 PA_OPT_EXTERN(f16, 256, 16) PA_OPT_EXTERN(bf16, 256, 16)
-PA_OPT_EXTERN_LEAN_DEEP(16)
+PA_OPT_EXTERN_LEAN(16)
 #else
 PA_OPT_EXTERN_HS(64) PA_OPT_EXTERN_HS(80) PA_OPT_EXTERN_HS(96) PA_OPT_EXTERN_HS(112)
 PA_OPT_EXTERN_HS(128) PA_OPT_EXTERN_HS(192) PA_OPT_EXTERN_HS(256)
-PA_OPT_EXTERN_LEAN_DEEP(8) PA_OPT_EXTERN_LEAN_DEEP(16) PA_OPT_EXTERN_LEAN_DEEP(32)
+PA_OPT_EXTERN_LEAN(8) PA_OPT_EXTERN_LEAN(16) PA_OPT_EXTERN_LEAN(32)
 #endif
 
 // The kernel's parameters for a plan (also used by the trace module's
@@ -110,41 +109,31 @@ bool find_entry(DType dt, int hs, int bs, int ht, OptEntry& e) {
   return false;
 }
 
-// The lean and deep instances (head 128, the built block sizes; lean: head tiles 1).
-template <DType DT, int HT>
-bool special_entry_bs(OptPipeline pipe, int bs, OptEntry& e) {
-  const bool lean = pipe == OptPipeline::lean;
+// The lean instances (head 128, head tiles 1, the built block sizes).
+template <DType DT>
+bool lean_entry_bs(int bs, OptEntry& e) {
   switch (bs) {
 #if !defined(PA_QUICK_KERNELS)
-    case 8: e = lean ? opt::opt_entry_lean<DT, 128, 8, 1>() : opt::opt_entry_deep<DT, 128, 8, HT>(); return true;
-    case 32: e = lean ? opt::opt_entry_lean<DT, 128, 32, 1>() : opt::opt_entry_deep<DT, 128, 32, HT>(); return true;
+    case 8: e = opt::opt_entry_lean<DT, 128, 8, 1>(); return true;
+    case 32: e = opt::opt_entry_lean<DT, 128, 32, 1>(); return true;
 #endif
-    case 16: e = lean ? opt::opt_entry_lean<DT, 128, 16, 1>() : opt::opt_entry_deep<DT, 128, 16, HT>(); return true;
+    case 16: e = opt::opt_entry_lean<DT, 128, 16, 1>(); return true;
     default: return false;
   }
 }
-bool find_special_entry(OptPipeline pipe, DType dt, int hs, int bs, int ht, OptEntry& e) {
-  if (pipe == OptPipeline::automatic || hs != 128 || (pipe == OptPipeline::lean && ht != 1)) return false;
-  if (dt == DType::f16) return ht == 1 ? special_entry_bs<DType::f16, 1>(pipe, bs, e) : special_entry_bs<DType::f16, 2>(pipe, bs, e);
-  if (dt == DType::bf16) return ht == 1 ? special_entry_bs<DType::bf16, 1>(pipe, bs, e) : special_entry_bs<DType::bf16, 2>(pipe, bs, e);
+bool find_lean_entry(DType dt, int hs, int bs, int ht, OptEntry& e) {
+  if (hs != 128 || ht != 1) return false;
+  if (dt == DType::f16) return lean_entry_bs<DType::f16>(bs, e);
+  if (dt == DType::bf16) return lean_entry_bs<DType::bf16>(bs, e);
   return false;
-}
-
-// PA_OPT_DEEP=1 in the environment lets small grids take the deep pipeline
-// (kernels/NOTES.md: measured before it became a default or not).
-bool deep_allowed() {
-  const char* v = std::getenv("PA_OPT_DEEP");
-  return v != nullptr && v[0] == '1' && v[1] == 0;
 }
 
 OptEntry require_entry(DType dt, int hs, int bs, int ht, OptPipeline pipe = OptPipeline::automatic) {
   OptEntry e{};
-  if (pipe != OptPipeline::automatic) {
-    if (!find_special_entry(pipe, dt, hs, bs, ht, e))
-      throw std::invalid_argument(std::string("stage 8: the plan asks for the ") +
-                                  (pipe == OptPipeline::lean ? "lean" : "deep") +
-                                  " pipeline, which is built for fp16/bf16 x head 128 (lean: at most 8 query heads "
-                                  "per KV head) only");
+  if (pipe == OptPipeline::lean) {
+    if (!find_lean_entry(dt, hs, bs, ht, e))
+      throw std::invalid_argument("stage 8: the plan asks for the lean pipeline, which is built for fp16/bf16 x "
+                                  "head 128 x at most 8 query heads per KV head only");
     return e;
   }
   if (!find_entry(dt, hs, bs, ht, e)) {
@@ -189,7 +178,7 @@ std::string OptimizedPlan::describe() const {
   m << "splits=" << splits << " split_blocks=" << split_blocks << " units=" << units
     << " head_tiles=" << head_tiles << " head_chunks=" << head_chunks << " stages=" << stages
     << " smem=" << smem_bytes << " ctas/SM=" << ctas_per_sm << " SMs=" << sm_count
-    << (pipeline == OptPipeline::lean ? " pipeline=lean" : pipeline == OptPipeline::deep ? " pipeline=deep" : "");
+    << (pipeline == OptPipeline::lean ? " pipeline=lean" : "");
   return m.str();
 }
 
@@ -222,8 +211,7 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptFootpr
   plan.head_chunks = ceil_div(group, OptWorkspaceGeometry::kUnitHeads);
   plan.units = a.num_kv_heads * plan.head_chunks;
   OptEntry e{};
-  if (footprint == OptFootprint::lean &&
-      find_special_entry(OptPipeline::lean, a.dtype, a.head_size, a.block_size, plan.head_tiles, e))
+  if (footprint == OptFootprint::lean && find_lean_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles, e))
     plan.pipeline = OptPipeline::lean;
   else
     e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles);
@@ -247,15 +235,6 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptFootpr
   const OptSplit split = opt_choose_split(in, force_splits);
   plan.split_blocks = split.split_blocks;
   plan.splits = split.splits;
-  // A grid of at most one CTA per SM: the deep pipeline, where built and allowed.
-  const long long ctas = static_cast<long long>(a.num_seqs) * plan.units * plan.splits;
-  if (footprint == OptFootprint::full && deep_allowed() && ctas <= plan.sm_count &&
-      find_special_entry(OptPipeline::deep, a.dtype, a.head_size, a.block_size, plan.head_tiles, e)) {
-    plan.pipeline = OptPipeline::deep;
-    plan.smem_bytes = e.smem_bytes;
-    plan.stages = e.stages;
-    plan.ctas_per_sm = std::max(1, e.ctas_per_sm);
-  }
   if (plan.splits > 1) {
     OptWorkspaceGeometry wsg{a.num_seqs, plan.units, plan.splits, a.head_size};
     plan.workspace_bytes = wsg.total_bytes();

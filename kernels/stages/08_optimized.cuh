@@ -87,11 +87,9 @@ struct OptEntry {
 
 template <DType DT, int HS, int BS, int HT>
 OptEntry opt_entry();  // defined below, instantiated in 08_optimized_inst_hs*.cu
-// The same with the lean and deep pipelines (pa/index/optimized.hpp; head 128 only).
+// The same with the lean pipeline (pa/index/optimized.hpp; head 128 only).
 template <DType DT, int HS, int BS, int HT>
 OptEntry opt_entry_lean();
-template <DType DT, int HS, int BS, int HT>
-OptEntry opt_entry_deep();
 
 // ---------------------------------------------------------------- PTX helpers
 template <DType DT> struct OptElem;
@@ -776,10 +774,6 @@ template <DType DT, int HS, int BS, int HT>
 OptEntry opt_entry_lean() {
   return opt_entry_of<OptConfig<DT, HS, BS, HT, 4, kOptLeanPipeKB>>();
 }
-template <DType DT, int HS, int BS, int HT>
-OptEntry opt_entry_deep() {
-  return opt_entry_of<OptConfig<DT, HS, BS, HT, 4, kOptDeepPipeKB>>();
-}
 
 #define PA_OPT_INSTANTIATE(DT, HS, BS)                        \
   template OptEntry opt_entry<DType::DT, HS, BS, 1>();        \
@@ -802,21 +796,12 @@ OptEntry opt_entry_deep() {
   PA_OPT_INSTANTIATE(f16, HS, 16) PA_OPT_INSTANTIATE(bf16, HS, 16)
 
 // Lean instances (head tiles 1 only, the one that fits beside a cascade
-// prefix block) and deep ones (head tiles 1 and 2): built for head 128, the
-// cascade's wgmma head and the benchmark's.
-#define PA_OPT_INSTANTIATE_LEAN_DEEP(BS)                       \
-  template OptEntry opt_entry_lean<DType::f16, 128, BS, 1>();  \
-  template OptEntry opt_entry_lean<DType::bf16, 128, BS, 1>(); \
-  template OptEntry opt_entry_deep<DType::f16, 128, BS, 1>();  \
-  template OptEntry opt_entry_deep<DType::bf16, 128, BS, 1>(); \
-  template OptEntry opt_entry_deep<DType::f16, 128, BS, 2>();  \
-  template OptEntry opt_entry_deep<DType::bf16, 128, BS, 2>();
-#define PA_OPT_EXTERN_LEAN_DEEP(BS)                                   \
-  extern template OptEntry opt_entry_lean<DType::f16, 128, BS, 1>();  \
-  extern template OptEntry opt_entry_lean<DType::bf16, 128, BS, 1>(); \
-  extern template OptEntry opt_entry_deep<DType::f16, 128, BS, 1>();  \
-  extern template OptEntry opt_entry_deep<DType::bf16, 128, BS, 1>(); \
-  extern template OptEntry opt_entry_deep<DType::f16, 128, BS, 2>();  \
-  extern template OptEntry opt_entry_deep<DType::bf16, 128, BS, 2>();
+// prefix block): built for head 128, the cascade's wgmma head.
+#define PA_OPT_INSTANTIATE_LEAN(BS)                          \
+  template OptEntry opt_entry_lean<DType::f16, 128, BS, 1>(); \
+  template OptEntry opt_entry_lean<DType::bf16, 128, BS, 1>();
+#define PA_OPT_EXTERN_LEAN(BS)                                       \
+  extern template OptEntry opt_entry_lean<DType::f16, 128, BS, 1>(); \
+  extern template OptEntry opt_entry_lean<DType::bf16, 128, BS, 1>();
 
 }  // namespace pa::opt

@@ -441,7 +441,6 @@ TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
     }
   } guard;
   std::uint64_t salt = 1300;
-  int ran_stage8 = 0;
   for (const KernelKey& k : v2c_configs()) {
     if (k.dtype == DType::f32) continue;  // stage 8 is fp16/bf16 only
     const int bs = k.block_size;
@@ -467,18 +466,19 @@ TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
 #else
           const bool built = false;
 #endif
+#if PA_HAVE_CUDA
+          if (k.head_size == 128 && k.block_size == 16) CHECK(built);  // in every CUDA build
+#endif
           if (built) {
             CHECK(r.plan.suffix != CascadePlan::Suffix::v2);
             CHECK((r.plan.suffix == CascadePlan::Suffix::optimized_lean) ==
                   (suffix == 2 && k.head_size == 128));
-            ++ran_stage8;
           } else {
             CHECK(r.plan.suffix == CascadePlan::Suffix::v2);
           }
         }
       }
   }
-  CHECK(ran_stage8 > 0);
 }
 
 // Every prefix kernel variant (PrefixVariant: 4 or 8 warps, 32/64-token tiles,

@@ -55,8 +55,16 @@ CascadeTracePlan cascade_trace_plan(const ProblemSpec& spec) {
 
 std::string model_coverage_note(const ProblemSpec& spec, Stage stage) {
   if (stage == Stage::cascade_merge && spec.shared_prefix_len > 0 && spec.dtype != DType::f32) {
-    return "the prefix kernel is traced as its mma.sync variant " + std::to_string(kCascadeTracePrefixVariant) +
-           " (cascade_prefix_kernel); on sm_90a GPUs the cascade runs the wgmma variant, which has no trace hooks";
+    std::string note = "the prefix kernel is traced as its mma.sync variant " +
+                       std::to_string(kCascadeTracePrefixVariant) +
+                       " (cascade_prefix_kernel); on sm_90a GPUs the cascade runs the wgmma variant, which has no "
+                       "trace hooks";
+    // The suffix: traced as V2; the timed default (07_cascade_merge.cu,
+    // CascadePlan::Suffix) runs it through stage 8, traced on its own.
+    note += ". The suffix is traced as V2 (stage 6); where stage 8 is built for the configuration the "
+            "timed cascade runs it through stage 8 instead (the optimized kernel over the tokens past the prefix, "
+            "writing its state), whose own trace is stage 'optimized'";
+    return note;
   }
   return {};
 }

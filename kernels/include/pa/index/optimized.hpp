@@ -24,24 +24,21 @@
 
 namespace pa {
 
-// Pipeline footprints besides the automatic one (PIPE_KB below):
-//  * lean, 64 KB: a CTA that fits on an SM beside a cascade prefix block. On
-//    sm_90 an SM has 228 KB of shared memory and each resident block reserves
-//    1 KB more; the wgmma prefix block takes 130 KB (Q 34 KB + 3 x 32 KB
-//    tiles) and the automatic 3-stage head-128 CTA 96.3 KB, 288 bytes too
-//    many. At 64 KB one suffix CTA fits beside every prefix block, and
-//    registers allow it too at up to 8 query heads per KV head (head tiles 1:
-//    256 x 184 + 128 x 128 = 63488 of 65536).
-//  * deep, 192 KB: one CTA per SM with twice the bytes in flight, for grids
-//    that put at most one CTA on each SM anyway (small batches: each warp's
-//    whole share of a short split is requested at once).
+// The lean pipeline (PIPE_KB below), 64 KB: a CTA that fits on an SM beside
+// a cascade prefix block. On sm_90 an SM has 228 KB of shared memory and each
+// resident block reserves 1 KB more; the wgmma prefix block takes 130 KB (Q
+// 34 KB + 3 x 32 KB tiles) and the automatic 3-stage head-128 CTA 96.3 KB,
+// 288 bytes too many. At 64 KB one suffix CTA fits beside every prefix block,
+// and registers allow it too at up to 8 query heads per KV head (head tiles 1:
+// 256 x 184 + 128 x 128 = 63488 of 65536).
+// (A "deep" 192 KB pipeline for grids of one CTA per SM was tried and measured
+// slower at (1,32,8,4096): kernels/NOTES.md.)
 inline constexpr int kOptLeanPipeKB = 64;
-inline constexpr int kOptDeepPipeKB = 192;
 
 // HEAD_TILES: 8 query heads per tile (the n = 8 of the PV mma); 1 covers GQA
 // groups of up to 8 heads, 2 up to 16. PIPE_KB: 0 = the automatic pipeline
 // depth (about 96 KB, 2 CTAs per SM), else the stages that fit in PIPE_KB
-// (1 to 6; kOptLeanPipeKB / kOptDeepPipeKB, plan_optimized's OptFootprint).
+// (1 to 6; kOptLeanPipeKB, plan_optimized's OptFootprint::lean).
 template <DType DT, int HEAD_SIZE, int BLOCK_SIZE, int HEAD_TILES, int NUM_WARPS = 4, int PIPE_KB = 0>
 struct OptConfig {
   static constexpr DType kDType = DT;
@@ -327,13 +324,17 @@ inline OptSplit opt_choose_split(const OptSplitInput& a, int force_splits) {
     //  - a wave cannot beat the HBM (kHbm, a little less when fewer CTAs than
     //    slots are resident), nor can one SM pull more than kSmBw, so a wave
     //    that puts 2 CTAs on some SMs and 1 on others is paced by the former;
-    //  - more splits cost a merge: kM0 + kM1 per split.
+    //  - more splits cost a merge: kM0 + kM1 per split (kM1 refitted from 0.6 to
+    //    0.25 us after the warp-parallel merge: run 3's sweep at (1,32,8,4096),
+    //    splits 8/16/32 = 15.6/16.2/18.1 us; the only shape whose choice it
+    //    changes is that one, 13 -> 16 splits: 34.9 -> 35.3% of copy, fp16,
+    //    in one H100 run, NOTES.md run 5).
     // The split count minimizing the sum over waves (last wave partial) wins.
     // Only when the unsplit grid leaves slots empty; and only grids that load
     // the SMs evenly (<= one CTA per SM, or the last CTA layer >= 95% full):
     // an H100 sweep at (1,32,8,131072) gave 95% of copy with 128 CTAs, 94%
     // with 264, but 83% with 144 and 89% with 192.
-    constexpr double kCtaBw = 22e9, kSmBw = 35e9, kHbm = 3.0e12, kT0 = 3e-6, kM0 = 1e-6, kM1 = 0.6e-6;
+    constexpr double kCtaBw = 22e9, kSmBw = 35e9, kHbm = 3.0e12, kT0 = 3e-6, kM0 = 1e-6, kM1 = 0.25e-6;
     const long long base = static_cast<long long>(a.num_seqs) * a.units;
     const long long slots = static_cast<long long>(a.sm_count) * a.ctas_per_sm;
     const double block_bytes = 2.0 * a.head_size * a.block_size * a.elem_bytes;

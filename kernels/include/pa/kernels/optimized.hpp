@@ -42,15 +42,13 @@ struct OptimizedArgs {
   float* state_lse = nullptr;
 };
 
-// full: the pipeline depth that streams fastest with 2 CTAs per SM; when the
-// planned grid puts at most one CTA on each SM the plan takes the deep
-// instance (192 KB in flight per CTA) where built, unless PA_OPT_DEEP=0 in the
-// environment (experiments). lean: 64 KB, so a CTA fits on an SM beside a
-// cascade prefix block. pa/index/optimized.hpp gives the numbers. Lean and deep
-// are built for head 128 (lean: up to 8 query heads per KV head); elsewhere
-// the plan keeps the automatic depth (plan.pipeline says which ran).
+// full: the pipeline depth that streams fastest (about 96 KB in flight per
+// CTA, 2 CTAs per SM). lean: 64 KB, so a CTA fits on an SM beside a cascade
+// prefix block (pa/index/optimized.hpp gives the numbers); built for head 128
+// with up to 8 query heads per KV head, elsewhere the plan keeps the full
+// depth (plan.pipeline says which runs).
 enum class OptFootprint { full, lean };
-enum class OptPipeline { automatic, lean, deep };
+enum class OptPipeline { automatic, lean };
 
 struct OptimizedPlan {
   int head_tiles = 1;      // 8 query heads per tile (1: group <= 8, 2: <= 16)

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Issue 8, the run behind the README table (one device call): quick build for
+# sm_90; stage 8's and the cascade's GPU tests (the suffix through stage 8),
+# stage 8's recorded == model tests (its kernel changed), compute-sanitizer on
+# the cascade with the stage 8 suffix, the whole benchmark (JSON for
+# scripts/bench_table.py), stage 8's registers. Logs to $OUT, a table last.
+set -u
+OUT=${OUT:-/tmp/pa-out}
+mkdir -p "$OUT"
+B=${B:-/tmp/b}
+t0=$(date +%s)
+nvidia-smi -L
+cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DPA_QUICK_KERNELS=ON -DPA_SOURCE_REVISION="${PA_REV:-unknown}" -DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr" \
+  >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
+ninja -C "$B" -j16 pa_v2_cascade_tests pa_optimized_tests pa-bench pa-lab pa_trace_optimized_gpu_tests \
+  pa_trace_gpu_tests >>"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
+echo "build done in $(( $(date +%s) - t0 )) s"
+run() {  # label, timeout, command...
+  local label=$1 limit=$2; shift 2
+  timeout "$limit" "$@" >"$OUT/$label.log" 2>&1
+  echo "$label rc=$? | $(grep -E '^(test cases|All tests)' "$OUT/$label.log" | tail -1)"
+}
+run opt_tests 120 "$B/tests/kernels/pa_optimized_tests" --reporter compact
+run cascade_tests 200 "$B/tests/kernels/pa_v2_cascade_tests" \
+  "cascade: the suffix through stage 8,cascade equals plain attention over prefix + suffix,merge kernel: states, -inf lse and empty states" --reporter compact
+run trace_opt_tests 120 "$B/tests/trace/pa_trace_optimized_gpu_tests" --reporter compact
+run trace_tests 120 "$B/tests/trace/pa_trace_gpu_tests" --reporter compact
+for tool in memcheck racecheck initcheck synccheck; do
+  timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 99 "$B/cli/pa-lab" run --stage cascade_merge \
+    --dtype fp16 --head-size 128 --block-size 16 --heads 4 --kv-heads 4 --seed 7 --iters 0 --seqs 3 \
+    --prefix-len 32 --suffix-lens 0,17,300 --baselines 0 >"$OUT/san_$tool.log" 2>&1
+  echo "compute-sanitizer $tool (cascade, stage 8 lean suffix) rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$tool.log" | head -1)"
+done
+grep -E "suffix|plan" "$OUT/san_memcheck.log" | head -3
+timeout 300 "$B/cli/pa-bench" --json "$OUT/bench.json" >"$OUT/bench.log" 2>&1
+echo "bench rc=$? after $(( $(date +%s) - t0 )) s"
+cuobjdump --dump-resource-usage "$B/kernels/libpa_kernels_optimized.a" 2>/dev/null |
+  grep -oE "(OptConfig[^,]*ELi[0-9]+ELi[0-9]+ELi[0-9]+ELi[0-9]+ELi[0-9]+EE|REG:[0-9]+|STACK:[0-9]+|LOCAL:[0-9]+)" |
+  paste - - - - >"$OUT/opt_resources.txt"
+echo "==== stage 8 resources"; cat "$OUT/opt_resources.txt"
+echo "==== bench"; grep -vE "^  done" "$OUT/bench.log" | tail -45
