@@ -243,24 +243,8 @@ CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup, bool ba
     t.notes += "v1: context " + std::to_string(max_ctx) + " exceeds its shared-memory limit; ";
   }
   try {  // stage 8, when built for this configuration
-    OptimizedArgs o;
+    OptimizedArgs o = optimized_args(base);
     o.out = out.get();
-    o.q = base.q;
-    o.k_cache = base.k_cache;
-    o.v_cache = base.v_cache;
-    o.block_tables = base.block_tables;
-    o.context_lens = base.context_lens;
-    o.dtype = base.dtype;
-    o.head_size = base.head_size;
-    o.block_size = base.block_size;
-    o.num_seqs = base.num_seqs;
-    o.num_heads = base.num_heads;
-    o.num_kv_heads = base.num_kv_heads;
-    o.q_stride = p.query.q_stride;
-    o.max_blocks_per_seq = p.max_blocks_per_seq;
-    o.num_blocks = p.num_blocks;
-    o.scale = base.scale;
-    o.max_context_len = max_ctx;
     const OptimizedPlan op = plan_optimized(o);
     DeviceBuffer ws(std::max<std::size_t>(op.workspace_bytes, 16));
     ws.fill_bytes(0);

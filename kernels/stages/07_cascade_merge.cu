@@ -129,30 +129,6 @@ int device_sm_count() {
   return sms;
 }
 
-// Stage 8 over the cascade's suffix: tokens [prefix_len, context) of every
-// sequence, the state written to the workspace (set by launch_cascade).
-OptimizedArgs suffix_optimized_args(const StageArgs& b, int prefix_len) {
-  OptimizedArgs o;
-  o.q = b.q;
-  o.k_cache = b.k_cache;
-  o.v_cache = b.v_cache;
-  o.block_tables = b.block_tables;
-  o.context_lens = b.context_lens;
-  o.dtype = b.dtype;
-  o.head_size = b.head_size;
-  o.block_size = b.block_size;
-  o.num_seqs = b.num_seqs;
-  o.num_heads = b.num_heads;
-  o.num_kv_heads = b.num_kv_heads;
-  o.q_stride = b.qg.q_stride;
-  o.max_blocks_per_seq = b.btg.max_blocks_per_seq;
-  o.num_blocks = b.cg.num_blocks;
-  o.scale = b.scale;
-  o.max_context_len = b.max_context_len;
-  o.first_token = prefix_len;
-  return o;
-}
-
 }  // namespace
 
 void launch_v2(const V2Args& a, void* stream) {
@@ -189,6 +165,29 @@ void launch_merge_states(const MergeArgs& m, void* stream) {
     case DType::f16: launch_merge_kernel<__half>(m, s); break;
     case DType::bf16: launch_merge_kernel<__nv_bfloat16>(m, s); break;
   }
+}
+
+OptimizedArgs optimized_args(const StageArgs& b, int first_token) {
+  OptimizedArgs o;
+  o.out = b.out;
+  o.q = b.q;
+  o.k_cache = b.k_cache;
+  o.v_cache = b.v_cache;
+  o.block_tables = b.block_tables;
+  o.context_lens = b.context_lens;
+  o.dtype = b.dtype;
+  o.head_size = b.head_size;
+  o.block_size = b.block_size;
+  o.num_seqs = b.num_seqs;
+  o.num_heads = b.num_heads;
+  o.num_kv_heads = b.num_kv_heads;
+  o.q_stride = b.qg.q_stride;
+  o.max_blocks_per_seq = b.btg.max_blocks_per_seq;
+  o.num_blocks = b.cg.num_blocks;
+  o.scale = b.scale;
+  o.max_context_len = b.max_context_len;
+  o.first_token = first_token;
+  return o;
 }
 
 CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
@@ -235,7 +234,7 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
   // back to stage 8's full pipeline where it is not built (heads other than 128).
   const int suffix = env_int("PA_CASCADE_SUFFIX", kDefaultSuffix, 0, 2);
   if (suffix > 0 && prefix_len > 0 && optimized_supported(b.dtype, b.head_size, b.block_size)) {
-    p.suffix_opt = plan_optimized(suffix_optimized_args(b, prefix_len), 0,
+    p.suffix_opt = plan_optimized(optimized_args(b, prefix_len), 0,
                                   suffix == 2 ? OptFootprint::lean : OptFootprint::full);
     p.suffix = p.suffix_opt.pipeline == OptPipeline::lean ? CascadePlan::Suffix::optimized_lean
                                                           : CascadePlan::Suffix::optimized;
@@ -310,7 +309,8 @@ CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws,
   auto launch_suffix = [&] {
     const cudaStream_t ss = fork ? side->stream : s;
     if (p.suffix != CascadePlan::Suffix::v2) {  // stage 8 over [prefix_len, context), writing the state
-      OptimizedArgs o = suffix_optimized_args(b, p.prefix_len);
+      OptimizedArgs o = optimized_args(b, p.prefix_len);
+      o.out = nullptr;  // the state instead
       o.state_out = at<float>(ws, p.suffix_state_out);
       o.state_lse = at<float>(ws, p.suffix_state_lse);
       void* ows = p.suffix_opt.workspace_bytes > 0 ? at<char>(ws, p.suffix_opt_ws) : nullptr;

@@ -7,15 +7,12 @@
 set -u
 OUT=${OUT:-/tmp/pa-out}
 mkdir -p "$OUT"
-B=${B:-/tmp/b}
+B=/tmp/q  # device_quick_build's build folder
 t0=$(date +%s)
 nvidia-smi -L
-cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DPA_QUICK_KERNELS=ON -DPA_SOURCE_REVISION="${PA_REV:-unknown}" -DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr" \
-  >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
-ninja -C "$B" -j16 pa_v2_cascade_tests pa_optimized_tests pa-bench pa-lab pa_trace_optimized_gpu_tests \
-  pa_trace_gpu_tests >>"$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
-echo "build done in $(( $(date +%s) - t0 )) s"
+source trace/tools/device_quick_build.sh
+BUILD_LIMIT=${BUILD_LIMIT:-400} device_quick_build "$OUT" pa_v2_cascade_tests pa_optimized_tests pa-bench pa-lab \
+  pa_trace_optimized_gpu_tests pa_trace_gpu_tests
 run() {  # label, timeout, command...
   local label=$1 limit=$2; shift 2
   timeout "$limit" "$@" >"$OUT/$label.log" 2>&1

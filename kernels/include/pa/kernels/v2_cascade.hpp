@@ -18,6 +18,10 @@ namespace pa::kernels {
 // block size; a.range.begin a multiple of the block size.
 void launch_v2(const V2Args& a, void* stream = nullptr);
 
+// Stage 8's arguments for the problem of `base` (its out included), attending
+// tokens [first_token, context) (the cascade suffix uses first_token = prefix).
+OptimizedArgs optimized_args(const StageArgs& base, int first_token = 0);
+
 // Stage 7 merge: out[row] = merge(a[row], b[row]) for num_seqs * num_heads rows.
 void launch_merge_states(const MergeArgs& m, void* stream = nullptr);
 
