@@ -30,7 +30,10 @@ std::string CascadePlan::describe() const {
   else
     o << " by the V2 kernel per sequence (fp32: no shared-prefix kernel)";
   if (suffix == Suffix::v2) o << ", suffix V2 partition " << partition_size << " x " << suffix_partitions;
-  else o << ", suffix stage 8 (" << suffix_opt.describe() << ")";
+  else  // (OptimizedPlan::describe lives in the CUDA-only stage 8 library)
+    o << ", suffix stage 8 (" << suffix_opt.splits << " splits of " << suffix_opt.split_blocks << " blocks, "
+      << suffix_opt.stages << " stages, " << (suffix_opt.pipeline == OptPipeline::lean ? "lean" : "full")
+      << " pipeline)";
   o << ", streams mode " << streams
     << ", workspace "
     << workspace_bytes / (1024.0 * 1024.0) << " MiB";
