@@ -469,7 +469,10 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
         std::printf("sweep %s v=%d(ran %d) streams=%d chunks=%d(%d) suffix=%d(ran %d): all %.1f us, prefix %.1f, "
                     "suffix %.1f, xcheck %.2g\n",
                     dname(dt).c_str(), v, plan.prefix_variant, st, ch, plan.num_chunks, suf,
-                    static_cast<int>(plan.suffix), us[0], us[1], us[2], xc);
+                    plan.suffix == kernels::CascadePlan::Suffix::v2 ? 0
+                    : plan.suffix_opt.pipeline == OptPipeline::lean ? 2
+                                                                    : 1,
+                    us[0], us[1], us[2], xc);
       } catch (const std::exception& e) {
         std::printf("sweep %s %s: error %s\n", dname(dt).c_str(), item.c_str(), e.what());
         cudaGetLastError();

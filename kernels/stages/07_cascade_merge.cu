@@ -32,8 +32,8 @@ namespace {
 // stream modes: kernels/NOTES.md (H100 run 5: prefix alone v1 496 us, v2 509,
 // v3 362; whole cascade with the suffix on a side stream v3 533 us, fp16).
 constexpr int kDefaultPrefixVariant = 4;  // wgmma where usable, else 3
-// Suffix kernel (CascadePlan::Suffix as an integer: 0 V2, 1 stage 8, 2 stage 8
-// lean) and stream mode. Measured on the H100 (kernels/NOTES.md, cascade change
+// Suffix kernel (PA_CASCADE_SUFFIX: 0 V2, 1 stage 8, 2 stage 8 with the lean
+// pipeline) and stream mode. Measured on the H100 (kernels/NOTES.md, cascade change
 // 9; fp16 / bf16, whole cascade): V2 on a side stream 452.6 / 458.1 us; stage 8
 // lean with the prefix placed first (streams 2) 438.8 / 439.3 us, the best of
 // the six combinations. Streams 2 only pays with the lean suffix (V2 with
@@ -235,12 +235,14 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
   const int suffix = env_int("PA_CASCADE_SUFFIX", kDefaultSuffix, 0, 2);
   if (suffix > 0 && prefix_len > 0 && optimized_supported(b.dtype, b.head_size, b.block_size)) {
     p.suffix_opt = plan_optimized(optimized_args(b, prefix_len), 0,
-                                  suffix == 2 ? OptFootprint::lean : OptFootprint::full);
-    p.suffix = p.suffix_opt.pipeline == OptPipeline::lean ? CascadePlan::Suffix::optimized_lean
-                                                          : CascadePlan::Suffix::optimized;
+                                  suffix == 2 ? OptPipeline::lean : OptPipeline::automatic);
+    p.suffix = CascadePlan::Suffix::optimized;
   }
   p.streams = env_int("PA_CASCADE_STREAMS",
-                      p.suffix == CascadePlan::Suffix::optimized_lean ? kDefaultStreamsLean : kDefaultStreams, 0, 2);
+                      p.suffix == CascadePlan::Suffix::optimized && p.suffix_opt.pipeline == OptPipeline::lean
+                          ? kDefaultStreamsLean
+                          : kDefaultStreams,
+                      0, 2);
 
   const std::size_t rows = static_cast<std::size_t>(b.num_seqs) * b.num_heads;
   const std::size_t hs = b.head_size;

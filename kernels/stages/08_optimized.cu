@@ -194,7 +194,7 @@ void check_range_and_state(const OptimizedArgs& a) {
 }
 }  // namespace
 
-OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptFootprint footprint) {
+OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeline pipeline) {
   check_range_and_state(a);
   if (a.num_seqs < 1 || a.num_heads < 1 || a.num_kv_heads < 1 || a.num_heads % a.num_kv_heads != 0) {
     std::ostringstream m;
@@ -211,7 +211,7 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptFootpr
   plan.head_chunks = ceil_div(group, OptWorkspaceGeometry::kUnitHeads);
   plan.units = a.num_kv_heads * plan.head_chunks;
   OptEntry e{};
-  if (footprint == OptFootprint::lean && find_lean_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles, e))
+  if (pipeline == OptPipeline::lean && find_lean_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles, e))
     plan.pipeline = OptPipeline::lean;
   else
     e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles);

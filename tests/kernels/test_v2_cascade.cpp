@@ -426,6 +426,17 @@ TEST_CASE("cascade equals plain attention over prefix + suffix", "[gpu][cascade]
   }
 }
 
+namespace {
+// Clears the cascade planner's environment overrides (07_cascade_merge.cu) when
+// a test that sets them ends, passed or not.
+struct PlannerEnvGuard {
+  ~PlannerEnvGuard() {
+    for (const char* v : {"PA_CASCADE_PREFIX_VARIANT", "PA_CASCADE_STREAMS", "PA_CASCADE_CHUNKS", "PA_CASCADE_SUFFIX"})
+      unsetenv(v);
+  }
+};
+}  // namespace
+
 // The suffix through stage 8 (first_token = the prefix, state output), full
 // and lean footprint, every stream mode: empty suffixes (the empty state),
 // one token, ragged tails, a long suffix on few sequences (stage 8 splits it:
@@ -434,12 +445,7 @@ TEST_CASE("cascade equals plain attention over prefix + suffix", "[gpu][cascade]
 // head), MQA.
 TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
   require_gpu();
-  struct EnvGuard {
-    ~EnvGuard() {
-      unsetenv("PA_CASCADE_SUFFIX");
-      unsetenv("PA_CASCADE_STREAMS");
-    }
-  } guard;
+  const PlannerEnvGuard guard;
   std::uint64_t salt = 1300;
   for (const KernelKey& k : v2c_configs()) {
     if (k.dtype == DType::f32) continue;  // stage 8 is fp16/bf16 only
@@ -471,8 +477,7 @@ TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
 #endif
           if (built) {
             CHECK(r.plan.suffix != CascadePlan::Suffix::v2);
-            CHECK((r.plan.suffix == CascadePlan::Suffix::optimized_lean) ==
-                  (suffix == 2 && k.head_size == 128));
+            CHECK((r.plan.suffix_opt.pipeline == OptPipeline::lean) == (suffix == 2 && k.head_size == 128));
           } else {
             CHECK(r.plan.suffix == CascadePlan::Suffix::v2);
           }
@@ -490,13 +495,7 @@ TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
 // (0xFF = NaN) by run_cascade, so an unwritten element fails.
 TEST_CASE("cascade: every prefix variant and stream mode", "[gpu][cascade]") {
   require_gpu();
-  struct EnvGuard {
-    ~EnvGuard() {
-      unsetenv("PA_CASCADE_PREFIX_VARIANT");
-      unsetenv("PA_CASCADE_STREAMS");
-      unsetenv("PA_CASCADE_CHUNKS");
-    }
-  } guard;
+  const PlannerEnvGuard guard;
   std::uint64_t salt = 900;
   for (const KernelKey& k : v2c_configs()) {
     if (k.dtype == DType::f32) continue;  // no tensor-core prefix

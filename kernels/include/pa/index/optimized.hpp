@@ -38,7 +38,7 @@ inline constexpr int kOptLeanPipeKB = 64;
 // HEAD_TILES: 8 query heads per tile (the n = 8 of the PV mma); 1 covers GQA
 // groups of up to 8 heads, 2 up to 16. PIPE_KB: 0 = the automatic pipeline
 // depth (about 96 KB, 2 CTAs per SM), else the stages that fit in PIPE_KB
-// (1 to 6; kOptLeanPipeKB, plan_optimized's OptFootprint::lean).
+// (1 to 6; kOptLeanPipeKB, plan_optimized's OptPipeline::lean).
 template <DType DT, int HEAD_SIZE, int BLOCK_SIZE, int HEAD_TILES, int NUM_WARPS = 4, int PIPE_KB = 0>
 struct OptConfig {
   static constexpr DType kDType = DT;

@@ -42,12 +42,12 @@ struct OptimizedArgs {
   float* state_lse = nullptr;
 };
 
-// full: the pipeline depth that streams fastest (about 96 KB in flight per
-// CTA, 2 CTAs per SM). lean: 64 KB, so a CTA fits on an SM beside a cascade
-// prefix block (pa/index/optimized.hpp gives the numbers); built for head 128
-// with up to 8 query heads per KV head, elsewhere the plan keeps the full
-// depth (plan.pipeline says which runs).
-enum class OptFootprint { full, lean };
+// automatic: the pipeline depth that streams fastest (about 96 KB in flight
+// per CTA, 2 CTAs per SM). lean: 64 KB, so a CTA fits on an SM beside a
+// cascade prefix block (pa/index/optimized.hpp gives the numbers); built for
+// head 128 with up to 8 query heads per KV head. plan_optimized takes the one
+// asked for; where lean is not built the plan keeps the automatic depth
+// (plan.pipeline says which runs).
 enum class OptPipeline { automatic, lean };
 
 struct OptimizedPlan {
@@ -73,7 +73,7 @@ struct OptimizedPlan {
 // configurations (the message lists what is supported) and std::runtime_error
 // for CUDA errors.
 OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits = 0,
-                             OptFootprint footprint = OptFootprint::full);
+                             OptPipeline pipeline = OptPipeline::automatic);
 
 // Launches on `stream` (a cudaStream_t, 0 = default). Checks the launch.
 void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace,

@@ -38,12 +38,12 @@ struct CascadePlan {
                               // 2: prefix on a high-priority stream launched first, suffix on a low-priority one
   int prefix_partitions = 0;  // partitions of the prefix state (chunks, or fp32's V2 partitions)
   // Which kernel computes the suffix state: V2 (stage 6), or stage 8 over the
-  // tokens past the prefix (OptimizedArgs::first_token, state output), in its
-  // full or lean footprint (lean: a CTA fits beside a wgmma prefix block, so
-  // the memory-bound suffix streams while the prefix computes).
-  enum class Suffix { v2, optimized, optimized_lean };
+  // tokens past the prefix (OptimizedArgs::first_token, state output), whose
+  // plan says its pipeline (suffix_opt.pipeline lean: a CTA fits beside a
+  // wgmma prefix block, so the memory-bound suffix streams while the prefix computes).
+  enum class Suffix { v2, optimized };
   Suffix suffix = Suffix::v2;
-  OptimizedPlan suffix_opt;   // suffix != v2: stage 8's plan for the suffix
+  OptimizedPlan suffix_opt;   // suffix == optimized: stage 8's plan for the suffix
   int suffix_partitions = 0;  // grid z of the suffix V2 launch
   int partition_size = 0;
   // Workspace layout (bytes from the workspace base, 256-aligned).
@@ -59,7 +59,7 @@ struct CascadePlan {
 // prefix_len must be a multiple of the block size and <= every context length.
 CascadePlan plan_cascade(const StageArgs& base, int prefix_len, int chunk_len = 0);
 
-// Runs prefix kernel + chunk reduce, suffix V2, merge. Writes base.out (dtype)
+// Runs prefix kernel + chunk reduce, the suffix (V2 or stage 8, plan.suffix), merge. Writes base.out (dtype)
 // and, when lse_out is not null, the merged lse [seq, head] (natural log).
 // When prefix_state / suffix_state are not null they receive copies of the
 // two states' device pointers inside the workspace (for tests).
@@ -69,8 +69,8 @@ struct CascadeStates {
   const float* suffix_out = nullptr;
   const float* suffix_lse = nullptr;
 };
-// The prefix and suffix states are independent: the suffix V2 runs on a
-// second (internal, non-blocking) stream, concurrently with the compute-heavy
+// The prefix and suffix states are independent: the suffix runs on a
+// second (internal, non-blocking) stream (plan.streams), concurrently with the compute-heavy
 // prefix kernel, joined by an event before the merge; the whole call is
 // ordered on `stream` as usual. `parts` runs only one side (for timing the
 // split; no merge then).
