@@ -28,9 +28,19 @@ echo "==== prefix kernel resources (head x block, variant; fp16 then bf16)"; cat
 echo "==== tests"; grep -E "FAILED|failed|passed|with expansion" "$OUT/tests.log" | head -20; tail -2 "$OUT/tests.log"
 echo "==== bench"; grep -vE "^  done" "$OUT/bench.log" | tail -40
 if [ "${NCU:-0}" = 1 ]; then
-  echo "==== ncu: prefix kernel (first dtype, one launch)"
-  timeout 150 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section Occupancy \
-    -k regex:"${NCU_KERNEL:-cascade_prefix_wgmma}" --launch-skip 3 --launch-count 1 \
-    "$B/cli/pa-bench" --cascade-only --iters 100 --warmup 1 --json /tmp/ncu.json >"$OUT/ncu.txt" 2>&1
-  grep -E "Throughput|Duration|Stall|Warp Cycles|Issued|Eligible|Active Warps|Registers|Occupancy|Elapsed|Pipe" "$OUT/ncu.txt" | sed -E 's/ +/ /g' | head -40
+  for v in ${NCU_VARIANTS:-4}; do  # the prefix variant of pa-bench's cascade row (PA_CASCADE_PREFIX_VARIANT)
+    echo "==== ncu: prefix kernel variant $v (first dtype, one launch)"
+    PA_CASCADE_PREFIX_VARIANT=$v timeout 150 ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
+      --section Occupancy -k regex:"${NCU_KERNEL:-cascade_prefix_wgmma}" --launch-skip 3 --launch-count 1 \
+      "$B/cli/pa-bench" --cascade-only --iters 100 --warmup 1 --json /tmp/ncu.json >"$OUT/ncu_v$v.txt" 2>&1
+    grep -E "Throughput|Duration|Warp Cycles|Issued|Eligible|Active Warps|Registers|Occupancy|Elapsed" "$OUT/ncu_v$v.txt" |
+      sed -E 's/ +/ /g' | head -24
+    echo "==== ncu: variant $v stall reasons (warps stalled per issued instruction, largest first)"
+    PA_CASCADE_PREFIX_VARIANT=$v timeout 150 ncu --clock-control none \
+      --metrics "regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$" \
+      -k regex:"${NCU_KERNEL:-cascade_prefix_wgmma}" --launch-skip 3 --launch-count 1 \
+      "$B/cli/pa-bench" --cascade-only --iters 100 --warmup 1 --json /tmp/ncu2.json >"$OUT/ncu_stalls_v$v.txt" 2>&1
+    grep -E "stalled" "$OUT/ncu_stalls_v$v.txt" | sed -E 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//; s/ +/ /g' |
+      sort -k3 -g -r | head -10
+  done
 fi

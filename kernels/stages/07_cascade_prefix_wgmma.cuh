@@ -96,6 +96,9 @@ template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(std::uint32
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Wait until at most N committed wgmma groups of this warpgroup are pending.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // Accumulators are written by the asynchronous wgmma: keep the compiler from
 // moving reads of them above the wait (and writes below the next issue).
@@ -119,6 +122,105 @@ __device__ __forceinline__ std::uint64_t wgmma_desc(std::uint32_t smem_addr, int
          (static_cast<std::uint64_t>((sbo >> 4) & 0x3FFF) << 32);
 }
 
+// The K/V tile copy every wgmma variant shares: all threads of the block copy
+// each tile with 16-byte cp.async into the canonical K-major layout
+// (PrefixWgmmaTiling). The physical blocks of a thread's chunks are read from
+// the block table one tile BEFORE that tile's copy is issued (fetch(tile + 1)
+// right after load(tile)): a block-table read right before its cp.async would
+// stall the warp for an L2 round trip on every tile (the copy instruction
+// waits for its address). Blocks past the chunk are zero-filled.
+template <class Tl, class T>
+struct WgmmaTileCopier {
+  static constexpr int kIters = ceil_div(Tl::kTileChunks, Tl::kNumThreads);
+  const T* k_cache;
+  const T* v_cache;
+  const int* prefix_blocks;
+  CacheGeometry cg;
+  int tid, kvh, chunk_begin, chunk_end;
+  std::uint32_t smem_base;
+  int phys[kIters];  // of the tile fetched last
+
+  __device__ __forceinline__ WgmmaTileCopier(const PrefixArgs& a, int tid_, int kvh_, int begin, int end, std::uint32_t smem)
+      : k_cache(static_cast<const T*>(a.k_cache)), v_cache(static_cast<const T*>(a.v_cache)),
+        prefix_blocks(a.prefix_blocks), cg(a.cg), tid(tid_), kvh(kvh_), chunk_begin(begin), chunk_end(end), smem_base(smem) {}
+
+  __device__ __forceinline__ void fetch(int tile) {
+    const int t0 = chunk_begin + tile * Tl::kTileTokens;
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int c = tid + i * Tl::kNumThreads;
+      const int token = t0 + Tl::tile_block_of_chunk(c) * Tl::kBlock;
+      phys[i] = (c < Tl::kTileChunks && token < chunk_end) ? __ldg(prefix_blocks + token / Tl::kBlock) : -1;
+    }
+  }
+  // Copies the tile fetched last into buffer `stage`.
+  __device__ __forceinline__ void load(int stage) const {
+    const std::uint32_t ks = smem_base + Tl::k_tile_byte(stage);
+    const std::uint32_t vs = smem_base + Tl::v_tile_byte(stage);
+#pragma unroll
+    for (int i = 0; i < kIters; ++i) {
+      const int c = tid + i * Tl::kNumThreads;
+      if (c >= Tl::kTileChunks) break;
+      const bool valid = phys[i] >= 0;
+      const std::int64_t off = Tl::region_chunk_offset(cg, valid ? phys[i] : 0, kvh, Tl::region_chunk_of(c));
+      cp_async16(ks + Tl::k_copy_byte(c), k_cache + off, valid ? 16 : 0);
+      cp_async16(vs + Tl::v_copy_byte(c), v_cache + off, valid ? 16 : 0);
+    }
+  }
+};
+
+// Q of the block's rows into shared memory (zeros past the group), then each
+// warp's 16 rows into A fragments of S = Q K^T. The caller publishes q_s
+// (barrier) between the two.
+template <class Tl, class T>
+__device__ __forceinline__ void wgmma_stage_q(const PrefixArgs& a, T* q_s, int tid, int row0, int kvh, int ratio, int num_rows) {
+  const T* q = static_cast<const T*>(a.q);
+  for (int e = tid; e < Tl::kRows * Tl::kHead; e += Tl::kNumThreads) {
+    const int r = e / Tl::kHead, d = e % Tl::kHead, grow = row0 + r;
+    T v = from_float<T>(0.f);
+    if (grow < num_rows) v = q[a.qg.q_offset(Tl::row_seq(grow, ratio), Tl::row_head(grow, kvh, ratio), d)];
+    q_s[Tl::q_smem_elem(r, d)] = v;
+  }
+}
+template <class Tl, class T>
+__device__ __forceinline__ void wgmma_load_q_frags(const T* q_s, int warp, int lane, std::uint32_t (&qreg)[Tl::kHead / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < Tl::kHead / 16; ++kk)
+    ldmatrix_x4(qreg[kk], smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+}
+
+// The chunk's partial state of this thread's rows: O / l_norm, the max (natural
+// log units) and l_sum, as partition `chunk` (the V2 reduce merges them).
+// l_norm and l_sum are per-thread partial sums, reduced over the row's 4 lanes here.
+template <class Tl>
+__device__ __forceinline__ void wgmma_store_chunk_state(const PrefixArgs& a, const float (&o)[Tl::kHead / 2], const float (&m)[2],
+                                                        float (&l_sum)[2], float (&l_norm)[2], bool separate_norm,
+                                                        int row0, int warp, int lane, int kvh, int chunk, int ratio, int num_rows) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l_sum[i] += __shfl_xor_sync(0xffffffffu, l_sum[i], 1);
+    l_sum[i] += __shfl_xor_sync(0xffffffffu, l_sum[i], 2);
+    if (separate_norm) {
+      l_norm[i] += __shfl_xor_sync(0xffffffffu, l_norm[i], 1);
+      l_norm[i] += __shfl_xor_sync(0xffffffffu, l_norm[i], 2);
+    }
+    const int grow = row0 + warp * 16 + Tl::frag_row(lane, 2 * i);
+    if (grow >= num_rows) continue;
+    const int seq = Tl::row_seq(grow, ratio), head = Tl::row_head(grow, kvh, ratio);
+    const float inv = 1.f / (separate_norm ? l_norm[i] : l_sum[i]);
+#pragma unroll
+    for (int dn = 0; dn < Tl::kHead / 8; ++dn) {
+      const int d = dn * 8 + Tl::frag_col(lane, 0);
+      *reinterpret_cast<float2*>(a.part_out + a.pg.out_offset(seq, head, chunk, d)) =
+          make_float2(o[dn * 4 + 2 * i] * inv, o[dn * 4 + 2 * i + 1] * inv);
+    }
+    if (lane % 4 == 0) {
+      a.part_max[a.pg.stat_offset(seq, head, chunk)] = m[i] * 0.6931471805599453f;
+      a.part_sum[a.pg.stat_offset(seq, head, chunk)] = l_sum[i];
+    }
+  }
+}
+
 // Register cap: one 256-thread block at 184 registers leaves exactly the room
 // of two suffix V2 blocks (72 x 128) on the SM, so the suffix streams beside
 // the prefix (no spills at 184; uncapped it takes 234).
@@ -129,6 +231,11 @@ __device__ __forceinline__ std::uint64_t wgmma_desc(std::uint32_t smem_addr, int
 #endif
 #ifndef PA_WG1_MAXREG
 #define PA_WG1_MAXREG 200
+#endif
+// Variant 7 holds P of the previous tile beside S: 184 spills 24 bytes, 192
+// none; 256 x 192 + one lean stage 8 CTA (128 x 128) = the whole register file.
+#ifndef PA_WG7_MAXREG
+#define PA_WG7_MAXREG 192
 #endif
 // WARPGROUPS 2: variant 4 (128 rows, 3 buffers, one block per SM);
 // WARPGROUPS 1: variant 5 (64 rows, 2 buffers, two blocks per SM).
@@ -161,61 +268,21 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
   const int chunk_end = min(a.prefix_len, chunk_begin + a.chunk_len);
   if (chunk_begin >= chunk_end) return;  // whole block
 
-  const T* k_cache = static_cast<const T*>(a.k_cache);
-  const T* v_cache = static_cast<const T*>(a.v_cache);
-  // The physical blocks of this thread's chunks of a tile are read from the
-  // block table one tile BEFORE that tile's copy is issued: a block-table
-  // read right before its cp.async would stall the warp for an L2 round trip
-  // on every tile (the copy instruction waits for its address).
-  constexpr int kIters = ceil_div(Tl::kTileChunks, Tl::kNumThreads);
-  auto fetch_phys = [&](int tile, int (&ph)[kIters]) {
-    const int t0 = chunk_begin + tile * Tl::kTileTokens;
-#pragma unroll
-    for (int i = 0; i < kIters; ++i) {
-      const int c = tid + i * Tl::kNumThreads;
-      const int token = t0 + Tl::tile_block_of_chunk(c) * Tl::kBlock;
-      ph[i] = (c < Tl::kTileChunks && token < chunk_end) ? __ldg(a.prefix_blocks + token / Tl::kBlock) : -1;
-    }
-  };
-  auto load_tile = [&](int stage, const int (&ph)[kIters]) {
-    const std::uint32_t ks = smem_base + Tl::k_tile_byte(stage);
-    const std::uint32_t vs = smem_base + Tl::v_tile_byte(stage);
-#pragma unroll
-    for (int i = 0; i < kIters; ++i) {
-      const int c = tid + i * Tl::kNumThreads;
-      if (c >= Tl::kTileChunks) break;
-      const bool valid = ph[i] >= 0;  // blocks past the chunk: zero-filled
-      const std::int64_t off = Tl::region_chunk_offset(a.cg, valid ? ph[i] : 0, kvh, Tl::region_chunk_of(c));
-      cp_async16(ks + Tl::k_copy_byte(c), k_cache + off, valid ? 16 : 0);
-      cp_async16(vs + Tl::v_copy_byte(c), v_cache + off, valid ? 16 : 0);
-    }
-  };
-
+  WgmmaTileCopier<Tl, T> copier(a, tid, kvh, chunk_begin, chunk_end, smem_base);
   const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
-  int phys_next[kIters];  // tile kStages - 1, then always the next tile to copy
 #pragma unroll
   for (int t = 0; t < Tl::kStages - 1; ++t) {
     if (t < n_tiles) {
-      fetch_phys(t, phys_next);
-      load_tile(t, phys_next);
+      copier.fetch(t);
+      copier.load(t);
     }
     cp_async_commit();
   }
-  fetch_phys(Tl::kStages - 1, phys_next);
-  {
-    const T* q = static_cast<const T*>(a.q);
-    for (int e = tid; e < Tl::kRows * Tl::kHead; e += Tl::kNumThreads) {
-      const int r = e / Tl::kHead, d = e % Tl::kHead, grow = row0 + r;
-      T v = from_float<T>(0.f);
-      if (grow < num_rows) v = q[a.qg.q_offset(Tl::row_seq(grow, ratio), Tl::row_head(grow, kvh, ratio), d)];
-      q_s[Tl::q_smem_elem(r, d)] = v;
-    }
-  }
+  copier.fetch(Tl::kStages - 1);  // from here on: always the next tile to copy
+  wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
   __syncthreads();
   std::uint32_t qreg[Tl::kHead / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < Tl::kHead / 16; ++kk)
-    ldmatrix_x4(qreg[kk], smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+  wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
 
   // Rows past the group compute on zero Q (finite) and are never stored. Every
   // warpgroup runs the math, even one whose rows are all past the group: a
@@ -235,8 +302,8 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
     {
       const int ahead = tile + Tl::kStages - 1;
       if (ahead < n_tiles) {
-        load_tile(ahead % Tl::kStages, phys_next);
-        fetch_phys(ahead + 1, phys_next);  // consumed next iteration, after this tile's math
+        copier.load(ahead % Tl::kStages);
+        copier.fetch(ahead + 1);  // consumed next iteration, after this tile's math
       }
       cp_async_commit();
     }
@@ -319,27 +386,7 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
   cp_async_wait<0>();
 
   if (!wg_active) return;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-    lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 1);
-    lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 2);
-    const int grow = row0 + warp * 16 + Tl::frag_row(lane, 2 * i);
-    if (grow >= num_rows) continue;
-    const int seq = Tl::row_seq(grow, ratio), head = Tl::row_head(grow, kvh, ratio);
-    const float inv = 1.f / lr[i];
-#pragma unroll
-    for (int dn = 0; dn < kDN; ++dn) {
-      const int d = dn * 8 + Tl::frag_col(lane, 0);
-      *reinterpret_cast<float2*>(a.part_out + a.pg.out_offset(seq, head, chunk, d)) =
-          make_float2(o[dn * 4 + 2 * i] * inv, o[dn * 4 + 2 * i + 1] * inv);
-    }
-    if (lane % 4 == 0) {
-      a.part_max[a.pg.stat_offset(seq, head, chunk)] = m[i] * 0.6931471805599453f;
-      a.part_sum[a.pg.stat_offset(seq, head, chunk)] = l[i];
-    }
-  }
+  wgmma_store_chunk_state<Tl>(a, o, m, l, lr, true, row0, warp, lane, kvh, chunk, ratio, num_rows);
 #else
   __trap();  // built only for sm_90a (07_cascade_prefix_wgmma.cu)
 #endif
@@ -422,59 +469,23 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
   const int chunk_end = min(a.prefix_len, chunk_begin + a.chunk_len);
   if (chunk_begin >= chunk_end) return;
 
-  const T* k_cache = static_cast<const T*>(a.k_cache);
-  const T* v_cache = static_cast<const T*>(a.v_cache);
-  constexpr int kIters = ceil_div(Tl::kTileChunks, Tl::kNumThreads);
-  auto fetch_phys = [&](int tile, int (&ph)[kIters]) {
-    const int t0 = chunk_begin + tile * Tl::kTileTokens;
-#pragma unroll
-    for (int i = 0; i < kIters; ++i) {
-      const int c = tid + i * Tl::kNumThreads;
-      const int token = t0 + Tl::tile_block_of_chunk(c) * Tl::kBlock;
-      ph[i] = (c < Tl::kTileChunks && token < chunk_end) ? __ldg(a.prefix_blocks + token / Tl::kBlock) : -1;
-    }
-  };
-  auto load_tile = [&](int stage, const int (&ph)[kIters]) {
-    const std::uint32_t ks = smem_base + Tl::k_tile_byte(stage);
-    const std::uint32_t vs = smem_base + Tl::v_tile_byte(stage);
-#pragma unroll
-    for (int i = 0; i < kIters; ++i) {
-      const int c = tid + i * Tl::kNumThreads;
-      if (c >= Tl::kTileChunks) break;
-      const bool valid = ph[i] >= 0;
-      const std::int64_t off = Tl::region_chunk_offset(a.cg, valid ? ph[i] : 0, kvh, Tl::region_chunk_of(c));
-      cp_async16(ks + Tl::k_copy_byte(c), k_cache + off, valid ? 16 : 0);
-      cp_async16(vs + Tl::v_copy_byte(c), v_cache + off, valid ? 16 : 0);
-    }
-  };
-
+  WgmmaTileCopier<Tl, T> copier(a, tid, kvh, chunk_begin, chunk_end, smem_base);
   const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
-  int phys_next[kIters];
 #pragma unroll
   for (int t = 0; t < Tl::kStages - 1; ++t) {  // tiles 0, 1, 2: one group each
     if (t < n_tiles) {
-      fetch_phys(t, phys_next);
-      load_tile(t, phys_next);
+      copier.fetch(t);
+      copier.load(t);
     }
     cp_async_commit();
   }
-  fetch_phys(Tl::kStages - 1, phys_next);
-  {
-    const T* q = static_cast<const T*>(a.q);
-    for (int e = tid; e < Tl::kRows * Tl::kHead; e += Tl::kNumThreads) {
-      const int r = e / Tl::kHead, d = e % Tl::kHead, grow = row0 + r;
-      T v = from_float<T>(0.f);
-      if (grow < num_rows) v = q[a.qg.q_offset(Tl::row_seq(grow, ratio), Tl::row_head(grow, kvh, ratio), d)];
-      q_s[Tl::q_smem_elem(r, d)] = v;
-    }
-  }
+  copier.fetch(Tl::kStages - 1);
+  wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
   cp_async_wait<Tl::kStages - 2>();  // tile 0 landed (this thread's part)
   fence_proxy_async_smem();
   __syncthreads();                   // Q and tile 0 visible to all
   std::uint32_t qreg[Tl::kHead / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < Tl::kHead / 16; ++kk)
-    ldmatrix_x4(qreg[kk], smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+  wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
 
   const float scale_log2 = a.scale * 1.4426950408889634f;
   float o[kO];
@@ -510,8 +521,8 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
     {
       const int ahead = tile + Tl::kStages - 1;
       if (ahead < n_tiles) {
-        load_tile(ahead % Tl::kStages, phys_next);
-        fetch_phys(ahead + 1, phys_next);
+        copier.load(ahead % Tl::kStages);
+        copier.fetch(ahead + 1);
       }
       cp_async_commit();
     }
@@ -549,30 +560,195 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
 
   const int wg = warp / 4;
   if (row0 + wg * Tl::kRowsPerWarpgroup >= num_rows) return;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
-    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
-    lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 1);
-    lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 2);
-    const int grow = row0 + warp * 16 + Tl::frag_row(lane, 2 * i);
-    if (grow >= num_rows) continue;
-    const int seq = Tl::row_seq(grow, ratio), head = Tl::row_head(grow, kvh, ratio);
-    const float inv = 1.f / lr[i];
-#pragma unroll
-    for (int dn = 0; dn < Tl::kHead / 8; ++dn) {
-      const int d = dn * 8 + Tl::frag_col(lane, 0);
-      *reinterpret_cast<float2*>(a.part_out + a.pg.out_offset(seq, head, chunk, d)) =
-          make_float2(o[dn * 4 + 2 * i] * inv, o[dn * 4 + 2 * i + 1] * inv);
-    }
-    if (lane % 4 == 0) {
-      a.part_max[a.pg.stat_offset(seq, head, chunk)] = m[i] * 0.6931471805599453f;
-      a.part_sum[a.pg.stat_offset(seq, head, chunk)] = l[i];
-    }
-  }
+  wgmma_store_chunk_state<Tl>(a, o, m, l, lr, true, row0, warp, lane, kvh, chunk, ratio, num_rows);
 #else
   __trap();
 #endif
+}
+
+// ---- variant 7: variant 4 with O += P(t-1) V(t-1) in flight during the softmax of tile t
+// (the scheduling FlashAttention-3 calls intra-warpgroup overlap; written
+// here from its description). Variant 4 runs QK -> wait -> softmax -> PV ->
+// wait, so the tensor cores idle during every softmax. Iteration t here
+// issues S(t) = Q K(t)^T and then O += P(t-1) V(t-1) (P of the previous tile,
+// still in registers), waits for S only, runs the softmax of tile t while the
+// PV product computes, and only then waits for it and rescales O. One S
+// register set (the exponentials overwrite S in place once its wgmma is done;
+// P is packed from it after the PV wait), so the registers are variant 4's.
+// Also unlike variant 4: the row sum l is of the exact exponentials (as
+// FlashAttention's), not of the fp16/bf16-rounded P: 64 conversions and adds
+// fewer per thread and tile; the difference is within the rounding of P.
+// V(t-1) stays in use during iteration t, so tile t+2 goes to a fourth buffer.
+template <class Cfg>
+using WgmmaOverlapTiling = PrefixWgmmaTiling<Cfg, 64, 4, 2>;
+
+template <class Cfg>
+__global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(PrefixArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tl = WgmmaOverlapTiling<Cfg>;
+  using T = Elem<Cfg>;
+  using M = MmaType<T>;
+  constexpr int kNT = Tl::kTileTokens / 8;  // 8-token column blocks of S
+  constexpr int kO = Tl::kHead / 2;         // O accumulators per thread
+  static_assert(Tl::kStages == 4, "tiles t-1 (V in use), t, t+1 and t+2 (in flight)");
+  extern __shared__ float4 cascade_smem[];
+  T* q_s = reinterpret_cast<T*>(cascade_smem);
+  const std::uint32_t smem_base = smem_u32(cascade_smem);
+
+  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
+  const int wg = warp / 4;
+  const int kvh = blockIdx.y, chunk = blockIdx.z;
+  const int ratio = a.num_heads / a.num_kv_heads;
+  const int num_rows = Tl::rows_per_kv_head(a.num_seqs, ratio);
+  const int row0 = blockIdx.x * Tl::kRows;
+  const int chunk_begin = chunk * a.chunk_len;
+  const int chunk_end = min(a.prefix_len, chunk_begin + a.chunk_len);
+  if (chunk_begin >= chunk_end) return;  // whole block
+
+  WgmmaTileCopier<Tl, T> copier(a, tid, kvh, chunk_begin, chunk_end, smem_base);
+  const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
+  for (int t = 0; t < 2; ++t) {  // tiles 0 and 1: one group each
+    if (t < n_tiles) {
+      copier.fetch(t);
+      copier.load(t);
+    }
+    cp_async_commit();
+  }
+  copier.fetch(2);
+  wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
+  __syncthreads();
+  std::uint32_t qreg[Tl::kHead / 16][4];
+  wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
+
+  const float scale_log2 = a.scale * 1.4426950408889634f;
+  float o[kO];
+#pragma unroll
+  for (int i = 0; i < kO; ++i) o[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY};
+  float l[2] = {0.f, 0.f};
+  float s[kNT * 4];
+  std::uint32_t pa[Tl::kTileTokens / 16][4];  // P of the previous tile (A of O += P V)
+#pragma unroll
+  for (int k = 0; k < Tl::kTileTokens / 16; ++k)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pa[k][i] = 0u;
+
+  auto issue_pv = [&](int tile) {
+    const std::uint32_t vs = smem_base + Tl::v_tile_byte(tile % Tl::kStages);
+#pragma unroll
+    for (int kk = 0; kk < Tl::kTileTokens / 16; ++kk)
+      Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo), 1);
+    wgmma_commit();
+  };
+
+  // Waits for tile `tile`, queues the copy of tile + 2, issues S(tile) = Q K(tile)^T.
+  auto begin_tile = [&](int tile) {
+    // Groups committed: tiles 0 .. tile + 1; tile `tile` has landed once at most one is pending.
+    cp_async_wait<1>();
+    fence_proxy_async_smem();  // this thread's copies, visible to the async proxy
+    // Every thread is past iteration tile - 1, whose last wait covered
+    // O += P(tile - 2) V(tile - 2): buffer (tile + 2) % 4 is free.
+    __syncthreads();
+    if (tile + 2 < n_tiles) {
+      copier.load((tile + 2) % Tl::kStages);
+      copier.fetch(tile + 3);
+    }
+    cp_async_commit();
+    const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
+    accum_fence(s);
+    accum_fence(o);
+    frag_fence(pa);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Tl::kHead / 16; ++kk)  // kk 0 overwrites S: no zeroing
+      Wgmma<T, Tl::kTileTokens>::mma(s, qreg[kk], wgmma_desc(ks + Tl::k_step_byte(kk), Tl::kKLbo, Tl::kKSbo), kk > 0 ? 1 : 0);
+    wgmma_commit();
+  };
+  // S(tile) is done: the softmax (variant 4's arithmetic, log2 units) writes
+  // P = exp2 over S while O += P(tile - 1) V(tile - 1) may still run; then the
+  // wait for that product, O's rescale and P packed into the A fragments.
+  auto finish_tile = [&](int tile) {
+    accum_fence(s);
+    const int valid = min(Tl::kTileTokens, chunk_end - (chunk_begin + tile * Tl::kTileTokens));
+    if (valid < Tl::kTileTokens) {
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (nt * 8 + Tl::frag_col(lane, j) >= valid) s[nt * 4 + j] = -INFINITY;
+    }
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mx[j / 2] = fmaxf(mx[j / 2], s[nt * 4 + j]);
+    float corr[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+      const float mnew = fmaxf(m[i], mx[i] * scale_log2);  // finite: every tile has a valid token
+      corr[i] = exp2f(m[i] - mnew);
+      m[i] = mnew;
+      l[i] *= corr[i];
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        s[nt * 4 + j] = fast_exp2(fmaf(s[nt * 4 + j], scale_log2, -m[j / 2]));
+        l[j / 2] += s[nt * 4 + j];
+      }
+    wgmma_wait<0>();  // O += P(tile - 1) V(tile - 1) done: O and pa may be written
+    accum_fence(o);
+#pragma unroll
+    for (int dn = 0; dn < Tl::kHead / 8; ++dn) {
+      o[dn * 4 + 0] *= corr[0];
+      o[dn * 4 + 1] *= corr[0];
+      o[dn * 4 + 2] *= corr[1];
+      o[dn * 4 + 3] *= corr[1];
+    }
+    // Pair (nt, row half h) -> pa[nt / 2][2 (nt % 2) + h] (the A fragment layout).
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) pa[nt / 2][2 * (nt % 2) + h] = M::pack(s[nt * 4 + 2 * h], s[nt * 4 + 2 * h + 1]);
+  };
+
+  // Tile 0 peeled (no P yet): a branch around wgmma makes ptxas serialize them.
+  begin_tile(0);
+  wgmma_wait<0>();
+  finish_tile(0);
+  for (int tile = 1; tile < n_tiles; ++tile) {
+    begin_tile(tile);
+    issue_pv(tile - 1);
+    wgmma_wait<1>();  // S(tile) done; the PV product may still run
+    finish_tile(tile);
+  }
+  accum_fence(o);
+  frag_fence(pa);
+  wgmma_fence();
+  issue_pv(n_tiles - 1);
+  wgmma_wait<0>();
+  accum_fence(o);
+  cp_async_wait<0>();
+
+  if (row0 + wg * Tl::kRowsPerWarpgroup >= num_rows) return;
+  wgmma_store_chunk_state<Tl>(a, o, m, l, l, false, row0, warp, lane, kvh, chunk, ratio, num_rows);
+#else
+  __trap();  // built only for sm_90a (07_cascade_prefix_wgmma.cu)
+#endif
+}
+
+template <class Cfg>
+void launch_cascade_prefix_wgmma_overlap(const PrefixArgs& a, cudaStream_t stream) {
+  using Tl = WgmmaOverlapTiling<Cfg>;
+  auto kernel = &cascade_prefix_wgmma_overlap_kernel<Cfg>;
+  PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes));
+  const int ratio = a.num_heads / a.num_kv_heads;
+  const dim3 grid(Tl::num_query_tiles(a.num_seqs, ratio), a.num_kv_heads, ceil_div(a.prefix_len, a.chunk_len));
+  kernel<<<grid, Tl::kNumThreads, Tl::kSmemBytes, stream>>>(a);
+  PA_CUDA_CHECK(cudaGetLastError());
 }
 
 template <class Cfg>

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "pa/index/cascade.hpp"
+#include "pa/index/optimized.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/v2_cascade_args.hpp"
 #include "pa/kernels/v2_cascade_instances.hpp"
@@ -263,6 +264,43 @@ TEST_CASE("the wgmma prefix kernel's tiles are what its descriptors describe", "
   check_wgmma_tile_map<KernelConfig<DType::bf16, 64, 32, 128>>();
 }
 
+// Q staging (XOR-swizzled 16-byte chunks, no padding): every element has its
+// own slot, a chunk stays 8 contiguous elements, and the 8 row addresses of
+// every ldmatrix (lanes 8j .. 8j + 7: 8 rows, one chunk) fall in 8 different
+// 16-byte bank groups, so the load is conflict-free.
+TEST_CASE("the wgmma prefix kernel's Q staging is a conflict-free permutation", "[cascade]") {
+  using Tl = PrefixWgmmaTiling<KernelConfig<DType::f16, 128, 16, 128>>;
+  std::vector<int> seen(Tl::kRows * Tl::kHead, 0);
+  for (int r = 0; r < Tl::kRows; ++r)
+    for (int d = 0; d < Tl::kHead; ++d) {
+      const int e = Tl::q_smem_elem(r, d);
+      REQUIRE(e >= 0);
+      REQUIRE(e < Tl::kRows * Tl::kHead);
+      REQUIRE(++seen[e] == 1);
+      REQUIRE(e % 8 == d % 8);
+    }
+  REQUIRE(Tl::kQBytes == Tl::kRows * Tl::kHead * 2);
+  for (int warp = 0; warp < Tl::kNumWarps; ++warp)
+    for (int kk = 0; kk < Tl::kHead / 16; ++kk)
+      for (int j = 0; j < 4; ++j) {
+        std::set<int> groups;
+        for (int lane = 8 * j; lane < 8 * j + 8; ++lane)
+          groups.insert(Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane)) * 2 / 16 % 8);
+        REQUIRE(groups.size() == 8);
+      }
+}
+
+// Variant 7 (4 tile buffers) and one lean stage 8 suffix CTA share an SM:
+// 228 KB of shared memory with 1 KB reserved per resident block, and the
+// register file (256 x 192 + 128 x 128 registers = 65536).
+TEST_CASE("a variant 7 prefix block and a lean stage 8 CTA fit on one SM", "[cascade]") {
+  using Tl = PrefixWgmmaTiling<KernelConfig<DType::f16, 128, 16, 128>, 64, 4, 2>;
+  using Lean = OptConfig<DType::f16, 128, 16, 1, 4, kOptLeanPipeKB>;
+  INFO("prefix " << Tl::kSmemBytes << " B, lean CTA " << Lean::kSmemBytes << " B");
+  REQUIRE(Tl::kSmemBytes + 1024 + Lean::kSmemBytes + 1024 <= 228 * 1024);
+  REQUIRE(Tl::kNumThreads * 192 + Lean::kNumThreads * 128 <= 65536);
+}
+
 TEST_CASE("cascade chunk rule and the V1/V2 rule", "[cascade][v2]") {
   // Chunks are whole tiles, cover the prefix, and fill ~4 waves of 132 SMs.
   const int len = cascade_chunk_len(32768, 64, 32 * 2, 132);
@@ -500,7 +538,7 @@ TEST_CASE("cascade: every prefix variant and stream mode", "[gpu][cascade]") {
   for (const KernelKey& k : v2c_configs()) {
     if (k.dtype == DType::f32) continue;  // no tensor-core prefix
     const int bs = k.block_size;
-    for (int v = 0; v <= 6; ++v)
+    for (int v = 0; v <= 7; ++v)
       for (int st = 0; st <= 2; ++st) {
         SECTION(describe(k) + " variant " + std::to_string(v) + " streams " + std::to_string(st)) {
           setenv("PA_CASCADE_PREFIX_VARIANT", std::to_string(v).c_str(), 1);

@@ -183,7 +183,7 @@ PA_HD PrefixBlockLabel prefix_block_label_of(int seq, int head, int ratio, int r
 }
 // The prefix kernel variant traces run (record_stage and the host model):
 // 4 warps x 16 rows, 32-token tiles, 3 buffers (heads <= 128; larger heads
-// as variant 0). It has trace hooks; the wgmma variants (4-6) do not.
+// as variant 0). It has trace hooks; the wgmma variants (4-7) do not.
 inline constexpr int kCascadeTracePrefixVariant = 1;
 
 // Prefix kernel variants (07_cascade_merge.cuh, PrefixVariant) as the host
@@ -204,8 +204,10 @@ inline constexpr int kCascadeTracePrefixVariant = 1;
 //      back to 1 without wgmma).
 //   6: variant 4 with S of the next tile computed during this tile's softmax,
 //      4 buffers (falls back to 3 without wgmma).
+//   7: variant 4 with O += P V of the previous tile computed during this
+//      tile's softmax, 4 buffers (falls back to 3 without wgmma).
 PA_HD constexpr bool prefix_variant_wide(int variant, int head_size) {
-  return (variant == 2 || variant == 3 || variant == 4 || variant == 6) && head_size <= 128;
+  return (variant == 2 || variant == 3 || variant == 4 || variant == 6 || variant == 7) && head_size <= 128;
 }
 PA_HD constexpr int prefix_rows_per_block(int variant, int head_size) {
   return prefix_variant_wide(variant, head_size) ? 128 : 64;
@@ -263,8 +265,11 @@ struct PrefixWgmmaTiling {
   static constexpr int kBlocksPerTile = kTileTokens / kBlock;
   static constexpr int kChunksPerBlock = kHead * kBlock / 8;
   static constexpr int kTileChunks = kBlocksPerTile * kChunksPerBlock;
-  static constexpr int kQStride = kHead + 8;  // odd number of 16-byte chunks: conflict-free ldmatrix
-  static constexpr int kQBytes = kRows * kQStride * 2;
+  // Q staging: rows of kHead elements, the 16-byte chunks of row r XOR-ed with
+  // r % 8 so the 8 rows one ldmatrix reads hit 8 different bank groups (no
+  // padding: 2 KB less than padded rows, which lets variant 7's 4 buffers and
+  // a lean stage 8 CTA share an SM).
+  static constexpr int kQBytes = kRows * kHead * 2;
   static constexpr int kTileBytes = kTileTokens * kHead * 2;
   static constexpr int kStageBytes = 2 * kTileBytes;
   static constexpr int kSmemBytes = kQBytes + STAGES * kStageBytes;
@@ -299,7 +304,7 @@ struct PrefixWgmmaTiling {
   PA_HD static int canonical_kmajor_byte(int k, int n, int lbo, int sbo) {
     return (k / 8) * lbo + (n / 8) * sbo + (n % 8) * 16 + (k % 8) * 2;
   }
-  PA_HD static int q_smem_elem(int row, int d) { return row * kQStride + d; }
+  PA_HD static int q_smem_elem(int row, int d) { return row * kHead + (d ^ ((row % 8) * 8)); }  // chunk d / 8 XOR row % 8
   PA_HD static int k_tile_byte(int stage) { return kQBytes + stage * kStageBytes; }
   PA_HD static int v_tile_byte(int stage) { return k_tile_byte(stage) + kTileBytes; }
   PA_HD static int rows_per_kv_head(int num_seqs, int ratio) { return num_seqs * ratio; }

@@ -26,11 +26,13 @@ namespace pa {
 
 // The lean pipeline (PIPE_KB below), 64 KB: a CTA that fits on an SM beside
 // a cascade prefix block. On sm_90 an SM has 228 KB of shared memory and each
-// resident block reserves 1 KB more; the wgmma prefix block takes 130 KB (Q
-// 34 KB + 3 x 32 KB tiles) and the automatic 3-stage head-128 CTA 96.3 KB,
-// 288 bytes too many. At 64 KB one suffix CTA fits beside every prefix block,
-// and registers allow it too at up to 8 query heads per KV head (head tiles 1:
-// 256 x 184 + 128 x 128 = 63488 of 65536).
+// resident block reserves 1 KB more; the wgmma prefix block takes 128 KB (Q
+// 32 KB + 3 x 32 KB tiles; variant 7: 160 KB, 4 tiles) and the automatic
+// 3-stage head-128 CTA 96.3 KB, too many. At 64 KB (64.3 with its statistics)
+// one suffix CTA fits beside every prefix block (variant 7: 160 + 1 + 64.3 + 1
+// of 228 KB), and registers allow it too at up to 8 query heads per KV head
+// (head tiles 1: 256 x 184 + 128 x 128 = 63488 of 65536; variant 7: 256 x 192
+// + 128 x 128 = 65536).
 // (A "deep" 192 KB pipeline for grids of one CTA per SM was tried and measured
 // slower at (1,32,8,4096): kernels/NOTES.md.)
 inline constexpr int kOptLeanPipeKB = 64;
