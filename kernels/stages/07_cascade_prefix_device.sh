@@ -44,3 +44,15 @@ if [ "${NCU:-0}" = 1 ]; then
       sort -k3 -g -r | head -10
   done
 fi
+if [ "${NCU_SOURCE:-0}" = 1 ]; then
+  # Per-SASS-instruction stall samples (ncu source page as CSV) and the SASS of
+  # the prefix kernels, gzipped into $OUT for reading on the workstation.
+  cuobjdump -sass "$B/kernels/libpa_kernels_v2cascade.a" 2>/dev/null | gzip >"$OUT/v2cascade_sass.txt.gz"
+  for v in ${NCU_VARIANTS:-4}; do
+    PA_CASCADE_PREFIX_VARIANT=$v timeout 200 ncu --clock-control none --section SourceCounters --section WarpStateStats \
+      --import-source no -k regex:"${NCU_KERNEL:-cascade_prefix_wgmma}" --launch-skip 3 --launch-count 1 -f -o "/tmp/src_v$v" \
+      "$B/cli/pa-bench" --cascade-only --iters 100 --warmup 1 --json /tmp/ncu3.json >"$OUT/ncu_src_v$v.log" 2>&1
+    ncu -i "/tmp/src_v$v.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip >"$OUT/ncu_src_v$v.csv.gz"
+    echo "ncu source page v$v: $(zcat "$OUT/ncu_src_v$v.csv.gz" | wc -l) lines"
+  done
+fi

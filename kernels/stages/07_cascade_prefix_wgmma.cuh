@@ -579,8 +579,15 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
 // FlashAttention's), not of the fp16/bf16-rounded P: 64 conversions and adds
 // fewer per thread and tile; the difference is within the rounding of P.
 // V(t-1) stays in use during iteration t, so tile t+2 goes to a fourth buffer.
+// kWgOverlapAhead tiles in flight beyond the one in use: kWgOverlapAhead + 2
+// buffers (PA_WG7_AHEAD, an experiment knob; 2 = 160 KB, which leaves room
+// for a lean stage 8 CTA on the SM).
+#ifndef PA_WG7_AHEAD
+#define PA_WG7_AHEAD 2
+#endif
+inline constexpr int kWgOverlapAhead = PA_WG7_AHEAD;
 template <class Cfg>
-using WgmmaOverlapTiling = PrefixWgmmaTiling<Cfg, 64, 4, 2>;
+using WgmmaOverlapTiling = PrefixWgmmaTiling<Cfg, 64, kWgOverlapAhead + 2, 2>;
 
 template <class Cfg>
 __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(PrefixArgs a) {
@@ -590,7 +597,8 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
   using M = MmaType<T>;
   constexpr int kNT = Tl::kTileTokens / 8;  // 8-token column blocks of S
   constexpr int kO = Tl::kHead / 2;         // O accumulators per thread
-  static_assert(Tl::kStages == 4, "tiles t-1 (V in use), t, t+1 and t+2 (in flight)");
+  constexpr int kAhead = kWgOverlapAhead;
+  static_assert(Tl::kStages == kAhead + 2, "tiles t-1 (V in use), t, and t+1 .. t+kAhead (in flight)");
   extern __shared__ float4 cascade_smem[];
   T* q_s = reinterpret_cast<T*>(cascade_smem);
   const std::uint32_t smem_base = smem_u32(cascade_smem);
@@ -607,14 +615,15 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
 
   WgmmaTileCopier<Tl, T> copier(a, tid, kvh, chunk_begin, chunk_end, smem_base);
   const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
-  for (int t = 0; t < 2; ++t) {  // tiles 0 and 1: one group each
+#pragma unroll
+  for (int t = 0; t < kAhead; ++t) {  // tiles 0 .. kAhead - 1: one group each
     if (t < n_tiles) {
       copier.fetch(t);
       copier.load(t);
     }
     cp_async_commit();
   }
-  copier.fetch(2);
+  copier.fetch(kAhead);
   wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
   __syncthreads();
   std::uint32_t qreg[Tl::kHead / 16][4];
@@ -641,17 +650,18 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
     wgmma_commit();
   };
 
-  // Waits for tile `tile`, queues the copy of tile + 2, issues S(tile) = Q K(tile)^T.
+  // Waits for tile `tile`, queues the copy of tile + kAhead, issues S(tile) = Q K(tile)^T.
   auto begin_tile = [&](int tile) {
-    // Groups committed: tiles 0 .. tile + 1; tile `tile` has landed once at most one is pending.
-    cp_async_wait<1>();
+    // Groups committed: tiles 0 .. tile + kAhead - 1; tile `tile` has landed
+    // once at most kAhead - 1 are pending.
+    cp_async_wait<kAhead - 1>();
     fence_proxy_async_smem();  // this thread's copies, visible to the async proxy
     // Every thread is past iteration tile - 1, whose last wait covered
-    // O += P(tile - 2) V(tile - 2): buffer (tile + 2) % 4 is free.
+    // O += P(tile - 2) V(tile - 2): buffer (tile + kAhead) % kStages is free.
     __syncthreads();
-    if (tile + 2 < n_tiles) {
-      copier.load((tile + 2) % Tl::kStages);
-      copier.fetch(tile + 3);
+    if (tile + kAhead < n_tiles) {
+      copier.load((tile + kAhead) % Tl::kStages);
+      copier.fetch(tile + kAhead + 1);
     }
     cp_async_commit();
     const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
