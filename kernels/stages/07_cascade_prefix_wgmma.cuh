@@ -171,10 +171,31 @@ struct WgmmaTileCopier {
 
 // Q of the block's rows into shared memory (zeros past the group), then each
 // warp's 16 rows into A fragments of S = Q K^T. The caller publishes q_s
-// (barrier) between the two.
+// (barrier) between the two. Rows are read in 16-byte chunks, all of a
+// thread's loads issued before its stores (one memory round trip, not one per
+// element); a query whose rows are not 16-byte aligned is read element by element.
 template <class Tl, class T>
 __device__ __forceinline__ void wgmma_stage_q(const PrefixArgs& a, T* q_s, int tid, int row0, int kvh, int ratio, int num_rows) {
   const T* q = static_cast<const T*>(a.q);
+  constexpr int kChunksPerRow = Tl::kHead / 8;
+  constexpr int kPerThread = Tl::kRows * kChunksPerRow / Tl::kNumThreads;
+  static_assert(Tl::kRows * kChunksPerRow % Tl::kNumThreads == 0, "whole chunks per thread");
+  if (a.qg.q_stride % 8 == 0 && reinterpret_cast<std::uintptr_t>(q) % 16 == 0) {
+    uint4 v[kPerThread];
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int e = tid + i * Tl::kNumThreads, r = e / kChunksPerRow, d = (e % kChunksPerRow) * 8, grow = row0 + r;
+      v[i] = make_uint4(0u, 0u, 0u, 0u);
+      if (grow < num_rows)
+        v[i] = __ldg(reinterpret_cast<const uint4*>(q + a.qg.q_offset(Tl::row_seq(grow, ratio), Tl::row_head(grow, kvh, ratio), d)));
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int e = tid + i * Tl::kNumThreads, r = e / kChunksPerRow, d = (e % kChunksPerRow) * 8;
+      *reinterpret_cast<uint4*>(q_s + Tl::q_smem_elem(r, d)) = v[i];  // a chunk stays 8 contiguous elements
+    }
+    return;
+  }
   for (int e = tid; e < Tl::kRows * Tl::kHead; e += Tl::kNumThreads) {
     const int r = e / Tl::kHead, d = e % Tl::kHead, grow = row0 + r;
     T v = from_float<T>(0.f);
@@ -586,6 +607,9 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
 #define PA_WG7_AHEAD 2
 #endif
 inline constexpr int kWgOverlapAhead = PA_WG7_AHEAD;
+// Variant 7's lazy rescaling slack (log2 units): P <= 2^8 = 256, far inside
+// fp16's and bf16's range.
+inline constexpr float kWgRescaleSlack = 8.f;
 template <class Cfg>
 using WgmmaOverlapTiling = PrefixWgmmaTiling<Cfg, 64, kWgOverlapAhead + 2, 2>;
 
@@ -651,6 +675,9 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
   };
 
   // Waits for tile `tile`, queues the copy of tile + kAhead, issues S(tile) = Q K(tile)^T.
+  // (The block-table read for the copy after that waits until the wgmma
+  // instructions are issued: the warpgroup fence before them would otherwise
+  // wait for that load.)
   auto begin_tile = [&](int tile) {
     // Groups committed: tiles 0 .. tile + kAhead - 1; tile `tile` has landed
     // once at most kAhead - 1 are pending.
@@ -659,10 +686,7 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
     // Every thread is past iteration tile - 1, whose last wait covered
     // O += P(tile - 2) V(tile - 2): buffer (tile + kAhead) % kStages is free.
     __syncthreads();
-    if (tile + kAhead < n_tiles) {
-      copier.load((tile + kAhead) % Tl::kStages);
-      copier.fetch(tile + kAhead + 1);
-    }
+    if (tile + kAhead < n_tiles) copier.load((tile + kAhead) % Tl::kStages);
     cp_async_commit();
     const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
     accum_fence(s);
@@ -692,16 +716,26 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
       for (int j = 0; j < 4; ++j) mx[j / 2] = fmaxf(mx[j / 2], s[nt * 4 + j]);
-    float corr[2];
+    // Lazy rescaling: the reference max m moves only when the tile's max
+    // exceeds it by more than kWgRescaleSlack (log2 units), so P stays below
+    // 2^kWgRescaleSlack and O's rescale (64 multiplies per thread) is skipped
+    // whenever no row of the warp moved, which after the first tiles is almost
+    // always. (m, l, O) stay a consistent state: O / l and m + log l are exact.
+    float corr[2] = {1.f, 1.f};
+    bool moved = false;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
       mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-      const float mnew = fmaxf(m[i], mx[i] * scale_log2);  // finite: every tile has a valid token
-      corr[i] = exp2f(m[i] - mnew);
-      m[i] = mnew;
-      l[i] *= corr[i];
+      const float tile_max = mx[i] * scale_log2;  // finite: every tile has a valid token
+      if (tile_max > m[i] + kWgRescaleSlack) {
+        corr[i] = exp2f(m[i] - tile_max);  // 0 on the first tile (m = -inf)
+        m[i] = tile_max;
+        l[i] *= corr[i];
+        moved = true;
+      }
     }
+    moved = __any_sync(0xffffffffu, moved);
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
@@ -711,12 +745,14 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
       }
     wgmma_wait<0>();  // O += P(tile - 1) V(tile - 1) done: O and pa may be written
     accum_fence(o);
+    if (moved) {
 #pragma unroll
-    for (int dn = 0; dn < Tl::kHead / 8; ++dn) {
-      o[dn * 4 + 0] *= corr[0];
-      o[dn * 4 + 1] *= corr[0];
-      o[dn * 4 + 2] *= corr[1];
-      o[dn * 4 + 3] *= corr[1];
+      for (int dn = 0; dn < Tl::kHead / 8; ++dn) {
+        o[dn * 4 + 0] *= corr[0];
+        o[dn * 4 + 1] *= corr[0];
+        o[dn * 4 + 2] *= corr[1];
+        o[dn * 4 + 3] *= corr[1];
+      }
     }
     // Pair (nt, row half h) -> pa[nt / 2][2 (nt % 2) + h] (the A fragment layout).
 #pragma unroll
@@ -727,11 +763,13 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
 
   // Tile 0 peeled (no P yet): a branch around wgmma makes ptxas serialize them.
   begin_tile(0);
+  if (kAhead < n_tiles) copier.fetch(kAhead + 1);
   wgmma_wait<0>();
   finish_tile(0);
   for (int tile = 1; tile < n_tiles; ++tile) {
     begin_tile(tile);
     issue_pv(tile - 1);
+    if (tile + kAhead < n_tiles) copier.fetch(tile + kAhead + 1);
     wgmma_wait<1>();  // S(tile) done; the PV product may still run
     finish_tile(tile);
   }

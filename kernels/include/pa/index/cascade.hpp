@@ -283,8 +283,17 @@ struct PrefixWgmmaTiling {
   // Copy order: tile chunk c = region chunk `w` of tile block b.
   PA_HD static int tile_block_of_chunk(int c) { return c / kChunksPerBlock; }
   PA_HD static int region_chunk_of(int c) { return c % kChunksPerBlock; }
+  // The (physical block, KV head) region starts at k_offset(block, head, 0, 0)
+  // = (block * kv_heads + head) * head_size * block_size (= v_offset's start),
+  // written with this tiling's compile-time head and block sizes so the
+  // kernel's per-chunk address is one wide multiply-add (the runtime
+  // geometry's head_size / x is an integer division per chunk otherwise);
+  // the geometry must match them (the dispatch picks the instance by both).
+  PA_HD static std::int64_t region_base(const CacheGeometry& g, int physical_block, int kv_head) {
+    return static_cast<std::int64_t>(physical_block) * (g.num_kv_heads * kHead * kBlock) + kv_head * (kHead * kBlock);
+  }
   PA_HD static std::int64_t region_chunk_offset(const CacheGeometry& g, int physical_block, int kv_head, int within) {
-    return g.k_offset(physical_block, kv_head, 0, 0) + static_cast<std::int64_t>(within) * 8;
+    return region_base(g, physical_block, kv_head) + within * 8;
   }
   // Where tile chunk c lands: K region chunk w = (dim chunk w / block, token w % block);
   // V region chunk w = (dim w / (block/8), tokens 8 (w % (block/8)) ...).
