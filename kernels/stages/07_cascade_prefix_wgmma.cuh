@@ -258,6 +258,11 @@ __device__ __forceinline__ void wgmma_store_chunk_state(const PrefixArgs& a, con
 #ifndef PA_WG7_MAXREG
 #define PA_WG7_MAXREG 192
 #endif
+// Variant 8: 288 threads (a producer warp) x 208 = 59904 registers; 208 is
+// what the consumer code needs without spills (variant 7 at 208: none).
+#ifndef PA_WG8_MAXREG
+#define PA_WG8_MAXREG 208
+#endif
 // WARPGROUPS 2: variant 4 (128 rows, 3 buffers, one block per SM);
 // WARPGROUPS 1: variant 5 (64 rows, 2 buffers, two blocks per SM).
 template <int WARPGROUPS>
@@ -613,12 +618,135 @@ inline constexpr float kWgRescaleSlack = 8.f;
 template <class Cfg>
 using WgmmaOverlapTiling = PrefixWgmmaTiling<Cfg, 64, kWgOverlapAhead + 2, 2>;
 
-template <class Cfg>
-__global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(PrefixArgs a) {
+// Variants 7-8's softmax of one tile in log2 units, P = exp2 written over S.
+// Lazy rescaling: the reference max m moves only when the tile's max exceeds
+// it by more than kWgRescaleSlack, so P stays below 2^kWgRescaleSlack and O's
+// rescale (64 multiplies per thread) is skipped whenever no row of the warp
+// moved, which after the first tiles is almost always. (m, l, O) stay one
+// consistent state: O / l and m + log l are exact. Returns whether any row of
+// the warp moved; corr = the factor O's rows must be multiplied by.
+template <class Tl>
+__device__ __forceinline__ bool wgmma_lazy_softmax(float (&s)[Tl::kTileTokens / 2], int valid, int lane, float scale_log2,
+                                                   float (&m)[2], float (&l)[2], float (&corr)[2]) {
+  constexpr int kNT = Tl::kTileTokens / 8;
+  if (valid < Tl::kTileTokens) {
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (nt * 8 + Tl::frag_col(lane, j) >= valid) s[nt * 4 + j] = -INFINITY;
+  }
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) mx[j / 2] = fmaxf(mx[j / 2], s[nt * 4 + j]);
+  bool moved = false;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    corr[i] = 1.f;
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+    const float tile_max = mx[i] * scale_log2;  // finite: every tile has a valid token
+    if (tile_max > m[i] + kWgRescaleSlack) {
+      corr[i] = exp2f(m[i] - tile_max);  // 0 on the first tile (m = -inf)
+      m[i] = tile_max;
+      l[i] *= corr[i];
+      moved = true;
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      s[nt * 4 + j] = fast_exp2(fmaf(s[nt * 4 + j], scale_log2, -m[j / 2]));
+      l[j / 2] += s[nt * 4 + j];
+    }
+  return __any_sync(0xffffffffu, moved);
+}
+// O *= corr (only if a row of the warp moved), then P packed in pairs into
+// the A fragments of O += P V: pair (nt, row half h) -> pa[nt / 2][2 (nt % 2) + h].
+template <class Tl, class T>
+__device__ __forceinline__ void wgmma_rescale_pack(float (&o)[Tl::kHead / 2], const float (&corr)[2], bool moved,
+                                                   const float (&s)[Tl::kTileTokens / 2],
+                                                   std::uint32_t (&pa)[Tl::kTileTokens / 16][4]) {
+  using M = MmaType<T>;
+  if (moved) {
+#pragma unroll
+    for (int dn = 0; dn < Tl::kHead / 8; ++dn) {
+      o[dn * 4 + 0] *= corr[0];
+      o[dn * 4 + 1] *= corr[0];
+      o[dn * 4 + 2] *= corr[1];
+      o[dn * 4 + 3] *= corr[1];
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < Tl::kTileTokens / 8; ++nt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) pa[nt / 2][2 * (nt % 2) + h] = M::pack(s[nt * 4 + 2 * h], s[nt * 4 + 2 * h + 1]);
+}
+
+// ---- variant 8: variant 7 with a producer warp
+// ncu's per-instruction stall samples of variant 7 (kernels/NOTES.md): the
+// copy code (address math, 8 cp.async per thread and tile) was a third of the
+// consumer warps' instructions, registers that fed an in-flight cp.async
+// stalled their next writer, and the block-wide barrier per tile held both
+// warpgroups in lockstep. Here a ninth warp does all copies: it waits until a
+// buffer is free (mbarrier "empty": one arrival per consumer warp once its
+// wgmma reading that tile completed), copies the tile (64 cp.async per lane,
+// addresses from immediates), waits for its own copies, fences them for the
+// async proxy and arrives on the buffer's "full" mbarrier, which the consumer
+// warps wait on. No block-wide barrier in the loop: the two warpgroups drift.
+template <class Tl>
+PA_HD constexpr int overlap_barrier_bytes() { return 2 * Tl::kStages * 8; }  // full[stages], empty[stages]
+__device__ __forceinline__ void mbar_init(std::uint32_t addr, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(std::uint32_t addr) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(std::uint32_t addr, std::uint32_t parity) {
+  std::uint32_t done = 0;
+  while (!done)
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(addr), "r"(parity)
+                 : "memory");
+}
+
+// The producer warp's copy of one tile into buffer `stage`: lane l copies
+// chunks j * 32 + l of each block's region (K and V). The chunk -> shared byte
+// maps differ from the lane's own by a lane-independent constant (the tile-map
+// test checks it), so every copy is one cp.async with immediate offsets.
+template <class Tl, class T>
+__device__ __forceinline__ void wgmma_producer_copy(const PrefixArgs& a, int kvh, int lane, int phys_lanes,
+                                                    std::uint32_t smem_base, int stage) {
+  const T* k_cache = static_cast<const T*>(a.k_cache);
+  const T* v_cache = static_cast<const T*>(a.v_cache);
+  const std::uint32_t ks = smem_base + Tl::k_tile_byte(stage) + Tl::k_copy_byte(lane);
+  const std::uint32_t vs = smem_base + Tl::v_tile_byte(stage) + Tl::v_copy_byte(lane);
+  static_assert(Tl::kChunksPerBlock % kWarpSize == 0, "whole warps of chunks per block");
+#pragma unroll
+  for (int b = 0; b < Tl::kBlocksPerTile; ++b) {
+    const int phys = __shfl_sync(0xffffffffu, phys_lanes, b);
+    const bool valid = phys >= 0;  // blocks past the chunk: zero-filled
+    const std::int64_t base = Tl::region_chunk_offset(a.cg, valid ? phys : 0, kvh, lane);
+#pragma unroll
+    for (int j = 0; j < Tl::kChunksPerBlock / kWarpSize; ++j) {
+      const int c0 = b * Tl::kChunksPerBlock + j * kWarpSize;  // this lane's chunk: c0 + lane
+      cp_async16(ks + (Tl::k_copy_byte(c0) - Tl::k_copy_byte(0)), k_cache + base + j * kWarpSize * 8, valid ? 16 : 0);
+      cp_async16(vs + (Tl::v_copy_byte(c0) - Tl::v_copy_byte(0)), v_cache + base + j * kWarpSize * 8, valid ? 16 : 0);
+    }
+  }
+}
+
+// Variants 7 (PRODUCER false: all 256 threads copy, one barrier per tile) and
+// 8 (PRODUCER true: 256 consumer threads + the producer warp).
+template <class Cfg, bool PRODUCER>
+__global__ void __maxnreg__(PRODUCER ? PA_WG8_MAXREG : PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(PrefixArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tl = WgmmaOverlapTiling<Cfg>;
   using T = Elem<Cfg>;
-  using M = MmaType<T>;
   constexpr int kNT = Tl::kTileTokens / 8;  // 8-token column blocks of S
   constexpr int kO = Tl::kHead / 2;         // O accumulators per thread
   constexpr int kAhead = kWgOverlapAhead;
@@ -626,6 +754,8 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
   extern __shared__ float4 cascade_smem[];
   T* q_s = reinterpret_cast<T*>(cascade_smem);
   const std::uint32_t smem_base = smem_u32(cascade_smem);
+  const std::uint32_t full_bar = smem_base + Tl::kSmemBytes;    // + 8 * stage (variant 8)
+  const std::uint32_t empty_bar = full_bar + 8 * Tl::kStages;  // + 8 * stage (variant 8)
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int wg = warp / 4;
@@ -636,23 +766,60 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
   const int chunk_begin = chunk * a.chunk_len;
   const int chunk_end = min(a.prefix_len, chunk_begin + a.chunk_len);
   if (chunk_begin >= chunk_end) return;  // whole block
+  const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
 
   WgmmaTileCopier<Tl, T> copier(a, tid, kvh, chunk_begin, chunk_end, smem_base);
-  const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
+  if constexpr (PRODUCER) {
+    if (tid == 0)
+      for (int st = 0; st < Tl::kStages; ++st) {
+        mbar_init(full_bar + 8 * st, kWarpSize);       // every producer lane, after its copies landed
+        mbar_init(empty_bar + 8 * st, Tl::kNumWarps);  // every consumer warp, after its last read
+      }
+  } else {
 #pragma unroll
-  for (int t = 0; t < kAhead; ++t) {  // tiles 0 .. kAhead - 1: one group each
-    if (t < n_tiles) {
-      copier.fetch(t);
-      copier.load(t);
+    for (int t = 0; t < kAhead; ++t) {  // tiles 0 .. kAhead - 1: one group each
+      if (t < n_tiles) {
+        copier.fetch(t);
+        copier.load(t);
+      }
+      cp_async_commit();
     }
-    cp_async_commit();
+    copier.fetch(kAhead);
   }
-  copier.fetch(kAhead);
-  wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
-  __syncthreads();
+  if (tid < Tl::kNumThreads) wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
+  __syncthreads();  // Q staged (and variant 8's barriers initialised)
+
+  if constexpr (PRODUCER) {
+    if (warp == Tl::kNumWarps) {
+      // Block-table entries of a tile: lane b < kBlocksPerTile holds block b's,
+      // read one tile ahead (the copy would wait an L2 round trip otherwise).
+      auto fetch = [&](int tile) {
+        const int token = chunk_begin + tile * Tl::kTileTokens + lane * Tl::kBlock;
+        return (lane < Tl::kBlocksPerTile && token < chunk_end) ? __ldg(a.prefix_blocks + token / Tl::kBlock) : -1;
+      };
+      int phys_next = fetch(0);
+      for (int t = 0; t < n_tiles; ++t) {
+        const int stage = t % Tl::kStages;
+        if (t >= Tl::kStages) mbar_wait(empty_bar + 8 * stage, ((t / Tl::kStages) + 1) & 1);  // tile t - kStages released
+        const int phys = phys_next;
+        if (t + 1 < n_tiles) phys_next = fetch(t + 1);
+        wgmma_producer_copy<Tl, T>(a, kvh, lane, phys, smem_base, stage);
+        cp_async_commit();
+        if (t >= kAhead - 1) {  // tile t - kAhead + 1 landed: publish it
+          cp_async_wait<kAhead - 1>();
+          fence_proxy_async_smem();  // this lane's copies, visible to the async proxy (wgmma)
+          mbar_arrive(full_bar + 8 * ((t - kAhead + 1) % Tl::kStages));
+        }
+      }
+      cp_async_wait<0>();
+      fence_proxy_async_smem();
+      for (int t = max(0, n_tiles - kAhead + 1); t < n_tiles; ++t) mbar_arrive(full_bar + 8 * (t % Tl::kStages));
+      return;
+    }
+  }
+
   std::uint32_t qreg[Tl::kHead / 16][4];
   wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
-
   const float scale_log2 = a.scale * 1.4426950408889634f;
   float o[kO];
 #pragma unroll
@@ -673,21 +840,22 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
       Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo), 1);
     wgmma_commit();
   };
-
-  // Waits for tile `tile`, queues the copy of tile + kAhead, issues S(tile) = Q K(tile)^T.
-  // (The block-table read for the copy after that waits until the wgmma
-  // instructions are issued: the warpgroup fence before them would otherwise
-  // wait for that load.)
+  // Waits for tile `tile` (variant 7: also queues the copy of tile + kAhead),
+  // issues S(tile) = Q K(tile)^T.
   auto begin_tile = [&](int tile) {
-    // Groups committed: tiles 0 .. tile + kAhead - 1; tile `tile` has landed
-    // once at most kAhead - 1 are pending.
-    cp_async_wait<kAhead - 1>();
-    fence_proxy_async_smem();  // this thread's copies, visible to the async proxy
-    // Every thread is past iteration tile - 1, whose last wait covered
-    // O += P(tile - 2) V(tile - 2): buffer (tile + kAhead) % kStages is free.
-    __syncthreads();
-    if (tile + kAhead < n_tiles) copier.load((tile + kAhead) % Tl::kStages);
-    cp_async_commit();
+    if constexpr (PRODUCER) {
+      mbar_wait(full_bar + 8 * (tile % Tl::kStages), (tile / Tl::kStages) & 1);
+    } else {
+      // Groups committed: tiles 0 .. tile + kAhead - 1; tile `tile` has landed
+      // once at most kAhead - 1 are pending.
+      cp_async_wait<kAhead - 1>();
+      fence_proxy_async_smem();  // this thread's copies, visible to the async proxy
+      // Every thread is past iteration tile - 1, whose last wait covered
+      // O += P(tile - 2) V(tile - 2): buffer (tile + kAhead) % kStages is free.
+      __syncthreads();
+      if (tile + kAhead < n_tiles) copier.load((tile + kAhead) % Tl::kStages);
+      cp_async_commit();
+    }
     const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
     accum_fence(s);
     accum_fence(o);
@@ -698,78 +866,37 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
       Wgmma<T, Tl::kTileTokens>::mma(s, qreg[kk], wgmma_desc(ks + Tl::k_step_byte(kk), Tl::kKLbo, Tl::kKSbo), kk > 0 ? 1 : 0);
     wgmma_commit();
   };
-  // S(tile) is done: the softmax (variant 4's arithmetic, log2 units) writes
-  // P = exp2 over S while O += P(tile - 1) V(tile - 1) may still run; then the
-  // wait for that product, O's rescale and P packed into the A fragments.
+  // Variant 7's block-table read for the copy after the next waits until the
+  // wgmma instructions are issued: the warpgroup fence before them would
+  // otherwise wait for that load.
+  auto fetch_next = [&](int tile) {
+    if constexpr (!PRODUCER)
+      if (tile + kAhead < n_tiles) copier.fetch(tile + kAhead + 1);
+  };
+  // S(tile) is done: the softmax writes P = exp2 over S while
+  // O += P(tile - 1) V(tile - 1) may still run; then the wait for that product
+  // (variant 8: its buffer is released), O's rescale and P packed into the A fragments.
   auto finish_tile = [&](int tile) {
     accum_fence(s);
     const int valid = min(Tl::kTileTokens, chunk_end - (chunk_begin + tile * Tl::kTileTokens));
-    if (valid < Tl::kTileTokens) {
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          if (nt * 8 + Tl::frag_col(lane, j) >= valid) s[nt * 4 + j] = -INFINITY;
-    }
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) mx[j / 2] = fmaxf(mx[j / 2], s[nt * 4 + j]);
-    // Lazy rescaling: the reference max m moves only when the tile's max
-    // exceeds it by more than kWgRescaleSlack (log2 units), so P stays below
-    // 2^kWgRescaleSlack and O's rescale (64 multiplies per thread) is skipped
-    // whenever no row of the warp moved, which after the first tiles is almost
-    // always. (m, l, O) stay a consistent state: O / l and m + log l are exact.
-    float corr[2] = {1.f, 1.f};
-    bool moved = false;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-      const float tile_max = mx[i] * scale_log2;  // finite: every tile has a valid token
-      if (tile_max > m[i] + kWgRescaleSlack) {
-        corr[i] = exp2f(m[i] - tile_max);  // 0 on the first tile (m = -inf)
-        m[i] = tile_max;
-        l[i] *= corr[i];
-        moved = true;
-      }
-    }
-    moved = __any_sync(0xffffffffu, moved);
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        s[nt * 4 + j] = fast_exp2(fmaf(s[nt * 4 + j], scale_log2, -m[j / 2]));
-        l[j / 2] += s[nt * 4 + j];
-      }
+    float corr[2];
+    const bool moved = wgmma_lazy_softmax<Tl>(s, valid, lane, scale_log2, m, l, corr);
     wgmma_wait<0>();  // O += P(tile - 1) V(tile - 1) done: O and pa may be written
+    if constexpr (PRODUCER)
+      if (tile > 0 && lane == 0) mbar_arrive(empty_bar + 8 * ((tile - 1) % Tl::kStages));
     accum_fence(o);
-    if (moved) {
-#pragma unroll
-      for (int dn = 0; dn < Tl::kHead / 8; ++dn) {
-        o[dn * 4 + 0] *= corr[0];
-        o[dn * 4 + 1] *= corr[0];
-        o[dn * 4 + 2] *= corr[1];
-        o[dn * 4 + 3] *= corr[1];
-      }
-    }
-    // Pair (nt, row half h) -> pa[nt / 2][2 (nt % 2) + h] (the A fragment layout).
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) pa[nt / 2][2 * (nt % 2) + h] = M::pack(s[nt * 4 + 2 * h], s[nt * 4 + 2 * h + 1]);
+    wgmma_rescale_pack<Tl, T>(o, corr, moved, s, pa);
   };
 
   // Tile 0 peeled (no P yet): a branch around wgmma makes ptxas serialize them.
   begin_tile(0);
-  if (kAhead < n_tiles) copier.fetch(kAhead + 1);
+  fetch_next(0);
   wgmma_wait<0>();
   finish_tile(0);
   for (int tile = 1; tile < n_tiles; ++tile) {
     begin_tile(tile);
     issue_pv(tile - 1);
-    if (tile + kAhead < n_tiles) copier.fetch(tile + kAhead + 1);
+    fetch_next(tile);
     wgmma_wait<1>();  // S(tile) done; the PV product may still run
     finish_tile(tile);
   }
@@ -779,7 +906,7 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
   issue_pv(n_tiles - 1);
   wgmma_wait<0>();
   accum_fence(o);
-  cp_async_wait<0>();
+  if constexpr (!PRODUCER) cp_async_wait<0>();
 
   if (row0 + wg * Tl::kRowsPerWarpgroup >= num_rows) return;
   wgmma_store_chunk_state<Tl>(a, o, m, l, l, false, row0, warp, lane, kvh, chunk, ratio, num_rows);
@@ -788,14 +915,15 @@ __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(P
 #endif
 }
 
-template <class Cfg>
+template <class Cfg, bool PRODUCER>
 void launch_cascade_prefix_wgmma_overlap(const PrefixArgs& a, cudaStream_t stream) {
   using Tl = WgmmaOverlapTiling<Cfg>;
-  auto kernel = &cascade_prefix_wgmma_overlap_kernel<Cfg>;
-  PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes));
+  auto kernel = &cascade_prefix_wgmma_overlap_kernel<Cfg, PRODUCER>;
+  const int smem = Tl::kSmemBytes + (PRODUCER ? overlap_barrier_bytes<Tl>() : 0);
+  PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int ratio = a.num_heads / a.num_kv_heads;
   const dim3 grid(Tl::num_query_tiles(a.num_seqs, ratio), a.num_kv_heads, ceil_div(a.prefix_len, a.chunk_len));
-  kernel<<<grid, Tl::kNumThreads, Tl::kSmemBytes, stream>>>(a);
+  kernel<<<grid, Tl::kNumThreads + (PRODUCER ? kWarpSize : 0), smem, stream>>>(a);
   PA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -253,6 +253,16 @@ void check_wgmma_tile_map() {
       // O = P V, k16 step t / 16: operand element (k = t % 16, n = d).
       REQUIRE(Tl::v_step_byte(t / 16) + Tl::canonical_kmajor_byte(t % 16, d, Tl::kVLbo, Tl::kVSbo) == vb);
     }
+  // Variant 8's producer warp: lane l copies chunk c0 + l for c0 a multiple of
+  // 32, addressed as the lane's own chunk plus a lane-independent constant.
+  for (int c0 = 0; c0 < Tl::kTileChunks; c0 += 32)
+    for (int lane = 0; lane < 32; ++lane) {
+      REQUIRE(Tl::k_copy_byte(c0 + lane) - Tl::k_copy_byte(lane) == Tl::k_copy_byte(c0) - Tl::k_copy_byte(0));
+      REQUIRE(Tl::v_copy_byte(c0 + lane) - Tl::v_copy_byte(lane) == Tl::v_copy_byte(c0) - Tl::v_copy_byte(0));
+      const int w = Tl::region_chunk_of(c0 + lane), w0 = Tl::region_chunk_of(c0);
+      REQUIRE(w == w0 + lane);
+      REQUIRE(Tl::region_chunk_offset(g, phys[0], kvh, w) == Tl::region_chunk_offset(g, phys[0], kvh, lane) + w0 * 8);
+    }
 }
 }  // namespace
 
@@ -538,7 +548,7 @@ TEST_CASE("cascade: every prefix variant and stream mode", "[gpu][cascade]") {
   for (const KernelKey& k : v2c_configs()) {
     if (k.dtype == DType::f32) continue;  // no tensor-core prefix
     const int bs = k.block_size;
-    for (int v = 0; v <= 7; ++v)
+    for (int v = 0; v <= 8; ++v)
       for (int st = 0; st <= 2; ++st) {
         SECTION(describe(k) + " variant " + std::to_string(v) + " streams " + std::to_string(st)) {
           setenv("PA_CASCADE_PREFIX_VARIANT", std::to_string(v).c_str(), 1);

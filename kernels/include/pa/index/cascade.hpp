@@ -183,7 +183,7 @@ PA_HD PrefixBlockLabel prefix_block_label_of(int seq, int head, int ratio, int r
 }
 // The prefix kernel variant traces run (record_stage and the host model):
 // 4 warps x 16 rows, 32-token tiles, 3 buffers (heads <= 128; larger heads
-// as variant 0). It has trace hooks; the wgmma variants (4-7) do not.
+// as variant 0). It has trace hooks; the wgmma variants (4-8) do not.
 inline constexpr int kCascadeTracePrefixVariant = 1;
 
 // Prefix kernel variants (07_cascade_merge.cuh, PrefixVariant) as the host
@@ -205,9 +205,11 @@ inline constexpr int kCascadeTracePrefixVariant = 1;
 //   6: variant 4 with S of the next tile computed during this tile's softmax,
 //      4 buffers (falls back to 3 without wgmma).
 //   7: variant 4 with O += P V of the previous tile computed during this
-//      tile's softmax, 4 buffers (falls back to 3 without wgmma).
+//      tile's softmax, lazy rescaling, 4 buffers (falls back to 3 without wgmma);
+//   8: variant 7 with a producer warp doing every copy, mbarriers instead of
+//      a block-wide barrier per tile (falls back to 3 without wgmma).
 PA_HD constexpr bool prefix_variant_wide(int variant, int head_size) {
-  return (variant == 2 || variant == 3 || variant == 4 || variant == 6 || variant == 7) && head_size <= 128;
+  return (variant == 2 || variant == 3 || (variant >= 4 && variant != 5)) && head_size <= 128;
 }
 PA_HD constexpr int prefix_rows_per_block(int variant, int head_size) {
   return prefix_variant_wide(variant, head_size) ? 128 : 64;
