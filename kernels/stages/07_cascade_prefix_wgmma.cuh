@@ -258,11 +258,6 @@ __device__ __forceinline__ void wgmma_store_chunk_state(const PrefixArgs& a, con
 #ifndef PA_WG7_MAXREG
 #define PA_WG7_MAXREG 192
 #endif
-// Variant 8: 288 threads (a producer warp) x 208 = 59904 registers; 208 is
-// what the consumer code needs without spills (variant 7 at 208: none).
-#ifndef PA_WG8_MAXREG
-#define PA_WG8_MAXREG 208
-#endif
 // WARPGROUPS 2: variant 4 (128 rows, 3 buffers, one block per SM);
 // WARPGROUPS 1: variant 5 (64 rows, 2 buffers, two blocks per SM).
 template <int WARPGROUPS>
@@ -686,17 +681,19 @@ __device__ __forceinline__ void wgmma_rescale_pack(float (&o)[Tl::kHead / 2], co
     for (int h = 0; h < 2; ++h) pa[nt / 2][2 * (nt % 2) + h] = M::pack(s[nt * 4 + 2 * h], s[nt * 4 + 2 * h + 1]);
 }
 
-// ---- variant 8: variant 7 with a producer warp
+// ---- variant 8: variant 7 with a producer warpgroup
 // ncu's per-instruction stall samples of variant 7 (kernels/NOTES.md): the
 // copy code (address math, 8 cp.async per thread and tile) was a third of the
 // consumer warps' instructions, registers that fed an in-flight cp.async
 // stalled their next writer, and the block-wide barrier per tile held both
-// warpgroups in lockstep. Here a ninth warp does all copies: it waits until a
-// buffer is free (mbarrier "empty": one arrival per consumer warp once its
-// wgmma reading that tile completed), copies the tile (64 cp.async per lane,
-// addresses from immediates), waits for its own copies, fences them for the
-// async proxy and arrives on the buffer's "full" mbarrier, which the consumer
-// warps wait on. No block-wide barrier in the loop: the two warpgroups drift.
+// warpgroups in lockstep. Here a third warpgroup does all copies: it waits
+// until a buffer is free (mbarrier "empty": one arrival per consumer warp once
+// its wgmma reading that tile completed), copies the tile (16 cp.async per
+// thread, addresses from immediates), waits for its own copies, fences them
+// for the async proxy and arrives on the buffer's "full" mbarrier, which the
+// consumer warps wait on. No block-wide barrier in the loop: the two consumer
+// warpgroups drift. (One producer warp instead needs <= 170 registers for
+// all: 9 warps put 3 on one SM sub-partition, and ptxas then serializes wgmma.)
 template <class Tl>
 PA_HD constexpr int overlap_barrier_bytes() { return 2 * Tl::kStages * 8; }  // full[stages], empty[stages]
 __device__ __forceinline__ void mbar_init(std::uint32_t addr, int count) {
@@ -714,36 +711,50 @@ __device__ __forceinline__ void mbar_wait(std::uint32_t addr, std::uint32_t pari
                  : "memory");
 }
 
-// The producer warp's copy of one tile into buffer `stage`: lane l copies
-// chunks j * 32 + l of each block's region (K and V). The chunk -> shared byte
-// maps differ from the lane's own by a lane-independent constant (the tile-map
-// test checks it), so every copy is one cp.async with immediate offsets.
+// The producer warpgroup's copy of one tile into buffer `stage`: producer
+// thread p copies chunks j * 128 + p of each block's region (K and V). The
+// chunk -> shared byte maps differ from the thread's own by a thread-
+// independent constant (the tile-map test checks it), so every copy is one
+// cp.async with immediate offsets. phys_lanes: lane b holds block b's entry.
+inline constexpr int kWgProducerThreads = 128;
 template <class Tl, class T>
-__device__ __forceinline__ void wgmma_producer_copy(const PrefixArgs& a, int kvh, int lane, int phys_lanes,
+__device__ __forceinline__ void wgmma_producer_copy(const PrefixArgs& a, int kvh, int p, int phys_lanes,
                                                     std::uint32_t smem_base, int stage) {
+  constexpr int kP = kWgProducerThreads;
+  static_assert(Tl::kChunksPerBlock % kP == 0, "whole producer passes per block");
   const T* k_cache = static_cast<const T*>(a.k_cache);
   const T* v_cache = static_cast<const T*>(a.v_cache);
-  const std::uint32_t ks = smem_base + Tl::k_tile_byte(stage) + Tl::k_copy_byte(lane);
-  const std::uint32_t vs = smem_base + Tl::v_tile_byte(stage) + Tl::v_copy_byte(lane);
-  static_assert(Tl::kChunksPerBlock % kWarpSize == 0, "whole warps of chunks per block");
+  const std::uint32_t ks = smem_base + Tl::k_tile_byte(stage) + Tl::k_copy_byte(p);
+  const std::uint32_t vs = smem_base + Tl::v_tile_byte(stage) + Tl::v_copy_byte(p);
 #pragma unroll
   for (int b = 0; b < Tl::kBlocksPerTile; ++b) {
     const int phys = __shfl_sync(0xffffffffu, phys_lanes, b);
     const bool valid = phys >= 0;  // blocks past the chunk: zero-filled
-    const std::int64_t base = Tl::region_chunk_offset(a.cg, valid ? phys : 0, kvh, lane);
+    const std::int64_t base = Tl::region_chunk_offset(a.cg, valid ? phys : 0, kvh, p);
 #pragma unroll
-    for (int j = 0; j < Tl::kChunksPerBlock / kWarpSize; ++j) {
-      const int c0 = b * Tl::kChunksPerBlock + j * kWarpSize;  // this lane's chunk: c0 + lane
-      cp_async16(ks + (Tl::k_copy_byte(c0) - Tl::k_copy_byte(0)), k_cache + base + j * kWarpSize * 8, valid ? 16 : 0);
-      cp_async16(vs + (Tl::v_copy_byte(c0) - Tl::v_copy_byte(0)), v_cache + base + j * kWarpSize * 8, valid ? 16 : 0);
+    for (int j = 0; j < Tl::kChunksPerBlock / kP; ++j) {
+      const int c0 = b * Tl::kChunksPerBlock + j * kP;  // this thread's chunk: c0 + p
+      cp_async16(ks + (Tl::k_copy_byte(c0) - Tl::k_copy_byte(0)), k_cache + base + j * kP * 8, valid ? 16 : 0);
+      cp_async16(vs + (Tl::v_copy_byte(c0) - Tl::v_copy_byte(0)), v_cache + base + j * kP * 8, valid ? 16 : 0);
     }
   }
 }
+// Warpgroup register budgets of variant 8 (setmaxnreg, sm_90a): launched at
+// 168 per thread (384 threads fill the 65536-register file), the producer
+// gives back to 40 and the consumers take 232 (4 x 32 x (40 + 2 x 232) =
+// 64512 per SM sub-partition set: each sub-partition holds one warp of each
+// warpgroup). Below 232 ptxas serializes the wgmma instructions (C7512).
+inline constexpr int kWgProducerRegs = 40;
+inline constexpr int kWgConsumerRegs = 232;
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
 // Variants 7 (PRODUCER false: all 256 threads copy, one barrier per tile) and
-// 8 (PRODUCER true: 256 consumer threads + the producer warp).
+// 8 (PRODUCER true: 256 consumer threads + the producer warpgroup).
 template <class Cfg, bool PRODUCER>
-__global__ void __maxnreg__(PRODUCER ? PA_WG8_MAXREG : PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(PrefixArgs a) {
+__device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tl = WgmmaOverlapTiling<Cfg>;
   using T = Elem<Cfg>;
@@ -772,7 +783,7 @@ __global__ void __maxnreg__(PRODUCER ? PA_WG8_MAXREG : PA_WG7_MAXREG) cascade_pr
   if constexpr (PRODUCER) {
     if (tid == 0)
       for (int st = 0; st < Tl::kStages; ++st) {
-        mbar_init(full_bar + 8 * st, kWarpSize);       // every producer lane, after its copies landed
+        mbar_init(full_bar + 8 * st, kWgProducerThreads);  // every producer thread, after its copies landed
         mbar_init(empty_bar + 8 * st, Tl::kNumWarps);  // every consumer warp, after its last read
       }
   } else {
@@ -789,8 +800,10 @@ __global__ void __maxnreg__(PRODUCER ? PA_WG8_MAXREG : PA_WG7_MAXREG) cascade_pr
   if (tid < Tl::kNumThreads) wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
   __syncthreads();  // Q staged (and variant 8's barriers initialised)
 
-  if constexpr (PRODUCER) {
-    if (warp == Tl::kNumWarps) {
+  // The producer warpgroup (variant 8).
+  auto produce = [&]() {
+    {
+      const int p = tid - Tl::kNumThreads;
       // Block-table entries of a tile: lane b < kBlocksPerTile holds block b's,
       // read one tile ahead (the copy would wait an L2 round trip otherwise).
       auto fetch = [&](int tile) {
@@ -803,7 +816,7 @@ __global__ void __maxnreg__(PRODUCER ? PA_WG8_MAXREG : PA_WG7_MAXREG) cascade_pr
         if (t >= Tl::kStages) mbar_wait(empty_bar + 8 * stage, ((t / Tl::kStages) + 1) & 1);  // tile t - kStages released
         const int phys = phys_next;
         if (t + 1 < n_tiles) phys_next = fetch(t + 1);
-        wgmma_producer_copy<Tl, T>(a, kvh, lane, phys, smem_base, stage);
+        wgmma_producer_copy<Tl, T>(a, kvh, p, phys, smem_base, stage);
         cp_async_commit();
         if (t >= kAhead - 1) {  // tile t - kAhead + 1 landed: publish it
           cp_async_wait<kAhead - 1>();
@@ -814,10 +827,11 @@ __global__ void __maxnreg__(PRODUCER ? PA_WG8_MAXREG : PA_WG7_MAXREG) cascade_pr
       cp_async_wait<0>();
       fence_proxy_async_smem();
       for (int t = max(0, n_tiles - kAhead + 1); t < n_tiles; ++t) mbar_arrive(full_bar + 8 * (t % Tl::kStages));
-      return;
     }
-  }
+  };
 
+  // The consumer warpgroups (every warp of variant 7).
+  auto consume = [&]() {
   std::uint32_t qreg[Tl::kHead / 16][4];
   wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
   const float scale_log2 = a.scale * 1.4426950408889634f;
@@ -910,20 +924,42 @@ __global__ void __maxnreg__(PRODUCER ? PA_WG8_MAXREG : PA_WG7_MAXREG) cascade_pr
 
   if (row0 + wg * Tl::kRowsPerWarpgroup >= num_rows) return;
   wgmma_store_chunk_state<Tl>(a, o, m, l, l, false, row0, warp, lane, kvh, chunk, ratio, num_rows);
+  };
+
+  if constexpr (PRODUCER) {
+    if (warp >= Tl::kNumWarps) {  // each warpgroup's role: one branch (setmaxnreg)
+      setmaxnreg_dec<kWgProducerRegs>();
+      produce();
+    } else {
+      setmaxnreg_inc<kWgConsumerRegs>();
+      consume();
+    }
+  } else {
+    consume();
+  }
 #else
   __trap();  // built only for sm_90a (07_cascade_prefix_wgmma.cu)
 #endif
+}
+template <class Cfg>
+__global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(PrefixArgs a) {
+  cascade_prefix_wgmma_overlap_body<Cfg, false>(a);
+}
+template <class Cfg>
+__global__ void __launch_bounds__(WgmmaOverlapTiling<Cfg>::kNumThreads + kWgProducerThreads, 1)
+    cascade_prefix_wgmma_producer_kernel(PrefixArgs a) {
+  cascade_prefix_wgmma_overlap_body<Cfg, true>(a);
 }
 
 template <class Cfg, bool PRODUCER>
 void launch_cascade_prefix_wgmma_overlap(const PrefixArgs& a, cudaStream_t stream) {
   using Tl = WgmmaOverlapTiling<Cfg>;
-  auto kernel = &cascade_prefix_wgmma_overlap_kernel<Cfg, PRODUCER>;
+  auto kernel = PRODUCER ? &cascade_prefix_wgmma_producer_kernel<Cfg> : &cascade_prefix_wgmma_overlap_kernel<Cfg>;
   const int smem = Tl::kSmemBytes + (PRODUCER ? overlap_barrier_bytes<Tl>() : 0);
   PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int ratio = a.num_heads / a.num_kv_heads;
   const dim3 grid(Tl::num_query_tiles(a.num_seqs, ratio), a.num_kv_heads, ceil_div(a.prefix_len, a.chunk_len));
-  kernel<<<grid, Tl::kNumThreads + (PRODUCER ? kWarpSize : 0), smem, stream>>>(a);
+  kernel<<<grid, Tl::kNumThreads + (PRODUCER ? kWgProducerThreads : 0), smem, stream>>>(a);
   PA_CUDA_CHECK(cudaGetLastError());
 }
 

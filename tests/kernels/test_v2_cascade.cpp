@@ -253,10 +253,10 @@ void check_wgmma_tile_map() {
       // O = P V, k16 step t / 16: operand element (k = t % 16, n = d).
       REQUIRE(Tl::v_step_byte(t / 16) + Tl::canonical_kmajor_byte(t % 16, d, Tl::kVLbo, Tl::kVSbo) == vb);
     }
-  // Variant 8's producer warp: lane l copies chunk c0 + l for c0 a multiple of
-  // 32, addressed as the lane's own chunk plus a lane-independent constant.
-  for (int c0 = 0; c0 < Tl::kTileChunks; c0 += 32)
-    for (int lane = 0; lane < 32; ++lane) {
+  // Variant 8's producer warpgroup: thread p copies chunk c0 + p for c0 a
+  // multiple of 128, addressed as its own chunk plus a thread-independent constant.
+  for (int c0 = 0; c0 < Tl::kTileChunks; c0 += 128)
+    for (int lane = 0; lane < 128; ++lane) {
       REQUIRE(Tl::k_copy_byte(c0 + lane) - Tl::k_copy_byte(lane) == Tl::k_copy_byte(c0) - Tl::k_copy_byte(0));
       REQUIRE(Tl::v_copy_byte(c0 + lane) - Tl::v_copy_byte(lane) == Tl::v_copy_byte(c0) - Tl::v_copy_byte(0));
       const int w = Tl::region_chunk_of(c0 + lane), w0 = Tl::region_chunk_of(c0);
