@@ -31,13 +31,19 @@ namespace {
 // 0.504 ms (variant 1); whole cascade 0.772 vs 0.692 ms. Variants 2-3 and the
 // stream modes: kernels/NOTES.md (H100 run 5: prefix alone v1 496 us, v2 509,
 // v3 362; whole cascade with the suffix on a side stream v3 533 us, fp16).
-constexpr int kDefaultPrefixVariant = 4;  // wgmma where usable, else 3
+// Session 5 (kernels/NOTES.md, cascade changes 10-12): variant 8 (wgmma, a
+// producer warpgroup, PV during the softmax) prefix alone 237.6 / 238.4 us vs
+// variant 4's 258.1 / 245.4 (after the shared copy/Q fixes; 282 / 275 before).
+constexpr int kDefaultPrefixVariant = 8;  // wgmma where usable, else 3
 // Suffix kernel (PA_CASCADE_SUFFIX: 0 V2, 1 stage 8, 2 stage 8 with the lean
 // pipeline) and stream mode. Measured on the H100 (kernels/NOTES.md, cascade change
 // 9; fp16 / bf16, whole cascade): V2 on a side stream 452.6 / 458.1 us; stage 8
 // lean with the prefix placed first (streams 2) 438.8 / 439.3 us, the best of
 // the six combinations. Streams 2 only pays with the lean suffix (V2 with
 // streams 2: 466.7 / 471.4 us), so it is the default for that suffix alone.
+// With variant 8 (registers full: no suffix CTA fits beside a prefix block) a
+// side stream is better than placing the prefix first: 401.8 / 403.2 us
+// (streams 1) vs 406.9 / 408.2 (streams 2), session 5.
 constexpr int kDefaultSuffix = 2;
 constexpr int kDefaultStreamsLean = 2, kDefaultStreams = 1;
 
@@ -239,7 +245,8 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
     p.suffix = CascadePlan::Suffix::optimized;
   }
   p.streams = env_int("PA_CASCADE_STREAMS",
-                      p.suffix == CascadePlan::Suffix::optimized && p.suffix_opt.pipeline == OptPipeline::lean
+                      p.suffix == CascadePlan::Suffix::optimized && p.suffix_opt.pipeline == OptPipeline::lean &&
+                              p.prefix_variant != 8
                           ? kDefaultStreamsLean
                           : kDefaultStreams,
                       0, 2);
