@@ -253,8 +253,10 @@ __device__ __forceinline__ void wgmma_store_chunk_state(const PrefixArgs& a, con
 #ifndef PA_WG1_MAXREG
 #define PA_WG1_MAXREG 200
 #endif
-// Variant 7 holds P of the previous tile beside S: 184 spills 24 bytes, 192
-// none; 256 x 192 + one lean stage 8 CTA (128 x 128) = the whole register file.
+// Variant 7 holds P of the previous tile beside S. 256 x 192 + one lean
+// stage 8 CTA (128 x 128) = the whole register file; at 192 it spills 24
+// bytes (none at 208, which measured 2% faster on the H100 but leaves no room
+// for that CTA: kernels/NOTES.md, cascade change 11). Variant 8 is the default.
 #ifndef PA_WG7_MAXREG
 #define PA_WG7_MAXREG 192
 #endif
