@@ -242,6 +242,26 @@ __device__ __forceinline__ void wgmma_store_chunk_state(const PrefixArgs& a, con
   }
 }
 
+// Tokens past `valid` (a partial last tile) set to -inf in S, then each of
+// the thread's two rows' max over the tile (raw logits; reduced over the
+// row's 4 lanes by the caller).
+template <class Tl>
+__device__ __forceinline__ void wgmma_mask_tile_max(float (&s)[Tl::kTileTokens / 2], int valid, int lane, float (&mx)[2]) {
+  constexpr int kNT = Tl::kTileTokens / 8;
+  if (valid < Tl::kTileTokens) {
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (nt * 8 + Tl::frag_col(lane, j) >= valid) s[nt * 4 + j] = -INFINITY;
+  }
+  mx[0] = mx[1] = -INFINITY;
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) mx[j / 2] = fmaxf(mx[j / 2], s[nt * 4 + j]);
+}
+
 // Register cap: one 256-thread block at 184 registers leaves exactly the room
 // of two suffix V2 blocks (72 x 128) on the SM, so the suffix streams beside
 // the prefix (no spills at 184; uncapped it takes 234).
@@ -350,18 +370,8 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
       // Softmax in log2 units. The row max is taken on the raw logits (the
       // scale is positive) and folded into one FFMA per element; the tile's
       // masking runs only for a partial (last) tile.
-      if (valid < Tl::kTileTokens) {
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            if (nt * 8 + Tl::frag_col(lane, j) >= valid) s[nt * 4 + j] = -INFINITY;
-      }
-      float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) mx[j / 2] = fmaxf(mx[j / 2], s[nt * 4 + j]);
+      float mx[2];
+      wgmma_mask_tile_max<Tl>(s, valid, lane, mx);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
@@ -626,18 +636,8 @@ template <class Tl>
 __device__ __forceinline__ bool wgmma_lazy_softmax(float (&s)[Tl::kTileTokens / 2], int valid, int lane, float scale_log2,
                                                    float (&m)[2], float (&l)[2], float (&corr)[2]) {
   constexpr int kNT = Tl::kTileTokens / 8;
-  if (valid < Tl::kTileTokens) {
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (nt * 8 + Tl::frag_col(lane, j) >= valid) s[nt * 4 + j] = -INFINITY;
-  }
-  float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) mx[j / 2] = fmaxf(mx[j / 2], s[nt * 4 + j]);
+  float mx[2];
+  wgmma_mask_tile_max<Tl>(s, valid, lane, mx);
   bool moved = false;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
