@@ -799,8 +799,14 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
     }
     copier.fetch(kAhead);
   }
-  if (tid < Tl::kNumThreads) wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
-  __syncthreads();  // Q staged (and variant 8's barriers initialised)
+  // Variant 8: the barriers are initialised before anyone uses them, and the
+  // producer starts copying while the consumers stage Q (they publish it
+  // among themselves with a named barrier: the producer never waits for Q).
+  if constexpr (PRODUCER) __syncthreads();
+  else {
+    wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
+    __syncthreads();  // Q staged
+  }
 
   // The producer warpgroup (variant 8).
   auto produce = [&]() {
@@ -834,6 +840,10 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
 
   // The consumer warpgroups (every warp of variant 7).
   auto consume = [&]() {
+  if constexpr (PRODUCER) {
+    wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
+    asm volatile("bar.sync 1, %0;\n" ::"n"(Tl::kNumThreads) : "memory");  // the consumer warps only
+  }
   std::uint32_t qreg[Tl::kHead / 16][4];
   wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
   const float scale_log2 = a.scale * 1.4426950408889634f;
