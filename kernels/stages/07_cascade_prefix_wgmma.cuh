@@ -122,6 +122,18 @@ __device__ __forceinline__ std::uint64_t wgmma_desc(std::uint32_t smem_addr, int
          (static_cast<std::uint64_t>((sbo >> 4) & 0x3FFF) << 32);
 }
 
+// What a wgmma prefix block works on: grid (query tile, KV head, prefix
+// chunk) -> its KV head, chunk, GQA ratio, query rows of the KV head, first row
+// and token range (empty past the prefix: the block returns at once).
+template <class Tl>
+struct WgmmaBlock {
+  int kvh, chunk, ratio, num_rows, row0, chunk_begin, chunk_end;
+  __device__ __forceinline__ explicit WgmmaBlock(const PrefixArgs& a)
+      : kvh(blockIdx.y), chunk(blockIdx.z), ratio(a.num_heads / a.num_kv_heads),
+        num_rows(Tl::rows_per_kv_head(a.num_seqs, a.num_heads / a.num_kv_heads)), row0(blockIdx.x * Tl::kRows),
+        chunk_begin(blockIdx.z * a.chunk_len), chunk_end(min(a.prefix_len, blockIdx.z * a.chunk_len + a.chunk_len)) {}
+};
+
 // The K/V tile copy every wgmma variant shares: all threads of the block copy
 // each tile with 16-byte cp.async into the canonical K-major layout
 // (PrefixWgmmaTiling). The physical blocks of a thread's chunks are read from
@@ -303,12 +315,9 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int wg = warp / 4;
-  const int kvh = blockIdx.y, chunk = blockIdx.z;
-  const int ratio = a.num_heads / a.num_kv_heads;
-  const int num_rows = Tl::rows_per_kv_head(a.num_seqs, ratio);
-  const int row0 = blockIdx.x * Tl::kRows;
-  const int chunk_begin = chunk * a.chunk_len;
-  const int chunk_end = min(a.prefix_len, chunk_begin + a.chunk_len);
+  const WgmmaBlock<Tl> blk(a);
+  const int kvh = blk.kvh, chunk = blk.chunk, ratio = blk.ratio, num_rows = blk.num_rows, row0 = blk.row0;
+  const int chunk_begin = blk.chunk_begin, chunk_end = blk.chunk_end;
   if (chunk_begin >= chunk_end) return;  // whole block
 
   WgmmaTileCopier<Tl, T> copier(a, tid, kvh, chunk_begin, chunk_end, smem_base);
@@ -494,12 +503,9 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
   const std::uint32_t smem_base = smem_u32(cascade_smem);
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
-  const int kvh = blockIdx.y, chunk = blockIdx.z;
-  const int ratio = a.num_heads / a.num_kv_heads;
-  const int num_rows = Tl::rows_per_kv_head(a.num_seqs, ratio);
-  const int row0 = blockIdx.x * Tl::kRows;
-  const int chunk_begin = chunk * a.chunk_len;
-  const int chunk_end = min(a.prefix_len, chunk_begin + a.chunk_len);
+  const WgmmaBlock<Tl> blk(a);
+  const int kvh = blk.kvh, chunk = blk.chunk, ratio = blk.ratio, num_rows = blk.num_rows, row0 = blk.row0;
+  const int chunk_begin = blk.chunk_begin, chunk_end = blk.chunk_end;
   if (chunk_begin >= chunk_end) return;
 
   WgmmaTileCopier<Tl, T> copier(a, tid, kvh, chunk_begin, chunk_end, smem_base);
@@ -772,12 +778,9 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int wg = warp / 4;
-  const int kvh = blockIdx.y, chunk = blockIdx.z;
-  const int ratio = a.num_heads / a.num_kv_heads;
-  const int num_rows = Tl::rows_per_kv_head(a.num_seqs, ratio);
-  const int row0 = blockIdx.x * Tl::kRows;
-  const int chunk_begin = chunk * a.chunk_len;
-  const int chunk_end = min(a.prefix_len, chunk_begin + a.chunk_len);
+  const WgmmaBlock<Tl> blk(a);
+  const int kvh = blk.kvh, chunk = blk.chunk, ratio = blk.ratio, num_rows = blk.num_rows, row0 = blk.row0;
+  const int chunk_begin = blk.chunk_begin, chunk_end = blk.chunk_end;
   if (chunk_begin >= chunk_end) return;  // whole block
   const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
 
