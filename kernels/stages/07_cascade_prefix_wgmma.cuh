@@ -127,11 +127,16 @@ __device__ __forceinline__ std::uint64_t wgmma_desc(std::uint32_t smem_addr, int
 // and token range (empty past the prefix: the block returns at once).
 template <class Tl>
 struct WgmmaBlock {
-  int kvh, chunk, ratio, num_rows, row0, chunk_begin, chunk_end;
+  int kvh, chunk, ratio, num_rows, row0, chunk_begin, chunk_end, n_tiles;
   __device__ __forceinline__ explicit WgmmaBlock(const PrefixArgs& a)
       : kvh(blockIdx.y), chunk(blockIdx.z), ratio(a.num_heads / a.num_kv_heads),
-        num_rows(Tl::rows_per_kv_head(a.num_seqs, a.num_heads / a.num_kv_heads)), row0(blockIdx.x * Tl::kRows),
-        chunk_begin(blockIdx.z * a.chunk_len), chunk_end(min(a.prefix_len, blockIdx.z * a.chunk_len + a.chunk_len)) {}
+        num_rows(Tl::rows_per_kv_head(a.num_seqs, ratio)), row0(blockIdx.x * Tl::kRows), chunk_begin(chunk * a.chunk_len),
+        chunk_end(min(a.prefix_len, chunk_begin + a.chunk_len)),
+        n_tiles(chunk_begin < chunk_end ? ceil_div(chunk_end - chunk_begin, Tl::kTileTokens) : 0) {}
+  // Tokens of tile `tile` inside the chunk (fewer than a tile only for the last).
+  __device__ __forceinline__ int valid_tokens(int tile) const {
+    return min(Tl::kTileTokens, chunk_end - (chunk_begin + tile * Tl::kTileTokens));
+  }
 };
 
 // The K/V tile copy every wgmma variant shares: all threads of the block copy
@@ -152,9 +157,25 @@ struct WgmmaTileCopier {
   std::uint32_t smem_base;
   int phys[kIters];  // of the tile fetched last
 
-  __device__ __forceinline__ WgmmaTileCopier(const PrefixArgs& a, int tid_, int kvh_, int begin, int end, std::uint32_t smem)
+  __device__ __forceinline__ WgmmaTileCopier(const PrefixArgs& a, const WgmmaBlock<Tl>& blk, int tid_, std::uint32_t smem)
       : k_cache(static_cast<const T*>(a.k_cache)), v_cache(static_cast<const T*>(a.v_cache)),
-        prefix_blocks(a.prefix_blocks), cg(a.cg), tid(tid_), kvh(kvh_), chunk_begin(begin), chunk_end(end), smem_base(smem) {}
+        prefix_blocks(a.prefix_blocks), cg(a.cg), tid(tid_), kvh(blk.kvh), chunk_begin(blk.chunk_begin),
+        chunk_end(blk.chunk_end), smem_base(smem) {}
+
+  // Pipeline start: tiles 0 .. count - 1 copied (one cp.async group each,
+  // empty past the chunk) and tile `count` fetched, the next to copy.
+  template <int COUNT>
+  __device__ __forceinline__ void prime(int n_tiles) {
+#pragma unroll
+    for (int t = 0; t < COUNT; ++t) {
+      if (t < n_tiles) {
+        fetch(t);
+        load(t);
+      }
+      cp_async_commit();
+    }
+    fetch(COUNT);
+  }
 
   __device__ __forceinline__ void fetch(int tile) {
     const int t0 = chunk_begin + tile * Tl::kTileTokens;
@@ -274,6 +295,18 @@ __device__ __forceinline__ void wgmma_mask_tile_max(float (&s)[Tl::kTileTokens /
     for (int j = 0; j < 4; ++j) mx[j / 2] = fmaxf(mx[j / 2], s[nt * 4 + j]);
 }
 
+// O's two rows of this thread (fragment rows lane / 4 and + 8) times corr[0], corr[1].
+template <class Tl>
+__device__ __forceinline__ void wgmma_scale_o(float (&o)[Tl::kHead / 2], const float (&corr)[2]) {
+#pragma unroll
+  for (int dn = 0; dn < Tl::kHead / 8; ++dn) {
+    o[dn * 4 + 0] *= corr[0];
+    o[dn * 4 + 1] *= corr[0];
+    o[dn * 4 + 2] *= corr[1];
+    o[dn * 4 + 3] *= corr[1];
+  }
+}
+
 // Register cap: one 256-thread block at 184 registers leaves exactly the room
 // of two suffix V2 blocks (72 x 128) on the SM, so the suffix streams beside
 // the prefix (no spills at 184; uncapped it takes 234).
@@ -290,7 +323,7 @@ __device__ __forceinline__ void wgmma_mask_tile_max(float (&s)[Tl::kTileTokens /
 // bytes (none at 208, which measured 2% faster on the H100 but leaves no room
 // for that CTA: kernels/NOTES.md, cascade change 11). Variant 8 is the default.
 #ifndef PA_WG7_MAXREG
-#define PA_WG7_MAXREG 192
+#define PA_WG7_MAXREG kPrefixOverlapRegs
 #endif
 // WARPGROUPS 2: variant 4 (128 rows, 3 buffers, one block per SM);
 // WARPGROUPS 1: variant 5 (64 rows, 2 buffers, two blocks per SM).
@@ -320,17 +353,9 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
   const int chunk_begin = blk.chunk_begin, chunk_end = blk.chunk_end;
   if (chunk_begin >= chunk_end) return;  // whole block
 
-  WgmmaTileCopier<Tl, T> copier(a, tid, kvh, chunk_begin, chunk_end, smem_base);
-  const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
-#pragma unroll
-  for (int t = 0; t < Tl::kStages - 1; ++t) {
-    if (t < n_tiles) {
-      copier.fetch(t);
-      copier.load(t);
-    }
-    cp_async_commit();
-  }
-  copier.fetch(Tl::kStages - 1);  // from here on: always the next tile to copy
+  const int n_tiles = blk.n_tiles;
+  WgmmaTileCopier<Tl, T> copier(a, blk, tid, smem_base);
+  copier.template prime<Tl::kStages - 1>(n_tiles);  // from here on: always the next tile fetched
   wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
   __syncthreads();
   std::uint32_t qreg[Tl::kHead / 16][4];
@@ -362,7 +387,7 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
     {
       const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
       const std::uint32_t vs = smem_base + Tl::v_tile_byte(tile % Tl::kStages);
-      const int valid = min(Tl::kTileTokens, chunk_end - (chunk_begin + tile * Tl::kTileTokens));
+      const int valid = blk.valid_tokens(tile);
 
       float s[kNT * 4];
 #pragma unroll
@@ -508,17 +533,9 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
   const int chunk_begin = blk.chunk_begin, chunk_end = blk.chunk_end;
   if (chunk_begin >= chunk_end) return;
 
-  WgmmaTileCopier<Tl, T> copier(a, tid, kvh, chunk_begin, chunk_end, smem_base);
-  const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
-#pragma unroll
-  for (int t = 0; t < Tl::kStages - 1; ++t) {  // tiles 0, 1, 2: one group each
-    if (t < n_tiles) {
-      copier.fetch(t);
-      copier.load(t);
-    }
-    cp_async_commit();
-  }
-  copier.fetch(Tl::kStages - 1);
+  const int n_tiles = blk.n_tiles;
+  WgmmaTileCopier<Tl, T> copier(a, blk, tid, smem_base);
+  copier.template prime<Tl::kStages - 1>(n_tiles);  // tiles 0, 1, 2: one group each
   wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
   cp_async_wait<Tl::kStages - 2>();  // tile 0 landed (this thread's part)
   fence_proxy_async_smem();
@@ -566,20 +583,14 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
       cp_async_commit();
     }
     if (tile + 1 < n_tiles) issue_qk(s_next, tile + 1);  // runs during this tile's softmax
-    const int valid = min(Tl::kTileTokens, chunk_end - (chunk_begin + tile * Tl::kTileTokens));
+    const int valid = blk.valid_tokens(tile);
     std::uint32_t pa[Tl::kTileTokens / 16][4];
     float corr[2];
     wgmma_tile_softmax<Tl, T>(s_cur, valid, lane, scale_log2, m, l, lr, corr, pa);
     wgmma_wait_all();  // S(t+1) done: O may be written again
     accum_fence(s_next);
     accum_fence(o);
-#pragma unroll
-    for (int dn = 0; dn < Tl::kHead / 8; ++dn) {
-      o[dn * 4 + 0] *= corr[0];
-      o[dn * 4 + 1] *= corr[0];
-      o[dn * 4 + 2] *= corr[1];
-      o[dn * 4 + 3] *= corr[1];
-    }
+    wgmma_scale_o<Tl>(o, corr);
     const std::uint32_t vs = smem_base + Tl::v_tile_byte(tile % Tl::kStages);
     accum_fence(o);
     frag_fence(pa);
@@ -667,22 +678,14 @@ __device__ __forceinline__ bool wgmma_lazy_softmax(float (&s)[Tl::kTileTokens / 
     }
   return __any_sync(0xffffffffu, moved);
 }
-// O *= corr (only if a row of the warp moved), then P packed in pairs into
+// O *= corr (only if a row of the warp moved: wgmma_scale_o), then P packed in pairs into
 // the A fragments of O += P V: pair (nt, row half h) -> pa[nt / 2][2 (nt % 2) + h].
 template <class Tl, class T>
 __device__ __forceinline__ void wgmma_rescale_pack(float (&o)[Tl::kHead / 2], const float (&corr)[2], bool moved,
                                                    const float (&s)[Tl::kTileTokens / 2],
                                                    std::uint32_t (&pa)[Tl::kTileTokens / 16][4]) {
   using M = MmaType<T>;
-  if (moved) {
-#pragma unroll
-    for (int dn = 0; dn < Tl::kHead / 8; ++dn) {
-      o[dn * 4 + 0] *= corr[0];
-      o[dn * 4 + 1] *= corr[0];
-      o[dn * 4 + 2] *= corr[1];
-      o[dn * 4 + 3] *= corr[1];
-    }
-  }
+  if (moved) wgmma_scale_o<Tl>(o, corr);
 #pragma unroll
   for (int nt = 0; nt < Tl::kTileTokens / 8; ++nt)
 #pragma unroll
@@ -782,9 +785,9 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
   const int kvh = blk.kvh, chunk = blk.chunk, ratio = blk.ratio, num_rows = blk.num_rows, row0 = blk.row0;
   const int chunk_begin = blk.chunk_begin, chunk_end = blk.chunk_end;
   if (chunk_begin >= chunk_end) return;  // whole block
-  const int n_tiles = ceil_div(chunk_end - chunk_begin, Tl::kTileTokens);
+  const int n_tiles = blk.n_tiles;
 
-  WgmmaTileCopier<Tl, T> copier(a, tid, kvh, chunk_begin, chunk_end, smem_base);
+  WgmmaTileCopier<Tl, T> copier(a, blk, tid, smem_base);  // variant 7's copies
   if constexpr (PRODUCER) {
     if (tid == 0)
       for (int st = 0; st < Tl::kStages; ++st) {
@@ -792,15 +795,7 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
         mbar_init(empty_bar + 8 * st, Tl::kNumWarps);  // every consumer warp, after its last read
       }
   } else {
-#pragma unroll
-    for (int t = 0; t < kAhead; ++t) {  // tiles 0 .. kAhead - 1: one group each
-      if (t < n_tiles) {
-        copier.fetch(t);
-        copier.load(t);
-      }
-      cp_async_commit();
-    }
-    copier.fetch(kAhead);
+    copier.template prime<kAhead>(n_tiles);
   }
   // Variant 8: the barriers are initialised before anyone uses them, and the
   // producer starts copying while the consumers stage Q (they publish it
@@ -813,132 +808,130 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
 
   // The producer warpgroup (variant 8).
   auto produce = [&]() {
-    {
-      const int p = tid - Tl::kNumThreads;
-      // Block-table entries of a tile: lane b < kBlocksPerTile holds block b's,
-      // read one tile ahead (the copy would wait an L2 round trip otherwise).
-      auto fetch = [&](int tile) {
-        const int token = chunk_begin + tile * Tl::kTileTokens + lane * Tl::kBlock;
-        return (lane < Tl::kBlocksPerTile && token < chunk_end) ? __ldg(a.prefix_blocks + token / Tl::kBlock) : -1;
-      };
-      int phys_next = fetch(0);
-      for (int t = 0; t < n_tiles; ++t) {
-        const int stage = t % Tl::kStages;
-        if (t >= Tl::kStages) mbar_wait(empty_bar + 8 * stage, ((t / Tl::kStages) + 1) & 1);  // tile t - kStages released
-        const int phys = phys_next;
-        if (t + 1 < n_tiles) phys_next = fetch(t + 1);
-        wgmma_producer_copy<Tl, T>(a, kvh, p, phys, smem_base, stage);
-        cp_async_commit();
-        if (t >= kAhead - 1) {  // tile t - kAhead + 1 landed: publish it
-          cp_async_wait<kAhead - 1>();
-          fence_proxy_async_smem();  // this lane's copies, visible to the async proxy (wgmma)
-          mbar_arrive(full_bar + 8 * ((t - kAhead + 1) % Tl::kStages));
-        }
+    const int p = tid - Tl::kNumThreads;
+    // Block-table entries of a tile: lane b < kBlocksPerTile holds block b's,
+    // read one tile ahead (the copy would wait an L2 round trip otherwise).
+    auto fetch = [&](int tile) {
+      const int token = chunk_begin + tile * Tl::kTileTokens + lane * Tl::kBlock;
+      return (lane < Tl::kBlocksPerTile && token < chunk_end) ? __ldg(a.prefix_blocks + token / Tl::kBlock) : -1;
+    };
+    int phys_next = fetch(0);
+    for (int t = 0; t < n_tiles; ++t) {
+      const int stage = t % Tl::kStages;
+      if (t >= Tl::kStages) mbar_wait(empty_bar + 8 * stage, ((t / Tl::kStages) + 1) & 1);  // tile t - kStages released
+      const int phys = phys_next;
+      if (t + 1 < n_tiles) phys_next = fetch(t + 1);
+      wgmma_producer_copy<Tl, T>(a, kvh, p, phys, smem_base, stage);
+      cp_async_commit();
+      if (t >= kAhead - 1) {  // tile t - kAhead + 1 landed: publish it
+        cp_async_wait<kAhead - 1>();
+        fence_proxy_async_smem();  // this lane's copies, visible to the async proxy (wgmma)
+        mbar_arrive(full_bar + 8 * ((t - kAhead + 1) % Tl::kStages));
       }
-      cp_async_wait<0>();
-      fence_proxy_async_smem();
-      for (int t = max(0, n_tiles - kAhead + 1); t < n_tiles; ++t) mbar_arrive(full_bar + 8 * (t % Tl::kStages));
     }
+    cp_async_wait<0>();
+    fence_proxy_async_smem();
+    for (int t = max(0, n_tiles - kAhead + 1); t < n_tiles; ++t) mbar_arrive(full_bar + 8 * (t % Tl::kStages));
   };
 
   // The consumer warpgroups (every warp of variant 7).
   auto consume = [&]() {
-  if constexpr (PRODUCER) {
-    wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
-    asm volatile("bar.sync 1, %0;\n" ::"n"(Tl::kNumThreads) : "memory");  // the consumer warps only
-  }
-  std::uint32_t qreg[Tl::kHead / 16][4];
-  wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
-  const float scale_log2 = a.scale * 1.4426950408889634f;
-  float o[kO];
-#pragma unroll
-  for (int i = 0; i < kO; ++i) o[i] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY};
-  float l[2] = {0.f, 0.f};
-  float s[kNT * 4];
-  std::uint32_t pa[Tl::kTileTokens / 16][4];  // P of the previous tile (A of O += P V)
-#pragma unroll
-  for (int k = 0; k < Tl::kTileTokens / 16; ++k)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) pa[k][i] = 0u;
-
-  auto issue_pv = [&](int tile) {
-    const std::uint32_t vs = smem_base + Tl::v_tile_byte(tile % Tl::kStages);
-#pragma unroll
-    for (int kk = 0; kk < Tl::kTileTokens / 16; ++kk)
-      Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo), 1);
-    wgmma_commit();
-  };
-  // Waits for tile `tile` (variant 7: also queues the copy of tile + kAhead),
-  // issues S(tile) = Q K(tile)^T.
-  auto begin_tile = [&](int tile) {
     if constexpr (PRODUCER) {
-      mbar_wait(full_bar + 8 * (tile % Tl::kStages), (tile / Tl::kStages) & 1);
-    } else {
-      // Groups committed: tiles 0 .. tile + kAhead - 1; tile `tile` has landed
-      // once at most kAhead - 1 are pending.
-      cp_async_wait<kAhead - 1>();
-      fence_proxy_async_smem();  // this thread's copies, visible to the async proxy
-      // Every thread is past iteration tile - 1, whose last wait covered
-      // O += P(tile - 2) V(tile - 2): buffer (tile + kAhead) % kStages is free.
-      __syncthreads();
-      if (tile + kAhead < n_tiles) copier.load((tile + kAhead) % Tl::kStages);
-      cp_async_commit();
+      wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
+      asm volatile("bar.sync 1, %0;\n" ::"n"(Tl::kNumThreads) : "memory");  // the consumer warps only
     }
-    const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
-    accum_fence(s);
+    std::uint32_t qreg[Tl::kHead / 16][4];
+    wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
+    const float scale_log2 = a.scale * 1.4426950408889634f;
+    float o[kO];
+#pragma unroll
+    for (int i = 0; i < kO; ++i) o[i] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY};
+    float l[2] = {0.f, 0.f};
+    float s[kNT * 4];
+    std::uint32_t pa[Tl::kTileTokens / 16][4];  // P of the previous tile (A of O += P V)
+#pragma unroll
+    for (int k = 0; k < Tl::kTileTokens / 16; ++k)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) pa[k][i] = 0u;
+
+    auto issue_pv = [&](int tile) {
+      const std::uint32_t vs = smem_base + Tl::v_tile_byte(tile % Tl::kStages);
+#pragma unroll
+      for (int kk = 0; kk < Tl::kTileTokens / 16; ++kk)
+        Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo), 1);
+      wgmma_commit();
+    };
+    // Waits for tile `tile` (variant 7: also queues the copy of tile + kAhead),
+    // issues S(tile) = Q K(tile)^T.
+    auto begin_tile = [&](int tile) {
+      if constexpr (PRODUCER) {
+        mbar_wait(full_bar + 8 * (tile % Tl::kStages), (tile / Tl::kStages) & 1);
+      } else {
+        // Groups committed: tiles 0 .. tile + kAhead - 1; tile `tile` has landed
+        // once at most kAhead - 1 are pending.
+        cp_async_wait<kAhead - 1>();
+        fence_proxy_async_smem();  // this thread's copies, visible to the async proxy
+        // Every thread is past iteration tile - 1, whose last wait covered
+        // O += P(tile - 2) V(tile - 2): buffer (tile + kAhead) % kStages is free.
+        __syncthreads();
+        if (tile + kAhead < n_tiles) copier.load((tile + kAhead) % Tl::kStages);
+        cp_async_commit();
+      }
+      const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
+      accum_fence(s);
+      accum_fence(o);
+      frag_fence(pa);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < Tl::kHead / 16; ++kk)  // kk 0 overwrites S: no zeroing
+        Wgmma<T, Tl::kTileTokens>::mma(s, qreg[kk], wgmma_desc(ks + Tl::k_step_byte(kk), Tl::kKLbo, Tl::kKSbo), kk > 0 ? 1 : 0);
+      wgmma_commit();
+    };
+    // Variant 7's block-table read for the copy after the next waits until the
+    // wgmma instructions are issued: the warpgroup fence before them would
+    // otherwise wait for that load.
+    auto fetch_next = [&](int tile) {
+      if constexpr (!PRODUCER)
+        if (tile + kAhead < n_tiles) copier.fetch(tile + kAhead + 1);
+    };
+    // S(tile) is done: the softmax writes P = exp2 over S while
+    // O += P(tile - 1) V(tile - 1) may still run; then the wait for that product
+    // (variant 8: its buffer is released), O's rescale and P packed into the A fragments.
+    auto finish_tile = [&](int tile) {
+      accum_fence(s);
+      const int valid = blk.valid_tokens(tile);
+      float corr[2];
+      const bool moved = wgmma_lazy_softmax<Tl>(s, valid, lane, scale_log2, m, l, corr);
+      wgmma_wait<0>();  // O += P(tile - 1) V(tile - 1) done: O and pa may be written
+      if constexpr (PRODUCER)
+        if (tile > 0 && lane == 0) mbar_arrive(empty_bar + 8 * ((tile - 1) % Tl::kStages));
+      accum_fence(o);
+      wgmma_rescale_pack<Tl, T>(o, corr, moved, s, pa);
+    };
+
+    // Tile 0 peeled (no P yet): a branch around wgmma makes ptxas serialize them.
+    begin_tile(0);
+    fetch_next(0);
+    wgmma_wait<0>();
+    finish_tile(0);
+    for (int tile = 1; tile < n_tiles; ++tile) {
+      begin_tile(tile);
+      issue_pv(tile - 1);
+      fetch_next(tile);
+      wgmma_wait<1>();  // S(tile) done; the PV product may still run
+      finish_tile(tile);
+    }
     accum_fence(o);
     frag_fence(pa);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < Tl::kHead / 16; ++kk)  // kk 0 overwrites S: no zeroing
-      Wgmma<T, Tl::kTileTokens>::mma(s, qreg[kk], wgmma_desc(ks + Tl::k_step_byte(kk), Tl::kKLbo, Tl::kKSbo), kk > 0 ? 1 : 0);
-    wgmma_commit();
-  };
-  // Variant 7's block-table read for the copy after the next waits until the
-  // wgmma instructions are issued: the warpgroup fence before them would
-  // otherwise wait for that load.
-  auto fetch_next = [&](int tile) {
-    if constexpr (!PRODUCER)
-      if (tile + kAhead < n_tiles) copier.fetch(tile + kAhead + 1);
-  };
-  // S(tile) is done: the softmax writes P = exp2 over S while
-  // O += P(tile - 1) V(tile - 1) may still run; then the wait for that product
-  // (variant 8: its buffer is released), O's rescale and P packed into the A fragments.
-  auto finish_tile = [&](int tile) {
-    accum_fence(s);
-    const int valid = min(Tl::kTileTokens, chunk_end - (chunk_begin + tile * Tl::kTileTokens));
-    float corr[2];
-    const bool moved = wgmma_lazy_softmax<Tl>(s, valid, lane, scale_log2, m, l, corr);
-    wgmma_wait<0>();  // O += P(tile - 1) V(tile - 1) done: O and pa may be written
-    if constexpr (PRODUCER)
-      if (tile > 0 && lane == 0) mbar_arrive(empty_bar + 8 * ((tile - 1) % Tl::kStages));
+    issue_pv(n_tiles - 1);
+    wgmma_wait<0>();
     accum_fence(o);
-    wgmma_rescale_pack<Tl, T>(o, corr, moved, s, pa);
-  };
+    if constexpr (!PRODUCER) cp_async_wait<0>();
 
-  // Tile 0 peeled (no P yet): a branch around wgmma makes ptxas serialize them.
-  begin_tile(0);
-  fetch_next(0);
-  wgmma_wait<0>();
-  finish_tile(0);
-  for (int tile = 1; tile < n_tiles; ++tile) {
-    begin_tile(tile);
-    issue_pv(tile - 1);
-    fetch_next(tile);
-    wgmma_wait<1>();  // S(tile) done; the PV product may still run
-    finish_tile(tile);
-  }
-  accum_fence(o);
-  frag_fence(pa);
-  wgmma_fence();
-  issue_pv(n_tiles - 1);
-  wgmma_wait<0>();
-  accum_fence(o);
-  if constexpr (!PRODUCER) cp_async_wait<0>();
-
-  if (row0 + wg * Tl::kRowsPerWarpgroup >= num_rows) return;
-  wgmma_store_chunk_state<Tl>(a, o, m, l, l, false, row0, warp, lane, kvh, chunk, ratio, num_rows);
+    if (row0 + wg * Tl::kRowsPerWarpgroup >= num_rows) return;
+    wgmma_store_chunk_state<Tl>(a, o, m, l, l, false, row0, warp, lane, kvh, chunk, ratio, num_rows);
   };
 
   if constexpr (PRODUCER) {

@@ -244,6 +244,9 @@ PA_HD constexpr int prefix_variant_tile_tokens(int variant, int head_size, int b
 // of several tiles in H100 runs 4-5 (kernels/NOTES.md; cause not found), so
 // the planner sends head 64 to the mma.sync variants.
 PA_HD constexpr bool prefix_wgmma_head_ok(int head_size) { return head_size == 128; }
+// Variant 7's register cap (07_cascade_prefix_wgmma.cuh, PA_WG7_MAXREG): 256
+// threads x 192 leave 128 x 128 registers, one lean stage 8 CTA, on the SM.
+inline constexpr int kPrefixOverlapRegs = 192;
 
 template <class Cfg, int TILE_TOKENS = 64, int STAGES = 3, int WARPGROUPS = 2>
 struct PrefixWgmmaTiling {
