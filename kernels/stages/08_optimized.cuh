@@ -102,6 +102,17 @@ __device__ __forceinline__ void cp_async_16(std::uint32_t smem, const void* gmem
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
                "r"(src_bytes));
 }
+// A 4-byte read-only global load if `pred`, else 0, in one predicated
+// instruction that the compiler keeps where it is written (volatile asm): no
+// select on the loaded value that would make the warp wait for it early.
+__device__ __forceinline__ std::uint32_t ld_nc_u32_if(bool pred, const void* p) {
+  std::uint32_t v;
+  asm volatile(
+      "{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n mov.b32 %0, 0;\n @q ld.global.nc.b32 %0, [%1];\n}\n"
+      : "=r"(v)
+      : "l"(p), "r"(static_cast<int>(pred)));
+  return v;
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -195,16 +206,42 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   const int ctx = p.context_lens[seq] - p.first_block * BS;  // tokens of the attended range
   PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::context_lens)
                        .at(context_len_offset(seq) * 4, 4));
+
+  // LESSON-BEGIN(optimized.q_frag)
+  // Q of the unit's heads straight into mma A fragments (registers), once:
+  // one 4-byte load per register (two adjacent elements), issued right after
+  // the context-length load and before anything waits for it, so the two DRAM
+  // round trips overlap (a split with no work has loaded its Q for nothing).
+  // Nothing reads these registers before the first QK mma: the block copies
+  // below do not wait for Q.
+  const int head0 = opt_unit_first_head(unit, p.head_chunks, p.group);
+  const int nh = opt_unit_num_heads(unit, p.head_chunks, p.group);
+  std::uint32_t qf[Cfg::kQkKSteps][4];
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kQkKSteps; ++ks) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int g = Cfg::q_frag_head(lane, r);
+      const bool has_head = (HT == 2 || (r & 1) == 0) && g < nh;
+      const int d = Cfg::q_frag_dim(lane, ks, r);
+      // d even, q 4-byte aligned and q_stride even (launch_optimized checks).
+      const std::int64_t off = p.qg.q_offset(seq, head0 + cmin(g, nh - 1), d);
+      qf[ks][r] = ld_nc_u32_if(has_head, static_cast<const unsigned char*>(p.q) + off * Cfg::kElemBytes);
+      if (has_head)
+        PA_TRACE(tracer, ev(tc, Step::q_load, Op::global_load, Tensor::q)
+                             .it(4 * ks + r).dims(d, 2).at(off * Cfg::kElemBytes, 2 * Cfg::kElemBytes));
+    }
+  }
+  // LESSON-END(optimized.q_frag)
+
   const int nblocks = ceil_div(ctx, BS);
   if (ctx <= 0) {
     // A cascade suffix with no token past the prefix: the empty state
     // (lse -inf, out 0), which the merge weighs 0. Written by split 0.
     if (p.state_out != nullptr && split == 0) {
-      const int nh0 = opt_unit_num_heads(unit, p.head_chunks, p.group);
-      const int h0 = opt_unit_first_head(unit, p.head_chunks, p.group);
-      for (int i = threadIdx.x; i < nh0 * HS; i += Cfg::kNumThreads) {
-        p.state_out[p.stg.out_offset(seq, h0 + i / HS, i % HS)] = 0.f;
-        if (i % HS == 0) p.state_lse[p.stg.lse_offset(seq, h0 + i / HS)] = kNegInf;
+      for (int i = threadIdx.x; i < nh * HS; i += Cfg::kNumThreads) {
+        p.state_out[p.stg.out_offset(seq, head0 + i / HS, i % HS)] = 0.f;
+        if (i % HS == 0) p.state_lse[p.stg.lse_offset(seq, head0 + i / HS)] = kNegInf;
       }
     }
     return;
@@ -214,35 +251,10 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   const int tok_limit = cmin(ctx, blk_end * BS);
   const int nsteps = ceil_div(blk_end - blk_begin, BPS);
   const int kvh = opt_unit_kv_head(unit, p.head_chunks);
-  const int head0 = opt_unit_first_head(unit, p.head_chunks, p.group);
-  const int nh = opt_unit_num_heads(unit, p.head_chunks, p.group);
 
-  const T* __restrict__ qptr = static_cast<const T*>(p.q);
   const T* __restrict__ kc = static_cast<const T*>(p.k_cache);
   const T* __restrict__ vc = static_cast<const T*>(p.v_cache);
 
-  // LESSON-BEGIN(optimized.q_frag)
-  // Q of the unit's heads straight into mma A fragments (registers), once.
-  std::uint32_t qf[Cfg::kQkKSteps][4];
-#pragma unroll
-  for (int ks = 0; ks < Cfg::kQkKSteps; ++ks) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int g = Cfg::q_frag_head(lane, r);
-      std::uint32_t v = 0;
-      if ((HT == 2 || (r & 1) == 0) && g < nh) {
-        const int d = Cfg::q_frag_dim(lane, ks, r);
-        const auto* q16 = reinterpret_cast<const unsigned short*>(qptr);
-        const std::int64_t off = p.qg.q_offset(seq, head0 + g, d);
-        v = static_cast<std::uint32_t>(q16[off]) | (static_cast<std::uint32_t>(q16[off + 1]) << 16);
-        // Two adjacent 16-bit loads, reported as one 4-byte access.
-        PA_TRACE(tracer, ev(tc, Step::q_load, Op::global_load, Tensor::q)
-                             .it(4 * ks + r).dims(d, 2).at(off * Cfg::kElemBytes, 2 * Cfg::kElemBytes));
-      }
-      qf[ks][r] = v;
-    }
-  }
-  // LESSON-END(optimized.q_frag)
 
   const int my_steps = Cfg::warp_steps(nsteps, warp);
 
