@@ -15,6 +15,7 @@
 // shape are reported as such, never timed as something else.
 //
 //   pa-bench [--json FILE] [--iters N] [--warmup N] [--pool-gb G] [--only optimized] [--quick]
+//            [--dtypes fp16,bf16]
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -139,6 +140,7 @@ struct Options {
   int spin_us = 50;       // GPU busy-wait before each timed launch (0 = off)
   int force_splits = 0;   // stage 8: override the split heuristic
   std::vector<int> shape; // --shape seqs,heads,kv_heads,context,head_size
+  std::vector<DType> dtypes = {DType::f16, DType::bf16};  // --dtypes, in this order
 };
 
 // One problem instance set: R rotations of (Q, block tables) over disjoint KV blocks.
@@ -508,9 +510,8 @@ std::string jstr(const std::string& s) {
   return r + "\"";
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line; throws std::invalid_argument with what is accepted.
+Options parse_options(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -518,31 +519,70 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
       return argv[++i];
     };
+    // A whole number (or, for num, any number) for option a, else a clear error.
+    auto parse_num = [&](const std::string& v, bool integer) {
+      std::size_t used = 0;
+      double x = 0;
+      try {
+        x = integer ? static_cast<double>(std::stoi(v, &used)) : std::stod(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != v.size())
+        throw std::invalid_argument(a + " wants " + (integer ? "an integer" : "a number") + ", not '" + v + "'");
+      return x;
+    };
+    auto integer = [&] { return static_cast<int>(parse_num(next(), true)); };
+    auto number = [&] { return parse_num(next(), false); };
     if (a == "--json") o.json = next();
-    else if (a == "--iters") o.iters = std::stoi(next());
-    else if (a == "--warmup") o.warmup = std::stoi(next());
-    else if (a == "--pool-gb") o.pool_gb = std::stod(next());
+    else if (a == "--iters") o.iters = integer();
+    else if (a == "--warmup") o.warmup = integer();
+    else if (a == "--pool-gb") o.pool_gb = number();
     else if (a == "--only") o.only = next();
     else if (a == "--quick") o.quick = true;
     else if (a == "--cascade-only") o.cascade_only = true;
     else if (a == "--cascade-sweep") o.cascade_sweep = next();
-    else if (a == "--spin-us") o.spin_us = std::stoi(next());
-    else if (a == "--splits") o.force_splits = std::stoi(next());
+    else if (a == "--spin-us") o.spin_us = integer();
+    else if (a == "--splits") o.force_splits = integer();
+    else if (a == "--dtypes") {
+      std::stringstream ss(next());
+      std::string tok;
+      o.dtypes.clear();
+      while (std::getline(ss, tok, ',')) {
+        if (tok == "fp16") o.dtypes.push_back(DType::f16);
+        else if (tok == "bf16") o.dtypes.push_back(DType::bf16);
+        else
+          throw std::invalid_argument("--dtypes wants a comma list of fp16 and bf16 (timed in that order), not " +
+                                      tok);
+      }
+      if (o.dtypes.empty()) throw std::invalid_argument("--dtypes wants at least one of fp16, bf16");
+    }
     else if (a == "--shape") {
       std::stringstream ss(next());
       std::string tok;
-      while (std::getline(ss, tok, ',')) o.shape.push_back(std::stoi(tok));
+      while (std::getline(ss, tok, ',')) o.shape.push_back(static_cast<int>(parse_num(tok, true)));
       if (o.shape.size() != 5) throw std::invalid_argument("--shape wants seqs,heads,kv_heads,context,head_size");
     }
     else {
-      std::fprintf(stderr,
-                   "unknown option %s\nusage: pa-bench [--json FILE] [--iters N>=100] [--warmup N] "
-                   "[--pool-gb G] [--only optimized] [--quick] [--spin-us N] [--splits N] [--cascade-only] "
-                   "[--cascade-sweep variant:streams:chunks[:suffix],...] "
-                   "[--shape seqs,heads,kv_heads,context,head_size]\n",
-                   a.c_str());
-      return 2;
+      throw std::invalid_argument("unknown option " + a +
+                                  "\nusage: pa-bench [--json FILE] [--iters N>=100] [--warmup N] [--pool-gb G] "
+                                  "[--only optimized] [--quick] [--spin-us N] [--splits N] [--cascade-only] "
+                                  "[--cascade-sweep variant:streams:chunks[:suffix],...] "
+                                  "[--shape seqs,heads,kv_heads,context,head_size] [--dtypes fp16,bf16]");
     }
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  try {
+    o = parse_options(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pa-bench: %s\n", e.what());
+    return 2;
   }
   try {
     int ndev = 0;
@@ -573,7 +613,7 @@ int main(int argc, char** argv) {
     std::mt19937_64 rng(20261122);
     std::vector<Row> rows;
     for (const Shape& s : shapes)
-      for (DType dt : {DType::f16, DType::bf16}) {
+      for (DType dt : o.dtypes) {
         const std::size_t first = rows.size();
         run_shape(s, dt, o, rng, copy_gbps, rows);
         const Row& r = rows[first];

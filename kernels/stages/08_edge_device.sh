@@ -3,7 +3,10 @@
 # 8's GPU tests and its recorded == model trace tests; the SASS of the stage 8
 # prologue (fp16 and bf16, head 128, block 16, head tile 1: where the Q loads,
 # the first cp.async and anything waiting on a load sit); (1,32,8,4096) alone
-# REPEAT times; the cascade alone with a sweep (CASCADE_SWEEP,
+# REPEAT times (with BASE_SRC, a source tree of an earlier revision, e.g.
+# `git archive REV` unpacked under the carried .deps: its pa-bench built too
+# and the runs alternate between the two, for an A/B from one machine; the new
+# one also with --dtypes bf16,fp16); the cascade alone with a sweep (CASCADE_SWEEP,
 # variant:streams:chunks[:suffix],...; empty = no cascade). Logs in
 # $OUT/edge.tgz, a summary last.
 set -u
@@ -12,6 +15,12 @@ W=/tmp/edge; rm -rf "$W"; mkdir -p "$W" "$FINAL_OUT"
 B=/tmp/q
 source trace/tools/device_quick_build.sh
 device_quick_build "$W" pa_optimized_tests pa_trace_optimized_gpu_tests pa-bench
+if [ -n "${BASE_SRC:-}" ]; then
+  (cd "$BASE_SRC" && cmake -S . -B /tmp/qbase -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF \
+    -DPA_BUILD_TESTS=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DPA_QUICK_KERNELS=ON >"$W/cmake_base.log" 2>&1 &&
+    timeout 300 ninja -C /tmp/qbase -j16 pa-bench >"$W/build_base.log" 2>&1)
+  echo "baseline build rc=$?"
+fi
 if [ "${TESTS:-1}" = 1 ]; then
   timeout 150 "$B/tests/kernels/pa_optimized_tests" --reporter compact >"$W/opt_tests.log" 2>&1
   echo "opt tests rc=$? | $(tail -1 "$W/opt_tests.log")"
@@ -42,6 +51,13 @@ for name, ins in funcs.items():
           f"first cp.async at {first_ldgsts}; PRMT/SEL before it at {waits[:8]}")
 PY
 for i in $(seq 1 "${REPEAT:-3}"); do
+  if [ -x /tmp/qbase/cli/pa-bench ]; then
+    echo "-- base" >>"$W/alone.txt"
+    /tmp/qbase/cli/pa-bench --only optimized --shape 1,32,8,4096,128 >>"$W/alone.txt" 2>&1
+    echo "-- new, bf16 first" >>"$W/alone.txt"
+    "$B/cli/pa-bench" --only optimized --shape 1,32,8,4096,128 --dtypes bf16,fp16 >>"$W/alone.txt" 2>&1
+  fi
+  echo "-- new" >>"$W/alone.txt"
   "$B/cli/pa-bench" --only optimized --shape 1,32,8,4096,128 >>"$W/alone.txt" 2>&1
 done
 if [ -n "${CASCADE_SWEEP:-}" ]; then
@@ -50,5 +66,5 @@ if [ -n "${CASCADE_SWEEP:-}" ]; then
 fi
 tar czf "$FINAL_OUT/edge.tgz" -C "$W" .
 echo "==== stage 8 resources (head 128)"; grep "Li128ELi16" "$W/opt_resources.txt" | head -6
-echo "==== (1,32,8,4096) alone"; grep -E "^optimized|GPU" "$W/alone.txt"
+echo "==== (1,32,8,4096) alone"; grep -E "^optimized|^--" "$W/alone.txt"
 [ -f "$W/cascade.txt" ] && { echo "==== cascade"; grep -vE "^  done" "$W/cascade.txt" | tail -24; }

@@ -31,6 +31,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "pa/index/cascade.hpp"
 #include "pa/index/config.hpp"
@@ -102,15 +103,27 @@ __device__ __forceinline__ void cp_async_16(std::uint32_t smem, const void* gmem
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
                "r"(src_bytes));
 }
-// A 4-byte read-only global load if `pred`, else 0, in one predicated
-// instruction that the compiler keeps where it is written (volatile asm): no
-// select on the loaded value that would make the warp wait for it early.
-__device__ __forceinline__ std::uint32_t ld_nc_u32_if(bool pred, const void* p) {
+// f(std::integral_constant<int, I>) for I = 0 .. N-1, unrolled at compile time.
+template <class F, int... I>
+__device__ __forceinline__ void static_for_seq(F&& f, std::integer_sequence<int, I...>) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, class F>
+__device__ __forceinline__ void static_for(F&& f) {
+  static_for_seq(f, std::make_integer_sequence<int, N>{});
+}
+// A 4-byte read-only global load of p + kOffset bytes if `pred`, else 0, in
+// one predicated instruction. Volatile asm keeps the prologue's loads in the
+// order written (block table, context length, Q: all issued before anything
+// waits for one of them), and the predicate avoids a select on the loaded value
+// that would make the warp wait for it early.
+template <int kOffset = 0>
+__device__ __forceinline__ std::uint32_t ld_nc_b32_if(bool pred, const void* p) {
   std::uint32_t v;
   asm volatile(
-      "{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n mov.b32 %0, 0;\n @q ld.global.nc.b32 %0, [%1];\n}\n"
+      "{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n mov.b32 %0, 0;\n @q ld.global.nc.b32 %0, [%1+%3];\n}\n"
       : "=r"(v)
-      : "l"(p), "r"(static_cast<int>(pred)));
+      : "l"(p), "r"(static_cast<int>(pred)), "n"(kOffset));
   return v;
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
@@ -197,13 +210,14 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   auto table_index = [&](int lb) { return p.btg.offset(seq, p.first_block + lb); };
   {
     const int lb = Cfg::step_block(blk_begin, warp, lane / BPS, lane % BPS);
-    if (lb < p.btg.max_blocks_per_seq - p.first_block) {
-      tbl = __ldg(p.block_tables + table_index(lb));
+    const bool exists = lb < p.btg.max_blocks_per_seq - p.first_block;
+    tbl = static_cast<int>(ld_nc_b32_if(exists, p.block_tables + table_index(exists ? lb : 0)));
+    if (exists)
       PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::block_table)
                            .it(0).blk(lb, tbl).at(table_index(lb) * 4, 4));
-    }
   }
-  const int ctx = p.context_lens[seq] - p.first_block * BS;  // tokens of the attended range
+  // tokens of the attended range
+  const int ctx = static_cast<int>(ld_nc_b32_if(true, p.context_lens + seq)) - p.first_block * BS;
   PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::context_lens)
                        .at(context_len_offset(seq) * 4, 4));
 
@@ -216,22 +230,32 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   // below do not wait for Q.
   const int head0 = opt_unit_first_head(unit, p.head_chunks, p.group);
   const int nh = opt_unit_num_heads(unit, p.head_chunks, p.group);
-  std::uint32_t qf[Cfg::kQkKSteps][4];
+  // Register r of k-step ks holds dims q_frag_dim(lane, 0, r) + 16 ks: one
+  // address per r, the k-steps at immediate offsets (d even, q 4-byte aligned
+  // and q_stride even: opt_make_params checks).
+  const unsigned char* qrow[4];
+  bool has_head[4];
 #pragma unroll
-  for (int ks = 0; ks < Cfg::kQkKSteps; ++ks) {
+  for (int r = 0; r < 4; ++r) {
+    const int g = Cfg::q_frag_head(lane, r);
+    has_head[r] = (HT == 2 || (r & 1) == 0) && g < nh;
+    qrow[r] = static_cast<const unsigned char*>(p.q) +
+              p.qg.q_offset(seq, head0 + cmin(g, nh - 1), Cfg::q_frag_dim(lane, 0, r)) * Cfg::kElemBytes;
+  }
+  std::uint32_t qf[Cfg::kQkKSteps][4];
+  static_for<Cfg::kQkKSteps>([&](auto ks_c) {
+    constexpr int ks = decltype(ks_c)::value;
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      const int g = Cfg::q_frag_head(lane, r);
-      const bool has_head = (HT == 2 || (r & 1) == 0) && g < nh;
-      const int d = Cfg::q_frag_dim(lane, ks, r);
-      // d even, q 4-byte aligned and q_stride even (launch_optimized checks).
-      const std::int64_t off = p.qg.q_offset(seq, head0 + cmin(g, nh - 1), d);
-      qf[ks][r] = ld_nc_u32_if(has_head, static_cast<const unsigned char*>(p.q) + off * Cfg::kElemBytes);
-      if (has_head)
+      qf[ks][r] = ld_nc_b32_if<Cfg::q_frag_dim(0, ks, 0) * Cfg::kElemBytes>(has_head[r], qrow[r]);
+      if (has_head[r])
         PA_TRACE(tracer, ev(tc, Step::q_load, Op::global_load, Tensor::q)
-                             .it(4 * ks + r).dims(d, 2).at(off * Cfg::kElemBytes, 2 * Cfg::kElemBytes));
+                             .it(4 * ks + r).dims(Cfg::q_frag_dim(lane, ks, r), 2)
+                             .at(p.qg.q_offset(seq, head0 + Cfg::q_frag_head(lane, r), Cfg::q_frag_dim(lane, ks, r)) *
+                                     Cfg::kElemBytes,
+                                 2 * Cfg::kElemBytes));
     }
-  }
+  });
   // LESSON-END(optimized.q_frag)
 
   const int nblocks = ceil_div(ctx, BS);
