@@ -5,8 +5,7 @@
 # the first cp.async and anything waiting on a load sit); (1,32,8,4096) alone
 # REPEAT times (with BASE_SRC, a source tree of an earlier revision, e.g.
 # `git archive REV` unpacked under the carried .deps: its pa-bench built too
-# and the runs alternate between the two, for an A/B from one machine; the new
-# one also with --dtypes bf16,fp16); the cascade alone with a sweep (CASCADE_SWEEP,
+# and the runs alternate between the two, for an A/B from one machine); the cascade alone with a sweep (CASCADE_SWEEP,
 # variant:streams:chunks[:suffix],...; empty = no cascade). Logs in
 # $OUT/edge.tgz, a summary last.
 set -u
@@ -50,15 +49,18 @@ for name, ins in funcs.items():
     print(f"{name[:160]}\n  {len(ins)} instr; global loads before the first cp.async at {loads}; "
           f"first cp.async at {first_ldgsts}; PRMT/SEL before it at {waits[:8]}")
 PY
+# ALONE_ARGS: extra pa-bench arguments, several sets separated by '|' (each set
+# is timed by both builds; the baseline build may not know newer options).
+IFS='|' read -r -a ARGSETS <<<"${ALONE_ARGS:- }"
 for i in $(seq 1 "${REPEAT:-3}"); do
-  if [ -x /tmp/qbase/cli/pa-bench ]; then
-    echo "-- base" >>"$W/alone.txt"
-    /tmp/qbase/cli/pa-bench --only optimized --shape 1,32,8,4096,128 >>"$W/alone.txt" 2>&1
-    echo "-- new, bf16 first" >>"$W/alone.txt"
-    "$B/cli/pa-bench" --only optimized --shape 1,32,8,4096,128 --dtypes bf16,fp16 >>"$W/alone.txt" 2>&1
-  fi
-  echo "-- new" >>"$W/alone.txt"
-  "$B/cli/pa-bench" --only optimized --shape 1,32,8,4096,128 >>"$W/alone.txt" 2>&1
+  for args in "${ARGSETS[@]}"; do
+    if [ -x /tmp/qbase/cli/pa-bench ]; then
+      echo "-- base $args" >>"$W/alone.txt"
+      /tmp/qbase/cli/pa-bench --only optimized --shape 1,32,8,4096,128 $args >>"$W/alone.txt" 2>&1
+    fi
+    echo "-- new $args" >>"$W/alone.txt"
+    "$B/cli/pa-bench" --only optimized --shape 1,32,8,4096,128 $args >>"$W/alone.txt" 2>&1
+  done
 done
 if [ -n "${CASCADE_SWEEP:-}" ]; then
   timeout 300 "$B/cli/pa-bench" --cascade-only --cascade-sweep "$CASCADE_SWEEP" >"$W/cascade.txt" 2>&1
