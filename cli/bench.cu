@@ -14,12 +14,13 @@
 // busy and the event pair times the kernel alone. Kernels not in this build or refusing a
 // shape are reported as such, never timed as something else.
 //
-//   pa-bench [--json FILE] [--iters N] [--warmup N] [--pool-gb G] [--only optimized] [--quick]
-//            [--dtypes fp16,bf16]
+//   pa-bench [--json FILE] [--iters N] [--warmup N] [--warmup-ms T] [--pool-gb G] [--only optimized]
+//            [--quick] [--dtypes fp16,bf16]
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -119,7 +120,7 @@ struct Row {
   Shape shape{};
   double kv_bytes = 0, kv_unique_bytes = 0;
   double median_us = 0, min_us = 0, p10_us = 0, p90_us = 0;
-  int timed = 0;
+  int timed = 0, warmup_launches = 0;
   double gbps = 0, pct_copy = 0;
   double xcheck_max_abs = -1;  // |optimized - other| on one set, where both ran
 };
@@ -132,6 +133,7 @@ double pct_of(std::vector<float> v, double q) {
 struct Options {
   std::string json = "bench.json";
   int iters = 100, warmup = 10;
+  double warmup_ms = 50;  // and at least this much wall time of warm-up launches
   double pool_gb = 6.0;
   std::string only;
   bool quick = false;
@@ -207,13 +209,32 @@ const void* q_of(const Problem& P, int r) {
          static_cast<std::size_t>(r) * P.s.seqs * P.s.heads * P.s.head_size * dtype_bytes(P.dt);
 }
 
-// Times launch(r) for warmup + iters launches, rotating r over the R disjoint
-// data sets (pa/kernels/event_timer.hpp: one event pair per timed launch).
+// Times launch(r) for iters launches after a warm-up, rotating r over the R
+// disjoint data sets (pa/kernels/event_timer.hpp: one event pair per timed
+// launch, the busy-wait kernel before each). The warm-up runs the same loop
+// (busy-wait, event pair, launch) for at least --warmup launches and
+// --warmup-ms of wall time: on an H100, 10 warm-up launches (< 1 ms) left the
+// first row of a process ~1 us slower at (1,32,8,4096) than the same kernel
+// timed second, and 2000 warm-up launches (or a 200 us busy-wait) removed the
+// difference (kernels/NOTES.md, session 6): the host's launch path had not
+// reached its steady state and outran the 50 us busy-wait.
 template <class F>
 void time_kernel(Row& row, const Problem& P, const Options& o, F&& launch) {
-  const auto ms = kernels::time_indexed_launches_ms([&](int i) { launch(i % P.R); }, o.iters, o.warmup, [&](int) {
+  auto busy_wait = [&](int) {
     if (o.spin_us > 0) spin_kernel<<<1, 1>>>(static_cast<unsigned long long>(o.spin_us) * 1000ull);
-  });
+  };
+  int done = 0;  // launches so far: the rotation continues across warm-up and timing
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed_ms = [&] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  while (done < o.warmup || elapsed_ms() < o.warmup_ms) {
+    constexpr int kRound = 8;
+    (void)kernels::time_indexed_launches_ms([&](int i) { launch((done + i) % P.R); }, kRound, 0, busy_wait);
+    done += kRound;
+  }
+  row.warmup_launches = done;
+  const auto ms = kernels::time_indexed_launches_ms([&](int i) { launch((done + i) % P.R); }, o.iters, 0, busy_wait);
   row.timed = static_cast<int>(ms.size());
   row.median_us = kernels::median_of(ms) * 1e3;
   row.min_us = *std::min_element(ms.begin(), ms.end()) * 1e3;
@@ -537,6 +558,7 @@ Options parse_options(int argc, char** argv) {
     if (a == "--json") o.json = next();
     else if (a == "--iters") o.iters = integer();
     else if (a == "--warmup") o.warmup = integer();
+    else if (a == "--warmup-ms") o.warmup_ms = number();
     else if (a == "--pool-gb") o.pool_gb = number();
     else if (a == "--only") o.only = next();
     else if (a == "--quick") o.quick = true;
@@ -565,7 +587,8 @@ Options parse_options(int argc, char** argv) {
     }
     else {
       throw std::invalid_argument("unknown option " + a +
-                                  "\nusage: pa-bench [--json FILE] [--iters N>=100] [--warmup N] [--pool-gb G] "
+                                  "\nusage: pa-bench [--json FILE] [--iters N>=100] [--warmup N] [--warmup-ms T] "
+                                  "[--pool-gb G] "
                                   "[--only optimized] [--quick] [--spin-us N] [--splits N] [--cascade-only] "
                                   "[--cascade-sweep variant:streams:chunks[:suffix],...] "
                                   "[--shape seqs,heads,kv_heads,context,head_size] [--dtypes fp16,bf16]");
@@ -643,7 +666,8 @@ int main(int argc, char** argv) {
     js << "{\n  \"gpu\": " << jstr(prop.name) << ",\n  \"sm_count\": " << prop.multiProcessorCount
        << ",\n  \"l2_bytes\": " << prop.l2CacheSize << ",\n  \"copy_gbps\": " << copy_gbps
        << ",\n  \"copy_bytes_each_way\": " << copy_bytes << ",\n  \"iters\": " << o.iters
-       << ",\n  \"warmup\": " << o.warmup << ",\n  \"spin_us\": " << o.spin_us << ",\n  \"pool_gb\": " << o.pool_gb
+       << ",\n  \"warmup\": " << o.warmup << ",\n  \"warmup_ms\": " << o.warmup_ms
+       << ",\n  \"spin_us\": " << o.spin_us << ",\n  \"pool_gb\": " << o.pool_gb
        << ",\n  \"kv_bytes_note\": \"K+V bytes of every context token, each read once (cascade: the shared prefix once)\""
        << ",\n  \"pct_copy_note\": \"GB/s of KV read / (copy bytes read + written per second)\""
        << ",\n  \"rows\": [\n";
@@ -655,7 +679,8 @@ int main(int argc, char** argv) {
          << ", \"head_size\": " << r.shape.head_size << ", \"block_size\": " << r.shape.block_size
          << ", \"kv_bytes\": " << r.kv_bytes << ", \"status\": " << jstr(r.status)
          << ", \"median_us\": " << r.median_us << ", \"min_us\": " << r.min_us << ", \"p10_us\": " << r.p10_us
-         << ", \"p90_us\": " << r.p90_us << ", \"timed\": " << r.timed << ", \"gbps\": " << r.gbps
+         << ", \"p90_us\": " << r.p90_us << ", \"timed\": " << r.timed
+         << ", \"warmup_launches\": " << r.warmup_launches << ", \"gbps\": " << r.gbps
          << ", \"pct_copy\": " << r.pct_copy << ", \"xcheck_max_abs_vs_optimized\": " << r.xcheck_max_abs
          << ", \"plan\": " << jstr(r.plan) << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
     }

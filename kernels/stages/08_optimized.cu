@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -28,11 +27,6 @@ PA_OPT_EXTERN_LEAN(8) PA_OPT_EXTERN_LEAN(16) PA_OPT_EXTERN_LEAN(32)
 // The kernel's parameters for a plan (also used by the trace module's
 // recording launch, so both launch the same grid with the same arguments).
 OptParams opt_make_params(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace) {
-  // The kernel reads Q two elements (4 bytes) at a time.
-  if (a.q_stride % 2 != 0 || reinterpret_cast<std::uintptr_t>(a.q) % 4 != 0)
-    throw std::invalid_argument("stage 8: q_stride=" + std::to_string(a.q_stride) +
-                                " and the q pointer: need an even row stride (elements) and a 4-byte aligned "
-                                "q (Q is read two elements at a time)");
   OptParams p{};
   p.out = a.out;
   p.q = a.q;

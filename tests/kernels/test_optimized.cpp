@@ -205,34 +205,6 @@ TEST_CASE("stage 8 rejects a bad cascade-suffix range or half a state", "[optimi
   CHECK(message().find("state_out and state_lse go together") != std::string::npos);
 }
 
-TEST_CASE("stage 8 rejects a Q it cannot read two elements at a time", "[optimized]") {
-  // Checked before any device work: the pointers only need to be non-null.
-  alignas(16) static unsigned char buf[64];
-  OptimizedArgs a;  // fp16 / 128 / 16, one split
-  a.num_seqs = 1;
-  a.num_heads = 8;
-  a.num_kv_heads = 8;
-  a.max_context_len = 100;
-  a.out = buf;
-  a.k_cache = a.v_cache = buf;
-  a.block_tables = reinterpret_cast<const int*>(buf);
-  a.context_lens = reinterpret_cast<const int*>(buf);
-  const auto message = [&] {
-    try {
-      launch_optimized(a, OptimizedPlan{}, nullptr, nullptr);
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
-  };
-  a.q = buf;
-  a.q_stride = 8 * 128 + 1;  // odd row stride
-  CHECK(message().find("q_stride=1025 and the q pointer: need an even row stride") != std::string::npos);
-  a.q_stride = 8 * 128 + 2;
-  a.q = buf + 2;  // 2-byte aligned only
-  CHECK(message().find("4-byte aligned q") != std::string::npos);
-}
-
 TEST_CASE("stage 8 matches the reference: every dtype x head size x block size", "[optimized][gpu]") {
   std::string why;
   if (!have_gpu(why)) SKIP("no GPU: " << why);

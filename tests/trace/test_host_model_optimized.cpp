@@ -235,13 +235,10 @@ TEST_CASE("stage 8 model: splits, a split with no work, the last CTA's merge", "
   };
   // The no-work split: each thread loads its window entry (blocks 20 + warp
   // + 4 lane below the table's 38 columns: 5 + 5 + 4 + 4 lanes; the entries
-  // are unused, -1), the context length and its Q fragments (issued before
-  // the kernel knows the context: 4 heads per unit, head tile 1 = registers
-  // 0 and 2, lanes 0-15 own heads 0-3: 64 threads x 8 k-steps x 2), then returns.
+  // are unused, -1) and the context length, then returns.
   const auto idle = of(1, 2);
   CHECK(count(idle, Step::block_table_load, Op::global_load) == 128 + 18);
-  CHECK(count(idle, Step::q_load, Op::global_load) == 64 * 8 * 2);
-  CHECK(idle.size() == 128 + 18 + 64 * 8 * 2);
+  CHECK(idle.size() == 128 + 18);
   // Sequence 0: every split writes its state and arrives; split 3 (the last
   // active split) merges by default.
   for (int sp = 0; sp < 4; ++sp) {

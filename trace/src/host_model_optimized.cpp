@@ -48,8 +48,8 @@ struct OptModel {
   int table(int lb) const { return p.block_tables[p.table.offset(c.seq, lb)]; }
   std::int64_t table_byte(int lb) const { return p.table.offset(c.seq, lb) * 4; }
 
-  // Prologue: the first block-table window, the context length, then Q
-  // (optimized.q_frag: every CTA loads it). Returns false for a split with no work (the CTA returns).
+  // Prologue: the first block-table window, then the context length.
+  // Returns false for a split with no work (the CTA returns).
   bool prologue() {
     for (int tid = 0; tid < kThreads; ++tid) {
       const int warp = tid / kWarpSize, lane = tid % kWarpSize;
@@ -60,7 +60,6 @@ struct OptModel {
       }
       em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::context_lens)
                          .at(context_len_offset(c.seq) * 4, 4));
-      q_frag(tid);  // before the kernel looks at the context length
     }
     return blk_begin < nblocks;
   }
@@ -173,6 +172,7 @@ struct OptModel {
   void main_loop() {
     for (int tid = 0; tid < kThreads; ++tid) {
       const int warp = tid / kWarpSize;
+      q_frag(tid);
       const int my_steps = Cfg::warp_steps(nsteps, warp);
       for (int j = 0; j < Cfg::kStages - 1; ++j)
         if (j < my_steps) issue(tid, j);
