@@ -31,7 +31,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <utility>
 
 #include "pa/index/cascade.hpp"
 #include "pa/index/config.hpp"
@@ -102,29 +101,6 @@ __device__ __forceinline__ void cp_async_16(std::uint32_t smem, const void* gmem
   // zero-fills the rest (tokens past the context never reach the math as NaN).
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
                "r"(src_bytes));
-}
-// f(std::integral_constant<int, I>) for I = 0 .. N-1, unrolled at compile time.
-template <class F, int... I>
-__device__ __forceinline__ void static_for_seq(F&& f, std::integer_sequence<int, I...>) {
-  (f(std::integral_constant<int, I>{}), ...);
-}
-template <int N, class F>
-__device__ __forceinline__ void static_for(F&& f) {
-  static_for_seq(f, std::make_integer_sequence<int, N>{});
-}
-// A 4-byte read-only global load of p + kOffset bytes if `pred`, else 0, in
-// one predicated instruction. Volatile asm keeps the prologue's loads in the
-// order written (block table, context length, Q: all issued before anything
-// waits for one of them), and the predicate avoids a select on the loaded value
-// that would make the warp wait for it early.
-template <int kOffset = 0>
-__device__ __forceinline__ std::uint32_t ld_nc_b32_if(bool pred, const void* p) {
-  std::uint32_t v;
-  asm volatile(
-      "{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n mov.b32 %0, 0;\n @q ld.global.nc.b32 %0, [%1+%3];\n}\n"
-      : "=r"(v)
-      : "l"(p), "r"(static_cast<int>(pred)), "n"(kOffset));
-  return v;
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -210,62 +186,25 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   auto table_index = [&](int lb) { return p.btg.offset(seq, p.first_block + lb); };
   {
     const int lb = Cfg::step_block(blk_begin, warp, lane / BPS, lane % BPS);
-    const bool exists = lb < p.btg.max_blocks_per_seq - p.first_block;
-    tbl = static_cast<int>(ld_nc_b32_if(exists, p.block_tables + table_index(exists ? lb : 0)));
-    if (exists)
+    if (lb < p.btg.max_blocks_per_seq - p.first_block) {
+      tbl = __ldg(p.block_tables + table_index(lb));
       PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::block_table)
                            .it(0).blk(lb, tbl).at(table_index(lb) * 4, 4));
+    }
   }
-  // tokens of the attended range
-  const int ctx = static_cast<int>(ld_nc_b32_if(true, p.context_lens + seq)) - p.first_block * BS;
+  const int ctx = p.context_lens[seq] - p.first_block * BS;  // tokens of the attended range
   PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::context_lens)
                        .at(context_len_offset(seq) * 4, 4));
-
-  // LESSON-BEGIN(optimized.q_frag)
-  // Q of the unit's heads straight into mma A fragments (registers), once:
-  // one 4-byte load per register (two adjacent elements), issued right after
-  // the context-length load and before anything waits for it, so the two DRAM
-  // round trips overlap (a split with no work has loaded its Q for nothing).
-  // Nothing reads these registers before the first QK mma: the block copies
-  // below do not wait for Q.
-  const int head0 = opt_unit_first_head(unit, p.head_chunks, p.group);
-  const int nh = opt_unit_num_heads(unit, p.head_chunks, p.group);
-  // Register r of k-step ks holds dims q_frag_dim(lane, 0, r) + 16 ks: one
-  // address per r, the k-steps at immediate offsets (d even, q 4-byte aligned
-  // and q_stride even: opt_make_params checks).
-  const unsigned char* qrow[4];
-  bool has_head[4];
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int g = Cfg::q_frag_head(lane, r);
-    has_head[r] = (HT == 2 || (r & 1) == 0) && g < nh;
-    qrow[r] = static_cast<const unsigned char*>(p.q) +
-              p.qg.q_offset(seq, head0 + cmin(g, nh - 1), Cfg::q_frag_dim(lane, 0, r)) * Cfg::kElemBytes;
-  }
-  std::uint32_t qf[Cfg::kQkKSteps][4];
-  static_for<Cfg::kQkKSteps>([&](auto ks_c) {
-    constexpr int ks = decltype(ks_c)::value;
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      qf[ks][r] = ld_nc_b32_if<Cfg::q_frag_dim(0, ks, 0) * Cfg::kElemBytes>(has_head[r], qrow[r]);
-      if (has_head[r])
-        PA_TRACE(tracer, ev(tc, Step::q_load, Op::global_load, Tensor::q)
-                             .it(4 * ks + r).dims(Cfg::q_frag_dim(lane, ks, r), 2)
-                             .at(p.qg.q_offset(seq, head0 + Cfg::q_frag_head(lane, r), Cfg::q_frag_dim(lane, ks, r)) *
-                                     Cfg::kElemBytes,
-                                 2 * Cfg::kElemBytes));
-    }
-  });
-  // LESSON-END(optimized.q_frag)
-
   const int nblocks = ceil_div(ctx, BS);
   if (ctx <= 0) {
     // A cascade suffix with no token past the prefix: the empty state
     // (lse -inf, out 0), which the merge weighs 0. Written by split 0.
     if (p.state_out != nullptr && split == 0) {
-      for (int i = threadIdx.x; i < nh * HS; i += Cfg::kNumThreads) {
-        p.state_out[p.stg.out_offset(seq, head0 + i / HS, i % HS)] = 0.f;
-        if (i % HS == 0) p.state_lse[p.stg.lse_offset(seq, head0 + i / HS)] = kNegInf;
+      const int nh0 = opt_unit_num_heads(unit, p.head_chunks, p.group);
+      const int h0 = opt_unit_first_head(unit, p.head_chunks, p.group);
+      for (int i = threadIdx.x; i < nh0 * HS; i += Cfg::kNumThreads) {
+        p.state_out[p.stg.out_offset(seq, h0 + i / HS, i % HS)] = 0.f;
+        if (i % HS == 0) p.state_lse[p.stg.lse_offset(seq, h0 + i / HS)] = kNegInf;
       }
     }
     return;
@@ -275,10 +214,35 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   const int tok_limit = cmin(ctx, blk_end * BS);
   const int nsteps = ceil_div(blk_end - blk_begin, BPS);
   const int kvh = opt_unit_kv_head(unit, p.head_chunks);
+  const int head0 = opt_unit_first_head(unit, p.head_chunks, p.group);
+  const int nh = opt_unit_num_heads(unit, p.head_chunks, p.group);
 
+  const T* __restrict__ qptr = static_cast<const T*>(p.q);
   const T* __restrict__ kc = static_cast<const T*>(p.k_cache);
   const T* __restrict__ vc = static_cast<const T*>(p.v_cache);
 
+  // LESSON-BEGIN(optimized.q_frag)
+  // Q of the unit's heads straight into mma A fragments (registers), once.
+  std::uint32_t qf[Cfg::kQkKSteps][4];
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kQkKSteps; ++ks) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int g = Cfg::q_frag_head(lane, r);
+      std::uint32_t v = 0;
+      if ((HT == 2 || (r & 1) == 0) && g < nh) {
+        const int d = Cfg::q_frag_dim(lane, ks, r);
+        const auto* q16 = reinterpret_cast<const unsigned short*>(qptr);
+        const std::int64_t off = p.qg.q_offset(seq, head0 + g, d);
+        v = static_cast<std::uint32_t>(q16[off]) | (static_cast<std::uint32_t>(q16[off + 1]) << 16);
+        // Two adjacent 16-bit loads, reported as one 4-byte access.
+        PA_TRACE(tracer, ev(tc, Step::q_load, Op::global_load, Tensor::q)
+                             .it(4 * ks + r).dims(d, 2).at(off * Cfg::kElemBytes, 2 * Cfg::kElemBytes));
+      }
+      qf[ks][r] = v;
+    }
+  }
+  // LESSON-END(optimized.q_frag)
 
   const int my_steps = Cfg::warp_steps(nsteps, warp);
 
