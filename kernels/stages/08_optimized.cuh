@@ -102,6 +102,12 @@ __device__ __forceinline__ void cp_async_16(std::uint32_t smem, const void* gmem
   asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
                "r"(src_bytes));
 }
+// atomicAdd with acquire-release semantics at GPU scope (the split arrival).
+__device__ __forceinline__ int atomic_add_acq_rel_gpu(int* p, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
@@ -566,13 +572,17 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
 
   // LESSON-BEGIN(optimized.split_merge)
   // Last CTA of this (sequence, unit) to arrive merges every split's state.
-  __threadfence();
+  // Memory order without a fence in every thread: the barrier orders all of
+  // this CTA's state stores before thread 0's arrival, whose acq_rel atomic
+  // at GPU scope releases them (release is cumulative) and, in the last CTA,
+  // acquires every other split's; the second barrier passes that on to the
+  // threads that merge (their loads go to L2: __ldcg).
   __syncthreads();
   PA_TRACE_BARRIER(tracer, barrier_event(tc));
   const int n_active = opt_active_splits(ctx, BS, p.split_blocks);
   if (threadIdx.x == 0) {
     int* counter = p.ws_counter + p.wsg.counter_offset(seq, unit);
-    const int prev = atomicAdd(counter, 1);
+    const int prev = atomic_add_acq_rel_gpu(counter, 1);
     // value: 1 for the CTA that arrives last (it merges), 0 for the others.
     PA_TRACE(tracer, ev(tc, Step::split_arrive, Op::atomic, Tensor::counter)
                          .at(p.wsg.counter_byte(seq, unit), 4).val(prev == n_active - 1 ? 1.f : 0.f));
@@ -586,7 +596,6 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   __syncthreads();
   PA_TRACE_BARRIER(tracer, barrier_event(tc));
   if (!s_is_last) return;
-  __threadfence();
   // Stats of every split into shared memory (one load per thread, all in flight),
   // then the weights 2^(m_s - M) per (split, head), then the weighted sum with
   // every thread's loads of one split issued together (L2 latency, not HBM
