@@ -3,9 +3,8 @@
 # 8's GPU tests and its recorded == model trace tests; the SASS of the stage 8
 # prologue (fp16 and bf16, head 128, block 16, head tile 1: where the Q loads,
 # the first cp.async and anything waiting on a load sit); (1,32,8,4096) alone
-# REPEAT times (with BASE_SRC, a source tree of an earlier revision, e.g.
-# `git archive REV` unpacked under the carried .deps: its pa-bench built too
-# and the runs alternate between the two, for an A/B from one machine); the cascade alone with a sweep (CASCADE_SWEEP,
+# REPEAT times (with ALT_SRCS, below, alternating with other revisions'
+# builds: an A/B from one machine); the cascade alone with a sweep (CASCADE_SWEEP,
 # variant:streams:chunks[:suffix],...; empty = no cascade). Logs in
 # $OUT/edge.tgz, a summary last.
 set -u
@@ -13,13 +12,18 @@ FINAL_OUT=${OUT:-/tmp/pa-out}
 W=/tmp/edge; rm -rf "$W"; mkdir -p "$W" "$FINAL_OUT"
 B=/tmp/q
 source trace/tools/device_quick_build.sh
+# ALT_SRCS="name=dir ...": source trees of other revisions (e.g. `git archive
+# REV` unpacked under the carried .deps), each's pa-bench built (in parallel
+# with the main build) into /tmp/qalt_name and timed beside this tree's.
+ALT_NAMES=()
+for spec in ${ALT_SRCS:-}; do
+  name=${spec%%=*}; dir=${spec#*=}; ALT_NAMES+=("$name")
+  (cd "$dir" && cmake -S . -B "/tmp/qalt_$name" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF \
+    -DPA_BUILD_TESTS=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DPA_QUICK_KERNELS=ON >"$W/cmake_$name.log" 2>&1 &&
+    timeout 400 ninja -C "/tmp/qalt_$name" -j8 pa-bench >"$W/build_$name.log" 2>&1; echo "build $name rc=$?") &
+done
 device_quick_build "$W" pa_optimized_tests pa_trace_optimized_gpu_tests pa-bench
-if [ -n "${BASE_SRC:-}" ]; then
-  (cd "$BASE_SRC" && cmake -S . -B /tmp/qbase -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF \
-    -DPA_BUILD_TESTS=OFF -DCMAKE_CUDA_ARCHITECTURES=90 -DPA_QUICK_KERNELS=ON >"$W/cmake_base.log" 2>&1 &&
-    timeout 300 ninja -C /tmp/qbase -j16 pa-bench >"$W/build_base.log" 2>&1)
-  echo "baseline build rc=$?"
-fi
+wait
 if [ "${TESTS:-1}" = 1 ]; then
   timeout 150 "$B/tests/kernels/pa_optimized_tests" --reporter compact >"$W/opt_tests.log" 2>&1
   echo "opt tests rc=$? | $(tail -1 "$W/opt_tests.log")"
@@ -50,14 +54,14 @@ for name, ins in funcs.items():
           f"first cp.async at {first_ldgsts}; PRMT/SEL before it at {waits[:8]}")
 PY
 # ALONE_ARGS: extra pa-bench arguments, several sets separated by '|' (each set
-# is timed by both builds; the baseline build may not know newer options).
+# is timed by every build; an older build may not know newer options).
 IFS='|' read -r -a ARGSETS <<<"${ALONE_ARGS:- }"
 for i in $(seq 1 "${REPEAT:-3}"); do
   for args in "${ARGSETS[@]}"; do
-    if [ -x /tmp/qbase/cli/pa-bench ]; then
-      echo "-- base $args" >>"$W/alone.txt"
-      /tmp/qbase/cli/pa-bench --only optimized --shape 1,32,8,4096,128 $args >>"$W/alone.txt" 2>&1
-    fi
+    for name in "${ALT_NAMES[@]}"; do
+      echo "-- $name $args" >>"$W/alone.txt"
+      "/tmp/qalt_$name/cli/pa-bench" --only optimized --shape 1,32,8,4096,128 $args >>"$W/alone.txt" 2>&1
+    done
     echo "-- new $args" >>"$W/alone.txt"
     "$B/cli/pa-bench" --only optimized --shape 1,32,8,4096,128 $args >>"$W/alone.txt" 2>&1
   done
