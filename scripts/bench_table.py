@@ -49,7 +49,9 @@ def table(data, src, cdata=None, csrc=None):
         f"Measured on **{data['gpu']}** ({data['sm_count']} SMs) by `pa-bench`; raw data: `{src}`. "
         f"Device-to-device copy bandwidth in the same run: **{data['copy_gbps']:.0f} GB/s** "
         f"(read + write). Each cell: median of {data['iters']} CUDA-event timings after "
-        f"{data['warmup']} warm-up launches, KV rotated over a {data['pool_gb']:g} GB pool; GB/s of K+V read "
+        + (f"at least {data['warmup']} warm-up launches and {data['warmup_ms']:g} ms of them"
+           if "warmup_ms" in data else f"{data['warmup']} warm-up launches")
+        + f", KV rotated over a {data['pool_gb']:g} GB pool; GB/s of K+V read "
         f"and that as % of the copy bandwidth. Block size 16. "
         f"\"n/a\": the kernel refused the shape (v1 at 131072 tokens: its shared-memory logits do not fit); "
         f"\"not built\": the configuration is not instantiated in the quick build this run used; "
