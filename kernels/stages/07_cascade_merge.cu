@@ -212,8 +212,8 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
   p.tensor_cores = b.dtype != DType::f32;
   // Prefix kernel variant (07_cascade_merge.cuh, PrefixVariant) and stream
   // use: the defaults above, or from the environment (experiments):
-  // PA_CASCADE_PREFIX_VARIANT=0..8, PA_CASCADE_STREAMS=0|1|2, PA_CASCADE_CHUNKS=N.
-  p.prefix_variant = env_int("PA_CASCADE_PREFIX_VARIANT", kDefaultPrefixVariant, 0, 8);
+  // PA_CASCADE_PREFIX_VARIANT=0..kMaxPrefixVariant, PA_CASCADE_STREAMS=0|1|2, PA_CASCADE_CHUNKS=N.
+  p.prefix_variant = env_int("PA_CASCADE_PREFIX_VARIANT", kDefaultPrefixVariant, 0, kMaxPrefixVariant);
   if (p.prefix_variant >= 4 && !wgmma_usable(b)) p.prefix_variant = p.prefix_variant == 5 ? 1 : 3;  // mma.sync
   const int forced_chunks = env_int("PA_CASCADE_CHUNKS", 0, 0, 1 << 20);
   const int ratio = b.num_heads / b.num_kv_heads;

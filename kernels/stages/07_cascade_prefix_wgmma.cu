@@ -10,14 +10,18 @@
 namespace pa::kernels::detail {
 
 // variant 4: two warpgroups per block; 5: one; 6: S of the next tile during the
-// softmax; 7: PV of the previous tile during the softmax; 8: 7 with a producer warp.
+// softmax; 7: PV of the previous tile during the softmax; 8: 7 with a producer warp;
+// 9: 8 with 128-token tiles.
 bool launch_cascade_prefix_wgmma_any(DType dtype, int head_size, int block_size, int variant, const PrefixArgs& a,
                                      cudaStream_t s) {
 #define PA_X(H, B)                                                                                         \
   if constexpr (prefix_wgmma_head_ok(H)) {                                                                \
     if (head_size == H && block_size == B) {                                                              \
       const bool f16 = dtype == DType::f16;                                                               \
-      if (variant == 7 || variant == 8) {                                                                 \
+      if (variant == 9) {                                                                                 \
+        if (f16) launch_cascade_prefix_wgmma_overlap<KernelConfig<DType::f16, H, B, 128>, true, 128>(a, s);  \
+        else launch_cascade_prefix_wgmma_overlap<KernelConfig<DType::bf16, H, B, 128>, true, 128>(a, s);     \
+      } else if (variant == 7 || variant == 8) {                                                          \
         if (f16 && variant == 8) launch_cascade_prefix_wgmma_overlap<KernelConfig<DType::f16, H, B, 128>, true>(a, s);    \
         else if (variant == 8) launch_cascade_prefix_wgmma_overlap<KernelConfig<DType::bf16, H, B, 128>, true>(a, s);     \
         else if (f16) launch_cascade_prefix_wgmma_overlap<KernelConfig<DType::f16, H, B, 128>, false>(a, s);              \

@@ -641,6 +641,14 @@ inline constexpr int kWgOverlapAhead = PA_WG7_AHEAD;
 inline constexpr float kWgRescaleSlack = 8.f;
 template <class Cfg>
 using WgmmaOverlapTiling = PrefixWgmmaTiling<Cfg, 64, kWgOverlapAhead + 2, 2>;
+// Variant 9: variant 8 with 128-token tiles (S is 64 rows x 128 tokens per
+// warpgroup: twice the work per wait, barrier and max/sum reduction) in 3
+// buffers (tile t-1's V in use, t, t+1 in flight: 64 KB, as variant 8's two
+// 32 KB tiles); head 128: 32 KB of Q + 3 x 64 KB = 224 KB of the 227.
+template <class Cfg>
+using WgmmaWideTiling = PrefixWgmmaTiling<Cfg, 128, 3, 2>;
+template <class Cfg, int TILE>
+using WgmmaOverlapTilingOf = std::conditional_t<TILE == 128, WgmmaWideTiling<Cfg>, WgmmaOverlapTiling<Cfg>>;
 
 // Variants 7-8's softmax of one tile in log2 units, P = exp2 written over S.
 // Lazy rescaling: the reference max m moves only when the tile's max exceeds
@@ -764,15 +772,15 @@ __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.
 
 // Variants 7 (PRODUCER false: all 256 threads copy, one barrier per tile) and
 // 8 (PRODUCER true: 256 consumer threads + the producer warpgroup).
-template <class Cfg, bool PRODUCER>
+template <class Cfg, bool PRODUCER, int TILE>
 __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tl = WgmmaOverlapTiling<Cfg>;
+  using Tl = WgmmaOverlapTilingOf<Cfg, TILE>;
   using T = Elem<Cfg>;
   constexpr int kNT = Tl::kTileTokens / 8;  // 8-token column blocks of S
   constexpr int kO = Tl::kHead / 2;         // O accumulators per thread
-  constexpr int kAhead = kWgOverlapAhead;
-  static_assert(Tl::kStages == kAhead + 2, "tiles t-1 (V in use), t, and t+1 .. t+kAhead (in flight)");
+  constexpr int kAhead = Tl::kStages - 2;   // tiles t-1 (V in use), t, and t+1 .. t+kAhead (in flight)
+  static_assert(kAhead >= 1, "at least one tile in flight");
   extern __shared__ float4 cascade_smem[];
   T* q_s = reinterpret_cast<T*>(cascade_smem);
   const std::uint32_t smem_base = smem_u32(cascade_smem);
@@ -951,18 +959,20 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
 }
 template <class Cfg>
 __global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(PrefixArgs a) {
-  cascade_prefix_wgmma_overlap_body<Cfg, false>(a);
+  cascade_prefix_wgmma_overlap_body<Cfg, false, 64>(a);
 }
-template <class Cfg>
-__global__ void __launch_bounds__(WgmmaOverlapTiling<Cfg>::kNumThreads + kWgProducerThreads, 1)
+template <class Cfg, int TILE>
+__global__ void __launch_bounds__(WgmmaOverlapTilingOf<Cfg, TILE>::kNumThreads + kWgProducerThreads, 1)
     cascade_prefix_wgmma_producer_kernel(PrefixArgs a) {
-  cascade_prefix_wgmma_overlap_body<Cfg, true>(a);
+  cascade_prefix_wgmma_overlap_body<Cfg, true, TILE>(a);
 }
 
-template <class Cfg, bool PRODUCER>
+// Variants 7 (PRODUCER false), 8 (PRODUCER true, TILE 64) and 9 (TILE 128).
+template <class Cfg, bool PRODUCER, int TILE = 64>
 void launch_cascade_prefix_wgmma_overlap(const PrefixArgs& a, cudaStream_t stream) {
-  using Tl = WgmmaOverlapTiling<Cfg>;
-  auto kernel = PRODUCER ? &cascade_prefix_wgmma_producer_kernel<Cfg> : &cascade_prefix_wgmma_overlap_kernel<Cfg>;
+  static_assert(PRODUCER || TILE == 64, "variant 7 has 64-token tiles");
+  using Tl = WgmmaOverlapTilingOf<Cfg, TILE>;
+  auto kernel = PRODUCER ? &cascade_prefix_wgmma_producer_kernel<Cfg, TILE> : &cascade_prefix_wgmma_overlap_kernel<Cfg>;
   const int smem = Tl::kSmemBytes + (PRODUCER ? overlap_barrier_bytes<Tl>() : 0);
   PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int ratio = a.num_heads / a.num_kv_heads;

@@ -536,7 +536,7 @@ TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
   }
 }
 
-// Every prefix kernel variant (PrefixVariant: 4 or 8 warps, 32/64-token tiles,
+// Every prefix kernel variant (PrefixVariant: 4 or 8 warps, 32/64/128-token tiles,
 // Q in registers or not) and every stream mode, through the planner's
 // environment overrides, on the awkward cases: one-block prefix, prefix not a
 // multiple of any tile, MQA, GQA, more sequences than one 128-row tile
@@ -550,7 +550,7 @@ TEST_CASE("cascade: every prefix variant and stream mode", "[gpu][cascade]") {
   for (const KernelKey& k : v2c_configs()) {
     if (k.dtype == DType::f32) continue;  // no tensor-core prefix
     const int bs = k.block_size;
-    for (int v = 0; v <= 8; ++v)
+    for (int v = 0; v <= kMaxPrefixVariant; ++v)
       for (int st = 0; st <= 2; ++st) {
         SECTION(describe(k) + " variant " + std::to_string(v) + " streams " + std::to_string(st)) {
           setenv("PA_CASCADE_PREFIX_VARIANT", std::to_string(v).c_str(), 1);

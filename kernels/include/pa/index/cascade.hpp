@@ -183,7 +183,7 @@ PA_HD PrefixBlockLabel prefix_block_label_of(int seq, int head, int ratio, int r
 }
 // The prefix kernel variant traces run (record_stage and the host model):
 // 4 warps x 16 rows, 32-token tiles, 3 buffers (heads <= 128; larger heads
-// as variant 0). It has trace hooks; the wgmma variants (4-8) do not.
+// as variant 0). It has trace hooks; the wgmma variants (4-9) do not.
 inline constexpr int kCascadeTracePrefixVariant = 1;
 
 // Prefix kernel variants (07_cascade_merge.cuh, PrefixVariant) as the host
@@ -207,7 +207,9 @@ inline constexpr int kCascadeTracePrefixVariant = 1;
 //   7: variant 4 with O += P V of the previous tile computed during this
 //      tile's softmax, lazy rescaling, 4 buffers (falls back to 3 without wgmma);
 //   8: variant 7 with a producer warp doing every copy, mbarriers instead of
-//      a block-wide barrier per tile (falls back to 3 without wgmma).
+//      a block-wide barrier per tile (falls back to 3 without wgmma);
+//   9: variant 8 with 128-token tiles, 3 buffers (falls back to 3 without wgmma).
+inline constexpr int kMaxPrefixVariant = 9;  // variants 0 .. kMaxPrefixVariant
 PA_HD constexpr bool prefix_variant_wide(int variant, int head_size) {
   return (variant == 2 || variant == 3 || (variant >= 4 && variant != 5)) && head_size <= 128;
 }
@@ -220,7 +222,7 @@ PA_HD constexpr int prefix_blocks_per_sm(int variant, int head_size) {
   return prefix_variant_wide(variant, head_size) ? 1 : (variant == 5 && head_size <= 128) ? 2 : 0;
 }
 PA_HD constexpr int prefix_variant_tile_tokens(int variant, int head_size, int block_size) {
-  return prefix_variant_wide(variant, head_size) ? cmax(variant == 2 ? 32 : 64, block_size)
+  return prefix_variant_wide(variant, head_size) ? cmax(variant == 2 ? 32 : variant == 9 ? 128 : 64, block_size)
          : (variant == 5 && head_size <= 128) ? cmax(64, block_size)
          : (variant == 1 && head_size <= 128)   ? cmax(32, block_size)
                                                 : prefix_tile_tokens(head_size, block_size);
@@ -263,7 +265,7 @@ struct PrefixWgmmaTiling {
   static constexpr int kRowsPerWarpgroup = 64;
   static constexpr int kRows = 64 * WARPGROUPS;
   static constexpr int kTileTokens = cmax(TILE_TOKENS, kBlock);
-  static_assert(kTileTokens == 64, "wgmma N of S = 64 tokens (the instruction shapes generated here)");
+  static_assert(kTileTokens == 64 || kTileTokens == 128, "wgmma N of S = 64 or 128 tokens (the shapes generated here)");
   static constexpr int kStages = STAGES;
   static_assert(STAGES >= 2, "at least double buffering");
   static_assert(kTileTokens % kBlock == 0, "tiles are whole blocks");
