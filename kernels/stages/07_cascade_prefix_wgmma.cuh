@@ -743,20 +743,18 @@ __device__ __forceinline__ void wgmma_producer_copy(const PrefixArgs& a, int kvh
   static_assert(Tl::kChunksPerBlock % kP == 0, "whole producer passes per block");
   const T* k_cache = static_cast<const T*>(a.k_cache);
   const T* v_cache = static_cast<const T*>(a.v_cache);
-  const int vp = Tl::v_producer_chunk(p);  // this thread's V chunk of each pass (K's: p)
   const std::uint32_t ks = smem_base + Tl::k_tile_byte(stage) + Tl::k_copy_byte(p);
-  const std::uint32_t vs = smem_base + Tl::v_tile_byte(stage) + Tl::v_copy_byte(vp);
+  const std::uint32_t vs = smem_base + Tl::v_tile_byte(stage) + Tl::v_copy_byte(p);
 #pragma unroll
   for (int b = 0; b < Tl::kBlocksPerTile; ++b) {
     const int phys = __shfl_sync(0xffffffffu, phys_lanes, b);
     const bool valid = phys >= 0;  // blocks past the chunk: zero-filled
     const std::int64_t base = Tl::region_chunk_offset(a.cg, valid ? phys : 0, kvh, p);
-    const std::int64_t vbase = base + (vp - p) * 8;
 #pragma unroll
     for (int j = 0; j < Tl::kChunksPerBlock / kP; ++j) {
-      const int c0 = b * Tl::kChunksPerBlock + j * kP;  // this thread's chunks: c0 + p (K), c0 + vp (V)
+      const int c0 = b * Tl::kChunksPerBlock + j * kP;  // this thread's chunk: c0 + p
       cp_async16(ks + (Tl::k_copy_byte(c0) - Tl::k_copy_byte(0)), k_cache + base + j * kP * 8, valid ? 16 : 0);
-      cp_async16(vs + (Tl::v_copy_byte(c0) - Tl::v_copy_byte(0)), v_cache + vbase + j * kP * 8, valid ? 16 : 0);
+      cp_async16(vs + (Tl::v_copy_byte(c0) - Tl::v_copy_byte(0)), v_cache + base + j * kP * 8, valid ? 16 : 0);
     }
   }
 }

@@ -256,33 +256,15 @@ void check_wgmma_tile_map() {
   // Variant 8's producer warpgroup: thread p copies chunk c0 + p for c0 a
   // multiple of 128, addressed as its own chunk plus a thread-independent
   // constant (head 128: whole passes of 128 chunks per block; head 64 is not launched).
-  // V: thread p copies chunk c0 + v_producer_chunk(p), the same way.
   if (Tl::kChunksPerBlock % 128 != 0) return;
   for (int c0 = 0; c0 < Tl::kTileChunks; c0 += 128)
     for (int lane = 0; lane < 128; ++lane) {
-      const int vp = Tl::v_producer_chunk(lane);
       REQUIRE(Tl::k_copy_byte(c0 + lane) - Tl::k_copy_byte(lane) == Tl::k_copy_byte(c0) - Tl::k_copy_byte(0));
-      REQUIRE(Tl::v_copy_byte(c0 + vp) - Tl::v_copy_byte(vp) == Tl::v_copy_byte(c0) - Tl::v_copy_byte(0));
+      REQUIRE(Tl::v_copy_byte(c0 + lane) - Tl::v_copy_byte(lane) == Tl::v_copy_byte(c0) - Tl::v_copy_byte(0));
       const int w = Tl::region_chunk_of(c0 + lane), w0 = Tl::region_chunk_of(c0);
       REQUIRE(w == w0 + lane);
-      REQUIRE(Tl::region_chunk_of(c0 + vp) == w0 + vp);
       REQUIRE(Tl::region_chunk_offset(g, phys[0], kvh, w) == Tl::region_chunk_offset(g, phys[0], kvh, lane) + w0 * 8);
     }
-  // Each warp's V chunks: a permutation of its own 32 (the same 512 global
-  // bytes), and within each token group the lanes write consecutive 16-byte
-  // slots in lane order (one contiguous shared-memory run per group).
-  constexpr int kGroups = Tl::kBlock / 8, kRun = 32 / kGroups;
-  for (int warp = 0; warp < 4; ++warp) {
-    std::vector<int> seen(32, 0);
-    for (int l = 0; l < 32; ++l) {
-      const int vp = Tl::v_producer_chunk(32 * warp + l);
-      REQUIRE(vp / 32 == warp);
-      ++seen[vp % 32];
-      if (l % kRun != 0)
-        REQUIRE(Tl::v_copy_byte(vp) == Tl::v_copy_byte(Tl::v_producer_chunk(32 * warp + l - 1)) + 16);
-    }
-    for (int n : seen) REQUIRE(n == 1);
-  }
 }
 }  // namespace
 

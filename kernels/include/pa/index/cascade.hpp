@@ -312,20 +312,6 @@ struct PrefixWgmmaTiling {
     const int b = c / kChunksPerBlock, w = c % kChunksPerBlock;
     return v_smem_byte(b * kBlock + (w % (kBlock / 8)) * 8, w / (kBlock / 8));
   }
-  // The V chunk a copying thread p takes (variants 8-9's producer; K's is
-  // chunk p itself). A V region is [dim][token group of 8] (G = block / 8
-  // groups per dim) and a V tile [token group][dim]: with chunk p, a warp's
-  // 32 lanes read 512 contiguous bytes but write 16-byte pieces alternating
-  // between G tile rows, and the copy then reached L2 as ~1.5 sectors per
-  // request (Nsight Compute, kernels/NOTES.md cascade change 16; K: 4). Here
-  // lanes 0 .. 32/G - 1 take group 0 of 32/G consecutive dims, the next 32/G
-  // lanes group 1, ...: the same 512 bytes, each group's lanes writing one
-  // contiguous run in lane order.
-  PA_HD static constexpr int v_producer_chunk(int p) {
-    constexpr int G = kBlock / 8, D = kWarpSize / G;
-    const int l = p % kWarpSize;
-    return p - l + G * (l % D) + l / D;
-  }
   // The k16 step kk of a product starts at core-matrix column 2 kk.
   PA_HD static int k_step_byte(int kk) { return 2 * kk * kKLbo; }
   PA_HD static int v_step_byte(int kk) { return 2 * kk * kVLbo; }
