@@ -645,6 +645,7 @@ using WgmmaOverlapTiling = PrefixWgmmaTiling<Cfg, 64, kWgOverlapAhead + 2, 2>;
 // warpgroup: twice the work per wait, barrier and max/sum reduction) in 3
 // buffers (tile t-1's V in use, t, t+1 in flight: 64 KB, as variant 8's two
 // 32 KB tiles); head 128: 32 KB of Q + 3 x 64 KB = 224 KB of the 227.
+// Measured no faster than variant 8 (kernels/NOTES.md, cascade change 15).
 template <class Cfg>
 using WgmmaWideTiling = PrefixWgmmaTiling<Cfg, 128, 3, 2>;
 template <class Cfg, int TILE>
@@ -770,8 +771,9 @@ __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.
 template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
-// Variants 7 (PRODUCER false: all 256 threads copy, one barrier per tile) and
-// 8 (PRODUCER true: 256 consumer threads + the producer warpgroup).
+// Variants 7 (PRODUCER false: all 256 threads copy, one barrier per tile), 8
+// (PRODUCER true: 256 consumer threads + the producer warpgroup) and 9 (8 with
+// TILE 128).
 template <class Cfg, bool PRODUCER, int TILE>
 __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
