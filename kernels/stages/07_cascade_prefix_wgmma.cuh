@@ -137,6 +137,13 @@ struct WgmmaBlock {
   __device__ __forceinline__ int valid_tokens(int tile) const {
     return min(Tl::kTileTokens, chunk_end - (chunk_begin + tile * Tl::kTileTokens));
   }
+  // Whether warpgroup wg has a query row (the others compute on zero Q and store nothing).
+  __device__ __forceinline__ bool warpgroup_has_rows(int wg) const { return row0 + wg * Tl::kRowsPerWarpgroup < num_rows; }
+  // The launch grid the constructor reads (query tiles, KV heads, prefix chunks).
+  static dim3 grid(const PrefixArgs& a) {
+    return dim3(Tl::num_query_tiles(a.num_seqs, a.num_heads / a.num_kv_heads), a.num_kv_heads,
+                ceil_div(a.prefix_len, a.chunk_len));
+  }
 };
 
 // The K/V tile copy every wgmma variant shares: all threads of the block copy
@@ -208,7 +215,8 @@ struct WgmmaTileCopier {
 // thread's loads issued before its stores (one memory round trip, not one per
 // element); a query whose rows are not 16-byte aligned is read element by element.
 template <class Tl, class T>
-__device__ __forceinline__ void wgmma_stage_q(const PrefixArgs& a, T* q_s, int tid, int row0, int kvh, int ratio, int num_rows) {
+__device__ __forceinline__ void wgmma_stage_q(const PrefixArgs& a, T* q_s, int tid, const WgmmaBlock<Tl>& blk) {
+  const int row0 = blk.row0, kvh = blk.kvh, ratio = blk.ratio, num_rows = blk.num_rows;
   const T* q = static_cast<const T*>(a.q);
   constexpr int kChunksPerRow = Tl::kHead / 8;
   constexpr int kPerThread = Tl::kRows * kChunksPerRow / Tl::kNumThreads;
@@ -249,7 +257,8 @@ __device__ __forceinline__ void wgmma_load_q_frags(const T* q_s, int warp, int l
 template <class Tl>
 __device__ __forceinline__ void wgmma_store_chunk_state(const PrefixArgs& a, const float (&o)[Tl::kHead / 2], const float (&m)[2],
                                                         float (&l_sum)[2], float (&l_norm)[2], bool separate_norm,
-                                                        int row0, int warp, int lane, int kvh, int chunk, int ratio, int num_rows) {
+                                                        const WgmmaBlock<Tl>& blk, int warp, int lane) {
+  const int row0 = blk.row0, kvh = blk.kvh, chunk = blk.chunk, ratio = blk.ratio;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     l_sum[i] += __shfl_xor_sync(0xffffffffu, l_sum[i], 1);
@@ -259,7 +268,7 @@ __device__ __forceinline__ void wgmma_store_chunk_state(const PrefixArgs& a, con
       l_norm[i] += __shfl_xor_sync(0xffffffffu, l_norm[i], 2);
     }
     const int grow = row0 + warp * 16 + Tl::frag_row(lane, 2 * i);
-    if (grow >= num_rows) continue;
+    if (grow >= blk.num_rows) continue;
     const int seq = Tl::row_seq(grow, ratio), head = Tl::row_head(grow, kvh, ratio);
     const float inv = 1.f / (separate_norm ? l_norm[i] : l_sum[i]);
 #pragma unroll
@@ -349,14 +358,11 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int wg = warp / 4;
   const WgmmaBlock<Tl> blk(a);
-  const int kvh = blk.kvh, chunk = blk.chunk, ratio = blk.ratio, num_rows = blk.num_rows, row0 = blk.row0;
-  const int chunk_begin = blk.chunk_begin, chunk_end = blk.chunk_end;
-  if (chunk_begin >= chunk_end) return;  // whole block
-
   const int n_tiles = blk.n_tiles;
+  if (n_tiles == 0) return;  // whole block: past the prefix
   WgmmaTileCopier<Tl, T> copier(a, blk, tid, smem_base);
   copier.template prime<Tl::kStages - 1>(n_tiles);  // from here on: always the next tile fetched
-  wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
+  wgmma_stage_q<Tl>(a, q_s, tid, blk);
   __syncthreads();
   std::uint32_t qreg[Tl::kHead / 16][4];
   wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
@@ -364,7 +370,7 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
   // Rows past the group compute on zero Q (finite) and are never stored. Every
   // warpgroup runs the math, even one whose rows are all past the group: a
   // branch around wgmma makes ptxas serialize the wgmma instructions.
-  const bool wg_active = row0 + wg * Tl::kRowsPerWarpgroup < num_rows;
+  const bool wg_active = blk.warpgroup_has_rows(wg);
   const float scale_log2 = a.scale * 1.4426950408889634f;
   float o[kDN * 4];
 #pragma unroll
@@ -453,7 +459,7 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
   cp_async_wait<0>();
 
   if (!wg_active) return;
-  wgmma_store_chunk_state<Tl>(a, o, m, l, lr, true, row0, warp, lane, kvh, chunk, ratio, num_rows);
+  wgmma_store_chunk_state<Tl>(a, o, m, l, lr, true, blk, warp, lane);
 #else
   __trap();  // built only for sm_90a (07_cascade_prefix_wgmma.cu)
 #endif
@@ -529,14 +535,12 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const WgmmaBlock<Tl> blk(a);
-  const int kvh = blk.kvh, chunk = blk.chunk, ratio = blk.ratio, num_rows = blk.num_rows, row0 = blk.row0;
-  const int chunk_begin = blk.chunk_begin, chunk_end = blk.chunk_end;
-  if (chunk_begin >= chunk_end) return;
-
   const int n_tiles = blk.n_tiles;
+  if (n_tiles == 0) return;  // whole block: past the prefix
+
   WgmmaTileCopier<Tl, T> copier(a, blk, tid, smem_base);
   copier.template prime<Tl::kStages - 1>(n_tiles);  // tiles 0, 1, 2: one group each
-  wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
+  wgmma_stage_q<Tl>(a, q_s, tid, blk);
   cp_async_wait<Tl::kStages - 2>();  // tile 0 landed (this thread's part)
   fence_proxy_async_smem();
   __syncthreads();                   // Q and tile 0 visible to all
@@ -609,8 +613,8 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
   cp_async_wait<0>();
 
   const int wg = warp / 4;
-  if (row0 + wg * Tl::kRowsPerWarpgroup >= num_rows) return;
-  wgmma_store_chunk_state<Tl>(a, o, m, l, lr, true, row0, warp, lane, kvh, chunk, ratio, num_rows);
+  if (!blk.warpgroup_has_rows(wg)) return;
+  wgmma_store_chunk_state<Tl>(a, o, m, l, lr, true, blk, warp, lane);
 #else
   __trap();
 #endif
@@ -792,10 +796,8 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int wg = warp / 4;
   const WgmmaBlock<Tl> blk(a);
-  const int kvh = blk.kvh, chunk = blk.chunk, ratio = blk.ratio, num_rows = blk.num_rows, row0 = blk.row0;
-  const int chunk_begin = blk.chunk_begin, chunk_end = blk.chunk_end;
-  if (chunk_begin >= chunk_end) return;  // whole block
   const int n_tiles = blk.n_tiles;
+  if (n_tiles == 0) return;  // whole block: past the prefix
 
   WgmmaTileCopier<Tl, T> copier(a, blk, tid, smem_base);  // variant 7's copies
   if constexpr (PRODUCER) {
@@ -812,7 +814,7 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
   // among themselves with a named barrier: the producer never waits for Q).
   if constexpr (PRODUCER) __syncthreads();
   else {
-    wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
+    wgmma_stage_q<Tl>(a, q_s, tid, blk);
     __syncthreads();  // Q staged
   }
 
@@ -822,8 +824,8 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
     // Block-table entries of a tile: lane b < kBlocksPerTile holds block b's,
     // read one tile ahead (the copy would wait an L2 round trip otherwise).
     auto fetch = [&](int tile) {
-      const int token = chunk_begin + tile * Tl::kTileTokens + lane * Tl::kBlock;
-      return (lane < Tl::kBlocksPerTile && token < chunk_end) ? __ldg(a.prefix_blocks + token / Tl::kBlock) : -1;
+      const int token = blk.chunk_begin + tile * Tl::kTileTokens + lane * Tl::kBlock;
+      return (lane < Tl::kBlocksPerTile && token < blk.chunk_end) ? __ldg(a.prefix_blocks + token / Tl::kBlock) : -1;
     };
     int phys_next = fetch(0);
     for (int t = 0; t < n_tiles; ++t) {
@@ -831,7 +833,7 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
       if (t >= Tl::kStages) mbar_wait(empty_bar + 8 * stage, ((t / Tl::kStages) + 1) & 1);  // tile t - kStages released
       const int phys = phys_next;
       if (t + 1 < n_tiles) phys_next = fetch(t + 1);
-      wgmma_producer_copy<Tl, T>(a, kvh, p, phys, smem_base, stage);
+      wgmma_producer_copy<Tl, T>(a, blk.kvh, p, phys, smem_base, stage);
       cp_async_commit();
       if (t >= kAhead - 1) {  // tile t - kAhead + 1 landed: publish it
         cp_async_wait<kAhead - 1>();
@@ -847,7 +849,7 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
   // The consumer warpgroups (every warp of variant 7).
   auto consume = [&]() {
     if constexpr (PRODUCER) {
-      wgmma_stage_q<Tl>(a, q_s, tid, row0, kvh, ratio, num_rows);
+      wgmma_stage_q<Tl>(a, q_s, tid, blk);
       asm volatile("bar.sync 1, %0;\n" ::"n"(Tl::kNumThreads) : "memory");  // the consumer warps only
     }
     std::uint32_t qreg[Tl::kHead / 16][4];
@@ -940,8 +942,8 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
     accum_fence(o);
     if constexpr (!PRODUCER) cp_async_wait<0>();
 
-    if (row0 + wg * Tl::kRowsPerWarpgroup >= num_rows) return;
-    wgmma_store_chunk_state<Tl>(a, o, m, l, l, false, row0, warp, lane, kvh, chunk, ratio, num_rows);
+    if (!blk.warpgroup_has_rows(wg)) return;
+    wgmma_store_chunk_state<Tl>(a, o, m, l, l, false, blk, warp, lane);
   };
 
   if constexpr (PRODUCER) {
@@ -977,8 +979,7 @@ void launch_cascade_prefix_wgmma_overlap(const PrefixArgs& a, cudaStream_t strea
   auto kernel = PRODUCER ? &cascade_prefix_wgmma_producer_kernel<Cfg, TILE> : &cascade_prefix_wgmma_overlap_kernel<Cfg>;
   const int smem = Tl::kSmemBytes + (PRODUCER ? overlap_barrier_bytes<Tl>() : 0);
   PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const int ratio = a.num_heads / a.num_kv_heads;
-  const dim3 grid(Tl::num_query_tiles(a.num_seqs, ratio), a.num_kv_heads, ceil_div(a.prefix_len, a.chunk_len));
+  const dim3 grid = WgmmaBlock<Tl>::grid(a);
   kernel<<<grid, Tl::kNumThreads + (PRODUCER ? kWgProducerThreads : 0), smem, stream>>>(a);
   PA_CUDA_CHECK(cudaGetLastError());
 }
@@ -988,8 +989,7 @@ void launch_cascade_prefix_wgmma_pipe(const PrefixArgs& a, cudaStream_t stream) 
   using Tl = WgmmaPipeTiling<Cfg>;
   auto kernel = &cascade_prefix_wgmma_pipe_kernel<Cfg>;
   PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes));
-  const int ratio = a.num_heads / a.num_kv_heads;
-  const dim3 grid(Tl::num_query_tiles(a.num_seqs, ratio), a.num_kv_heads, ceil_div(a.prefix_len, a.chunk_len));
+  const dim3 grid = WgmmaBlock<Tl>::grid(a);
   kernel<<<grid, Tl::kNumThreads, Tl::kSmemBytes, stream>>>(a);
   PA_CUDA_CHECK(cudaGetLastError());
 }
@@ -999,8 +999,7 @@ void launch_cascade_prefix_wgmma(const PrefixArgs& a, cudaStream_t stream) {
   using Tl = WgmmaTilingOf<Cfg, WARPGROUPS>;
   auto kernel = &cascade_prefix_wgmma_kernel<Cfg, WARPGROUPS>;
   PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes));
-  const int ratio = a.num_heads / a.num_kv_heads;
-  const dim3 grid(Tl::num_query_tiles(a.num_seqs, ratio), a.num_kv_heads, ceil_div(a.prefix_len, a.chunk_len));
+  const dim3 grid = WgmmaBlock<Tl>::grid(a);
   kernel<<<grid, Tl::kNumThreads, Tl::kSmemBytes, stream>>>(a);
   PA_CUDA_CHECK(cudaGetLastError());
 }
