@@ -325,8 +325,6 @@ void finish_row(Row& row, double copy_gbps) {
   row.pct_copy = 100.0 * row.gbps / copy_gbps;
 }
 
-std::string dname(DType d) { return d == DType::f16 ? "fp16" : "bf16"; }
-
 void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng, double copy_gbps,
                std::vector<Row>& rows) {
   Problem P;
@@ -334,7 +332,7 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
   auto new_row = [&](const char* k) {
     Row r;
     r.kernel = k;
-    r.dtype = dname(dt);
+    r.dtype = dtype_name(dt);
     r.shape = s;
     r.kv_bytes = P.kv_bytes;
     r.kv_unique_bytes = P.kv_unique;
@@ -491,13 +489,13 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
         const double xc = opt_ok ? max_abs_diff(P) : -1;
         std::printf("sweep %s v=%d(ran %d) streams=%d chunks=%d(%d) suffix=%d(ran %d): all %.1f us, prefix %.1f, "
                     "suffix %.1f, xcheck %.2g\n",
-                    dname(dt).c_str(), v, plan.prefix_variant, st, ch, plan.num_chunks, suf,
+                    dtype_name(dt), v, plan.prefix_variant, st, ch, plan.num_chunks, suf,
                     plan.suffix == kernels::CascadePlan::Suffix::v2 ? 0
                     : plan.suffix_opt.pipeline == OptPipeline::lean ? 2
                                                                     : 1,
                     us[0], us[1], us[2], xc);
       } catch (const std::exception& e) {
-        std::printf("sweep %s %s: error %s\n", dname(dt).c_str(), item.c_str(), e.what());
+        std::printf("sweep %s %s: error %s\n", dtype_name(dt), item.c_str(), e.what());
         cudaGetLastError();
       }
     }
@@ -571,8 +569,8 @@ Options parse_options(int argc, char** argv) {
       std::string tok;
       o.dtypes.clear();
       while (std::getline(ss, tok, ',')) {
-        if (tok == "fp16") o.dtypes.push_back(DType::f16);
-        else if (tok == "bf16") o.dtypes.push_back(DType::bf16);
+        if (tok == dtype_name(DType::f16)) o.dtypes.push_back(DType::f16);
+        else if (tok == dtype_name(DType::bf16)) o.dtypes.push_back(DType::bf16);
         else
           throw std::invalid_argument("--dtypes wants a comma list of fp16 and bf16 (timed in that order), not " +
                                       tok);
@@ -641,7 +639,7 @@ int main(int argc, char** argv) {
         run_shape(s, dt, o, rng, copy_gbps, rows);
         const Row& r = rows[first];
         std::fprintf(stderr, "  done %s seqs=%d heads=%d kv=%d ctx=%d hs=%d: optimized %.1f us\n",
-                     dname(dt).c_str(), s.seqs, s.heads, s.kv_heads, s.context, s.head_size, r.median_us);
+                     dtype_name(dt), s.seqs, s.heads, s.kv_heads, s.context, s.head_size, r.median_us);
       }
 
     // Cascade speedup vs the best non-cascade kernel on the same problem.
@@ -650,13 +648,13 @@ int main(int argc, char** argv) {
       double best = 0, casc = 0;
       std::string best_k;
       for (const Row& r : rows)
-        if (r.shape.prefix > 0 && r.dtype == dname(dt) && r.status == "ok") {
+        if (r.shape.prefix > 0 && r.dtype == dtype_name(dt) && r.status == "ok") {
           if (r.kernel == "cascade") casc = r.median_us;
           else if (best == 0 || r.median_us < best) { best = r.median_us; best_k = r.kernel; }
         }
       if (best > 0 && casc > 0) {
         std::ostringstream l;
-        l << "{\"dtype\": " << jstr(dname(dt)) << ", \"cascade_us\": " << casc << ", \"best_non_cascade\": "
+        l << "{\"dtype\": " << jstr(dtype_name(dt)) << ", \"cascade_us\": " << casc << ", \"best_non_cascade\": "
           << jstr(best_k) << ", \"best_non_cascade_us\": " << best << ", \"speedup\": " << best / casc << "}";
         cascade_lines.push_back(l.str());
       }
