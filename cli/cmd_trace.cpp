@@ -18,6 +18,7 @@
 #include "pa/trace/analysis.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/record.hpp"
+#include "pa/trace/replay.hpp"
 #include "pa/trace/trace_file.hpp"
 
 namespace pa::cli {
@@ -208,6 +209,13 @@ int cmd_trace(Args args_in) {
   }
   if (const std::string note = trace::model_coverage_note(spec, *stage); !note.empty())
     std::printf("not in this trace: %s\n", note.c_str());
+  // The viewer replays this file: its order must be one the kernel runs.
+  if (const trace::TraceReplayCheck rc = trace::check_trace_replay(d.events); !rc.violations.empty()) {
+    std::fprintf(stderr, "error: the replay order of these events is not one the kernel runs (%zu violations, nothing written):\n",
+                 rc.violations.size());
+    for (std::size_t i = 0; i < rc.violations.size() && i < 4; ++i) std::fprintf(stderr, "  %s\n", rc.violations[i].c_str());
+    return kExitFail;
+  }
   trace::write_trace(*out, d);
   std::printf("wrote %s: stage %s, %s, source \"%s\", revision %s, %zu events\n", out->c_str(),
               trace::to_string(*stage), spec.describe().c_str(), d.header.source.c_str(), d.header.revision.c_str(),

@@ -112,7 +112,7 @@ __device__ __forceinline__ void qk_logits(const Elem<Cfg>* __restrict__ k_cache,
 #pragma unroll
     for (int mask = Cfg::kThreadGroupSize / 2; mask >= 1; mask /= 2) {
       qk += shfl_xor(qk, mask);
-      PA_TRACE(tracer, ev(c.tc, Step::qk_group_reduce, Op::shuffle, Tensor::none).it(n).tok(token));
+      PA_TRACE(tracer, ev(c.tc, Step::qk_group_reduce, Op::shuffle, Tensor::none).it(n).tok(token).src(c.lane ^ mask));
     }
     // LESSON-END(qk.qk_group_reduce)
 

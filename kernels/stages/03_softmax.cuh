@@ -28,14 +28,14 @@ struct SoftmaxStats {
 };
 
 // Block-wide reduction of one float per thread (op = max or sum), as above.
-// Events (step = step, every thread unless said), iter = the xor mask of the
-// shuffle, or -1 for the broadcast:
+// Events (step = step, every thread unless said), iter -1 (no loop; the
+// shuffles of a butterfly are successive instructions), src_lane = lane ^ mask:
 //   shuffle x5 (masks 16..1)
 //   shared_store red_scratch: lane 0 only, byte_offset red_scratch_byte(slot_base + warp), value
 //   barrier
 //   shared_load red_scratch: lanes < kNumWarps only, byte_offset red_scratch_byte(slot_base + lane), value
 //   shuffle x log2(kNumWarps) (masks kNumWarps/2..1)
-//   shuffle (broadcast from lane 0), iter -1, value = the block's result
+//   shuffle (broadcast from lane 0: src_lane 0), value = the block's result
 template <class Cfg, bool IS_MAX, class Tracer>
 __device__ __forceinline__ float block_reduce(float v, float* red, int slot_base, trace::Step step,
                                               const ThreadCtx<Cfg>& c, Tracer& tracer) {
@@ -44,7 +44,7 @@ __device__ __forceinline__ float block_reduce(float v, float* red, int slot_base
   for (int mask = kWarpSize / 2; mask >= 1; mask /= 2) {
     const float o = shfl_xor(v, mask);
     v = IS_MAX ? fmaxf(v, o) : v + o;
-    PA_TRACE(tracer, ev(c.tc, step, Op::shuffle, Tensor::none).it(mask));
+    PA_TRACE(tracer, ev(c.tc, step, Op::shuffle, Tensor::none).src(c.lane ^ mask));
   }
   if (c.lane == 0) {
     red[slot_base + c.warp] = v;
@@ -62,10 +62,10 @@ __device__ __forceinline__ float block_reduce(float v, float* red, int slot_base
   for (int mask = Cfg::kNumWarps / 2; mask >= 1; mask /= 2) {
     const float o = shfl_xor(v, mask);
     v = IS_MAX ? fmaxf(v, o) : v + o;
-    PA_TRACE(tracer, ev(c.tc, step, Op::shuffle, Tensor::none).it(mask));
+    PA_TRACE(tracer, ev(c.tc, step, Op::shuffle, Tensor::none).src(c.lane ^ mask));
   }
   v = shfl_from(v, 0);
-  PA_TRACE(tracer, ev(c.tc, step, Op::shuffle, Tensor::none).val(v));
+  PA_TRACE(tracer, ev(c.tc, step, Op::shuffle, Tensor::none).src(0).val(v));
   return v;
 }
 

@@ -124,7 +124,7 @@ __device__ __forceinline__ void lv_reduce_rows(RowAcc<Cfg>& acc, const ThreadCtx
     for (int mask = Cfg::kNumVVecsPerRow / 2; mask >= 1; mask /= 2) {
       acc.v[i] += shfl_xor(acc.v[i], mask);
       if (Map::lv_row_valid(row)) {
-        PA_TRACE(tracer, ev(c.tc, Step::accumulate, Op::shuffle, Tensor::none).it(mask).dims(row, 1));
+        PA_TRACE(tracer, ev(c.tc, Step::accumulate, Op::shuffle, Tensor::none).it(i).dims(row, 1).src(c.lane ^ mask));
       }
     }
   }

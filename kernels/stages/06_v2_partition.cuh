@@ -117,21 +117,21 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V
 }
 
 // Block-wide float reduction for the reduce kernel (any blockDim multiple of 32, <= 1024).
-// Events (step `step`, every thread, TraceCtx tc): 5 x shuffle (iter = xor
-// mask 16..1); barrier; lane 0: shared_store red_scratch (red_scratch_byte(warp),
+// Events (step `step`, every thread, TraceCtx tc, iter -1): 5 x shuffle
+// (src_lane = lane ^ mask, masks 16..1); barrier; lane 0: shared_store red_scratch (red_scratch_byte(warp),
 // value = the warp's result); barrier; lanes < num warps: shared_load
-// red_scratch (red_scratch_byte(lane), value); 5 x shuffle (iter = mask 16..1;
+// red_scratch (red_scratch_byte(lane), value); 5 x shuffle (masks 16..1;
 // the last one's value = the block's result).
 template <bool IS_MAX, class Tracer>
 __device__ __forceinline__ float reduce_block_any(float v, float* scratch, const TraceCtx& tc, Step step,
                                                   Tracer& tracer) {
+  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
 #pragma unroll
   for (int mask = kWarpSize / 2; mask >= 1; mask /= 2) {
     const float o = __shfl_xor_sync(0xffffffffu, v, mask);
     v = IS_MAX ? fmaxf(v, o) : v + o;
-    PA_TRACE(tracer, ev(tc, step, Op::shuffle, Tensor::none).it(mask));
+    PA_TRACE(tracer, ev(tc, step, Op::shuffle, Tensor::none).src(lane ^ mask));
   }
-  const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int nw = blockDim.x / kWarpSize;
   __syncthreads();  // scratch may still be read from a previous call
   PA_TRACE_BARRIER(tracer, barrier_event(tc));
@@ -149,7 +149,7 @@ __device__ __forceinline__ float reduce_block_any(float v, float* scratch, const
   for (int mask = kWarpSize / 2; mask >= 1; mask /= 2) {
     const float o = __shfl_xor_sync(0xffffffffu, v, mask);
     v = IS_MAX ? fmaxf(v, o) : v + o;
-    PA_TRACE(tracer, ev(tc, step, Op::shuffle, Tensor::none).it(mask).val(mask == 1 ? v : trace_nan()));
+    PA_TRACE(tracer, ev(tc, step, Op::shuffle, Tensor::none).src(lane ^ mask).val(mask == 1 ? v : trace_nan()));
   }
   return v;  // every lane of every warp
 }

@@ -416,8 +416,8 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
       for (int i = 0; i < 2; ++i) {
         mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
         mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-        PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(tile));
-        PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(tile));
+        PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(tile).src(lane ^ 1));
+        PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(tile).src(lane ^ 2));
         PA_TRACE(tracer, ev(tc, Step::rescale, Op::compute, Tensor::none).it(tile));
         const float mnew = fmaxf(m[i], mx[i]);  // finite: every tile has a valid token
         const float corr = exp2f(m[i] - mnew);  // 0 on the first tile (m = -inf)
@@ -478,7 +478,8 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
     l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
     lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 1);
     lr[i] += __shfl_xor_sync(0xffffffffu, lr[i], 2);
-    for (int k = 0; k < 4; ++k) PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(i));
+    for (int k = 0; k < 4; ++k)  // xor 1, 2 for l, then for lr
+      PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(i).src(lane ^ (1 + k % 2)));
     const int grow = row0 + warp * 16 + Tl::frag_row(lane, 2 * i);
     if (grow >= num_rows) continue;
     const int seq = Tl::row_seq(grow, ratio), head = Tl::row_head(grow, kvh, ratio);

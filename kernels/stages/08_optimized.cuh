@@ -265,11 +265,12 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
 #pragma unroll
     for (int bi = 0; bi < BPS; ++bi) {
       const int lb = Cfg::step_block(blk_begin, warp, j, bi);
-      const int phys = __shfl_sync(kFull, tbl, (j % kStepsPerTbl) * BPS + bi);
+      const int owner = Cfg::table_lane(j, bi);  // the lane that loaded this block's entry
+      const int phys = __shfl_sync(kFull, tbl, owner);
       const int nvalid = lb < blk_end ? cmin(BS, ctx - lb * BS) : 0;
       // Past the split's end (block size 8: a step's second block) there is no block.
       const int lb_t = lb < blk_end ? lb : -1, phys_t = lb < blk_end ? phys : -1;
-      PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::shuffle, Tensor::none).it(j).blk(lb_t, phys_t));
+      PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::shuffle, Tensor::none).it(j).blk(lb_t, phys_t).src(owner));
       const T* kt = kc + p.cache.k_offset(phys, kvh, 0, 0);
       const T* vt = vc + p.cache.v_offset(phys, kvh, 0, 0);
 #pragma unroll
@@ -280,22 +281,22 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
         // cp.async: the global side (bytes actually read; 0 = zero-fill), then
         // the 16-byte shared-memory destination (swizzled).
         PA_TRACE(tracer, ev(tc, Step::k_load, Op::async_copy, Tensor::k_cache)
-                             .it(j).tok(lb_t < 0 ? -1 : lb * BS + Cfg::k_chunk_token(L)).blk(lb_t, phys_t)
+                             .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::k_chunk_token(L)).blk(lb_t, phys_t)
                              .dims(Cfg::k_chunk_dim(L), Cfg::kX)
                              .at(kok ? Cfg::k_chunk_byte(p.cache, phys, kvh, L) : -1, kok ? 16 : 0));
         PA_TRACE(tracer, ev(tc, Step::k_load, Op::shared_store, Tensor::kv_smem)
-                             .it(j).tok(lb_t < 0 ? -1 : lb * BS + Cfg::k_chunk_token(L)).blk(lb_t, phys_t)
+                             .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::k_chunk_token(L)).blk(lb_t, phys_t)
                              .dims(Cfg::k_chunk_dim(L), Cfg::kX)
                              .at(Cfg::k_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
         const int vn = cmax(0, cmin(Cfg::kX, nvalid - Cfg::v_chunk_first_token(L)));
         cp_async_16(smem_base + 16u * Cfg::v_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
                     vn > 0 ? vt + Cfg::chunk_elem_offset(L) : vc, vn * Cfg::kElemBytes);
         PA_TRACE(tracer, ev(tc, Step::v_load, Op::async_copy, Tensor::v_cache)
-                             .it(j).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
+                             .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
                              .dims(Cfg::v_chunk_dim(L), 1)
                              .at(vn > 0 ? Cfg::v_chunk_byte(p.cache, phys, kvh, L) : -1, vn * Cfg::kElemBytes));
         PA_TRACE(tracer, ev(tc, Step::v_load, Op::shared_store, Tensor::kv_smem)
-                             .it(j).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
+                             .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
                              .dims(Cfg::v_chunk_dim(L), 1)
                              .at(Cfg::v_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
       }
@@ -396,9 +397,9 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
           mx = fmaxf(mx, v);
         }
       mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
-      PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(j));
+      PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(j).src(lane ^ 1));
       mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
-      PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(j));
+      PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(j).src(lane ^ 2));
       const float m_new = fmaxf(m_run[h], mx);
       const float m_use = m_new == kNegInf ? 0.f : m_new;  // a fully masked row stays at 0
       alpha[h] = exp2f(m_run[h] - m_use);
@@ -419,9 +420,9 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
 #pragma unroll
     for (int h = 0; h < HT; ++h) {
       const float a0 = __shfl_sync(kFull, alpha[h], Cfg::row_owner_lane(Cfg::o_head(lane)));
-      PA_TRACE(tracer, ev(tc, Step::rescale, Op::shuffle, Tensor::none).it(j));
+      PA_TRACE(tracer, ev(tc, Step::rescale, Op::shuffle, Tensor::none).it(j).src(Cfg::row_owner_lane(Cfg::o_head(lane))));
       const float a1 = __shfl_sync(kFull, alpha[h], Cfg::row_owner_lane(Cfg::o_head(lane) + 1));
-      PA_TRACE(tracer, ev(tc, Step::rescale, Op::shuffle, Tensor::none).it(j));
+      PA_TRACE(tracer, ev(tc, Step::rescale, Op::shuffle, Tensor::none).it(j).src(Cfg::row_owner_lane(Cfg::o_head(lane) + 1)));
 #pragma unroll
       for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
         o[dt][h][0] *= a0;
@@ -479,9 +480,9 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   for (int h = 0; h < HT; ++h) {
     float l = l_run[h];
     l += __shfl_xor_sync(kFull, l, 1);
-    PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(h));
+    PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(h).src(lane ^ 1));
     l += __shfl_xor_sync(kFull, l, 2);
-    PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(h));
+    PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(h).src(lane ^ 2));
     if (lane % 4 == 0) {
       stat[Cfg::stat_offset(0, warp, Cfg::qk_row(lane) + 8 * h)] = m_run[h];
       PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_store, Tensor::red_scratch)
@@ -621,37 +622,45 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   }
   __syncthreads();
   PA_TRACE_BARRIER(tracer, barrier_event(tc));
-  // One warp per head: lanes stride over the splits, shuffles reduce.
+  // One warp per head: lanes stride over the splits, shuffles reduce. Events
+  // carry the head loop's round (g - warp) / kNW as iter; in the split loops
+  // also that loop's iteration sp / 32 as lane_iter (lanes run different
+  // counts of it).
   for (int g = warp; g < nh; g += kNW) {
+    const int round = (g - warp) / kNW;
     float M = kNegInf;
     for (int sp = lane; sp < n_active; sp += kWarpSize) {
       M = fmaxf(M, sm_m[sp * kUH + g]);
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch).it(g).at(opt_merge_m_byte(sp, g), 4));
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
+                           .it(round).lane_it(sp / kWarpSize).at(opt_merge_m_byte(sp, g), 4));
     }
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) {
       M = fmaxf(M, __shfl_xor_sync(kFull, M, o));
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shuffle, Tensor::none).it(g));
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shuffle, Tensor::none).it(round).src(lane ^ o));
     }
     float L = 0.f;
     for (int sp = lane; sp < n_active; sp += kWarpSize) {
       const float w = exp2f(sm_m[sp * kUH + g] - M);
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch).it(g).at(opt_merge_m_byte(sp, g), 4));
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
+                           .it(round).lane_it(sp / kWarpSize).at(opt_merge_m_byte(sp, g), 4));
       sm_m[sp * kUH + g] = w;  // now the split's weight
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch).it(g).at(opt_merge_m_byte(sp, g), 4));
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch)
+                           .it(round).lane_it(sp / kWarpSize).at(opt_merge_m_byte(sp, g), 4));
       L += w * sm_l[sp * kUH + g];
       PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
-                           .it(g).at(opt_merge_l_byte(n_active, sp, g), 4));
+                           .it(round).lane_it(sp / kWarpSize).at(opt_merge_l_byte(n_active, sp, g), 4));
     }
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) {
       L += __shfl_xor_sync(kFull, L, o);
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shuffle, Tensor::none).it(g));
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shuffle, Tensor::none).it(round).src(lane ^ o));
     }
     if (lane == 0) {
       if (p.state_out != nullptr) lse2[g] = M + log2f(L);
       inv_l[g] = 1.f / L;
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch).it(g).at(opt_merge_inv_byte(n_active, g), 4));
+      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch)
+                           .it(round).at(opt_merge_inv_byte(n_active, g), 4));
     }
   }
   __syncthreads();
@@ -716,7 +725,9 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
         continue;
       }
       out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc[it] * inv_l[g]);
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
+      // The 1/L read belongs to the output store: as a merge step its item
+      // number would read as a split number (the loops above).
+      PA_TRACE(tracer, ev(tc, Step::out_store, Op::shared_load, Tensor::red_scratch)
                            .it(it).at(opt_merge_inv_byte(n_active, g), 4));
       PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::output)
                            .it(it).dims(d, 1)

@@ -279,7 +279,7 @@ TEST_CASE("host model: stage 3 values and reductions", "[trace][model]") {
   // Block-wide results: the broadcast shuffle of every thread carries max, then sum.
   std::vector<float> results;
   for (const Event& e : ev)
-    if (e.op == Op::shuffle && e.iter == -1 && e.warp == 2 && e.lane == 7) results.push_back(e.value);
+    if (e.op == Op::shuffle && e.src_lane == 0 && e.warp == 2 && e.lane == 7) results.push_back(e.value);  // the broadcast
   REQUIRE(results.size() == 2);
   float max_seen = -1e30f;
   for (const Event& e : ev)

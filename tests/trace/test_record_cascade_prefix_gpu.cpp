@@ -10,6 +10,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "replay_check.hpp"
 #include "gpu_skip.hpp"
 #include "pa/index/events.hpp"
 #include "pa/reference/paged_cache.hpp"
@@ -85,6 +86,7 @@ TEST_CASE("recorded GPU events equal the host model, cascade prefix kernel", "[g
     INFO(s.describe());
     const PagedProblem p = make_problem(s);
     const RecordResult rec = record_stage(Stage::cascade_merge, p, c.sel);
+    PA_CHECK_REPLAY_ORDER(rec.events);
     const auto model = model_events(s, Stage::cascade_merge, c.sel);
     int prefix_events = 0;
     const std::string diff = compare(rec.events, model, prefix_events);

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "replay_check.hpp"
 #include "gpu_skip.hpp"
 #include "pa/index/events.hpp"
 #include "pa/reference/paged_cache.hpp"
@@ -107,6 +108,7 @@ TEST_CASE("recorded GPU events equal the host model, stages 1-7", "[gpu][trace][
       if (!can_record(st, s)) continue;
       INFO(to_string(st) << " " << s.describe());
       const RecordResult rec = record_stage(st, p, c.sel);
+      PA_CHECK_REPLAY_ORDER(rec.events);
       const auto model = model_events(s, st, c.sel);
       const std::string diff = compare(rec.events, model);
       INFO(diff);
@@ -149,6 +151,7 @@ TEST_CASE("recorded GPU events equal the host model, stage 6 with several partit
     INFO(s.describe());
     const PagedProblem p = make_problem(s);
     const RecordResult rec = record_stage(Stage::v2_partition, p, c.sel);
+    PA_CHECK_REPLAY_ORDER(rec.events);
     const auto model = model_events(s, Stage::v2_partition, c.sel);
     const std::string diff = compare(rec.events, model);
     INFO(diff);
@@ -193,6 +196,7 @@ TEST_CASE("recorded GPU events equal the host model, stage 6 reduce kernel with 
     INFO(s.describe());
     const PagedProblem p = make_problem(s);
     const RecordResult rec = record_stage(Stage::v2_partition, p, c.sel);
+    PA_CHECK_REPLAY_ORDER(rec.events);
     const auto model = model_events(s, Stage::v2_partition, c.sel);
     std::size_t reduce_events = 0;
     for (const Event& e : rec.events) reduce_events += e.partition == kReduceBlock;
@@ -250,6 +254,7 @@ TEST_CASE("recorded GPU events equal the host model, stage 7 cascade (suffix V2,
     INFO(s.describe());
     const PagedProblem p = make_problem(s);
     const RecordResult rec = record_stage(Stage::cascade_merge, p, c.sel);
+    PA_CHECK_REPLAY_ORDER(rec.events);
     const auto model = model_events(s, Stage::cascade_merge, c.sel);
     std::map<int, int> labels;
     for (const Event& e : rec.events) ++labels[e.partition];

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "replay_check.hpp"
 #include "gpu_skip.hpp"
 #include "pa/index/optimized.hpp"
 #include "pa/reference/paged_cache.hpp"
@@ -120,6 +121,7 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
       REQUIRE(sel.blocks.size() <= 16);
     }
     const RecordResult rec = record_optimized(p, sel, c.force_splits);
+    PA_CHECK_REPLAY_ORDER(rec.events);
     const OptimizedModelPlan plan = optimized_model_plan(s, rec.model_options.optimized);
     INFO("plan: splits " << plan.splits << " x " << plan.split_blocks << " blocks, units " << plan.units
                          << ", ctas/SM " << plan.ctas_per_sm << ", SMs " << plan.sm_count);

@@ -113,7 +113,7 @@ TEST_CASE("trace round trip in memory and on disk", "[trace][file]") {
 TEST_CASE("the file is little-endian and starts with the documented prefix", "[trace][file]") {
   const auto b = serialize_trace(sample_trace(1));
   CHECK(std::string(b.begin(), b.begin() + 8) == "PALTRACE");
-  CHECK(get_u32(b, 8) == 1);            // version
+  CHECK(get_u32(b, 8) == 2);            // version
   CHECK(get_u32(b, 12) == 0x01020304);  // byte order mark
   CHECK(b[12] == 0x04);
   CHECK(get_u32(b, 16) == 72);  // event record size
@@ -164,8 +164,13 @@ TEST_CASE("foreign and corrupt files give clear errors", "[trace][file][corrupt]
   }
   SECTION("version, byte order, record size") {
     auto b = good;
-    put_u32(b, 8, 2);
-    CHECK_THAT(parse_error(b), ContainsSubstring("unsupported version 2"));
+    put_u32(b, 8, 3);
+    CHECK_THAT(parse_error(b), ContainsSubstring("unsupported version 3 (accepted: 2)"));
+    // A file of the first version: the reader says why and what to do.
+    b = good;
+    put_u32(b, 8, 1);
+    CHECK_THAT(parse_error(b), ContainsSubstring("shuffle masks as loop iterations"));
+    CHECK_THAT(parse_error(b), ContainsSubstring("pa-lab trace"));
     b = good;
     put_u32(b, 12, 0x04030201);
     CHECK_THAT(parse_error(b), ContainsSubstring("byte order"));
@@ -212,7 +217,8 @@ TEST_CASE("foreign and corrupt files give clear errors", "[trace][file][corrupt]
         {28, 4, 0xffffffff, "epoch"},     {32, 4, 0x80000000, "seq_in_thread"},
         {36, 4, 32, "token"},             {40, 4, 2, "logical_block"},
         {44, 4, 1000, "physical_block"},  {48, 4, 128, "dim_begin"},
-        {52, 4, 129, "dim_count"},        {52, 4, 0xffffffff, "dim_count"},
+        {52, 2, 129, "dim_count"},        {52, 2, 0xffff, "dim_count"},
+        {54, 1, 5, "src_lane (only shuffles"}, {55, 1, 0x80, "lane_iter"},
         {56, 8, 0xfffffffffffffffeull, "byte_offset"}, {64, 4, 1u << 20, "bytes"},
     };
     for (const Case& c : cases) {

@@ -29,6 +29,8 @@ inline Event sample_event(int i) {
   e.physical_block = (i * 5) % 7;
   e.dim_begin = (i % 3 == 0) ? (i * 4) % 128 : -1;
   e.dim_count = (i % 3 == 0) ? 4 : 0;
+  e.src_lane = -1;  // no shuffles among the samples
+  e.lane_iter = static_cast<std::int8_t>((i % 3 == 0) ? i % 2 : -1);
   e.byte_offset = (i % 3 == 0) ? 1024 * i + 8 : -1;
   e.bytes = (i % 3 == 0) ? 8 : 0;
   e.value = (i % 3 == 1) ? 0.25f * i : std::nanf("");
@@ -65,7 +67,7 @@ inline void fix_checksum(std::vector<std::uint8_t>& b) {
 }
 
 inline bool same_event(const Event& a, const Event& b) {
-  return std::memcmp(&a, &b, sizeof(Event)) == 0;  // Event has no padding (72 = sum of fields)
+  return std::memcmp(&a, &b, sizeof(Event)) == 0;  // Event has no padding (72 = sum of the fields)
 }
 
 }  // namespace pa::trace::testing

@@ -147,6 +147,7 @@ std::string describe(const Event& e) {
        std::to_string(e.logical_block) + " pb" + std::to_string(e.physical_block) + " d[" +
        std::to_string(e.dim_begin) + "+" + std::to_string(e.dim_count) + "] @" +
        std::to_string(e.byte_offset) + " " + std::to_string(e.bytes) + "B";
+  if (e.src_lane >= 0) s += " from l" + std::to_string(e.src_lane);
   return s;
 }
 

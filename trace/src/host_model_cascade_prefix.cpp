@@ -122,8 +122,8 @@ void model_prefix_block(const PagedProblem& p, const CascadeTracePlan& plan, con
         }
       }
       for (int i = 0; i < 2; ++i) {
-        em.record(tid, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(tile));
-        em.record(tid, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(tile));
+        em.record(tid, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(tile).src(lane ^ 1));
+        em.record(tid, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(tile).src(lane ^ 2));
         em.record(tid, ev(tc, Step::rescale, Op::compute, Tensor::none).it(tile));
       }
       em.record(tid, ev(tc, Step::exp_sum_reduce, Op::compute, Tensor::none).it(tile));
@@ -144,7 +144,8 @@ void model_prefix_block(const PagedProblem& p, const CascadeTracePlan& plan, con
     if (!warp_active(warp)) continue;
     const TraceCtx tc = ctx(tid);
     for (int i = 0; i < 2; ++i) {
-      for (int k = 0; k < 4; ++k) em.record(tid, ev(tc, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(i));
+      for (int k = 0; k < 4; ++k)
+        em.record(tid, ev(tc, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(i).src(lane ^ (1 + k % 2)));
       const int grow = row0 + warp * 16 + Tl::frag_row(lane, 2 * i);
       if (grow >= num_rows) continue;
       const int seq = Tl::row_seq(grow, ratio), head = Tl::row_head(grow, kvh, ratio);

@@ -95,23 +95,24 @@ struct OptModel {
       const bool exists = lb < blk_end;
       const int lb_t = exists ? lb : -1, phys_t = exists ? table(lb) : -1;
       const int nvalid = exists ? std::min(BS, ctx - lb * BS) : 0;
-      em.record(tid, ev_(tid, Step::block_table_load, Op::shuffle, Tensor::none).it(j).blk(lb_t, phys_t));
+      em.record(tid, ev_(tid, Step::block_table_load, Op::shuffle, Tensor::none)
+                         .it(j).blk(lb_t, phys_t).src(Cfg::table_lane(j, bi)));
       for (int L = lane; L < Cfg::kTileChunks; L += kWarpSize) {
         const bool kok = Cfg::k_chunk_token(L) < nvalid;
         const int ktok = exists ? lb * BS + Cfg::k_chunk_token(L) : -1;
         em.record(tid, ev_(tid, Step::k_load, Op::async_copy, Tensor::k_cache)
-                           .it(j).tok(ktok).blk(lb_t, phys_t).dims(Cfg::k_chunk_dim(L), Cfg::kX)
+                           .it(j).lane_it(L / kWarpSize).tok(ktok).blk(lb_t, phys_t).dims(Cfg::k_chunk_dim(L), Cfg::kX)
                            .at(kok ? Cfg::k_chunk_byte(p.cache, phys_t, kvh, L) : -1, kok ? 16 : 0));
         em.record(tid, ev_(tid, Step::k_load, Op::shared_store, Tensor::kv_smem)
-                           .it(j).tok(ktok).blk(lb_t, phys_t).dims(Cfg::k_chunk_dim(L), Cfg::kX)
+                           .it(j).lane_it(L / kWarpSize).tok(ktok).blk(lb_t, phys_t).dims(Cfg::k_chunk_dim(L), Cfg::kX)
                            .at(Cfg::k_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
         const int vbytes = Cfg::v_chunk_src_bytes(L, nvalid);
         const int vtok = exists ? lb * BS + Cfg::v_chunk_first_token(L) : -1;
         em.record(tid, ev_(tid, Step::v_load, Op::async_copy, Tensor::v_cache)
-                           .it(j).tok(vtok).blk(lb_t, phys_t).dims(Cfg::v_chunk_dim(L), 1)
+                           .it(j).lane_it(L / kWarpSize).tok(vtok).blk(lb_t, phys_t).dims(Cfg::v_chunk_dim(L), 1)
                            .at(vbytes > 0 ? Cfg::v_chunk_byte(p.cache, phys_t, kvh, L) : -1, vbytes));
         em.record(tid, ev_(tid, Step::v_load, Op::shared_store, Tensor::kv_smem)
-                           .it(j).tok(vtok).blk(lb_t, phys_t).dims(Cfg::v_chunk_dim(L), 1)
+                           .it(j).lane_it(L / kWarpSize).tok(vtok).blk(lb_t, phys_t).dims(Cfg::v_chunk_dim(L), 1)
                            .at(Cfg::v_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
       }
     }
@@ -146,13 +147,15 @@ struct OptModel {
       }
     }
     for (int h = 0; h < HT; ++h) {
-      em.record(tid, ev_(tid, Step::max_reduce, Op::shuffle, Tensor::none).it(j));
-      em.record(tid, ev_(tid, Step::max_reduce, Op::shuffle, Tensor::none).it(j));
+      em.record(tid, ev_(tid, Step::max_reduce, Op::shuffle, Tensor::none).it(j).src(lane ^ 1));
+      em.record(tid, ev_(tid, Step::max_reduce, Op::shuffle, Tensor::none).it(j).src(lane ^ 2));
       em.record(tid, ev_(tid, Step::exp_sum_reduce, Op::compute, Tensor::none).it(j));
     }
     for (int h = 0; h < HT; ++h) {
-      em.record(tid, ev_(tid, Step::rescale, Op::shuffle, Tensor::none).it(j));
-      em.record(tid, ev_(tid, Step::rescale, Op::shuffle, Tensor::none).it(j));
+      const int owner = Cfg::row_owner_lane(Cfg::o_head(lane));  // the heads' factors: rows h, h + 1
+      em.record(tid, ev_(tid, Step::rescale, Op::shuffle, Tensor::none).it(j).src(owner));
+      em.record(tid, ev_(tid, Step::rescale, Op::shuffle, Tensor::none)
+                         .it(j).src(Cfg::row_owner_lane(Cfg::o_head(lane) + 1)));
       em.record(tid, ev_(tid, Step::rescale, Op::compute, Tensor::none).it(j));
     }
     for (int kk = 0; kk < Cfg::kPvKSteps; ++kk) {
@@ -190,8 +193,8 @@ struct OptModel {
     for (int tid = 0; tid < kThreads; ++tid) {
       const int warp = tid / kWarpSize, lane = tid % kWarpSize;
       for (int h = 0; h < HT; ++h) {
-        em.record(tid, ev_(tid, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(h));
-        em.record(tid, ev_(tid, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(h));
+        em.record(tid, ev_(tid, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(h).src(lane ^ 1));
+        em.record(tid, ev_(tid, Step::exp_sum_reduce, Op::shuffle, Tensor::none).it(h).src(lane ^ 2));
         if (lane % 4 == 0) {
           const int g = Cfg::qk_row(lane) + 8 * h;
           em.record(tid, ev_(tid, Step::warp_reduce, Op::shared_store, Tensor::red_scratch)
@@ -289,20 +292,26 @@ struct OptModel {
     for (int tid = 0; tid < kThreads; ++tid) {
       const int warp = tid / kWarpSize, lane = tid % kWarpSize;
       for (int g = warp; g < nh; g += kNW) {
+        const int round = (g - warp) / kNW;
         for (int sp = lane; sp < n_active; sp += kWarpSize) {
-          em.record(tid, ev_(tid, Step::merge, Op::shared_load, Tensor::red_scratch).it(g).at(opt_merge_m_byte(sp, g), 4));
-        }
-        for (int o = 16; o > 0; o /= 2) em.record(tid, ev_(tid, Step::merge, Op::shuffle, Tensor::none).it(g));
-        for (int sp = lane; sp < n_active; sp += kWarpSize) {
-          em.record(tid, ev_(tid, Step::merge, Op::shared_load, Tensor::red_scratch).it(g).at(opt_merge_m_byte(sp, g), 4));
-          em.record(tid, ev_(tid, Step::merge, Op::shared_store, Tensor::red_scratch).it(g).at(opt_merge_m_byte(sp, g), 4));
           em.record(tid, ev_(tid, Step::merge, Op::shared_load, Tensor::red_scratch)
-                             .it(g).at(opt_merge_l_byte(n_active, sp, g), 4));
+                             .it(round).lane_it(sp / kWarpSize).at(opt_merge_m_byte(sp, g), 4));
         }
-        for (int o = 16; o > 0; o /= 2) em.record(tid, ev_(tid, Step::merge, Op::shuffle, Tensor::none).it(g));
+        for (int o = 16; o > 0; o /= 2)
+          em.record(tid, ev_(tid, Step::merge, Op::shuffle, Tensor::none).it(round).src(lane ^ o));
+        for (int sp = lane; sp < n_active; sp += kWarpSize) {
+          em.record(tid, ev_(tid, Step::merge, Op::shared_load, Tensor::red_scratch)
+                             .it(round).lane_it(sp / kWarpSize).at(opt_merge_m_byte(sp, g), 4));
+          em.record(tid, ev_(tid, Step::merge, Op::shared_store, Tensor::red_scratch)
+                             .it(round).lane_it(sp / kWarpSize).at(opt_merge_m_byte(sp, g), 4));
+          em.record(tid, ev_(tid, Step::merge, Op::shared_load, Tensor::red_scratch)
+                             .it(round).lane_it(sp / kWarpSize).at(opt_merge_l_byte(n_active, sp, g), 4));
+        }
+        for (int o = 16; o > 0; o /= 2)
+          em.record(tid, ev_(tid, Step::merge, Op::shuffle, Tensor::none).it(round).src(lane ^ o));
         if (lane == 0) {
           em.record(tid, ev_(tid, Step::merge, Op::shared_store, Tensor::red_scratch)
-                             .it(g).at(opt_merge_inv_byte(n_active, g), 4));
+                             .it(round).at(opt_merge_inv_byte(n_active, g), 4));
         }
       }
     }
@@ -338,7 +347,8 @@ struct OptModel {
         const int i = item(it);
         if (i >= n_items) continue;
         const int g = gi(it), d = i % HS;
-        em.record(tid, ev_(tid, Step::merge, Op::shared_load, Tensor::red_scratch).it(it).at(opt_merge_inv_byte(n_active, g), 4));
+        em.record(tid, ev_(tid, Step::out_store, Op::shared_load, Tensor::red_scratch)
+                           .it(it).at(opt_merge_inv_byte(n_active, g), 4));
         em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
                            .it(it).dims(d, 1)
                            .at(p.query.out_offset(c.seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)

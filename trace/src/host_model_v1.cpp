@@ -109,7 +109,7 @@ struct V1Model {
                            .it(n).tok(token).blk(lblock, phys)
                            .dims(Map::qk_vec_dim(g_off, 0), Cfg::kNumElemsPerThread));
         for (int mask = Cfg::kThreadGroupSize / 2; mask >= 1; mask /= 2) {
-          em.record(tid, ev_(tid, Step::qk_group_reduce, Op::shuffle, Tensor::none).it(n).tok(token));
+          em.record(tid, ev_(tid, Step::qk_group_reduce, Op::shuffle, Tensor::none).it(n).tok(token).src(lane ^ mask));
         }
         if (g_off == 0 && token < r.token_end) {
           em.record(tid, ev_(tid, Step::logit_store, Op::shared_store, Tensor::logits)
@@ -141,7 +141,8 @@ struct V1Model {
   void block_reduce(Step step, int slot_base, const float* warp_value, float result) {
     for (int tid = 0; tid < kThreads; ++tid) {
       const int warp = Map::warp_of(tid), lane = Map::lane_of(tid);
-      for (int mask = kWarpSize / 2; mask >= 1; mask /= 2) em.record(tid, ev_(tid, step, Op::shuffle, Tensor::none).it(mask));
+      for (int mask = kWarpSize / 2; mask >= 1; mask /= 2)
+        em.record(tid, ev_(tid, step, Op::shuffle, Tensor::none).src(lane ^ mask));
       if (lane == 0) {
         em.record(tid, ev_(tid, step, Op::shared_store, Tensor::red_scratch)
                            .at(red_scratch_byte(slot_base + warp), 4).val(warp_value[warp]));
@@ -154,8 +155,9 @@ struct V1Model {
         em.record(tid, ev_(tid, step, Op::shared_load, Tensor::red_scratch)
                            .at(red_scratch_byte(slot_base + lane), 4).val(warp_value[lane]));
       }
-      for (int mask = kWarps / 2; mask >= 1; mask /= 2) em.record(tid, ev_(tid, step, Op::shuffle, Tensor::none).it(mask));
-      em.record(tid, ev_(tid, step, Op::shuffle, Tensor::none).val(result));
+      for (int mask = kWarps / 2; mask >= 1; mask /= 2)
+        em.record(tid, ev_(tid, step, Op::shuffle, Tensor::none).src(lane ^ mask));
+      em.record(tid, ev_(tid, step, Op::shuffle, Tensor::none).src(0).val(result));
     }
   }
 
@@ -246,7 +248,7 @@ struct V1Model {
         const int row = Map::lv_row(lane, i);
         for (int mask = Cfg::kNumVVecsPerRow / 2; mask >= 1; mask /= 2) {
           if (Map::lv_row_valid(row)) {
-            em.record(tid, ev_(tid, Step::accumulate, Op::shuffle, Tensor::none).it(mask).dims(row, 1));
+            em.record(tid, ev_(tid, Step::accumulate, Op::shuffle, Tensor::none).it(i).dims(row, 1).src(lane ^ mask));
           }
         }
       }

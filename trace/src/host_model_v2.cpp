@@ -30,8 +30,9 @@ void reduce_block(BlockEmitter& em, Step step, bool is_max, const std::vector<fl
   }
   const float result = static_cast<float>(block);
   for (int tid = 0; tid < kReduceThreads; ++tid) {
+    const int lane = tid % kWarpSize;
     for (int mask = kWarpSize / 2; mask >= 1; mask /= 2)
-      em.record(tid, ev(em.ctx(tid), step, Op::shuffle, Tensor::none).it(mask));
+      em.record(tid, ev(em.ctx(tid), step, Op::shuffle, Tensor::none).src(lane ^ mask));
   }
   em.barrier_all();
   for (int tid = 0; tid < kReduceThreads; ++tid) {
@@ -50,7 +51,7 @@ void reduce_block(BlockEmitter& em, Step step, bool is_max, const std::vector<fl
     }
     for (int mask = kWarpSize / 2; mask >= 1; mask /= 2) {
       em.record(tid, ev(em.ctx(tid), step, Op::shuffle, Tensor::none)
-                         .it(mask).val(mask == 1 ? result : trace_nan()));
+                         .src(lane ^ mask).val(mask == 1 ? result : trace_nan()));
     }
   }
 }

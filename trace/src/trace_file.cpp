@@ -263,6 +263,11 @@ void validate_event(const Event& e, const EventBounds& b, std::size_t index) {
   check_range(e.dim_begin, -1, b.head_size - 1, at + "dim_begin");
   check_range(e.dim_count, 0, b.head_size, at + "dim_count");
   if (e.dim_begin >= 0) check_range(e.dim_begin + e.dim_count, 0, b.head_size, at + "dim_begin + dim_count");
+  // Every shuffle names its source lane (the replay orders it after that
+  // lane's earlier events); no other op has one.
+  if (e.op == Op::shuffle) check_range(e.src_lane, 0, kWarpSize - 1, at + "src_lane of a shuffle");
+  else check_range(e.src_lane, -1, -1, at + "src_lane (only shuffles have one)");
+  check_range(e.lane_iter, -1, 127, at + "lane_iter");
   check_range(e.byte_offset, -1, std::numeric_limits<std::int64_t>::max(), at + "byte_offset");
   check_range(e.bytes, 0, kMaxAccessBytes, at + "bytes");
 }
@@ -276,9 +281,12 @@ void write_event(Writer& w, const Event& e) {
   w.u16(e.warp);
   w.u16(e.lane);
   for (std::int32_t v : {e.seq, e.head, e.partition, e.kv_head, e.iter, e.epoch, e.seq_in_thread, e.token,
-                         e.logical_block, e.physical_block, e.dim_begin, e.dim_count}) {
+                         e.logical_block, e.physical_block, e.dim_begin}) {
     w.i32(v);
   }
+  w.u16(static_cast<std::uint16_t>(e.dim_count));
+  w.u8(static_cast<std::uint8_t>(e.src_lane));
+  w.u8(static_cast<std::uint8_t>(e.lane_iter));
   w.i64(e.byte_offset);
   w.i32(e.bytes);
   w.f32(e.value);
@@ -294,9 +302,12 @@ Event read_event(Reader& r) {
   e.warp = r.u16("event");
   e.lane = r.u16("event");
   for (std::int32_t* f : {&e.seq, &e.head, &e.partition, &e.kv_head, &e.iter, &e.epoch, &e.seq_in_thread,
-                          &e.token, &e.logical_block, &e.physical_block, &e.dim_begin, &e.dim_count}) {
+                          &e.token, &e.logical_block, &e.physical_block, &e.dim_begin}) {
     *f = r.i32("event");
   }
+  e.dim_count = static_cast<std::int16_t>(r.u16("event"));
+  e.src_lane = static_cast<std::int8_t>(r.u8("event"));
+  e.lane_iter = static_cast<std::int8_t>(r.u8("event"));
   e.byte_offset = r.i64("event");
   e.bytes = r.i32("event");
   e.value = r.f32("event");
@@ -363,7 +374,10 @@ TraceData parse_impl(const std::uint8_t* bytes, std::size_t size, bool verify_ch
   r.take(sizeof kTraceMagic, "magic");
   const std::uint32_t version = r.u32("version");
   if (version != kTraceVersion) {
-    fail("unsupported version " + std::to_string(version) + " (accepted: " + std::to_string(kTraceVersion) + ")");
+    fail("unsupported version " + std::to_string(version) + " (accepted: " + std::to_string(kTraceVersion) +
+         (version == 1 ? "; version 1 stored shuffle masks as loop iterations and no source lanes: record the "
+                         "trace again with pa-lab trace)"
+                       : ")"));
   }
   const std::uint32_t bom = r.u32("byte order mark");
   if (bom != kByteOrderMark) fail("bad byte order mark (the file is not little-endian or is corrupt)");

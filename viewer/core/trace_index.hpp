@@ -1,18 +1,7 @@
-// Grouping of trace events into replay steps, and the replay state.
-//
-// A replay step is what the learner sees change at once. Events are grouped
-// per thread block (seq, head, partition) by
-//     (barrier epoch, Step, loop iteration, occurrence)
-// where "occurrence" is how many earlier events of the same (epoch, Step, iter)
-// this thread has issued. So in Granularity::instruction (the default) one
-// replay step is one instruction executed by every thread of the block at once:
-// e.g. "the 3rd K vec load of block iteration 0" - each warp's 32 lanes form
-// one warp request, which is exactly the unit whose coalescing (sectors) and
-// bank conflicts the lessons discuss. Granularity::step merges the
-// occurrences: one replay step = a whole (Step, iteration), e.g. "all K loads
-// of iteration 0" - fewer, bigger steps for a quick overview.
-// Steps are in program order: a topological order of every thread's own event
-// order, ties broken by (epoch, smallest seq_in_thread, Step, iter, occurrence).
+// The replay of a loaded trace: its thread blocks, each block's replay steps
+// (pa/trace/replay.hpp groups and orders them: one step = one instruction run
+// by the block's threads, in an order the kernel can run), and the replay
+// position.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -22,12 +11,14 @@
 
 #include "pa/index/events.hpp"
 #include "pa/trace/event.hpp"
+#include "pa/trace/replay.hpp"
 
 namespace pa::viewer { class LoadControl; }
 
 namespace pa::viewer {
 
-enum class Granularity { instruction, step };
+using Granularity = trace::Granularity;
+using ReplayStep = trace::ReplayStep;
 
 struct BlockKey {
   int seq = 0, head = 0, partition = 0;
@@ -46,24 +37,13 @@ struct BlockLabel {
 // "seq 0 head 3 partition 2", "seq 0 head 3 reduce", "... merge", "... prefix chunk 1".
 std::string describe_block(const BlockKey& k, trace::Stage stage);
 
-struct ReplayStep {
-  trace::Step step = trace::Step::q_load;
-  trace::Op op = trace::Op::compute;        // of the first event
-  trace::Tensor tensor = trace::Tensor::none;  // of the first event
-  int epoch = 0;
-  int iter = -1;
-  int occurrence = 0;  // -1 with Granularity::step
-  int min_seq_in_thread = 0;
-  std::uint32_t begin = 0, count = 0;  // range in TraceIndex::order()
-  int threads = 0;                     // distinct (warp, lane) in the step
-};
-
 class TraceIndex {
  public:
   TraceIndex() = default;
   // O(n log n) once per load; every later query is O(step size) or O(1).
   // With ctl: progress reported through ctl->report (0..1) and cancellation
-  // checked every 64 Ki events (throws LoadCancelled).
+  // checked every 64 Ki events (throws LoadCancelled). A block whose threads'
+  // program orders cannot be merged throws trace::ReplayOrderError.
   TraceIndex(const std::vector<trace::Event>& events, Granularity g, LoadControl* ctl = nullptr);
 
   Granularity granularity() const { return gran_; }

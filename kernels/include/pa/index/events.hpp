@@ -7,8 +7,11 @@
 //                        .at(byte_offset, Cfg::kVecBytes));
 //
 // Fields a hook does not set keep the "none" values: iter -1, token -1,
-// logical/physical block -1, dim_begin -1, dim_count 0, byte_offset -1,
-// bytes 0, value NaN. epoch and seq_in_thread are the tracer's (left 0 here).
+// logical/physical block -1, dim_begin -1, dim_count 0, src_lane -1,
+// lane_iter -1, byte_offset -1, bytes 0, value NaN. A shuffle names its source lane with
+// .src(lane ^ mask) (or the broadcasting lane); its iter is the enclosing
+// loop's iteration like any other event's, so the rounds of a butterfly are
+// successive instructions of one iteration, never separate iterations. epoch and seq_in_thread are the tracer's (left 0 here).
 // The emission contract (who emits what, with which iter) is in
 // kernels/stages/EVENTS.md and next to each hook in kernels/stages/*.cuh.
 #pragma once
@@ -42,7 +45,7 @@ struct EventBuilder {
   }
   PA_HD EventBuilder& dims(int begin, int count) {
     e.dim_begin = begin;
-    e.dim_count = count;
+    e.dim_count = static_cast<std::int16_t>(count);
     return *this;
   }
   PA_HD EventBuilder& at(std::int64_t byte_offset, int bytes) {
@@ -51,6 +54,11 @@ struct EventBuilder {
     return *this;
   }
   PA_HD EventBuilder& val(float v) { e.value = v; return *this; }
+  // A shuffle's source lane: the lane whose value this lane receives.
+  PA_HD EventBuilder& src(int lane) { e.src_lane = static_cast<std::int8_t>(lane); return *this; }
+  // The iteration of a lane-strided loop (L = lane, lane + 32, ...) inside
+  // the step's iteration: lanes run different counts of it.
+  PA_HD EventBuilder& lane_it(int k) { e.lane_iter = static_cast<std::int8_t>(k); return *this; }
   PA_HD operator trace::Event() const { return e; }
 };
 
@@ -74,6 +82,8 @@ PA_HD EventBuilder ev(const TraceCtx& c, trace::Step step, trace::Op op, trace::
   b.e.physical_block = -1;
   b.e.dim_begin = -1;
   b.e.dim_count = 0;
+  b.e.src_lane = -1;
+  b.e.lane_iter = -1;
   b.e.byte_offset = -1;
   b.e.bytes = 0;
   b.e.value = trace_nan();

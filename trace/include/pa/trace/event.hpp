@@ -81,20 +81,29 @@ struct Event {
   std::int32_t head;       // query head (blockIdx.x)
   std::int32_t partition;  // V2 partition (blockIdx.z), 0 for v1
   std::int32_t kv_head;
-  std::int32_t iter;       // loop iteration of the step (-1 if none)
+  std::int32_t iter;       // loop iteration of the step (-1 if none); never a shuffle mask (src_lane)
   std::int32_t epoch;      // barriers passed by this thread
   std::int32_t seq_in_thread;  // program order within the thread
   std::int32_t token;      // token index in the sequence (-1 if none)
   std::int32_t logical_block;   // -1 if none
   std::int32_t physical_block;  // -1 if none
   std::int32_t dim_begin;  // first head dimension touched (-1 if none)
-  std::int32_t dim_count;  // number of head dimensions (elements) touched
+  std::int16_t dim_count;  // number of head dimensions (elements) touched
+  // Shuffles: the lane whose register this lane reads (lane ^ mask for a
+  // butterfly, the owner lane for a broadcast); -1 for every other op. The
+  // replay puts a shuffle after the source lane's earlier events.
+  std::int8_t src_lane;
+  // The iteration of a lane-strided loop inside the step's iteration (chunk
+  // L = lane + 32 * lane_iter), whose trip count differs between lanes; -1 if
+  // none. With iter it tells one instruction of a thread from another.
+  std::int8_t lane_iter;
   std::int64_t byte_offset;  // from the tensor's base pointer (-1 if none)
   std::int32_t bytes;        // width of the access in bytes (0 for compute)
   float value;               // a telling value where cheap (logit, max, sum), else NaN
 };
 
 static_assert(sizeof(Event) == 72, "Event is part of the trace file format: change the version if it changes");
+static_assert(alignof(Event) == 8);
 
 const char* to_string(Stage);
 const char* to_string(Step);

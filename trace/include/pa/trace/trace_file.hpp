@@ -33,7 +33,7 @@ class TraceFormatError : public std::runtime_error {
 };
 
 inline constexpr char kTraceMagic[8] = {'P', 'A', 'L', 'T', 'R', 'A', 'C', 'E'};
-inline constexpr std::uint32_t kTraceVersion = 1;
+inline constexpr std::uint32_t kTraceVersion = 2;
 inline constexpr std::uint32_t kTraceEventBytes = 72;
 inline constexpr std::size_t kTraceMaxStringBytes = 256;  // source, revision
 
