@@ -4,6 +4,7 @@
 #include "cmd_run_optimized.hpp"
 #include "cmd_run_v2cascade.hpp"
 #include "commands.hpp"
+#include "no_gpu.hpp"
 #include "options.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/check.hpp"
@@ -22,7 +23,8 @@ void help_run() {
       "  --stage NAME     %s (or the number 1-8, or v1)\n"
       "  --iters N        timed launches after 3 warm-up launches (default 20; 0 = no timing)\n\n"
       "%s\n%s\n%s\n"
-      "exit: 0 PASS, 1 FAIL, 2 no GPU / built without CUDA, 3 bad usage or unsupported problem\n",
+      "exit: 0 PASS, 1 FAIL, 2 no GPU (built without CUDA, or no CUDA driver or GPU found), 3 bad usage or\n"
+      "unsupported problem\n",
       kernels::stage_names_text().c_str(), problem_flags_help(), help_run_v2cascade(),
       help_run_optimized());
 }
@@ -53,8 +55,7 @@ int cmd_run(Args args) {
   spec.validate();  // std::invalid_argument -> exit 3 with the reason
   std::string why;
   if (!kernels::gpu_available(&why)) {
-    std::fprintf(stderr, "pa-lab run: no GPU: %s\n  (the stage cannot run here; `pa-lab list` works without one)\n",
-                 why.c_str());
+    std::fputs(no_gpu_message("run", PA_HAVE_CUDA, why, info.name, static_cast<int>(*stage)).c_str(), stderr);
     return kExitNoGpu;
   }
   const auto gpu = kernels::gpu_info();

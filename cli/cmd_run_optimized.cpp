@@ -8,6 +8,7 @@
 
 #include "cmd_run_optimized.hpp"
 #include "commands.hpp"
+#include "no_gpu.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/optimized.hpp"
 #include "pa/reference/attention.hpp"
@@ -34,7 +35,7 @@ int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters) {
   spec.validate();
   std::string why;
   if (!kernels::gpu_available(&why)) {
-    std::fprintf(stderr, "pa-lab run: no GPU: %s\n", why.c_str());
+    std::fputs(no_gpu_message("run", PA_HAVE_CUDA, why, "optimized", 8).c_str(), stderr);
     return kExitNoGpu;
   }
 #if PA_HAVE_CUDA

@@ -9,6 +9,7 @@
 
 #include "cmd_run_v2cascade.hpp"
 #include "commands.hpp"
+#include "no_gpu.hpp"
 #include "options.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/v2_cascade_run.hpp"
@@ -169,7 +170,9 @@ int cmd_run_v2cascade(kernels::Stage stage, Flags& f, ProblemSpec spec, int iter
 
   std::string why;
   if (!kernels::gpu_available(&why)) {
-    std::fprintf(stderr, "pa-lab run: no GPU: %s\n", why.c_str());
+    std::fputs(no_gpu_message("run", PA_HAVE_CUDA, why, kernels::stage_info(stage).name, static_cast<int>(stage))
+                   .c_str(),
+               stderr);
     return kExitNoGpu;
   }
   const auto gpu = kernels::gpu_info();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "no_gpu.hpp"
 #include "options.hpp"
 #include "pa/kernels/api.hpp"
 
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "pa-lab %s: %s\n", c.name, e.what());
       return kExitUsage;
     } catch (const pa::kernels::NoGpuError& e) {
-      std::fprintf(stderr, "pa-lab %s: no GPU: %s\n", c.name, e.what());
+      std::fputs(no_gpu_message(c.name, PA_HAVE_CUDA, e.what()).c_str(), stderr);
       return kExitNoGpu;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "pa-lab %s: error: %s\n", c.name, e.what());
