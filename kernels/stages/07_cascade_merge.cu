@@ -25,25 +25,17 @@ bool cascade_wgmma_built(int, int);
 namespace pa::kernels {
 namespace {
 
-// Measured on an NVIDIA H100 80GB HBM3 (pa-lab run --stage cascade_merge,
-// fp16, 128 seqs x 32 heads MHA x head 128, prefix 32768 + 256 unique tokens,
-// median of 30): prefix kernel + chunk reduce alone 0.581 ms (variant 0) vs
-// 0.504 ms (variant 1); whole cascade 0.772 vs 0.692 ms. Variants 2-3 and the
-// stream modes: kernels/NOTES.md (H100 run 5: prefix alone v1 496 us, v2 509,
-// v3 362; whole cascade with the suffix on a side stream v3 533 us, fp16).
-// Session 5 (kernels/NOTES.md, cascade changes 10-12): variant 8 (wgmma, a
-// producer warpgroup, PV during the softmax) prefix alone 237.6 / 238.4 us vs
-// variant 4's 258.1 / 245.4 (after the shared copy/Q fixes; 282 / 275 before).
+// The defaults are the fastest of what was measured on an H100 (kernels/NOTES.md,
+// "cascade changes", each with its figures). The prefix kernel: variant 8
+// (wgmma, a producer warpgroup, P V during the softmax) is the fastest where
+// wgmma runs; elsewhere variant 3 (mma.sync, 8 warps, 64-token tiles) beat
+// variants 0-2, since every K/V tile feeds 128 query rows.
 constexpr int kDefaultPrefixVariant = 8;  // wgmma where usable, else 3
 // Suffix kernel (PA_CASCADE_SUFFIX: 0 V2, 1 stage 8, 2 stage 8 with the lean
-// pipeline) and stream mode. Measured on the H100 (kernels/NOTES.md, cascade change
-// 9; fp16 / bf16, whole cascade): V2 on a side stream 452.6 / 458.1 us; stage 8
-// lean with the prefix placed first (streams 2) 438.8 / 439.3 us, the best of
-// the six combinations. Streams 2 only pays with the lean suffix (V2 with
-// streams 2: 466.7 / 471.4 us), so it is the default for that suffix alone.
-// With variant 8 (registers full: no suffix CTA fits beside a prefix block) a
-// side stream is better than placing the prefix first: 401.8 / 403.2 us
-// (streams 1) vs 406.9 / 408.2 (streams 2), session 5.
+// pipeline) and stream mode: stage 8 lean was the fastest suffix measured.
+// Placing the prefix first on a high-priority stream (streams 2)
+// pays only when a suffix CTA fits beside a prefix block; with variant 8 the
+// registers are full, so a plain side stream (streams 1) is the better one.
 constexpr int kDefaultSuffix = 2;
 constexpr int kDefaultStreamsLean = 2, kDefaultStreams = 1;
 

@@ -243,8 +243,8 @@ PA_HD constexpr int prefix_variant_tile_tokens(int variant, int head_size, int b
 // The cache's K region [head/8][block][8] and V region [head][block] are both
 // rows of 16 bytes, so one 16-byte cp.async per row puts every element in place.
 // Head 128 only: the head-64 instances gave wrong outputs for fp16 on chunks
-// of several tiles in H100 runs 4-5 (kernels/NOTES.md; cause not found), so
-// the planner sends head 64 to the mma.sync variants.
+// of several tiles on an H100 (kernels/NOTES.md; cause not found), so the
+// planner sends head 64 to the mma.sync variants.
 PA_HD constexpr bool prefix_wgmma_head_ok(int head_size) { return head_size == 128; }
 // Variant 7's register cap (07_cascade_prefix_wgmma.cuh, PA_WG7_MAXREG): 256
 // threads x 192 leave 128 x 128 registers, one lean stage 8 CTA, on the SM.

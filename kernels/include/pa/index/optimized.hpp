@@ -320,17 +320,15 @@ inline OptSplit opt_choose_split(const OptSplitInput& a, int force_splits) {
   if (force_splits > 0) {
     best_s = std::min(force_splits, max_splits);
   } else {
-    // Time model (seconds), fitted to H100 split sweeps (kernels/NOTES.md, runs 2-3):
+    // Time model (seconds), fitted to H100 split sweeps (kernels/NOTES.md, stage 8 split sweeps):
     //  - a CTA streams its blocks at about kCtaBw after a fixed start/epilogue
     //    cost kT0 (latency-bound when the GPU is not full);
     //  - a wave cannot beat the HBM (kHbm, a little less when fewer CTAs than
     //    slots are resident), nor can one SM pull more than kSmBw, so a wave
     //    that puts 2 CTAs on some SMs and 1 on others is paced by the former;
-    //  - more splits cost a merge: kM0 + kM1 per split (kM1 refitted from 0.6 to
-    //    0.25 us after the warp-parallel merge: run 3's sweep at (1,32,8,4096),
-    //    splits 8/16/32 = 15.6/16.2/18.1 us; the only shape whose choice it
-    //    changes is that one, 13 -> 16 splits: 34.9 -> 35.3% of copy, fp16,
-    //    in one H100 run, NOTES.md run 5).
+    //  - more splits cost a merge: kM0 + kM1 per split (kM1 from a sweep of
+    //    the split count at (1,32,8,4096) with the warp-parallel merge: splits
+    //    8/16/32 = 15.6/16.2/18.1 us on an H100).
     // The split count minimizing the sum over waves (last wave partial) wins.
     // Only when the unsplit grid leaves slots empty; and only grids that load
     // the SMs evenly (<= one CTA per SM, or the last CTA layer >= 95% full):

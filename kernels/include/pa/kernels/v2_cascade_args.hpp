@@ -17,7 +17,8 @@ namespace pa::kernels {
 // launch and partition traffic are pure cost. V2 wins when the (seq, head)
 // grid cannot fill the SMs (few sequences, long contexts) or when a context
 // exceeds what one block's shared-memory logits can hold. The thresholds are
-// first guesses to be replaced by the benchmark's measurements (issue 8):
+// first guesses, not fitted to measurements (stage 8 replaced this choice
+// where it is built):
 //   - any context > max_v1_context (v1's shared-memory limit)    -> V2
 //   - max context <= partition_size (V2 would be one partition)  -> V1
 //   - seqs * heads < 2 * num_sms and max context >= 2 partitions -> V2

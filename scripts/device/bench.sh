@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
-# Issue 8, the run behind the README table (one device call): quick build for
-# sm_90; stage 8's and the cascade's GPU tests (the suffix through stage 8),
-# stage 8's recorded == model tests (its kernel changed), compute-sanitizer on
-# the cascade with the stage 8 suffix, the whole benchmark (JSON for
-# scripts/bench_table.py), stage 8's registers. A table last; $OUT gets
+# The run behind the README's results table, in one device call (GPU machine,
+# repository root): quick build for sm_90; stage 8's and the cascade's GPU
+# tests (the whole [cascade] suite, every prefix variant); compute-sanitizer on
+# two cascades with the stage 8 suffix, one whose prefix chunks span several
+# tiles (variant 8's mbarrier phases wrap); the whole benchmark (JSON for
+# scripts/bench_table.py); stage 8's registers. A table last; $OUT gets
 # bench.json and final.tgz (every log: the device tool returns at most 8 files).
-# Session 5: the whole [cascade] suite (every prefix variant), and the
-# sanitizers also on a cascade whose prefix chunks span several tiles (the
-# variant 8 mbarrier phases wrap); the trace GPU tests are no longer in it.
 set -u
 FINAL_OUT=${OUT:-/tmp/pa-out}
 OUT=/tmp/final
@@ -15,7 +13,7 @@ rm -rf "$OUT"; mkdir -p "$OUT" "$FINAL_OUT"
 B=/tmp/q  # device_quick_build's build folder
 t0=$(date +%s)
 nvidia-smi -L
-source trace/tools/device_quick_build.sh
+source scripts/device/quick_build.sh
 BUILD_LIMIT=${BUILD_LIMIT:-400} device_quick_build "$OUT" pa_v2_cascade_tests pa_optimized_tests pa-bench pa-lab
 run() {  # label, timeout, command...
   local label=$1 limit=$2; shift 2

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Where the cascade prefix kernel's L2 traffic comes from (kernels/NOTES.md,
-# cascade change 15: 82% L2 throughput at 73% of DRAM peak): Nsight Compute
+# "cascade changes": the prefix is L2-bound, not DRAM-bound): Nsight Compute
 # memory metrics of one launch of the prefix kernel (variant PREFIX_VARIANT,
 # default 8) next to stage 8 at (64,32,8,8192), which reaches the copy
 # bandwidth. A table last; logs in $OUT/l2.tgz.
 set -u
 FINAL_OUT=${OUT:-/tmp/pa-out}
 W=/tmp/l2; rm -rf "$W"; mkdir -p "$W" "$FINAL_OUT"
-source trace/tools/device_quick_build.sh
+source scripts/device/quick_build.sh
 device_quick_build "$W" pa-bench
 P=/tmp/q/cli/pa-bench
 M=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_read.sum,lts__t_requests_op_read.sum,\

@@ -1,5 +1,5 @@
-# Sourced by the trace/tools/device_run_*.sh scripts (GPU machine, repository
-# root): device_quick_build OUTDIR TARGET... configures the quick kernel set
+# Sourced by the scripts beside it (GPU machine, repository root):
+# device_quick_build OUTDIR TARGET... configures the quick kernel set
 # (head 128 x block 16) in /tmp/q with Catch2 from .deps/catch2 and builds the
 # targets, logging to OUTDIR/cmake_q.log and OUTDIR/build_q.log.
 # Environment: PA_REV (the source revision for trace headers), BUILD_LIMIT (s).
