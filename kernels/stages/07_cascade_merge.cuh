@@ -44,60 +44,11 @@
 #include <cmath>
 
 #include "06_v2_partition.cuh"
+#include "ptx.cuh"
 #include "pa/index/cascade.hpp"
 #include "pa/index/merge.hpp"
 
 namespace pa::kernels {
-
-// ---- PTX wrappers ----------------------------------------------------------
-__device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-// 16-byte async copy global -> shared; bytes beyond src_bytes (0 or 16) are zero-filled.
-__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-template <class T> struct MmaType;
-template <> struct MmaType<__half> {
-  __device__ static __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                             std::uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  __device__ static __forceinline__ std::uint32_t pack(float lo, float hi) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const std::uint32_t*>(&h);
-  }
-  __device__ static __forceinline__ float round(float v) { return __half2float(__float2half_rn(v)); }
-};
-template <> struct MmaType<__nv_bfloat16> {
-  __device__ static __forceinline__ void mma(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                             std::uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-  __device__ static __forceinline__ std::uint32_t pack(float lo, float hi) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const std::uint32_t*>(&h);
-  }
-  __device__ static __forceinline__ float round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
-};
 
 // ---- the merge kernel -----------------------------------------------------
 // Weights of two states; both empty -> (0, 0, -inf). Never NaN for -inf lse.
@@ -237,12 +188,11 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
   using trace::Step;
   using trace::Tensor;
   using T = Elem<Cfg>;
-  using M = MmaType<T>;
   constexpr int kNT = Tl::kTileTokens / 8;  // 8-token n-tiles of S
   constexpr int kDN = Tl::kHead / 8;        // 8-dim n-tiles of O
   extern __shared__ float4 cascade_smem[];
   T* q_s = reinterpret_cast<T*>(cascade_smem);
-  const std::uint32_t smem_base = smem_u32(cascade_smem);
+  const std::uint32_t smem_base = ptx::smem_u32(cascade_smem);
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int kvh = blockIdx.y, chunk = blockIdx.z;
@@ -272,8 +222,8 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
       const int phys = valid ? a.prefix_blocks[token / Tl::kBlock] : 0;
       const std::int64_t off = Tl::region_chunk_offset(a.cg, phys, kvh, Tl::region_chunk_of(c));
       const std::uint32_t slot = Tl::chunk_byte(Tl::swizzle(c));
-      cp_async16(ks + slot, k_cache + off, valid ? 16 : 0);
-      cp_async16(vs + slot, v_cache + off, valid ? 16 : 0);
+      ptx::cp_async_16(ks + slot, k_cache + off, valid ? 16 : 0);
+      ptx::cp_async_16(vs + slot, v_cache + off, valid ? 16 : 0);
       if constexpr (kTracing<Tracer>) {
         const int lb = valid ? token / Tl::kBlock : -1, pb = valid ? phys : -1;
         const int w = Tl::region_chunk_of(c);
@@ -304,7 +254,7 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
 #pragma unroll
   for (int t = 0; t < Tl::kStages - 1; ++t) {
     if (t < n_tiles) load_tile(t, t);
-    cp_async_commit();
+    ptx::cp_async_commit();
   }
 
   // Q tile -> shared (rows past the group are zero: their math stays finite, never stored).
@@ -335,7 +285,7 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
     PA_TRACE_BARRIER(tracer, barrier_event(tc));
 #pragma unroll
     for (int kk = 0; kk < Tl::kHead / 16; ++kk) {
-      ldmatrix_x4(qreg[kk], smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+      ptx::ldmatrix_x4(qreg[kk], ptx::smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
       PA_TRACE(tracer, ev(tc, Step::q_smem_load, Op::shared_load, Tensor::q_smem).it(kk).dims(kk * 16 + Tl::lda_dim(lane), 8)
                            .at(static_cast<std::int64_t>(Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))) * kEb, 16));
     }
@@ -356,13 +306,13 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
     // tiles 0 .. tile + kStages - 2: the newest kStages - 2 may stay in flight);
     // the barrier then also says every warp is done with the previous tile's
     // buffer, which the copy issued right after refills. One barrier per tile.
-    cp_async_wait<Tl::kStages - 2>();
+    ptx::cp_async_wait<Tl::kStages - 2>();
     __syncthreads();
     PA_TRACE_BARRIER(tracer, barrier_event(tc));
     {
       const int ahead = tile + Tl::kStages - 1;
       if (ahead < n_tiles) load_tile(ahead, ahead % Tl::kStages);
-      cp_async_commit();  // always: the group count stays in step with the tiles
+      ptx::cp_async_commit();  // always: the group count stays in step with the tiles
     }
     if (warp_active) {
       const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
@@ -379,16 +329,16 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
         if constexpr (kQInRegs) {
           qa[0] = qreg[kk][0]; qa[1] = qreg[kk][1]; qa[2] = qreg[kk][2]; qa[3] = qreg[kk][3];
         } else {
-          ldmatrix_x4(qa, smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+          ptx::ldmatrix_x4(qa, ptx::smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
           PA_TRACE(tracer, ev(tc, Step::q_smem_load, Op::shared_load, Tensor::q_smem).it(tile).dims(kk * 16 + Tl::lda_dim(lane), 8)
                                .at(static_cast<std::int64_t>(Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))) * kEb, 16));
         }
 #pragma unroll
         for (int nt = 0; nt < kNT; nt += 2) {
           std::uint32_t kb[4];
-          ldmatrix_x4(kb, ks + Tl::chunk_byte(Tl::k_smem_chunk(nt * 8 + Tl::ldk_token(lane), kk * 16 + Tl::ldk_dim(lane))));
-          M::mma(s[nt], qa, kb[0], kb[1]);
-          M::mma(s[nt + 1], qa, kb[2], kb[3]);
+          ptx::ldmatrix_x4(kb, ks + Tl::chunk_byte(Tl::k_smem_chunk(nt * 8 + Tl::ldk_token(lane), kk * 16 + Tl::ldk_dim(lane))));
+          ptx::mma_m16n8k16<T>(s[nt], qa, kb[0], kb[1]);
+          ptx::mma_m16n8k16<T>(s[nt + 1], qa, kb[2], kb[3]);
           PA_TRACE(tracer, ev(tc, Step::k_smem_load, Op::shared_load, Tensor::kv_smem).it(tile)
                                .tok(chunk_begin + tile * Tl::kTileTokens + nt * 8 + Tl::ldk_token(lane)).dims(kk * 16 + Tl::ldk_dim(lane), 8)
                                .at(Tl::k_tile_byte(tile % Tl::kStages) +
@@ -435,7 +385,7 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const float p = exp2f(s[nt][j] - m[j / 2]);
-          const float pr = M::round(p);  // what the mma multiplies
+          const float pr = round_to<T>(p);  // what the mma multiplies
           s[nt][j] = pr;
           l[j / 2] += p;
           lr[j / 2] += pr;
@@ -446,15 +396,15 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
       // LESSON-BEGIN(cascade_merge.prefix_pv)
 #pragma unroll
       for (int kk = 0; kk < Tl::kTileTokens / 16; ++kk) {
-        const std::uint32_t pa[4] = {M::pack(s[2 * kk][0], s[2 * kk][1]), M::pack(s[2 * kk][2], s[2 * kk][3]),
-                                     M::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                     M::pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        const std::uint32_t pa[4] = {ptx::pack2<T>(s[2 * kk][0], s[2 * kk][1]), ptx::pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                     ptx::pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                     ptx::pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
         for (int dn = 0; dn < kDN; dn += 2) {
           std::uint32_t vb[4];
-          ldmatrix_x4(vb, vs + Tl::chunk_byte(Tl::v_smem_chunk(kk * 16 + Tl::ldv_token(lane), dn * 8 + Tl::ldv_dim(lane))));
-          M::mma(o[dn], pa, vb[0], vb[1]);
-          M::mma(o[dn + 1], pa, vb[2], vb[3]);
+          ptx::ldmatrix_x4(vb, vs + Tl::chunk_byte(Tl::v_smem_chunk(kk * 16 + Tl::ldv_token(lane), dn * 8 + Tl::ldv_dim(lane))));
+          ptx::mma_m16n8k16<T>(o[dn], pa, vb[0], vb[1]);
+          ptx::mma_m16n8k16<T>(o[dn + 1], pa, vb[2], vb[3]);
           PA_TRACE(tracer, ev(tc, Step::v_smem_load, Op::shared_load, Tensor::kv_smem).it(tile)
                                .tok(chunk_begin + tile * Tl::kTileTokens + kk * 16 + Tl::ldv_token(lane)).dims(dn * 8 + Tl::ldv_dim(lane), 1)
                                .at(Tl::v_tile_byte(tile % Tl::kStages) +
@@ -468,7 +418,7 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
       // LESSON-END(cascade_merge.prefix_pv)
     }
   }
-  cp_async_wait<0>();
+  ptx::cp_async_wait<0>();
 
   if (!warp_active) return;
   // LESSON-BEGIN(cascade_merge.prefix_store)

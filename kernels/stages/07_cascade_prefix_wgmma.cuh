@@ -93,13 +93,6 @@ template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(std::uint32
   return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xFFFF0000u));
 }
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// Wait until at most N committed wgmma groups of this warpgroup are pending.
-template <int N>
-__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
-__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // Accumulators are written by the asynchronous wgmma: keep the compiler from
 // moving reads of them above the wait (and writes below the next issue).
 template <int N>
@@ -179,7 +172,7 @@ struct WgmmaTileCopier {
         fetch(t);
         load(t);
       }
-      cp_async_commit();
+      ptx::cp_async_commit();
     }
     fetch(COUNT);
   }
@@ -203,8 +196,8 @@ struct WgmmaTileCopier {
       if (c >= Tl::kTileChunks) break;
       const bool valid = phys[i] >= 0;
       const std::int64_t off = Tl::region_chunk_offset(cg, valid ? phys[i] : 0, kvh, Tl::region_chunk_of(c));
-      cp_async16(ks + Tl::k_copy_byte(c), k_cache + off, valid ? 16 : 0);
-      cp_async16(vs + Tl::v_copy_byte(c), v_cache + off, valid ? 16 : 0);
+      ptx::cp_async_16(ks + Tl::k_copy_byte(c), k_cache + off, valid ? 16 : 0);
+      ptx::cp_async_16(vs + Tl::v_copy_byte(c), v_cache + off, valid ? 16 : 0);
     }
   }
 };
@@ -248,7 +241,7 @@ template <class Tl, class T>
 __device__ __forceinline__ void wgmma_load_q_frags(const T* q_s, int warp, int lane, std::uint32_t (&qreg)[Tl::kHead / 16][4]) {
 #pragma unroll
   for (int kk = 0; kk < Tl::kHead / 16; ++kk)
-    ldmatrix_x4(qreg[kk], smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
+    ptx::ldmatrix_x4(qreg[kk], ptx::smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
 }
 
 // The chunk's partial state of this thread's rows: O / l_norm, the max (natural
@@ -348,12 +341,11 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tl = WgmmaTilingOf<Cfg, WARPGROUPS>;
   using T = Elem<Cfg>;
-  using M = MmaType<T>;
   constexpr int kNT = Tl::kTileTokens / 8;  // 8-token column blocks of S
   constexpr int kDN = Tl::kHead / 8;        // 8-dim column blocks of O
   extern __shared__ float4 cascade_smem[];
   T* q_s = reinterpret_cast<T*>(cascade_smem);
-  const std::uint32_t smem_base = smem_u32(cascade_smem);
+  const std::uint32_t smem_base = ptx::smem_u32(cascade_smem);
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int wg = warp / 4;
@@ -379,8 +371,8 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
   float l[2] = {0.f, 0.f}, lr[2] = {0.f, 0.f};
 
   for (int tile = 0; tile < n_tiles; ++tile) {
-    cp_async_wait<Tl::kStages - 2>();
-    fence_proxy_async_smem();  // this thread's copies, visible to the async proxy
+    ptx::cp_async_wait<Tl::kStages - 2>();
+    ptx::fence_proxy_async_smem();  // this thread's copies, visible to the async proxy
     __syncthreads();
     {
       const int ahead = tile + Tl::kStages - 1;
@@ -388,7 +380,7 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
         copier.load(ahead % Tl::kStages);
         copier.fetch(ahead + 1);  // consumed next iteration, after this tile's math
       }
-      cp_async_commit();
+      ptx::cp_async_commit();
     }
     {
       const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
@@ -399,12 +391,12 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
 #pragma unroll
       for (int i = 0; i < kNT * 4; ++i) s[i] = 0.f;
       accum_fence(s);  // register writes complete before the fence (PTX: wgmma.fence)
-      wgmma_fence();
+      ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < Tl::kHead / 16; ++kk)
         Wgmma<T, Tl::kTileTokens>::mma(s, qreg[kk], wgmma_desc(ks + Tl::k_step_byte(kk), Tl::kKLbo, Tl::kKSbo), 1);
-      wgmma_commit();
-      wgmma_wait_all();
+      ptx::wgmma_commit();
+      ptx::wgmma_wait_all();
       accum_fence(s);
 
       // Softmax in log2 units. The row max is taken on the raw logits (the
@@ -439,7 +431,7 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
         for (int h = 0; h < 2; ++h) {
           const float p0 = fast_exp2(fmaf(s[nt * 4 + 2 * h], scale_log2, -m[h]));
           const float p1 = fast_exp2(fmaf(s[nt * 4 + 2 * h + 1], scale_log2, -m[h]));
-          const std::uint32_t packed = M::pack(p0, p1);
+          const std::uint32_t packed = ptx::pack2<T>(p0, p1);
           pa[nt / 2][2 * (nt % 2) + h] = packed;
           const float2 r = unpack2<T>(packed);
           l[h] += p0 + p1;
@@ -447,16 +439,16 @@ __global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) ca
         }
       accum_fence(o);
       frag_fence(pa);
-      wgmma_fence();  // O was rescaled and P written in registers
+      ptx::wgmma_fence();  // O was rescaled and P written in registers
 #pragma unroll
       for (int kk = 0; kk < Tl::kTileTokens / 16; ++kk)
         Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo), 1);
-      wgmma_commit();
-      wgmma_wait_all();
+      ptx::wgmma_commit();
+      ptx::wgmma_wait_all();
       accum_fence(o);
     }
   }
-  cp_async_wait<0>();
+  ptx::cp_async_wait<0>();
 
   if (!wg_active) return;
   wgmma_store_chunk_state<Tl>(a, o, m, l, lr, true, blk, warp, lane);
@@ -484,7 +476,6 @@ template <class Tl, class T>
 __device__ __forceinline__ void wgmma_tile_softmax(const float (&s)[Tl::kTileTokens / 2], int valid, int lane, float scale_log2,
                                                    float (&m)[2], float (&l)[2], float (&lr)[2], float (&corr)[2],
                                                    std::uint32_t (&pa)[Tl::kTileTokens / 16][4]) {
-  using M = MmaType<T>;
   constexpr int kNT = Tl::kTileTokens / 8;
   // s is only read (it is a wgmma accumulator set: writing it while the other
   // set's wgmma is in flight would serialize them); tokens past `valid` (a
@@ -514,7 +505,7 @@ __device__ __forceinline__ void wgmma_tile_softmax(const float (&s)[Tl::kTileTok
     for (int h = 0; h < 2; ++h) {
       const float p0 = fast_exp2(fmaf(sv(nt, 2 * h), scale_log2, -m[h]));
       const float p1 = fast_exp2(fmaf(sv(nt, 2 * h + 1), scale_log2, -m[h]));
-      const std::uint32_t packed = M::pack(p0, p1);
+      const std::uint32_t packed = ptx::pack2<T>(p0, p1);
       pa[nt / 2][2 * (nt % 2) + h] = packed;
       const float2 r = unpack2<T>(packed);
       l[h] += p0 + p1;
@@ -531,7 +522,7 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
   constexpr int kO = Tl::kHead / 2;        // O accumulators per thread
   extern __shared__ float4 cascade_smem[];
   T* q_s = reinterpret_cast<T*>(cascade_smem);
-  const std::uint32_t smem_base = smem_u32(cascade_smem);
+  const std::uint32_t smem_base = ptx::smem_u32(cascade_smem);
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const WgmmaBlock<Tl> blk(a);
@@ -541,8 +532,8 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
   WgmmaTileCopier<Tl, T> copier(a, blk, tid, smem_base);
   copier.template prime<Tl::kStages - 1>(n_tiles);  // tiles 0, 1, 2: one group each
   wgmma_stage_q<Tl>(a, q_s, tid, blk);
-  cp_async_wait<Tl::kStages - 2>();  // tile 0 landed (this thread's part)
-  fence_proxy_async_smem();
+  ptx::cp_async_wait<Tl::kStages - 2>();  // tile 0 landed (this thread's part)
+  ptx::fence_proxy_async_smem();
   __syncthreads();                   // Q and tile 0 visible to all
   std::uint32_t qreg[Tl::kHead / 16][4];
   wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
@@ -560,23 +551,23 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
   auto issue_qk = [&](float (&s)[kS], int tile) {
     const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
     accum_fence(s);
-    wgmma_fence();
+    ptx::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Tl::kHead / 16; ++kk)
       Wgmma<T, Tl::kTileTokens>::mma(s, qreg[kk], wgmma_desc(ks + Tl::k_step_byte(kk), Tl::kKLbo, Tl::kKSbo),
                                      kk > 0 ? 1 : 0);  // kk 0 overwrites: no zeroing
-    wgmma_commit();
+    ptx::wgmma_commit();
   };
   issue_qk(sa, 0);
 
   // Iteration t: S(t) in s_cur was issued one iteration earlier.
   auto step = [&](int tile, float (&s_cur)[kS], float (&s_next)[kS]) {
-    wgmma_wait_all();  // S(t) and O += P(t-1) V(t-1) done (this warpgroup)
+    ptx::wgmma_wait_all();  // S(t) and O += P(t-1) V(t-1) done (this warpgroup)
     accum_fence(s_cur);
     accum_fence(o);
     // Tile t+1 landed: kStages - 1 + t groups committed (tiles 0 .. t + kStages - 2).
-    cp_async_wait<Tl::kStages - 3>();
-    fence_proxy_async_smem();
+    ptx::cp_async_wait<Tl::kStages - 3>();
+    ptx::fence_proxy_async_smem();
     __syncthreads();  // also: every warpgroup is done with tile t-1's buffer
     {
       const int ahead = tile + Tl::kStages - 1;
@@ -584,33 +575,33 @@ __global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) 
         copier.load(ahead % Tl::kStages);
         copier.fetch(ahead + 1);
       }
-      cp_async_commit();
+      ptx::cp_async_commit();
     }
     if (tile + 1 < n_tiles) issue_qk(s_next, tile + 1);  // runs during this tile's softmax
     const int valid = blk.valid_tokens(tile);
     std::uint32_t pa[Tl::kTileTokens / 16][4];
     float corr[2];
     wgmma_tile_softmax<Tl, T>(s_cur, valid, lane, scale_log2, m, l, lr, corr, pa);
-    wgmma_wait_all();  // S(t+1) done: O may be written again
+    ptx::wgmma_wait_all();  // S(t+1) done: O may be written again
     accum_fence(s_next);
     accum_fence(o);
     wgmma_scale_o<Tl>(o, corr);
     const std::uint32_t vs = smem_base + Tl::v_tile_byte(tile % Tl::kStages);
     accum_fence(o);
     frag_fence(pa);
-    wgmma_fence();
+    ptx::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Tl::kTileTokens / 16; ++kk)
       Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo), 1);
-    wgmma_commit();
+    ptx::wgmma_commit();
   };
   for (int tile = 0; tile < n_tiles; tile += 2) {
     step(tile, sa, sb);
     if (tile + 1 < n_tiles) step(tile + 1, sb, sa);
   }
-  wgmma_wait_all();
+  ptx::wgmma_wait_all();
   accum_fence(o);
-  cp_async_wait<0>();
+  ptx::cp_async_wait<0>();
 
   const int wg = warp / 4;
   if (!blk.warpgroup_has_rows(wg)) return;
@@ -697,12 +688,11 @@ template <class Tl, class T>
 __device__ __forceinline__ void wgmma_rescale_pack(float (&o)[Tl::kHead / 2], const float (&corr)[2], bool moved,
                                                    const float (&s)[Tl::kTileTokens / 2],
                                                    std::uint32_t (&pa)[Tl::kTileTokens / 16][4]) {
-  using M = MmaType<T>;
   if (moved) wgmma_scale_o<Tl>(o, corr);
 #pragma unroll
   for (int nt = 0; nt < Tl::kTileTokens / 8; ++nt)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) pa[nt / 2][2 * (nt % 2) + h] = M::pack(s[nt * 4 + 2 * h], s[nt * 4 + 2 * h + 1]);
+    for (int h = 0; h < 2; ++h) pa[nt / 2][2 * (nt % 2) + h] = ptx::pack2<T>(s[nt * 4 + 2 * h], s[nt * 4 + 2 * h + 1]);
 }
 
 // ---- variant 8: variant 7 with a producer warpgroup
@@ -720,20 +710,6 @@ __device__ __forceinline__ void wgmma_rescale_pack(float (&o)[Tl::kHead / 2], co
 // all: 9 warps put 3 on one SM sub-partition, and ptxas then serializes wgmma.)
 template <class Tl>
 PA_HD constexpr int overlap_barrier_bytes() { return 2 * Tl::kStages * 8; }  // full[stages], empty[stages]
-__device__ __forceinline__ void mbar_init(std::uint32_t addr, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(std::uint32_t addr) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(std::uint32_t addr, std::uint32_t parity) {
-  std::uint32_t done = 0;
-  while (!done)
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(done)
-                 : "r"(addr), "r"(parity)
-                 : "memory");
-}
 
 // The producer warpgroup's copy of one tile into buffer `stage`: producer
 // thread p copies chunks j * 128 + p of each block's region (K and V). The
@@ -758,8 +734,8 @@ __device__ __forceinline__ void wgmma_producer_copy(const PrefixArgs& a, int kvh
 #pragma unroll
     for (int j = 0; j < Tl::kChunksPerBlock / kP; ++j) {
       const int c0 = b * Tl::kChunksPerBlock + j * kP;  // this thread's chunk: c0 + p
-      cp_async16(ks + (Tl::k_copy_byte(c0) - Tl::k_copy_byte(0)), k_cache + base + j * kP * 8, valid ? 16 : 0);
-      cp_async16(vs + (Tl::v_copy_byte(c0) - Tl::v_copy_byte(0)), v_cache + base + j * kP * 8, valid ? 16 : 0);
+      ptx::cp_async_16(ks + (Tl::k_copy_byte(c0) - Tl::k_copy_byte(0)), k_cache + base + j * kP * 8, valid ? 16 : 0);
+      ptx::cp_async_16(vs + (Tl::v_copy_byte(c0) - Tl::v_copy_byte(0)), v_cache + base + j * kP * 8, valid ? 16 : 0);
     }
   }
 }
@@ -770,10 +746,6 @@ __device__ __forceinline__ void wgmma_producer_copy(const PrefixArgs& a, int kvh
 // warpgroup). Below 232 ptxas serializes the wgmma instructions (C7512).
 inline constexpr int kWgProducerRegs = 40;
 inline constexpr int kWgConsumerRegs = 232;
-template <int N>
-__device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
-template <int N>
-__device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 
 // Variants 7 (PRODUCER false: all 256 threads copy, one barrier per tile), 8
 // (PRODUCER true: 256 consumer threads + the producer warpgroup) and 9 (8 with
@@ -789,7 +761,7 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
   static_assert(kAhead >= 1, "at least one tile in flight");
   extern __shared__ float4 cascade_smem[];
   T* q_s = reinterpret_cast<T*>(cascade_smem);
-  const std::uint32_t smem_base = smem_u32(cascade_smem);
+  const std::uint32_t smem_base = ptx::smem_u32(cascade_smem);
   const std::uint32_t full_bar = smem_base + Tl::kSmemBytes;    // + 8 * stage (variant 8)
   const std::uint32_t empty_bar = full_bar + 8 * Tl::kStages;  // + 8 * stage (variant 8)
 
@@ -803,8 +775,8 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
   if constexpr (PRODUCER) {
     if (tid == 0)
       for (int st = 0; st < Tl::kStages; ++st) {
-        mbar_init(full_bar + 8 * st, kWgProducerThreads);  // every producer thread, after its copies landed
-        mbar_init(empty_bar + 8 * st, Tl::kNumWarps);  // every consumer warp, after its last read
+        ptx::mbar_init(full_bar + 8 * st, kWgProducerThreads);  // every producer thread, after its copies landed
+        ptx::mbar_init(empty_bar + 8 * st, Tl::kNumWarps);  // every consumer warp, after its last read
       }
   } else {
     copier.template prime<kAhead>(n_tiles);
@@ -830,20 +802,20 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
     int phys_next = fetch(0);
     for (int t = 0; t < n_tiles; ++t) {
       const int stage = t % Tl::kStages;
-      if (t >= Tl::kStages) mbar_wait(empty_bar + 8 * stage, ((t / Tl::kStages) + 1) & 1);  // tile t - kStages released
+      if (t >= Tl::kStages) ptx::mbar_wait(empty_bar + 8 * stage, ((t / Tl::kStages) + 1) & 1);  // tile t - kStages released
       const int phys = phys_next;
       if (t + 1 < n_tiles) phys_next = fetch(t + 1);
       wgmma_producer_copy<Tl, T>(a, blk.kvh, p, phys, smem_base, stage);
-      cp_async_commit();
+      ptx::cp_async_commit();
       if (t >= kAhead - 1) {  // tile t - kAhead + 1 landed: publish it
-        cp_async_wait<kAhead - 1>();
-        fence_proxy_async_smem();  // this lane's copies, visible to the async proxy (wgmma)
-        mbar_arrive(full_bar + 8 * ((t - kAhead + 1) % Tl::kStages));
+        ptx::cp_async_wait<kAhead - 1>();
+        ptx::fence_proxy_async_smem();  // this lane's copies, visible to the async proxy (wgmma)
+        ptx::mbar_arrive(full_bar + 8 * ((t - kAhead + 1) % Tl::kStages));
       }
     }
-    cp_async_wait<0>();
-    fence_proxy_async_smem();
-    for (int t = max(0, n_tiles - kAhead + 1); t < n_tiles; ++t) mbar_arrive(full_bar + 8 * (t % Tl::kStages));
+    ptx::cp_async_wait<0>();
+    ptx::fence_proxy_async_smem();
+    for (int t = max(0, n_tiles - kAhead + 1); t < n_tiles; ++t) ptx::mbar_arrive(full_bar + 8 * (t % Tl::kStages));
   };
 
   // The consumer warpgroups (every warp of variant 7).
@@ -872,33 +844,33 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
 #pragma unroll
       for (int kk = 0; kk < Tl::kTileTokens / 16; ++kk)
         Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo), 1);
-      wgmma_commit();
+      ptx::wgmma_commit();
     };
     // Waits for tile `tile` (variant 7: also queues the copy of tile + kAhead),
     // issues S(tile) = Q K(tile)^T.
     auto begin_tile = [&](int tile) {
       if constexpr (PRODUCER) {
-        mbar_wait(full_bar + 8 * (tile % Tl::kStages), (tile / Tl::kStages) & 1);
+        ptx::mbar_wait(full_bar + 8 * (tile % Tl::kStages), (tile / Tl::kStages) & 1);
       } else {
         // Groups committed: tiles 0 .. tile + kAhead - 1; tile `tile` has landed
         // once at most kAhead - 1 are pending.
-        cp_async_wait<kAhead - 1>();
-        fence_proxy_async_smem();  // this thread's copies, visible to the async proxy
+        ptx::cp_async_wait<kAhead - 1>();
+        ptx::fence_proxy_async_smem();  // this thread's copies, visible to the async proxy
         // Every thread is past iteration tile - 1, whose last wait covered
         // O += P(tile - 2) V(tile - 2): buffer (tile + kAhead) % kStages is free.
         __syncthreads();
         if (tile + kAhead < n_tiles) copier.load((tile + kAhead) % Tl::kStages);
-        cp_async_commit();
+        ptx::cp_async_commit();
       }
       const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
       accum_fence(s);
       accum_fence(o);
       frag_fence(pa);
-      wgmma_fence();
+      ptx::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < Tl::kHead / 16; ++kk)  // kk 0 overwrites S: no zeroing
         Wgmma<T, Tl::kTileTokens>::mma(s, qreg[kk], wgmma_desc(ks + Tl::k_step_byte(kk), Tl::kKLbo, Tl::kKSbo), kk > 0 ? 1 : 0);
-      wgmma_commit();
+      ptx::wgmma_commit();
     };
     // Variant 7's block-table read for the copy after the next waits until the
     // wgmma instructions are issued: the warpgroup fence before them would
@@ -915,9 +887,9 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
       const int valid = blk.valid_tokens(tile);
       float corr[2];
       const bool moved = wgmma_lazy_softmax<Tl>(s, valid, lane, scale_log2, m, l, corr);
-      wgmma_wait<0>();  // O += P(tile - 1) V(tile - 1) done: O and pa may be written
+      ptx::wgmma_wait<0>();  // O += P(tile - 1) V(tile - 1) done: O and pa may be written
       if constexpr (PRODUCER)
-        if (tile > 0 && lane == 0) mbar_arrive(empty_bar + 8 * ((tile - 1) % Tl::kStages));
+        if (tile > 0 && lane == 0) ptx::mbar_arrive(empty_bar + 8 * ((tile - 1) % Tl::kStages));
       accum_fence(o);
       wgmma_rescale_pack<Tl, T>(o, corr, moved, s, pa);
     };
@@ -925,22 +897,22 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
     // Tile 0 peeled (no P yet): a branch around wgmma makes ptxas serialize them.
     begin_tile(0);
     fetch_next(0);
-    wgmma_wait<0>();
+    ptx::wgmma_wait<0>();
     finish_tile(0);
     for (int tile = 1; tile < n_tiles; ++tile) {
       begin_tile(tile);
       issue_pv(tile - 1);
       fetch_next(tile);
-      wgmma_wait<1>();  // S(tile) done; the PV product may still run
+      ptx::wgmma_wait<1>();  // S(tile) done; the PV product may still run
       finish_tile(tile);
     }
     accum_fence(o);
     frag_fence(pa);
-    wgmma_fence();
+    ptx::wgmma_fence();
     issue_pv(n_tiles - 1);
-    wgmma_wait<0>();
+    ptx::wgmma_wait<0>();
     accum_fence(o);
-    if constexpr (!PRODUCER) cp_async_wait<0>();
+    if constexpr (!PRODUCER) ptx::cp_async_wait<0>();
 
     if (!blk.warpgroup_has_rows(wg)) return;
     wgmma_store_chunk_state<Tl>(a, o, m, l, l, false, blk, warp, lane);
@@ -948,10 +920,10 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
 
   if constexpr (PRODUCER) {
     if (warp >= Tl::kNumWarps) {  // each warpgroup's role: one branch (setmaxnreg)
-      setmaxnreg_dec<kWgProducerRegs>();
+      ptx::setmaxnreg_dec<kWgProducerRegs>();
       produce();
     } else {
-      setmaxnreg_inc<kWgConsumerRegs>();
+      ptx::setmaxnreg_inc<kWgConsumerRegs>();
       consume();
     }
   } else {

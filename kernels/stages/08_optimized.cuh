@@ -38,6 +38,7 @@
 #include "pa/index/layout.hpp"
 #include "pa/index/optimized.hpp"
 #include "pa/index/tracer.hpp"
+#include "ptx.cuh"
 #include "pa/kernels/optimized.hpp"
 
 namespace pa::opt {
@@ -91,65 +92,11 @@ OptEntry opt_entry();  // defined below, instantiated in 08_optimized_inst_hs*.c
 template <DType DT, int HS, int BS, int HT>
 OptEntry opt_entry_lean();
 
-// ---------------------------------------------------------------- PTX helpers
+// ---------------------------------------------------------------- element type
 template <DType DT> struct OptElem;
 template <> struct OptElem<DType::f16> { using T = __half; };
 template <> struct OptElem<DType::bf16> { using T = __nv_bfloat16; };
 
-__device__ __forceinline__ void cp_async_16(std::uint32_t smem, const void* gmem, int src_bytes) {
-  // .cg: bypass L1 (the data is used once, from shared memory); src_bytes < 16
-  // zero-fills the rest (tokens past the context never reach the math as NaN).
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
-               "r"(src_bytes));
-}
-// atomicAdd with acquire-release semantics at GPU scope (the split arrival).
-__device__ __forceinline__ int atomic_add_acq_rel_gpu(int* p, int v) {
-  int old;
-  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(v) : "memory");
-  return old;
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-__device__ __forceinline__ void ldsm_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x2(std::uint32_t (&r)[2], std::uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
-               : "=r"(r[0]), "=r"(r[1])
-               : "r"(addr));
-}
-template <DType DT>
-__device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                         std::uint32_t b1) {
-  if constexpr (DT == DType::f16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-template <DType DT>
-__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
-  if constexpr (DT == DType::f16) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<std::uint32_t*>(&h);
-  } else {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<std::uint32_t*>(&h);
-  }
-}
 
 // ---------------------------------------------------------------- the kernel
 // Trace hooks (PA_TRACE, nothing at all with NullTracer): the contract is
@@ -276,7 +223,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
 #pragma unroll
       for (int L = lane; L < Cfg::kTileChunks; L += kWarpSize) {
         const bool kok = Cfg::k_chunk_token(L) < nvalid;
-        cp_async_16(smem_base + 16u * Cfg::k_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
+        ptx::cp_async_16_l2_256b(smem_base + 16u * Cfg::k_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
                     kok ? kt + Cfg::chunk_elem_offset(L) : kc, kok ? 16 : 0);
         // cp.async: the global side (bytes actually read; 0 = zero-fill), then
         // the 16-byte shared-memory destination (swizzled).
@@ -289,7 +236,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
                              .dims(Cfg::k_chunk_dim(L), Cfg::kX)
                              .at(Cfg::k_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
         const int vn = cmax(0, cmin(Cfg::kX, nvalid - Cfg::v_chunk_first_token(L)));
-        cp_async_16(smem_base + 16u * Cfg::v_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
+        ptx::cp_async_16_l2_256b(smem_base + 16u * Cfg::v_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
                     vn > 0 ? vt + Cfg::chunk_elem_offset(L) : vc, vn * Cfg::kElemBytes);
         PA_TRACE(tracer, ev(tc, Step::v_load, Op::async_copy, Tensor::v_cache)
                              .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
@@ -321,13 +268,13 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
 #pragma unroll
   for (int j = 0; j < kStages - 1; ++j) {
     if (j < my_steps) issue(j);
-    cp_async_commit();  // empty groups keep the wait_group count uniform
+    ptx::cp_async_commit();  // empty groups keep the wait_group count uniform
   }
 
   for (int j = 0; j < my_steps; ++j) {
     if (j + kStages - 1 < my_steps) issue(j + kStages - 1);
-    cp_async_commit();
-    cp_async_wait<kStages - 1>();  // step j has landed
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<kStages - 1>();  // step j has landed
     __syncwarp();
     const int stage = j % kStages;
     const int tok0 = Cfg::step_block(blk_begin, warp, j, 0) * BS;
@@ -341,7 +288,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
 #pragma unroll
       for (int ks = 0; ks + 1 < Cfg::kQkKSteps; ks += 2) {
         std::uint32_t b[4];
-        ldsm_x4(b, smem_base + 16u * Cfg::k_smem_chunk(
+        ptx::ldmatrix_x4(b, smem_base + 16u * Cfg::k_smem_chunk(
                                          warp, stage,
                                          Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
                                                           Cfg::qk_ldsm_chunk(ks, lane))));
@@ -352,10 +299,10 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
                                                   Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
                                                                    Cfg::qk_ldsm_chunk(ks, lane))),
                                  16));
-        mma16816<DT>(s[nt], qf[ks], b[0], b[1]);
+        ptx::mma_m16n8k16<T>(s[nt], qf[ks], b[0], b[1]);
         PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none)
                              .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + nt * 8, blk_end)).dims(16 * ks, 16));
-        mma16816<DT>(s[nt], qf[ks + 1], b[2], b[3]);
+        ptx::mma_m16n8k16<T>(s[nt], qf[ks + 1], b[2], b[3]);
         PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none)
                              .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + nt * 8, blk_end)).dims(16 * (ks + 1), 16));
       }
@@ -363,7 +310,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
         constexpr int ks = Cfg::kQkKSteps - 1;
         std::uint32_t b[2];
         // x2: lanes 0-15 give the rows; the others repeat them (valid addresses).
-        ldsm_x2(b, smem_base + 16u * Cfg::k_smem_chunk(
+        ptx::ldmatrix_x2(b, smem_base + 16u * Cfg::k_smem_chunk(
                                          warp, stage,
                                          Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
                                                           Cfg::qk_ldsm_chunk(ks, lane % 16))));
@@ -375,7 +322,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
                                                     Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
                                                                      Cfg::qk_ldsm_chunk(ks, lane))),
                                    16));
-        mma16816<DT>(s[nt], qf[ks], b[0], b[1]);
+        ptx::mma_m16n8k16<T>(s[nt], qf[ks], b[0], b[1]);
         PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none)
                              .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + nt * 8, blk_end)).dims(16 * ks, 16));
       }
@@ -440,13 +387,13 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
       std::uint32_t pb[HT][2];
 #pragma unroll
       for (int h = 0; h < HT; ++h) {
-        pb[h][0] = pack2<DT>(s[2 * kk][2 * h], s[2 * kk][2 * h + 1]);
-        pb[h][1] = pack2<DT>(s[2 * kk + 1][2 * h], s[2 * kk + 1][2 * h + 1]);
+        pb[h][0] = ptx::pack2<T>(s[2 * kk][2 * h], s[2 * kk][2 * h + 1]);
+        pb[h][1] = ptx::pack2<T>(s[2 * kk + 1][2 * h], s[2 * kk + 1][2 * h + 1]);
       }
 #pragma unroll
       for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
         std::uint32_t a[4];
-        ldsm_x4(a, smem_base + 16u * Cfg::v_smem_chunk(
+        ptx::ldmatrix_x4(a, smem_base + 16u * Cfg::v_smem_chunk(
                                          warp, stage,
                                          Cfg::v_row_chunk(Cfg::pv_ldsm_dim(dt, lane),
                                                           Cfg::pv_ldsm_group(kk, lane))));
@@ -459,7 +406,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
                                  16));
 #pragma unroll
         for (int h = 0; h < HT; ++h) {
-          mma16816<DT>(o[dt][h], a, pb[h][0], pb[h][1]);
+          ptx::mma_m16n8k16<T>(o[dt][h], a, pb[h][0], pb[h][1]);
           PA_TRACE(tracer, ev(tc, Step::accumulate, Op::mma, Tensor::none)
                                .it(j).tok(Cfg::trace_token(tok0 + 16 * kk, blk_end)).dims(16 * dt, 16));
         }
@@ -471,7 +418,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
 
   // ------------------------------------------------------------ epilogue
   // LESSON-BEGIN(optimized.warp_merge)
-  cp_async_wait<0>();
+  ptx::cp_async_wait<0>();
   __syncthreads();  // stage memory is now scratch
   PA_TRACE_BARRIER(tracer, barrier_event(tc));
   float* red = reinterpret_cast<float*>(smem_raw);
@@ -583,7 +530,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   const int n_active = opt_active_splits(ctx, BS, p.split_blocks);
   if (threadIdx.x == 0) {
     int* counter = p.ws_counter + p.wsg.counter_offset(seq, unit);
-    const int prev = atomic_add_acq_rel_gpu(counter, 1);
+    const int prev = ptx::atomic_add_acq_rel_gpu(counter, 1);
     // value: 1 for the CTA that arrives last (it merges), 0 for the others.
     PA_TRACE(tracer, ev(tc, Step::split_arrive, Op::atomic, Tensor::counter)
                          .at(p.wsg.counter_byte(seq, unit), 4).val(prev == n_active - 1 ? 1.f : 0.f));

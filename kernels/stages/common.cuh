@@ -39,6 +39,8 @@ template <> __device__ __forceinline__ __half from_float<__half>(float v) { retu
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
+// v rounded to T's precision and back (what storing v as T keeps).
+template <class T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
 
 // ---- vectors ------------------------------------------------------------------
 // The machine word a vector of BYTES bytes is loaded as: one instruction per
