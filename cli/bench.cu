@@ -138,12 +138,55 @@ struct Options {
   std::string only;
   bool quick = false;
   bool cascade_only = false;   // only the cascade shape (every kernel on it)
-  std::string cascade_sweep;   // "variant:streams:chunks,..." extra cascade plans, timed whole and by part
+  std::string cascade_sweep;   // "prefix:streams:chunks[:suffix],..." extra cascade plans, timed whole and by part
   int spin_us = 50;       // GPU busy-wait before each timed launch (0 = off)
   int force_splits = 0;   // stage 8: override the split heuristic
   std::vector<int> shape; // --shape seqs,heads,kv_heads,context,head_size
   std::vector<DType> dtypes = {DType::f16, DType::bf16};  // --dtypes, in this order
 };
+
+#if PA_BENCH_WITH_V2CASCADE
+// One --cascade-sweep item, "prefix:streams:chunks[:suffix]": prefix a
+// PrefixKernel name (automatic mma_4warps mma_8warps wgmma), streams -1..2,
+// chunks >= 0 (0 automatic), suffix automatic | v2 | optimized | optimized_lean.
+kernels::CascadeOptions parse_cascade_sweep_item(const std::string& item) {
+  std::vector<std::string> f;
+  std::stringstream ss(item);
+  for (std::string x; std::getline(ss, x, ':');) f.push_back(x);
+  auto fail = [&](const std::string& why) -> kernels::CascadeOptions {
+    throw std::invalid_argument("--cascade-sweep item '" + item + "': " + why +
+                                " (accepted: prefix:streams:chunks[:suffix], prefix automatic|mma_4warps|mma_8warps|"
+                                "wgmma, streams -1..2, chunks >= 0, suffix automatic|v2|optimized|optimized_lean)");
+  };
+  if (f.size() != 3 && f.size() != 4) return fail("3 or 4 fields needed");
+  kernels::CascadeOptions o;
+  const auto pk = kernels::prefix_kernel_from_name(f[0]);
+  if (!pk) return fail("unknown prefix kernel '" + f[0] + "'");
+  o.prefix = *pk;
+  auto to_int = [&](const std::string& x, int lo, int hi, const char* what) {
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(x, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != x.size() || x.empty() || v < lo || v > hi) fail(std::string(what) + " '" + x + "'");
+    return v;
+  };
+  o.streams = to_int(f[1], -1, 2, "streams");
+  o.chunks = to_int(f[2], 0, 1 << 20, "chunks");
+  if (f.size() == 4) {
+    using S = kernels::CascadeOptions::Suffix;
+    if (f[3] == "automatic") o.suffix = S::automatic;
+    else if (f[3] == "v2") o.suffix = S::v2;
+    else if (f[3] == "optimized") o.suffix = S::optimized;
+    else if (f[3] == "optimized_lean") o.suffix = S::optimized_lean;
+    else return fail("unknown suffix '" + f[3] + "'");
+  }
+  return o;
+}
+#endif
 
 // One problem instance set: R rotations of (Q, block tables) over disjoint KV blocks.
 struct Problem {
@@ -451,29 +494,20 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
     finish_row(row, copy_gbps);
     rows.push_back(row);
 #if PA_BENCH_WITH_V2CASCADE
-    // Experiments (not rows of the JSON): other plans through the planner's
-    // environment overrides, each timed whole, prefix alone (kernel + chunk
-    // reduce) and suffix alone, on the same rotated data.
+    // Experiments (not rows of the JSON): other plans (kernels::CascadeOptions),
+    // each timed whole, prefix alone (kernel + chunk reduce) and suffix alone,
+    // on the same rotated data.
     std::stringstream sw(o.cascade_sweep);
     std::string item;
     while (std::getline(sw, item, ',')) {
-      int v = 0, st = 0, ch = 0, suf = 0;
-      const int nf = std::sscanf(item.c_str(), "%d:%d:%d:%d", &v, &st, &ch, &suf);
-      if (nf != 3 && nf != 4)
-        throw std::invalid_argument("--cascade-sweep item '" + item +
-                                    "': accepted variant:streams:chunks[:suffix] (integers; suffix 0 V2, 1 stage 8, "
-                                    "2 stage 8 lean)");
-      setenv("PA_CASCADE_PREFIX_VARIANT", std::to_string(v).c_str(), 1);
-      setenv("PA_CASCADE_STREAMS", std::to_string(st).c_str(), 1);
-      setenv("PA_CASCADE_CHUNKS", std::to_string(ch).c_str(), 1);
-      setenv("PA_CASCADE_SUFFIX", std::to_string(suf).c_str(), 1);
+      const kernels::CascadeOptions copt = parse_cascade_sweep_item(item);
       try {
         auto cargs = [&](int r) {
           kernels::StageArgs a = stage_args(P, r, P.out2.p);
           a.partition_size = 512;
           return a;
         };
-        const kernels::CascadePlan plan = kernels::plan_cascade(cargs(0), s.prefix);
+        const kernels::CascadePlan plan = kernels::plan_cascade(cargs(0), s.prefix, 0, copt);
         Buf ws(plan.workspace_bytes);
         BCK(cudaMemset(ws.p, 0, std::max<std::size_t>(1, plan.workspace_bytes)));
         double us[3];
@@ -487,22 +521,13 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
         kernels::launch_cascade(cargs(0), plan, ws.p, nullptr);
         BCK(cudaDeviceSynchronize());
         const double xc = opt_ok ? max_abs_diff(P) : -1;
-        std::printf("sweep %s v=%d(ran %d) streams=%d chunks=%d(%d) suffix=%d(ran %d): all %.1f us, prefix %.1f, "
-                    "suffix %.1f, xcheck %.2g\n",
-                    dtype_name(dt), v, plan.prefix_variant, st, ch, plan.num_chunks, suf,
-                    plan.suffix == kernels::CascadePlan::Suffix::v2 ? 0
-                    : plan.suffix_opt.pipeline == OptPipeline::lean ? 2
-                                                                    : 1,
-                    us[0], us[1], us[2], xc);
+        std::printf("sweep %s %s: ran %s: all %.1f us, prefix %.1f, suffix %.1f, xcheck %.2g\n", dtype_name(dt),
+                    item.c_str(), plan.describe().c_str(), us[0], us[1], us[2], xc);
       } catch (const std::exception& e) {
         std::printf("sweep %s %s: error %s\n", dtype_name(dt), item.c_str(), e.what());
         cudaGetLastError();
       }
     }
-    unsetenv("PA_CASCADE_PREFIX_VARIANT");
-    unsetenv("PA_CASCADE_STREAMS");
-    unsetenv("PA_CASCADE_CHUNKS");
-    unsetenv("PA_CASCADE_SUFFIX");
 #endif
   }
 }
@@ -588,7 +613,7 @@ Options parse_options(int argc, char** argv) {
                                   "\nusage: pa-bench [--json FILE] [--iters N>=100] [--warmup N] [--warmup-ms T] "
                                   "[--pool-gb G] "
                                   "[--only optimized] [--quick] [--spin-us N] [--splits N] [--cascade-only] "
-                                  "[--cascade-sweep variant:streams:chunks[:suffix],...] "
+                                  "[--cascade-sweep prefix:streams:chunks[:suffix],...] "
                                   "[--shape seqs,heads,kv_heads,context,head_size] [--dtypes fp16,bf16]");
     }
   }

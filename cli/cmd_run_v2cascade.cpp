@@ -76,9 +76,9 @@ int run_v2(const PagedProblem& p, int iters, int check_seqs) {
   return pass ? kExitOk : kExitFail;
 }
 
-int run_cascade(const PagedProblem& p, int iters, int check_seqs, bool baselines) {
+int run_cascade(const PagedProblem& p, int iters, int check_seqs, bool baselines, const kernels::CascadeOptions& opt) {
   const ProblemSpec& s = p.spec;
-  const kernels::CascadeRun got = kernels::run_cascade(p);
+  const kernels::CascadeRun got = kernels::run_cascade(p, 0, opt);
   std::printf("plan:    %s\n", got.plan.describe().c_str());
   bool pass = true;
   if (check_seqs != 0) {
@@ -97,7 +97,7 @@ int run_cascade(const PagedProblem& p, int iters, int check_seqs, bool baselines
     std::printf("check:   skipped (--check-seqs 0)\n");
   }
   if (iters > 0) {
-    const kernels::CascadeTiming t = kernels::time_cascade(p, iters, 3, baselines);
+    const kernels::CascadeTiming t = kernels::time_cascade(p, iters, 3, baselines, opt);
     // Bytes that must move: the prefix once, each suffix once.
     const double kv_token = 2.0 * s.num_kv_heads * s.head_size * dtype_bytes(s.dtype);
     double tokens = s.shared_prefix_len;
@@ -142,7 +142,10 @@ const char* help_run_v2cascade() {
          "                             value for all --seqs sequences (context = P + suffix);\n"
          "                             without it the contexts come from --context-len(s)\n"
          "  --baselines 0|1            also time v2, v1 and optimized on the same block tables\n"
-         "                             (default 1)\n";
+         "                             (default 1)\n"
+         "  --prefix-kernel NAME       automatic (default) | mma_4warps | mma_8warps | wgmma\n"
+         "                             (wgmma where it cannot run: mma_8warps)\n"
+         "  --prefix-chunks N          cut the prefix into N chunks (default 0: the planner's)\n";
 }
 
 int cmd_run_v2cascade(kernels::Stage stage, Flags& f, ProblemSpec spec, int iters) {
@@ -165,6 +168,15 @@ int cmd_run_v2cascade(kernels::Stage stage, Flags& f, ProblemSpec spec, int iter
     }
   }
   const bool baselines = f.take_int("baselines", 1, 0) != 0;
+  kernels::CascadeOptions opt;
+  if (stage == kernels::Stage::cascade_merge) {
+    const std::string pk = f.take_str("prefix-kernel", "automatic");
+    const auto k = kernels::prefix_kernel_from_name(pk);
+    if (!k)
+      throw UsageError("--prefix-kernel '" + pk + "' (accepted: automatic, mma_4warps, mma_8warps, wgmma)");
+    opt.prefix = *k;
+    opt.chunks = f.take_int("prefix-chunks", 0, 0);
+  }
   f.finish("run");
   spec.validate();  // names the bad value (e.g. a prefix longer than a context)
 
@@ -182,7 +194,7 @@ int cmd_run_v2cascade(kernels::Stage stage, Flags& f, ProblemSpec spec, int iter
   std::printf("problem: %s\n", spec.describe().c_str());
   const PagedProblem p = make_problem(spec);
   return stage == kernels::Stage::v2_partition ? run_v2(p, iters, check_seqs)
-                                               : run_cascade(p, iters, check_seqs, baselines);
+                                               : run_cascade(p, iters, check_seqs, baselines, opt);
 }
 
 }  // namespace pa::cli

@@ -20,12 +20,27 @@
 
 namespace pa::kernels {
 
+const char* prefix_kernel_name(PrefixKernel k) {
+  switch (k) {
+    case PrefixKernel::automatic: return "automatic";
+    case PrefixKernel::mma_4warps: return "mma_4warps";
+    case PrefixKernel::mma_8warps: return "mma_8warps";
+    case PrefixKernel::wgmma: return "wgmma";
+  }
+  return "?";
+}
+std::optional<PrefixKernel> prefix_kernel_from_name(std::string_view name) {
+  for (PrefixKernel k : {PrefixKernel::automatic, PrefixKernel::mma_4warps, PrefixKernel::mma_8warps, PrefixKernel::wgmma})
+    if (name == prefix_kernel_name(k)) return k;
+  return std::nullopt;
+}
+
 // Plain C++, so it exists in builds without CUDA too (pa-lab prints plans).
 std::string CascadePlan::describe() const {
   std::ostringstream o;
   o << "cascade: prefix " << prefix_len << " tokens";
   if (tensor_cores)
-    o << " in " << num_chunks << " chunks of " << chunk_len << " (mma prefix kernel variant " << prefix_variant
+    o << " in " << num_chunks << " chunks of " << chunk_len << " (prefix kernel " << prefix_kernel_name(prefix_kernel)
       << ", " << query_tiles << " query tiles/KV head)";
   else
     o << " by the V2 kernel per sequence (fp32: no shared-prefix kernel)";
@@ -151,7 +166,7 @@ V2Run run_v2(const PagedProblem& p, int partition_size, bool single_partition_di
   return r;
 }
 
-CascadeRun run_cascade(const PagedProblem& p, int chunk_len) {
+CascadeRun run_cascade(const PagedProblem& p, int chunk_len, const CascadeOptions& opt) {
   const Inputs in(p);
   const std::size_t rows = V2Buffers::rows(p);
   const std::size_t n = rows * p.spec.head_size;
@@ -159,7 +174,7 @@ CascadeRun run_cascade(const PagedProblem& p, int chunk_len) {
   DeviceBuffer lse(rows * sizeof(float));
   const StageArgs base = base_args(p, in, out.get());
   CascadeRun r;
-  r.plan = plan_cascade(base, p.spec.shared_prefix_len, chunk_len);
+  r.plan = plan_cascade(base, p.spec.shared_prefix_len, chunk_len, opt);
   DeviceBuffer ws(r.plan.workspace_bytes);
   ws.fill_bytes(0xFF);
   out.fill_bytes(0xFF);
@@ -215,13 +230,13 @@ float time_v2(const PagedProblem& p, int partition_size, int iters, int warmup) 
   return time_median([&] { launch_v2(a); }, iters, warmup);
 }
 
-CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup, bool baselines) {
+CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup, bool baselines, const CascadeOptions& opt) {
   const Inputs in(p);
   const std::size_t rows = V2Buffers::rows(p);
   DeviceBuffer out(rows * p.spec.head_size * dtype_bytes(p.spec.dtype));
   const StageArgs base = base_args(p, in, out.get());
   CascadeTiming t;
-  const CascadePlan plan = plan_cascade(base, p.spec.shared_prefix_len, 0);
+  const CascadePlan plan = plan_cascade(base, p.spec.shared_prefix_len, 0, opt);
   t.plan = plan.describe();
   {
     DeviceBuffer ws(plan.workspace_bytes);
@@ -261,12 +276,14 @@ CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup, bool ba
 #else  // no CUDA: say so
 
 V2Run run_v2(const PagedProblem&, int, bool, TokenRange) { throw NoGpuError("built without CUDA"); }
-CascadeRun run_cascade(const PagedProblem&, int) { throw NoGpuError("built without CUDA"); }
+CascadeRun run_cascade(const PagedProblem&, int, const CascadeOptions&) { throw NoGpuError("built without CUDA"); }
 MergeRun run_merge(const std::vector<float>&, const std::vector<float>&, const std::vector<float>&,
                    const std::vector<float>&, int, int, int, DType) {
   throw NoGpuError("built without CUDA");
 }
-CascadeTiming time_cascade(const PagedProblem&, int, int, bool) { throw NoGpuError("built without CUDA"); }
+CascadeTiming time_cascade(const PagedProblem&, int, int, bool, const CascadeOptions&) {
+  throw NoGpuError("built without CUDA");
+}
 float time_v2(const PagedProblem&, int, int, int) { throw NoGpuError("built without CUDA"); }
 
 #endif

@@ -17,7 +17,7 @@ bool launch_v2_bf16(int, int, const V2Args&, cudaStream_t);
 bool launch_cascade_prefix_f16(int, int, int, const PrefixArgs&, cudaStream_t);
 bool launch_cascade_prefix_bf16(int, int, int, const PrefixArgs&, cudaStream_t);
 #if PA_CASCADE_WGMMA
-bool launch_cascade_prefix_wgmma_any(DType, int, int, int, const PrefixArgs&, cudaStream_t);
+bool launch_cascade_prefix_wgmma_any(DType, int, int, const PrefixArgs&, cudaStream_t);
 bool cascade_wgmma_built(int, int);
 #endif
 }  // namespace pa::kernels::detail
@@ -30,26 +30,14 @@ namespace {
 // (wgmma, a producer warpgroup, P V during the softmax) is the fastest where
 // wgmma runs; elsewhere variant 3 (mma.sync, 8 warps, 64-token tiles) beat
 // variants 0-2, since every K/V tile feeds 128 query rows.
-constexpr int kDefaultPrefixVariant = 8;  // wgmma where usable, else 3
-// Suffix kernel (PA_CASCADE_SUFFIX: 0 V2, 1 stage 8, 2 stage 8 with the lean
-// pipeline) and stream mode: stage 8 lean was the fastest suffix measured.
+constexpr PrefixKernel kDefaultPrefix = PrefixKernel::wgmma;  // where usable, else mma_8warps
+// Suffix kernel (V2, stage 8, stage 8 with the lean pipeline) and stream
+// mode: stage 8 lean was the fastest suffix measured.
 // Placing the prefix first on a high-priority stream (streams 2)
 // pays only when a suffix CTA fits beside a prefix block; with variant 8 the
 // registers are full, so a plain side stream (streams 1) is the better one.
-constexpr int kDefaultSuffix = 2;
+constexpr CascadeOptions::Suffix kDefaultSuffix = CascadeOptions::Suffix::optimized_lean;
 constexpr int kDefaultStreamsLean = 2, kDefaultStreams = 1;
-
-// Experiments: an integer from the environment in [lo, hi], or `dflt` when unset.
-int env_int(const char* name, int dflt, int lo, int hi) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == 0) return dflt;
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  if (*end != 0 || v < lo || v > hi)
-    throw std::invalid_argument(std::string(name) + "=" + env + ": accepted an integer in [" + std::to_string(lo) +
-                                ", " + std::to_string(hi) + "]");
-  return static_cast<int>(v);
-}
 
 [[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
 
@@ -104,7 +92,7 @@ SideStream& side_stream() {
   return s;
 }
 
-// Variant 4 (wgmma) runs where it was built (sm_90a objects, prefix_wgmma_head_ok heads)
+// The wgmma prefix kernel runs where it was built (sm_90a objects, prefix_wgmma_head_ok heads)
 // and the device is compute 9.0 (sm_90a code runs on nothing else).
 bool wgmma_usable(const StageArgs& b) {
 #if PA_CASCADE_WGMMA
@@ -188,7 +176,7 @@ OptimizedArgs optimized_args(const StageArgs& b, int first_token) {
   return o;
 }
 
-CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
+CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len, const CascadeOptions& opt) {
   check_base(b);
   if (prefix_len < 0 || prefix_len % b.block_size != 0 || prefix_len > b.max_context_len)
     bad("cascade: prefix length " + std::to_string(prefix_len) + " must be >= 0, a multiple of the block size " +
@@ -202,21 +190,23 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
   p.prefix_len = prefix_len;
   p.partition_size = b.partition_size;
   p.tensor_cores = b.dtype != DType::f32;
-  // Prefix kernel variant (07_cascade_merge.cuh, PrefixVariant) and stream
-  // use: the defaults above, or from the environment (experiments):
-  // PA_CASCADE_PREFIX_VARIANT=0..kMaxPrefixVariant, PA_CASCADE_STREAMS=0|1|2, PA_CASCADE_CHUNKS=N.
-  p.prefix_variant = env_int("PA_CASCADE_PREFIX_VARIANT", kDefaultPrefixVariant, 0, kMaxPrefixVariant);
-  if (p.prefix_variant >= 4 && !wgmma_usable(b)) p.prefix_variant = p.prefix_variant == 5 ? 1 : 3;  // mma.sync
-  const int forced_chunks = env_int("PA_CASCADE_CHUNKS", 0, 0, 1 << 20);
+  if (opt.streams < -1 || opt.streams > 2)
+    bad("cascade: streams " + std::to_string(opt.streams) + " (accepted: -1 automatic, 0, 1, 2)");
+  if (opt.chunks < 0) bad("cascade: chunks " + std::to_string(opt.chunks) + " (accepted: 0 automatic or > 0)");
+  // The prefix kernel: wgmma only where it runs, else its mma.sync form.
+  p.prefix_kernel = opt.prefix == PrefixKernel::automatic ? kDefaultPrefix : opt.prefix;
+  if (p.prefix_kernel == PrefixKernel::wgmma && !wgmma_usable(b)) p.prefix_kernel = PrefixKernel::mma_8warps;
+  const int variant = static_cast<int>(p.prefix_kernel);
+  const int forced_chunks = opt.chunks;
   const int ratio = b.num_heads / b.num_kv_heads;
-  p.query_tiles = prefix_query_tiles(b.num_seqs, ratio, prefix_rows_per_block(p.prefix_variant, b.head_size));
+  p.query_tiles = prefix_query_tiles(b.num_seqs, ratio, prefix_rows_per_block(variant, b.head_size));
   if (prefix_len > 0) {
     if (p.tensor_cores) {
-      const int tile = prefix_variant_tile_tokens(p.prefix_variant, b.head_size, b.block_size);
+      const int tile = prefix_variant_tile_tokens(variant, b.head_size, b.block_size);
       const int ctas_per_chunk = b.num_kv_heads * p.query_tiles;
       if (chunk_len > 0) p.chunk_len = chunk_len;
       else if (forced_chunks > 0) p.chunk_len = ceil_div(ceil_div(prefix_len, forced_chunks), tile) * tile;
-      else if (const int per_sm = prefix_blocks_per_sm(p.prefix_variant, b.head_size); per_sm > 0)
+      else if (const int per_sm = prefix_blocks_per_sm(variant, b.head_size); per_sm > 0)
         p.chunk_len = cascade_chunk_len_one_wave(prefix_len, tile, ctas_per_chunk, per_sm * device_sm_count());
       else p.chunk_len = cascade_chunk_len(prefix_len, prefix_tile_tokens(b.head_size, b.block_size), ctas_per_chunk,
                                            device_sm_count());
@@ -227,21 +217,24 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len) {
     }
   }
   p.suffix_partitions = std::max(1, num_partitions(std::max(1, b.max_context_len - prefix_len), b.partition_size));
-  // Suffix kernel: PA_CASCADE_SUFFIX=0|1|2 (V2, stage 8, stage 8 lean) where
-  // stage 8 is built for the configuration (fp16/bf16), else V2; lean falls
-  // back to stage 8's full pipeline where it is not built (heads other than 128).
-  const int suffix = env_int("PA_CASCADE_SUFFIX", kDefaultSuffix, 0, 2);
-  if (suffix > 0 && prefix_len > 0 && optimized_supported(b.dtype, b.head_size, b.block_size)) {
+  // Suffix kernel: stage 8 where it is built for the configuration (fp16/bf16),
+  // else V2; lean falls back to stage 8's full pipeline where it is not built
+  // (heads other than 128).
+  const CascadeOptions::Suffix suffix = opt.suffix == CascadeOptions::Suffix::automatic ? kDefaultSuffix : opt.suffix;
+  if (suffix != CascadeOptions::Suffix::v2 && prefix_len > 0 &&
+      optimized_supported(b.dtype, b.head_size, b.block_size)) {
     p.suffix_opt = plan_optimized(optimized_args(b, prefix_len), 0,
-                                  suffix == 2 ? OptPipeline::lean : OptPipeline::automatic);
+                                  suffix == CascadeOptions::Suffix::optimized_lean ? OptPipeline::lean
+                                                                                   : OptPipeline::automatic);
     p.suffix = CascadePlan::Suffix::optimized;
   }
-  p.streams = env_int("PA_CASCADE_STREAMS",
-                      p.suffix == CascadePlan::Suffix::optimized && p.suffix_opt.pipeline == OptPipeline::lean &&
-                              p.prefix_variant != 8
-                          ? kDefaultStreamsLean
-                          : kDefaultStreams,
-                      0, 2);
+  // Placing the prefix first pays only when a lean suffix CTA fits beside a
+  // prefix block, which the wgmma kernel's full register file rules out.
+  p.streams = opt.streams >= 0 ? opt.streams
+              : p.suffix == CascadePlan::Suffix::optimized && p.suffix_opt.pipeline == OptPipeline::lean &&
+                      p.prefix_kernel != PrefixKernel::wgmma
+                  ? kDefaultStreamsLean
+                  : kDefaultStreams;
 
   const std::size_t rows = static_cast<std::size_t>(b.num_seqs) * b.num_heads;
   const std::size_t hs = b.head_size;
@@ -367,11 +360,12 @@ CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws,
     pa.part_max = pre.part_max;
     pa.part_sum = pre.part_sum;
     pa.pg = pre.pg;
-    const int v = p.prefix_variant;
+    const int v = static_cast<int>(p.prefix_kernel);
     const cudaStream_t ps = prefix_stream;
     bool ok = false;
 #if PA_CASCADE_WGMMA
-    if (v >= 4) ok = detail::launch_cascade_prefix_wgmma_any(b.dtype, b.head_size, b.block_size, v, pa, ps);
+    if (p.prefix_kernel == PrefixKernel::wgmma)
+      ok = detail::launch_cascade_prefix_wgmma_any(b.dtype, b.head_size, b.block_size, pa, ps);
     else
 #endif
       ok = b.dtype == DType::f16 ? detail::launch_cascade_prefix_f16(b.head_size, b.block_size, v, pa, ps)

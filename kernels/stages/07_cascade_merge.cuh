@@ -147,17 +147,16 @@ struct PrefixArgs {
   PartitionGeometry pg;
 };
 
-// Three variants of the prefix kernel (CascadePlan::prefix_variant; the host
-// view is prefix_rows_per_block / prefix_variant_tile_tokens in cascade.hpp):
-//   0: 4 warps, 64-token tiles, double buffered (one tile in flight), ~2 blocks per SM;
-//   1: 4 warps, 32-token tiles, 3 buffers (two tiles in flight), registers capped
-//      so 3 blocks fit per SM (heads <= 128; larger heads fall back to variant 0);
-//   2: 8 warps = 128 query rows per block, so a K/V tile copied into shared
-//      memory feeds twice the rows (half the L2->SM traffic per mma), Q kept in
-//      registers (read from shared memory once, not once per tile), 32-token
-//      tiles x 4 buffers, one block per SM with room left for suffix blocks
-//      (heads <= 128; else variant 0);
-//   3: as 2 with 64-token tiles x 3 buffers and no register cap (no room left).
+// The two mma.sync forms of the prefix kernel (PrefixKernel in cascade.hpp;
+// the host view is prefix_rows_per_block / prefix_variant_tile_tokens there):
+//   1 (mma_4warps): 4 warps, 32-token tiles, 3 buffers (two tiles in flight),
+//      registers capped so 3 blocks fit per SM;
+//   3 (mma_8warps): 8 warps = 128 query rows per block, so a K/V tile copied
+//      into shared memory feeds twice the rows (half the L2->SM traffic per
+//      mma), Q kept in registers (read from shared memory once, not once per
+//      tile), 64-token tiles x 3 buffers, one block per SM, no register cap.
+// Heads > 128 (either): 4 warps, prefix_tile_tokens() tiles, double buffered
+// (one tile in flight), ~2 blocks per SM.
 template <class Cfg, int VARIANT>
 struct PrefixVariant {
   static constexpr bool kWide = PrefixVariantTiling<Cfg, VARIANT>::kWide;
@@ -167,12 +166,9 @@ struct PrefixVariant {
   static_assert(Tiling::kTileTokens == prefix_variant_tile_tokens(VARIANT, Cfg::kHeadSize, Cfg::kBlockSize),
                 "host plan and kernel agree");
   static constexpr bool kQInRegs = PrefixVariantTiling<Cfg, VARIANT>::kQInRegs;
-  // Register cap per thread. Variant 1: 3 blocks of 128 threads per SM.
-  // Variant 2: one 256-thread block per SM using ~2/3 of the register file
-  // (168 x 256), so two of the suffix's V2 blocks (72 registers x 128 threads)
-  // fit beside it and stream their KV while the prefix block computes.
-  // Variant 3 (64-token tiles) takes what it needs: the whole register file.
-  static constexpr int kMaxRegs = kWide ? (VARIANT == 2 ? 168 : 255) : kSmall ? 168 : 255;
+  // Register cap per thread: mma_4warps 3 blocks of 128 threads per SM;
+  // mma_8warps takes what it needs (one block per SM).
+  static constexpr int kMaxRegs = kSmall ? 168 : 255;
 };
 
 // Trace hooks (Tracer: pa/index/tracer.hpp; NullTracer = none): the event
@@ -277,7 +273,7 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
   }
 
   const bool warp_active = row0 + warp * Tl::kRowsPerWarp < num_rows;
-  // Q A-fragments for all head dims, in registers for the whole chunk (variant 2).
+  // Q A-fragments for all head dims, in registers for the whole chunk (mma_8warps).
   constexpr bool kQInRegs = PrefixVariant<Cfg, VARIANT>::kQInRegs;
   std::uint32_t qreg[kQInRegs ? Tl::kHead / 16 : 1][4];
   if constexpr (kQInRegs) {

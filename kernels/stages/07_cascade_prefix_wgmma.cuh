@@ -1,7 +1,7 @@
-// Stage 7 cascade prefix kernel, variant 4: the same computation as
-// cascade_prefix_kernel (07_cascade_merge.cuh: chunked S = Q K^T, online
-// softmax, O += P V, a V2-style partition per chunk) on Hopper's warpgroup
-// tensor-core instructions (wgmma, sm_90a).
+// Stage 7 cascade prefix kernel on Hopper's warpgroup tensor-core
+// instructions (wgmma, sm_90a): the same computation as cascade_prefix_kernel
+// (07_cascade_merge.cuh: chunked S = Q K^T, online softmax, O += P V, a
+// V2-style partition per chunk), the default prefix kernel where wgmma runs.
 //
 // Why: with mma.sync every warp ldmatrix-reads the whole K and V tile for its
 // 16 query rows, so shared-memory reads (256 bytes per m16n8k16) limit the
@@ -9,19 +9,21 @@
 // wgmma reads its B operand from shared memory once per warpgroup of 64 rows
 // and runs at twice mma.sync's rate.
 //
-// Thread mapping: grid (query tile of 128 rows, KV head, prefix chunk), 8 warps
-// = 2 warpgroups; warpgroup g owns rows [64g, 64g + 64), warp w of it rows
-// [16w, 16w + 16) of those (the wgmma fragment layout, identical to
-// mma.sync's per warp, so the softmax code is the same). All 256 threads copy
-// the K/V tiles with 16-byte cp.async into wgmma's canonical K-major layout
-// (PrefixWgmmaTiling in pa/index/cascade.hpp); a 3-buffer pipeline keeps two
-// tiles in flight. Per tile and warpgroup: 8 wgmma m64n64k16 (S, 64 rows x 64
-// tokens, A = Q from registers), online softmax in registers, 4 wgmma
-// m64n{head}k16 (O, A = P from registers).
+// Thread mapping: grid (query tile of 128 rows, KV head, prefix chunk), 12
+// warps = 3 warpgroups. Warpgroups 0 and 1 consume: warpgroup g owns rows
+// [64g, 64g + 64), warp w of it rows [16w, 16w + 16) (the wgmma fragment
+// layout, identical to mma.sync's per warp, so the softmax code is the same).
+// Warpgroup 2 produces: it copies the K/V tiles with 16-byte cp.async into
+// wgmma's canonical K-major layout (PrefixWgmmaTiling in pa/index/cascade.hpp),
+// 4 tile buffers, and hands them over through mbarriers, so no block-wide
+// barrier is left in the loop. Per tile and consumer warpgroup: 8 wgmma
+// m64n64k16 (S, 64 rows x 64 tokens, A = Q from registers), the online softmax
+// in registers while O += P V of the previous tile (4 wgmma m64n128k16, A = P
+// from registers) runs on the tensor cores.
 //
 // Ordering: cp.async writes go through the generic proxy and wgmma reads
-// through the async proxy, so every thread fences (fence.proxy.async) after its
-// copies landed and before the barrier that publishes the tile.
+// through the async proxy, so the producer fences (fence.proxy.async) its
+// copies once they landed and before it arrives on the tile's mbarrier.
 #pragma once
 #include "07_cascade_merge.cuh"
 
@@ -81,17 +83,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-// The two 16-bit values of a packed pair (low half first), as floats, from
-// the bits (no type punning through pointers: the compiler may assume a
-// __half2 read does not alias the uint32 it was packed into).
-template <class T> __device__ __forceinline__ float2 unpack2(std::uint32_t u);
-template <> __device__ __forceinline__ float2 unpack2<__half>(std::uint32_t u) {
-  return make_float2(__half2float(__ushort_as_half(static_cast<unsigned short>(u & 0xFFFFu))),
-                     __half2float(__ushort_as_half(static_cast<unsigned short>(u >> 16))));
-}
-template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(std::uint32_t u) {
-  return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xFFFF0000u));
-}
 
 // Accumulators are written by the asynchronous wgmma: keep the compiler from
 // moving reads of them above the wait (and writes below the next issue).
@@ -139,69 +130,6 @@ struct WgmmaBlock {
   }
 };
 
-// The K/V tile copy every wgmma variant shares: all threads of the block copy
-// each tile with 16-byte cp.async into the canonical K-major layout
-// (PrefixWgmmaTiling). The physical blocks of a thread's chunks are read from
-// the block table one tile BEFORE that tile's copy is issued (fetch(tile + 1)
-// right after load(tile)): a block-table read right before its cp.async would
-// stall the warp for an L2 round trip on every tile (the copy instruction
-// waits for its address). Blocks past the chunk are zero-filled.
-template <class Tl, class T>
-struct WgmmaTileCopier {
-  static constexpr int kIters = ceil_div(Tl::kTileChunks, Tl::kNumThreads);
-  const T* k_cache;
-  const T* v_cache;
-  const int* prefix_blocks;
-  CacheGeometry cg;
-  int tid, kvh, chunk_begin, chunk_end;
-  std::uint32_t smem_base;
-  int phys[kIters];  // of the tile fetched last
-
-  __device__ __forceinline__ WgmmaTileCopier(const PrefixArgs& a, const WgmmaBlock<Tl>& blk, int tid_, std::uint32_t smem)
-      : k_cache(static_cast<const T*>(a.k_cache)), v_cache(static_cast<const T*>(a.v_cache)),
-        prefix_blocks(a.prefix_blocks), cg(a.cg), tid(tid_), kvh(blk.kvh), chunk_begin(blk.chunk_begin),
-        chunk_end(blk.chunk_end), smem_base(smem) {}
-
-  // Pipeline start: tiles 0 .. count - 1 copied (one cp.async group each,
-  // empty past the chunk) and tile `count` fetched, the next to copy.
-  template <int COUNT>
-  __device__ __forceinline__ void prime(int n_tiles) {
-#pragma unroll
-    for (int t = 0; t < COUNT; ++t) {
-      if (t < n_tiles) {
-        fetch(t);
-        load(t);
-      }
-      ptx::cp_async_commit();
-    }
-    fetch(COUNT);
-  }
-
-  __device__ __forceinline__ void fetch(int tile) {
-    const int t0 = chunk_begin + tile * Tl::kTileTokens;
-#pragma unroll
-    for (int i = 0; i < kIters; ++i) {
-      const int c = tid + i * Tl::kNumThreads;
-      const int token = t0 + Tl::tile_block_of_chunk(c) * Tl::kBlock;
-      phys[i] = (c < Tl::kTileChunks && token < chunk_end) ? __ldg(prefix_blocks + token / Tl::kBlock) : -1;
-    }
-  }
-  // Copies the tile fetched last into buffer `stage`.
-  __device__ __forceinline__ void load(int stage) const {
-    const std::uint32_t ks = smem_base + Tl::k_tile_byte(stage);
-    const std::uint32_t vs = smem_base + Tl::v_tile_byte(stage);
-#pragma unroll
-    for (int i = 0; i < kIters; ++i) {
-      const int c = tid + i * Tl::kNumThreads;
-      if (c >= Tl::kTileChunks) break;
-      const bool valid = phys[i] >= 0;
-      const std::int64_t off = Tl::region_chunk_offset(cg, valid ? phys[i] : 0, kvh, Tl::region_chunk_of(c));
-      ptx::cp_async_16(ks + Tl::k_copy_byte(c), k_cache + off, valid ? 16 : 0);
-      ptx::cp_async_16(vs + Tl::v_copy_byte(c), v_cache + off, valid ? 16 : 0);
-    }
-  }
-};
-
 // Q of the block's rows into shared memory (zeros past the group), then each
 // warp's 16 rows into A fragments of S = Q K^T. The caller publishes q_s
 // (barrier) between the two. Rows are read in 16-byte chunks, all of a
@@ -244,26 +172,21 @@ __device__ __forceinline__ void wgmma_load_q_frags(const T* q_s, int warp, int l
     ptx::ldmatrix_x4(qreg[kk], ptx::smem_u32(q_s + Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane))));
 }
 
-// The chunk's partial state of this thread's rows: O / l_norm, the max (natural
-// log units) and l_sum, as partition `chunk` (the V2 reduce merges them).
-// l_norm and l_sum are per-thread partial sums, reduced over the row's 4 lanes here.
+// The chunk's partial state of this thread's rows: O / l, the max (natural
+// log units) and l, as partition `chunk` (the V2 reduce merges them). l is a
+// per-thread partial sum, reduced over the row's 4 lanes here.
 template <class Tl>
 __device__ __forceinline__ void wgmma_store_chunk_state(const PrefixArgs& a, const float (&o)[Tl::kHead / 2], const float (&m)[2],
-                                                        float (&l_sum)[2], float (&l_norm)[2], bool separate_norm,
-                                                        const WgmmaBlock<Tl>& blk, int warp, int lane) {
+                                                        float (&l)[2], const WgmmaBlock<Tl>& blk, int warp, int lane) {
   const int row0 = blk.row0, kvh = blk.kvh, chunk = blk.chunk, ratio = blk.ratio;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    l_sum[i] += __shfl_xor_sync(0xffffffffu, l_sum[i], 1);
-    l_sum[i] += __shfl_xor_sync(0xffffffffu, l_sum[i], 2);
-    if (separate_norm) {
-      l_norm[i] += __shfl_xor_sync(0xffffffffu, l_norm[i], 1);
-      l_norm[i] += __shfl_xor_sync(0xffffffffu, l_norm[i], 2);
-    }
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
     const int grow = row0 + warp * 16 + Tl::frag_row(lane, 2 * i);
     if (grow >= blk.num_rows) continue;
     const int seq = Tl::row_seq(grow, ratio), head = Tl::row_head(grow, kvh, ratio);
-    const float inv = 1.f / (separate_norm ? l_norm[i] : l_sum[i]);
+    const float inv = 1.f / l[i];
 #pragma unroll
     for (int dn = 0; dn < Tl::kHead / 8; ++dn) {
       const int d = dn * 8 + Tl::frag_col(lane, 0);
@@ -272,7 +195,7 @@ __device__ __forceinline__ void wgmma_store_chunk_state(const PrefixArgs& a, con
     }
     if (lane % 4 == 0) {
       a.part_max[a.pg.stat_offset(seq, head, chunk)] = m[i] * 0.6931471805599453f;
-      a.part_sum[a.pg.stat_offset(seq, head, chunk)] = l_sum[i];
+      a.part_sum[a.pg.stat_offset(seq, head, chunk)] = l[i];
     }
   }
 }
@@ -309,344 +232,26 @@ __device__ __forceinline__ void wgmma_scale_o(float (&o)[Tl::kHead / 2], const f
   }
 }
 
-// Register cap: one 256-thread block at 184 registers leaves exactly the room
-// of two suffix V2 blocks (72 x 128) on the SM, so the suffix streams beside
-// the prefix (no spills at 184; uncapped it takes 234).
-// One-warpgroup blocks (variant 5) copy 8 chunks per thread per tile and
-// need more: 2 x 128 x 200 leaves room for one suffix block.
-#ifndef PA_WG_MAXREG
-#define PA_WG_MAXREG 184
-#endif
-#ifndef PA_WG1_MAXREG
-#define PA_WG1_MAXREG 200
-#endif
-// Variant 7 holds P of the previous tile beside S. 256 x 192 + one lean
-// stage 8 CTA (128 x 128) = the whole register file; at 192 it spills 24
-// bytes (none at 208, which measured 2% faster on the H100 but leaves no room
-// for that CTA: kernels/NOTES.md, cascade change 11). Variant 8 is the default.
-#ifndef PA_WG7_MAXREG
-#define PA_WG7_MAXREG kPrefixOverlapRegs
-#endif
-// WARPGROUPS 2: variant 4 (128 rows, 3 buffers, one block per SM);
-// WARPGROUPS 1: variant 5 (64 rows, 2 buffers, two blocks per SM).
-template <int WARPGROUPS>
-struct WgmmaVariant {
-  static constexpr int kStages = WARPGROUPS == 2 ? 3 : 2;
-};
-template <class Cfg, int WARPGROUPS>
-using WgmmaTilingOf = PrefixWgmmaTiling<Cfg, 64, WgmmaVariant<WARPGROUPS>::kStages, WARPGROUPS>;
-
-template <class Cfg, int WARPGROUPS>
-__global__ void __maxnreg__((WARPGROUPS == 2 ? PA_WG_MAXREG : PA_WG1_MAXREG)) cascade_prefix_wgmma_kernel(PrefixArgs a) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tl = WgmmaTilingOf<Cfg, WARPGROUPS>;
-  using T = Elem<Cfg>;
-  constexpr int kNT = Tl::kTileTokens / 8;  // 8-token column blocks of S
-  constexpr int kDN = Tl::kHead / 8;        // 8-dim column blocks of O
-  extern __shared__ float4 cascade_smem[];
-  T* q_s = reinterpret_cast<T*>(cascade_smem);
-  const std::uint32_t smem_base = ptx::smem_u32(cascade_smem);
-
-  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
-  const int wg = warp / 4;
-  const WgmmaBlock<Tl> blk(a);
-  const int n_tiles = blk.n_tiles;
-  if (n_tiles == 0) return;  // whole block: past the prefix
-  WgmmaTileCopier<Tl, T> copier(a, blk, tid, smem_base);
-  copier.template prime<Tl::kStages - 1>(n_tiles);  // from here on: always the next tile fetched
-  wgmma_stage_q<Tl>(a, q_s, tid, blk);
-  __syncthreads();
-  std::uint32_t qreg[Tl::kHead / 16][4];
-  wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
-
-  // Rows past the group compute on zero Q (finite) and are never stored. Every
-  // warpgroup runs the math, even one whose rows are all past the group: a
-  // branch around wgmma makes ptxas serialize the wgmma instructions.
-  const bool wg_active = blk.warpgroup_has_rows(wg);
-  const float scale_log2 = a.scale * 1.4426950408889634f;
-  float o[kDN * 4];
-#pragma unroll
-  for (int i = 0; i < kDN * 4; ++i) o[i] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY};
-  float l[2] = {0.f, 0.f}, lr[2] = {0.f, 0.f};
-
-  for (int tile = 0; tile < n_tiles; ++tile) {
-    ptx::cp_async_wait<Tl::kStages - 2>();
-    ptx::fence_proxy_async_smem();  // this thread's copies, visible to the async proxy
-    __syncthreads();
-    {
-      const int ahead = tile + Tl::kStages - 1;
-      if (ahead < n_tiles) {
-        copier.load(ahead % Tl::kStages);
-        copier.fetch(ahead + 1);  // consumed next iteration, after this tile's math
-      }
-      ptx::cp_async_commit();
-    }
-    {
-      const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
-      const std::uint32_t vs = smem_base + Tl::v_tile_byte(tile % Tl::kStages);
-      const int valid = blk.valid_tokens(tile);
-
-      float s[kNT * 4];
-#pragma unroll
-      for (int i = 0; i < kNT * 4; ++i) s[i] = 0.f;
-      accum_fence(s);  // register writes complete before the fence (PTX: wgmma.fence)
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < Tl::kHead / 16; ++kk)
-        Wgmma<T, Tl::kTileTokens>::mma(s, qreg[kk], wgmma_desc(ks + Tl::k_step_byte(kk), Tl::kKLbo, Tl::kKSbo), 1);
-      ptx::wgmma_commit();
-      ptx::wgmma_wait_all();
-      accum_fence(s);
-
-      // Softmax in log2 units. The row max is taken on the raw logits (the
-      // scale is positive) and folded into one FFMA per element; the tile's
-      // masking runs only for a partial (last) tile.
-      float mx[2];
-      wgmma_mask_tile_max<Tl>(s, valid, lane, mx);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-        mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-        const float mnew = fmaxf(m[i], mx[i] * scale_log2);  // finite: every tile has a valid token
-        const float corr = exp2f(m[i] - mnew);
-        m[i] = mnew;
-        l[i] *= corr;
-        lr[i] *= corr;
-#pragma unroll
-        for (int dn = 0; dn < kDN; ++dn) {
-          o[dn * 4 + 2 * i] *= corr;
-          o[dn * 4 + 2 * i + 1] *= corr;
-        }
-      }
-      // P = exp2(s * scale_log2 - m), packed in pairs straight into the A
-      // fragments of O += P V (pair (nt, row half h) -> pa[nt / 2][2 (nt % 2) + h]),
-      // all before the fence (a register written between wgmma instructions
-      // makes ptxas insert extra warpgroup arrives). l sums the exact
-      // probabilities, lr the rounded ones the product uses (unpacked back).
-      std::uint32_t pa[Tl::kTileTokens / 16][4];
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float p0 = fast_exp2(fmaf(s[nt * 4 + 2 * h], scale_log2, -m[h]));
-          const float p1 = fast_exp2(fmaf(s[nt * 4 + 2 * h + 1], scale_log2, -m[h]));
-          const std::uint32_t packed = ptx::pack2<T>(p0, p1);
-          pa[nt / 2][2 * (nt % 2) + h] = packed;
-          const float2 r = unpack2<T>(packed);
-          l[h] += p0 + p1;
-          lr[h] += r.x + r.y;
-        }
-      accum_fence(o);
-      frag_fence(pa);
-      ptx::wgmma_fence();  // O was rescaled and P written in registers
-#pragma unroll
-      for (int kk = 0; kk < Tl::kTileTokens / 16; ++kk)
-        Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo), 1);
-      ptx::wgmma_commit();
-      ptx::wgmma_wait_all();
-      accum_fence(o);
-    }
-  }
-  ptx::cp_async_wait<0>();
-
-  if (!wg_active) return;
-  wgmma_store_chunk_state<Tl>(a, o, m, l, lr, true, blk, warp, lane);
-#else
-  __trap();  // built only for sm_90a (07_cascade_prefix_wgmma.cu)
-#endif
-}
-
-// ---- variant 6: variant 4 with QK of the next tile in flight during the softmax
-// The tensor cores idle during variant 4's softmax (QK -> wait -> softmax ->
-// PV -> wait, in lockstep). Here iteration t issues S(t+1) = Q K(t+1)^T
-// asynchronously into a second accumulator set, then runs the softmax of tile
-// t while it computes, then issues O += P(t) V(t); the next iteration's wait
-// covers both. Tile t+1 must be resident one iteration earlier, so the
-// pipeline holds 4 tile buffers (t, t+1 in use, t+2 and t+3 in flight).
-template <class Cfg>
-using WgmmaPipeTiling = PrefixWgmmaTiling<Cfg, 64, 4, 2>;
-
-// One tile's online softmax for variant 6 (same arithmetic as variant 4's):
-// s (this tile's logits, raw) -> pa (P as A fragments); rescales l, lr and
-// returns the factor O must be rescaled by (the caller does that after the
-// in-flight S wgmma completed: ptxas serializes wgmma when ordinary
-// instructions write an accumulator inside a wgmma pipeline window).
-template <class Tl, class T>
-__device__ __forceinline__ void wgmma_tile_softmax(const float (&s)[Tl::kTileTokens / 2], int valid, int lane, float scale_log2,
-                                                   float (&m)[2], float (&l)[2], float (&lr)[2], float (&corr)[2],
-                                                   std::uint32_t (&pa)[Tl::kTileTokens / 16][4]) {
-  constexpr int kNT = Tl::kTileTokens / 8;
-  // s is only read (it is a wgmma accumulator set: writing it while the other
-  // set's wgmma is in flight would serialize them); tokens past `valid` (a
-  // partial last tile) read as -inf.
-  const bool full = valid >= Tl::kTileTokens;
-  auto sv = [&](int nt, int j) {
-    return (full || nt * 8 + Tl::frag_col(lane, j) < valid) ? s[nt * 4 + j] : -INFINITY;
-  };
-  float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) mx[j / 2] = fmaxf(mx[j / 2], sv(nt, j));
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-    const float mnew = fmaxf(m[i], mx[i] * scale_log2);
-    corr[i] = exp2f(m[i] - mnew);
-    m[i] = mnew;
-    l[i] *= corr[i];
-    lr[i] *= corr[i];
-  }
-#pragma unroll
-  for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float p0 = fast_exp2(fmaf(sv(nt, 2 * h), scale_log2, -m[h]));
-      const float p1 = fast_exp2(fmaf(sv(nt, 2 * h + 1), scale_log2, -m[h]));
-      const std::uint32_t packed = ptx::pack2<T>(p0, p1);
-      pa[nt / 2][2 * (nt % 2) + h] = packed;
-      const float2 r = unpack2<T>(packed);
-      l[h] += p0 + p1;
-      lr[h] += r.x + r.y;
-    }
-}
-
-template <class Cfg>
-__global__ void __maxnreg__(255) cascade_prefix_wgmma_pipe_kernel(PrefixArgs a) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tl = WgmmaPipeTiling<Cfg>;
-  using T = Elem<Cfg>;
-  constexpr int kS = Tl::kTileTokens / 2;  // S accumulators per thread
-  constexpr int kO = Tl::kHead / 2;        // O accumulators per thread
-  extern __shared__ float4 cascade_smem[];
-  T* q_s = reinterpret_cast<T*>(cascade_smem);
-  const std::uint32_t smem_base = ptx::smem_u32(cascade_smem);
-
-  const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
-  const WgmmaBlock<Tl> blk(a);
-  const int n_tiles = blk.n_tiles;
-  if (n_tiles == 0) return;  // whole block: past the prefix
-
-  WgmmaTileCopier<Tl, T> copier(a, blk, tid, smem_base);
-  copier.template prime<Tl::kStages - 1>(n_tiles);  // tiles 0, 1, 2: one group each
-  wgmma_stage_q<Tl>(a, q_s, tid, blk);
-  ptx::cp_async_wait<Tl::kStages - 2>();  // tile 0 landed (this thread's part)
-  ptx::fence_proxy_async_smem();
-  __syncthreads();                   // Q and tile 0 visible to all
-  std::uint32_t qreg[Tl::kHead / 16][4];
-  wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
-
-  const float scale_log2 = a.scale * 1.4426950408889634f;
-  float o[kO];
-#pragma unroll
-  for (int i = 0; i < kO; ++i) o[i] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY};
-  float l[2] = {0.f, 0.f}, lr[2] = {0.f, 0.f};
-  float sa[kS], sb[kS];
-#pragma unroll
-  for (int i = 0; i < kS; ++i) sa[i] = sb[i] = 0.f;
-
-  auto issue_qk = [&](float (&s)[kS], int tile) {
-    const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
-    accum_fence(s);
-    ptx::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < Tl::kHead / 16; ++kk)
-      Wgmma<T, Tl::kTileTokens>::mma(s, qreg[kk], wgmma_desc(ks + Tl::k_step_byte(kk), Tl::kKLbo, Tl::kKSbo),
-                                     kk > 0 ? 1 : 0);  // kk 0 overwrites: no zeroing
-    ptx::wgmma_commit();
-  };
-  issue_qk(sa, 0);
-
-  // Iteration t: S(t) in s_cur was issued one iteration earlier.
-  auto step = [&](int tile, float (&s_cur)[kS], float (&s_next)[kS]) {
-    ptx::wgmma_wait_all();  // S(t) and O += P(t-1) V(t-1) done (this warpgroup)
-    accum_fence(s_cur);
-    accum_fence(o);
-    // Tile t+1 landed: kStages - 1 + t groups committed (tiles 0 .. t + kStages - 2).
-    ptx::cp_async_wait<Tl::kStages - 3>();
-    ptx::fence_proxy_async_smem();
-    __syncthreads();  // also: every warpgroup is done with tile t-1's buffer
-    {
-      const int ahead = tile + Tl::kStages - 1;
-      if (ahead < n_tiles) {
-        copier.load(ahead % Tl::kStages);
-        copier.fetch(ahead + 1);
-      }
-      ptx::cp_async_commit();
-    }
-    if (tile + 1 < n_tiles) issue_qk(s_next, tile + 1);  // runs during this tile's softmax
-    const int valid = blk.valid_tokens(tile);
-    std::uint32_t pa[Tl::kTileTokens / 16][4];
-    float corr[2];
-    wgmma_tile_softmax<Tl, T>(s_cur, valid, lane, scale_log2, m, l, lr, corr, pa);
-    ptx::wgmma_wait_all();  // S(t+1) done: O may be written again
-    accum_fence(s_next);
-    accum_fence(o);
-    wgmma_scale_o<Tl>(o, corr);
-    const std::uint32_t vs = smem_base + Tl::v_tile_byte(tile % Tl::kStages);
-    accum_fence(o);
-    frag_fence(pa);
-    ptx::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < Tl::kTileTokens / 16; ++kk)
-      Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo), 1);
-    ptx::wgmma_commit();
-  };
-  for (int tile = 0; tile < n_tiles; tile += 2) {
-    step(tile, sa, sb);
-    if (tile + 1 < n_tiles) step(tile + 1, sb, sa);
-  }
-  ptx::wgmma_wait_all();
-  accum_fence(o);
-  ptx::cp_async_wait<0>();
-
-  const int wg = warp / 4;
-  if (!blk.warpgroup_has_rows(wg)) return;
-  wgmma_store_chunk_state<Tl>(a, o, m, l, lr, true, blk, warp, lane);
-#else
-  __trap();
-#endif
-}
-
-// ---- variant 7: variant 4 with O += P(t-1) V(t-1) in flight during the softmax of tile t
-// (the scheduling FlashAttention-3 calls intra-warpgroup overlap; written
-// here from its description). Variant 4 runs QK -> wait -> softmax -> PV ->
-// wait, so the tensor cores idle during every softmax. Iteration t here
-// issues S(t) = Q K(t)^T and then O += P(t-1) V(t-1) (P of the previous tile,
-// still in registers), waits for S only, runs the softmax of tile t while the
-// PV product computes, and only then waits for it and rescales O. One S
-// register set (the exponentials overwrite S in place once its wgmma is done;
-// P is packed from it after the PV wait), so the registers are variant 4's.
-// Also unlike variant 4: the row sum l is of the exact exponentials (as
-// FlashAttention's), not of the fp16/bf16-rounded P: 64 conversions and adds
-// fewer per thread and tile; the difference is within the rounding of P.
-// V(t-1) stays in use during iteration t, so tile t+2 goes to a fourth buffer.
-// kWgOverlapAhead tiles in flight beyond the one in use: kWgOverlapAhead + 2
-// buffers (PA_WG7_AHEAD, an experiment knob; 2 = 160 KB, which leaves room
-// for a lean stage 8 CTA on the SM).
-#ifndef PA_WG7_AHEAD
-#define PA_WG7_AHEAD 2
-#endif
-inline constexpr int kWgOverlapAhead = PA_WG7_AHEAD;
-// Variant 7's lazy rescaling slack (log2 units): P <= 2^8 = 256, far inside
-// fp16's and bf16's range.
+// ---- the pipeline -------------------------------------------------------------
+// Iteration t issues S(t) = Q K(t)^T and then O += P(t-1) V(t-1) (P of the
+// previous tile, still in registers), waits for S only, runs the softmax of
+// tile t while the PV product computes, and only then waits for it and
+// rescales O (the scheduling FlashAttention-3 calls intra-warpgroup overlap;
+// written here from its description): the tensor cores do not idle during the
+// softmax. One S register set: the exponentials overwrite S in place once its
+// wgmma is done; P is packed from it after the PV wait. The row sum l is of
+// the exact exponentials (as FlashAttention's), not of the fp16/bf16-rounded
+// P; the difference is within the rounding of P. V(t-1) stays in use during
+// iteration t, so kWgAhead tiles in flight beyond the one in use take
+// kWgAhead + 2 buffers (2: 4 x 32 KB of K/V tiles and 32 KB of Q at head 128).
+inline constexpr int kWgAhead = 2;
+// The lazy rescaling slack (log2 units): P <= 2^8 = 256, far inside fp16's
+// and bf16's range.
 inline constexpr float kWgRescaleSlack = 8.f;
 template <class Cfg>
-using WgmmaOverlapTiling = PrefixWgmmaTiling<Cfg, 64, kWgOverlapAhead + 2, 2>;
-// Variant 9: variant 8 with 128-token tiles (S is 64 rows x 128 tokens per
-// warpgroup: twice the work per wait, barrier and max/sum reduction) in 3
-// buffers (tile t-1's V in use, t, t+1 in flight: 64 KB, as variant 8's two
-// 32 KB tiles); head 128: 32 KB of Q + 3 x 64 KB = 224 KB of the 227.
-// Measured no faster than variant 8 (kernels/NOTES.md, cascade change 15).
-template <class Cfg>
-using WgmmaWideTiling = PrefixWgmmaTiling<Cfg, 128, 3, 2>;
-template <class Cfg, int TILE>
-using WgmmaOverlapTilingOf = std::conditional_t<TILE == 128, WgmmaWideTiling<Cfg>, WgmmaOverlapTiling<Cfg>>;
+using WgmmaPrefixTiling = PrefixWgmmaTiling<Cfg, 64, kWgAhead + 2, 2>;
 
-// Variants 7-8's softmax of one tile in log2 units, P = exp2 written over S.
+// The softmax of one tile in log2 units, P = exp2 written over S.
 // Lazy rescaling: the reference max m moves only when the tile's max exceeds
 // it by more than kWgRescaleSlack, so P stays below 2^kWgRescaleSlack and O's
 // rescale (64 multiplies per thread) is skipped whenever no row of the warp
@@ -695,12 +300,13 @@ __device__ __forceinline__ void wgmma_rescale_pack(float (&o)[Tl::kHead / 2], co
     for (int h = 0; h < 2; ++h) pa[nt / 2][2 * (nt % 2) + h] = ptx::pack2<T>(s[nt * 4 + 2 * h], s[nt * 4 + 2 * h + 1]);
 }
 
-// ---- variant 8: variant 7 with a producer warpgroup
-// ncu's per-instruction stall samples of variant 7 (kernels/NOTES.md): the
-// copy code (address math, 8 cp.async per thread and tile) was a third of the
-// consumer warps' instructions, registers that fed an in-flight cp.async
-// stalled their next writer, and the block-wide barrier per tile held both
-// warpgroups in lockstep. Here a third warpgroup does all copies: it waits
+// ---- the producer warpgroup
+// When every thread copied (kernels/NOTES.md, cascade changes: ncu's
+// per-instruction stall samples), the copy code (address math, 8 cp.async per
+// thread and tile) was a third of the consumer warps' instructions, registers
+// that fed an in-flight cp.async stalled their next writer, and the
+// block-wide barrier per tile held both warpgroups in lockstep. So a third
+// warpgroup does all copies: it waits
 // until a buffer is free (mbarrier "empty": one arrival per consumer warp once
 // its wgmma reading that tile completed), copies the tile (16 cp.async per
 // thread, addresses from immediates), waits for its own copies, fences them
@@ -739,7 +345,7 @@ __device__ __forceinline__ void wgmma_producer_copy(const PrefixArgs& a, int kvh
     }
   }
 }
-// Warpgroup register budgets of variant 8 (setmaxnreg, sm_90a): launched at
+// Warpgroup register budgets (setmaxnreg, sm_90a): launched at
 // 168 per thread (384 threads fill the 65536-register file), the producer
 // gives back to 40 and the consumers take 232 (4 x 32 x (40 + 2 x 232) =
 // 64512 per SM sub-partition set: each sub-partition holds one warp of each
@@ -747,13 +353,12 @@ __device__ __forceinline__ void wgmma_producer_copy(const PrefixArgs& a, int kvh
 inline constexpr int kWgProducerRegs = 40;
 inline constexpr int kWgConsumerRegs = 232;
 
-// Variants 7 (PRODUCER false: all 256 threads copy, one barrier per tile), 8
-// (PRODUCER true: 256 consumer threads + the producer warpgroup) and 9 (8 with
-// TILE 128).
-template <class Cfg, bool PRODUCER, int TILE>
-__device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixArgs a) {
+// The kernel: 256 consumer threads + the producer warpgroup.
+template <class Cfg>
+__global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProducerThreads, 1)
+    cascade_prefix_wgmma_kernel(const PrefixArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Tl = WgmmaOverlapTilingOf<Cfg, TILE>;
+  using Tl = WgmmaPrefixTiling<Cfg>;
   using T = Elem<Cfg>;
   constexpr int kNT = Tl::kTileTokens / 8;  // 8-token column blocks of S
   constexpr int kO = Tl::kHead / 2;         // O accumulators per thread
@@ -762,8 +367,8 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
   extern __shared__ float4 cascade_smem[];
   T* q_s = reinterpret_cast<T*>(cascade_smem);
   const std::uint32_t smem_base = ptx::smem_u32(cascade_smem);
-  const std::uint32_t full_bar = smem_base + Tl::kSmemBytes;    // + 8 * stage (variant 8)
-  const std::uint32_t empty_bar = full_bar + 8 * Tl::kStages;  // + 8 * stage (variant 8)
+  const std::uint32_t full_bar = smem_base + Tl::kSmemBytes;    // + 8 * stage
+  const std::uint32_t empty_bar = full_bar + 8 * Tl::kStages;  // + 8 * stage
 
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int wg = warp / 4;
@@ -771,26 +376,17 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
   const int n_tiles = blk.n_tiles;
   if (n_tiles == 0) return;  // whole block: past the prefix
 
-  WgmmaTileCopier<Tl, T> copier(a, blk, tid, smem_base);  // variant 7's copies
-  if constexpr (PRODUCER) {
-    if (tid == 0)
-      for (int st = 0; st < Tl::kStages; ++st) {
-        ptx::mbar_init(full_bar + 8 * st, kWgProducerThreads);  // every producer thread, after its copies landed
-        ptx::mbar_init(empty_bar + 8 * st, Tl::kNumWarps);  // every consumer warp, after its last read
-      }
-  } else {
-    copier.template prime<kAhead>(n_tiles);
-  }
-  // Variant 8: the barriers are initialised before anyone uses them, and the
-  // producer starts copying while the consumers stage Q (they publish it
-  // among themselves with a named barrier: the producer never waits for Q).
-  if constexpr (PRODUCER) __syncthreads();
-  else {
-    wgmma_stage_q<Tl>(a, q_s, tid, blk);
-    __syncthreads();  // Q staged
-  }
+  if (tid == 0)
+    for (int st = 0; st < Tl::kStages; ++st) {
+      ptx::mbar_init(full_bar + 8 * st, kWgProducerThreads);  // every producer thread, after its copies landed
+      ptx::mbar_init(empty_bar + 8 * st, Tl::kNumWarps);  // every consumer warp, after its last read
+    }
+  // The barriers are initialised before anyone uses them, and the producer
+  // starts copying while the consumers stage Q (they publish it among
+  // themselves with a named barrier: the producer never waits for Q).
+  __syncthreads();
 
-  // The producer warpgroup (variant 8).
+  // The producer warpgroup.
   auto produce = [&]() {
     const int p = tid - Tl::kNumThreads;
     // Block-table entries of a tile: lane b < kBlocksPerTile holds block b's,
@@ -818,12 +414,10 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
     for (int t = max(0, n_tiles - kAhead + 1); t < n_tiles; ++t) ptx::mbar_arrive(full_bar + 8 * (t % Tl::kStages));
   };
 
-  // The consumer warpgroups (every warp of variant 7).
+  // The consumer warpgroups.
   auto consume = [&]() {
-    if constexpr (PRODUCER) {
-      wgmma_stage_q<Tl>(a, q_s, tid, blk);
-      asm volatile("bar.sync 1, %0;\n" ::"n"(Tl::kNumThreads) : "memory");  // the consumer warps only
-    }
+    wgmma_stage_q<Tl>(a, q_s, tid, blk);
+    asm volatile("bar.sync 1, %0;\n" ::"n"(Tl::kNumThreads) : "memory");  // the consumer warps only
     std::uint32_t qreg[Tl::kHead / 16][4];
     wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
     const float scale_log2 = a.scale * 1.4426950408889634f;
@@ -846,22 +440,9 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
         Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo), 1);
       ptx::wgmma_commit();
     };
-    // Waits for tile `tile` (variant 7: also queues the copy of tile + kAhead),
-    // issues S(tile) = Q K(tile)^T.
+    // Waits for tile `tile` to land, issues S(tile) = Q K(tile)^T.
     auto begin_tile = [&](int tile) {
-      if constexpr (PRODUCER) {
-        ptx::mbar_wait(full_bar + 8 * (tile % Tl::kStages), (tile / Tl::kStages) & 1);
-      } else {
-        // Groups committed: tiles 0 .. tile + kAhead - 1; tile `tile` has landed
-        // once at most kAhead - 1 are pending.
-        ptx::cp_async_wait<kAhead - 1>();
-        ptx::fence_proxy_async_smem();  // this thread's copies, visible to the async proxy
-        // Every thread is past iteration tile - 1, whose last wait covered
-        // O += P(tile - 2) V(tile - 2): buffer (tile + kAhead) % kStages is free.
-        __syncthreads();
-        if (tile + kAhead < n_tiles) copier.load((tile + kAhead) % Tl::kStages);
-        ptx::cp_async_commit();
-      }
+      ptx::mbar_wait(full_bar + 8 * (tile % Tl::kStages), (tile / Tl::kStages) & 1);
       const std::uint32_t ks = smem_base + Tl::k_tile_byte(tile % Tl::kStages);
       accum_fence(s);
       accum_fence(o);
@@ -872,37 +453,27 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
         Wgmma<T, Tl::kTileTokens>::mma(s, qreg[kk], wgmma_desc(ks + Tl::k_step_byte(kk), Tl::kKLbo, Tl::kKSbo), kk > 0 ? 1 : 0);
       ptx::wgmma_commit();
     };
-    // Variant 7's block-table read for the copy after the next waits until the
-    // wgmma instructions are issued: the warpgroup fence before them would
-    // otherwise wait for that load.
-    auto fetch_next = [&](int tile) {
-      if constexpr (!PRODUCER)
-        if (tile + kAhead < n_tiles) copier.fetch(tile + kAhead + 1);
-    };
     // S(tile) is done: the softmax writes P = exp2 over S while
     // O += P(tile - 1) V(tile - 1) may still run; then the wait for that product
-    // (variant 8: its buffer is released), O's rescale and P packed into the A fragments.
+    // (its buffer is released), O's rescale and P packed into the A fragments.
     auto finish_tile = [&](int tile) {
       accum_fence(s);
       const int valid = blk.valid_tokens(tile);
       float corr[2];
       const bool moved = wgmma_lazy_softmax<Tl>(s, valid, lane, scale_log2, m, l, corr);
       ptx::wgmma_wait<0>();  // O += P(tile - 1) V(tile - 1) done: O and pa may be written
-      if constexpr (PRODUCER)
-        if (tile > 0 && lane == 0) ptx::mbar_arrive(empty_bar + 8 * ((tile - 1) % Tl::kStages));
+      if (tile > 0 && lane == 0) ptx::mbar_arrive(empty_bar + 8 * ((tile - 1) % Tl::kStages));
       accum_fence(o);
       wgmma_rescale_pack<Tl, T>(o, corr, moved, s, pa);
     };
 
     // Tile 0 peeled (no P yet): a branch around wgmma makes ptxas serialize them.
     begin_tile(0);
-    fetch_next(0);
     ptx::wgmma_wait<0>();
     finish_tile(0);
     for (int tile = 1; tile < n_tiles; ++tile) {
       begin_tile(tile);
       issue_pv(tile - 1);
-      fetch_next(tile);
       ptx::wgmma_wait<1>();  // S(tile) done; the PV product may still run
       finish_tile(tile);
     }
@@ -912,67 +483,31 @@ __device__ __forceinline__ void cascade_prefix_wgmma_overlap_body(const PrefixAr
     issue_pv(n_tiles - 1);
     ptx::wgmma_wait<0>();
     accum_fence(o);
-    if constexpr (!PRODUCER) ptx::cp_async_wait<0>();
 
     if (!blk.warpgroup_has_rows(wg)) return;
-    wgmma_store_chunk_state<Tl>(a, o, m, l, l, false, blk, warp, lane);
+    wgmma_store_chunk_state<Tl>(a, o, m, l, blk, warp, lane);
   };
 
-  if constexpr (PRODUCER) {
-    if (warp >= Tl::kNumWarps) {  // each warpgroup's role: one branch (setmaxnreg)
-      ptx::setmaxnreg_dec<kWgProducerRegs>();
-      produce();
-    } else {
-      ptx::setmaxnreg_inc<kWgConsumerRegs>();
-      consume();
-    }
+  if (warp >= Tl::kNumWarps) {  // each warpgroup's role: one branch (setmaxnreg)
+    ptx::setmaxnreg_dec<kWgProducerRegs>();
+    produce();
   } else {
+    ptx::setmaxnreg_inc<kWgConsumerRegs>();
     consume();
   }
 #else
   __trap();  // built only for sm_90a (07_cascade_prefix_wgmma.cu)
 #endif
 }
-template <class Cfg>
-__global__ void __maxnreg__(PA_WG7_MAXREG) cascade_prefix_wgmma_overlap_kernel(PrefixArgs a) {
-  cascade_prefix_wgmma_overlap_body<Cfg, false, 64>(a);
-}
-template <class Cfg, int TILE>
-__global__ void __launch_bounds__(WgmmaOverlapTilingOf<Cfg, TILE>::kNumThreads + kWgProducerThreads, 1)
-    cascade_prefix_wgmma_producer_kernel(PrefixArgs a) {
-  cascade_prefix_wgmma_overlap_body<Cfg, true, TILE>(a);
-}
 
-// Variants 7 (PRODUCER false), 8 (PRODUCER true, TILE 64) and 9 (TILE 128).
-template <class Cfg, bool PRODUCER, int TILE = 64>
-void launch_cascade_prefix_wgmma_overlap(const PrefixArgs& a, cudaStream_t stream) {
-  static_assert(PRODUCER || TILE == 64, "variant 7 has 64-token tiles");
-  using Tl = WgmmaOverlapTilingOf<Cfg, TILE>;
-  auto kernel = PRODUCER ? &cascade_prefix_wgmma_producer_kernel<Cfg, TILE> : &cascade_prefix_wgmma_overlap_kernel<Cfg>;
-  const int smem = Tl::kSmemBytes + (PRODUCER ? overlap_barrier_bytes<Tl>() : 0);
+template <class Cfg>
+void launch_cascade_prefix_wgmma(const PrefixArgs& a, cudaStream_t stream) {
+  using Tl = WgmmaPrefixTiling<Cfg>;
+  auto kernel = &cascade_prefix_wgmma_kernel<Cfg>;
+  const int smem = Tl::kSmemBytes + overlap_barrier_bytes<Tl>();
   PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid = WgmmaBlock<Tl>::grid(a);
-  kernel<<<grid, Tl::kNumThreads + (PRODUCER ? kWgProducerThreads : 0), smem, stream>>>(a);
-  PA_CUDA_CHECK(cudaGetLastError());
-}
-
-template <class Cfg>
-void launch_cascade_prefix_wgmma_pipe(const PrefixArgs& a, cudaStream_t stream) {
-  using Tl = WgmmaPipeTiling<Cfg>;
-  auto kernel = &cascade_prefix_wgmma_pipe_kernel<Cfg>;
-  PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes));
-  const dim3 grid = WgmmaBlock<Tl>::grid(a);
-  kernel<<<grid, Tl::kNumThreads, Tl::kSmemBytes, stream>>>(a);
-  PA_CUDA_CHECK(cudaGetLastError());
-}
-
-template <class Cfg, int WARPGROUPS>
-void launch_cascade_prefix_wgmma(const PrefixArgs& a, cudaStream_t stream) {
-  using Tl = WgmmaTilingOf<Cfg, WARPGROUPS>;
-  auto kernel = &cascade_prefix_wgmma_kernel<Cfg, WARPGROUPS>;
-  PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes));
-  const dim3 grid = WgmmaBlock<Tl>::grid(a);
-  kernel<<<grid, Tl::kNumThreads, Tl::kSmemBytes, stream>>>(a);
+  kernel<<<grid, Tl::kNumThreads + kWgProducerThreads, smem, stream>>>(a);
   PA_CUDA_CHECK(cudaGetLastError());
 }
 

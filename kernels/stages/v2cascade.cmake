@@ -20,7 +20,7 @@ if(PA_QUICK_KERNELS)
   target_compile_definitions(pa_kernels_v2cascade PRIVATE PA_QUICK_KERNELS=1)
 endif()
 
-# Stage 7 prefix kernel variant 4 (wgmma) needs the sm_90a target: its own
+# Stage 7 wgmma prefix kernel needs the sm_90a target: its own
 # object library, built for compute_90a/sm_90a only, whenever sm_90 is among
 # the CUDA architectures; the planner uses it only on a compute 9.0 device.
 if("${CMAKE_CUDA_ARCHITECTURES}" MATCHES "(^|;)90")

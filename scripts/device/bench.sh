@@ -27,7 +27,7 @@ for tool in memcheck racecheck initcheck synccheck; do
     --dtype fp16 --head-size 128 --block-size 16 --heads 4 --kv-heads 4 --seed 7 --iters 0 --seqs 3 \
     --prefix-len 32 --suffix-lens 0,17,300 --baselines 0 >"$OUT/san_$tool.log" 2>&1
   echo "compute-sanitizer $tool (cascade, stage 8 lean suffix) rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san_$tool.log" | head -1)"
-  PA_CASCADE_CHUNKS=2 timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 99 "$B/cli/pa-lab" run \
+  timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 99 "$B/cli/pa-lab" run --prefix-chunks 2 \
     --stage cascade_merge --dtype bf16 --head-size 128 --block-size 16 --heads 4 --kv-heads 4 --seed 8 --iters 0 \
     --seqs 3 --prefix-len 1040 --suffix-lens 0,5,70 --baselines 0 >"$OUT/san2_$tool.log" 2>&1
   echo "compute-sanitizer $tool (cascade, 2 chunks of 9 tiles, bf16) rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san2_$tool.log" | head -1)"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Where the cascade prefix kernel's L2 traffic comes from (kernels/NOTES.md,
 # "cascade changes": the prefix is L2-bound, not DRAM-bound): Nsight Compute
-# memory metrics of one launch of the prefix kernel (variant PREFIX_VARIANT,
-# default 8) next to stage 8 at (64,32,8,8192), which reaches the copy
-# bandwidth. A table last; logs in $OUT/l2.tgz.
+# memory metrics of one launch of the (wgmma) prefix kernel next to stage 8
+# at (64,32,8,8192), which reaches the copy bandwidth. A table last; logs in
+# $OUT/l2.tgz.
 set -u
 FINAL_OUT=${OUT:-/tmp/pa-out}
 W=/tmp/l2; rm -rf "$W"; mkdir -p "$W" "$FINAL_OUT"
@@ -17,7 +17,7 @@ dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum,sm__cy
 BD=--metrics=breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed
 profile() {  # output, kernel regex, pa-bench arguments...
   local out=$1 k=$2; shift 2
-  PA_CASCADE_PREFIX_VARIANT=${PREFIX_VARIANT:-8} timeout 200 ncu --clock-control none --metrics "$M" $BD \
+  timeout 200 ncu --clock-control none --metrics "$M" $BD \
     -k regex:"$k" --launch-skip 3 --launch-count 1 "$P" "$@" --iters 100 --warmup 1 --warmup-ms 0 \
     --json /tmp/l2.json >"$out" 2>&1
 }

@@ -216,7 +216,7 @@ TEST_CASE("the prefix kernel's shared tiles hold exactly the K/V elements the mm
   check_tile_map<KernelConfig<DType::f16, 80, 32, 128>>();
   check_tile_map<KernelConfig<DType::bf16, 256, 16, 128>>();
   check_tile_map<KernelConfig<DType::f16, 112, 8, 128>>();
-  check_tile_map<KernelConfig<DType::f16, 128, 16, 128>, 32, 3>();  // prefix variant 1
+  check_tile_map<KernelConfig<DType::f16, 128, 16, 128>, 32, 3>();  // mma_4warps
   check_tile_map<KernelConfig<DType::bf16, 64, 8, 128>, 32, 3>();
 }
 
@@ -253,7 +253,7 @@ void check_wgmma_tile_map() {
       // O = P V, k16 step t / 16: operand element (k = t % 16, n = d).
       REQUIRE(Tl::v_step_byte(t / 16) + Tl::canonical_kmajor_byte(t % 16, d, Tl::kVLbo, Tl::kVSbo) == vb);
     }
-  // Variant 8's producer warpgroup: thread p copies chunk c0 + p for c0 a
+  // The producer warpgroup: thread p copies chunk c0 + p for c0 a
   // multiple of 128, addressed as its own chunk plus a thread-independent
   // constant (head 128: whole passes of 128 chunks per block; head 64 is not launched).
   if (Tl::kChunksPerBlock % 128 != 0) return;
@@ -300,17 +300,6 @@ TEST_CASE("the wgmma prefix kernel's Q staging is a conflict-free permutation", 
           groups.insert(Tl::q_smem_elem(warp * 16 + Tl::lda_row(lane), kk * 16 + Tl::lda_dim(lane)) * 2 / 16 % 8);
         REQUIRE(groups.size() == 8);
       }
-}
-
-// Variant 7 (4 tile buffers) and one lean stage 8 suffix CTA share an SM:
-// 228 KB of shared memory with 1 KB reserved per resident block, and the
-// register file (256 x 192 + 128 x 128 registers = 65536).
-TEST_CASE("a variant 7 prefix block and a lean stage 8 CTA fit on one SM", "[cascade]") {
-  using Tl = PrefixWgmmaTiling<KernelConfig<DType::f16, 128, 16, 128>, 64, 4, 2>;
-  using Lean = OptConfig<DType::f16, 128, 16, 1, 4, kOptLeanPipeKB>;
-  INFO("prefix " << Tl::kSmemBytes << " B, lean CTA " << Lean::kSmemBytes << " B");
-  REQUIRE(Tl::kSmemBytes + 1024 + Lean::kSmemBytes + 1024 <= 228 * 1024);
-  REQUIRE(Tl::kNumThreads * kPrefixOverlapRegs + Lean::kNumThreads * 128 <= 65536);  // lean CTA: 128 registers (ptxas)
 }
 
 TEST_CASE("cascade chunk rule and the V1/V2 rule", "[cascade][v2]") {
@@ -429,14 +418,14 @@ TEST_CASE("merge kernel: states, -inf lse and empty states", "[gpu][cascade]") {
 
 namespace {
 void check_cascade(const KernelKey& k, int prefix, std::vector<int> suffixes, int heads, int kv, std::uint64_t salt,
-                   int chunk_len = 0) {
+                   int chunk_len = 0, const CascadeOptions& opt = {}) {
   std::vector<int> ctx;
   for (int s : suffixes) ctx.push_back(prefix + s);
   ProblemSpec s = spec_for(k, ctx, heads, kv, salt);
   s.shared_prefix_len = prefix;
   const PagedProblem p = make_problem(s);
   const CascadeRef ref = ref_cascade(p);
-  const CascadeRun got = run_cascade(p, chunk_len);
+  const CascadeRun got = run_cascade(p, chunk_len, opt);
   INFO(s.describe() << " | " << got.plan.describe());
   // Cascade == plain attention over prefix + suffix (the reference's dense output).
   require_close(ref.out, got.out, tolerance_for(k.dtype), "cascade output");
@@ -476,17 +465,6 @@ TEST_CASE("cascade equals plain attention over prefix + suffix", "[gpu][cascade]
   }
 }
 
-namespace {
-// Clears the cascade planner's environment overrides (07_cascade_merge.cu) when
-// a test that sets them ends, passed or not.
-struct PlannerEnvGuard {
-  ~PlannerEnvGuard() {
-    for (const char* v : {"PA_CASCADE_PREFIX_VARIANT", "PA_CASCADE_STREAMS", "PA_CASCADE_CHUNKS", "PA_CASCADE_SUFFIX"})
-      unsetenv(v);
-  }
-};
-}  // namespace
-
 // The suffix through stage 8 (first_token = the prefix, state output), full
 // and lean footprint, every stream mode: empty suffixes (the empty state),
 // one token, ragged tails, a long suffix on few sequences (stage 8 splits it:
@@ -495,7 +473,6 @@ struct PlannerEnvGuard {
 // head), MQA.
 TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
   require_gpu();
-  const PlannerEnvGuard guard;
   std::uint64_t salt = 1300;
   for (const KernelKey& k : v2c_configs()) {
     if (k.dtype == DType::f32) continue;  // stage 8 is fp16/bf16 only
@@ -503,20 +480,21 @@ TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
     for (int suffix = 1; suffix <= 2; ++suffix)
       for (int st = 0; st <= 2; ++st) {
         SECTION(describe(k) + " suffix " + std::to_string(suffix) + " streams " + std::to_string(st)) {
-          setenv("PA_CASCADE_SUFFIX", std::to_string(suffix).c_str(), 1);
-          setenv("PA_CASCADE_STREAMS", std::to_string(st).c_str(), 1);
-          check_cascade(k, bs, {1, 0, 5, bs}, 8, 8, ++salt);                 // one-block prefix, an empty suffix
-          check_cascade(k, 3 * bs, {0, 0}, 4, 4, ++salt);                    // every suffix empty
-          check_cascade(k, 1024, {5000, 0, 3}, 8, 2, ++salt);                // long suffix: splits
-          check_cascade(k, 512 + bs, {37, 1, 2 * bs + 3}, 32, 4, ++salt);    // group 8
-          check_cascade(k, 256, {100, 17}, 32, 2, ++salt);                   // group 16
-          check_cascade(k, 256, {100, 17, 1}, 64, 2, ++salt);                // group 32
-          check_cascade(k, 1024 + 3 * bs, {37, 1, 513, 0}, 8, 1, ++salt);    // MQA
+          CascadeOptions opt;
+          opt.suffix = suffix == 1 ? CascadeOptions::Suffix::optimized : CascadeOptions::Suffix::optimized_lean;
+          opt.streams = st;
+          check_cascade(k, bs, {1, 0, 5, bs}, 8, 8, ++salt, 0, opt);                 // one-block prefix, an empty suffix
+          check_cascade(k, 3 * bs, {0, 0}, 4, 4, ++salt, 0, opt);                    // every suffix empty
+          check_cascade(k, 1024, {5000, 0, 3}, 8, 2, ++salt, 0, opt);                // long suffix: splits
+          check_cascade(k, 512 + bs, {37, 1, 2 * bs + 3}, 32, 4, ++salt, 0, opt);    // group 8
+          check_cascade(k, 256, {100, 17}, 32, 2, ++salt, 0, opt);                   // group 16
+          check_cascade(k, 256, {100, 17, 1}, 64, 2, ++salt, 0, opt);                // group 32
+          check_cascade(k, 1024 + 3 * bs, {37, 1, 513, 0}, 8, 1, ++salt, 0, opt);    // MQA
           // The plan really took stage 8 where it is built.
           ProblemSpec sp = spec_for(k, {64 + bs}, 8, 8, salt);
           sp.shared_prefix_len = 64;
           const PagedProblem pp = make_problem(sp);
-          const CascadeRun r = run_cascade(pp, 0);
+          const CascadeRun r = run_cascade(pp, 0, opt);
 #if PA_HAVE_CUDA  // (stage 8's library exists in CUDA builds only)
           const bool built = optimized_supported(k.dtype, k.head_size, k.block_size);
 #else
@@ -536,35 +514,42 @@ TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
   }
 }
 
-// Every prefix kernel variant (PrefixVariant: 4 or 8 warps, 32/64/128-token tiles,
-// Q in registers or not) and every stream mode, through the planner's
-// environment overrides, on the awkward cases: one-block prefix, prefix not a
-// multiple of any tile, MQA, GQA, more sequences than one 128-row tile
-// (130: the second tile of the 8-warp variants has one active warp), one
-// chunk, many chunks, empty suffixes. The workspace and outputs are poisoned
-// (0xFF = NaN) by run_cascade, so an unwritten element fails.
-TEST_CASE("cascade: every prefix variant and stream mode", "[gpu][cascade]") {
+// Every prefix kernel (PrefixKernel: 4 or 8 warps of mma.sync, the wgmma
+// kernel; 32/64-token tiles; Q in registers or not) and every stream mode, on
+// the awkward cases: one-block prefix, prefix not a multiple of any tile, MQA,
+// GQA, more sequences than one 128-row tile (130: the second tile of the
+// 128-row kernels has one active warp), one chunk, many chunks, empty
+// suffixes. The workspace and outputs are poisoned (0xFF = NaN) by
+// run_cascade, so an unwritten element fails.
+TEST_CASE("cascade: every prefix kernel and stream mode", "[gpu][cascade]") {
   require_gpu();
-  const PlannerEnvGuard guard;
   std::uint64_t salt = 900;
   for (const KernelKey& k : v2c_configs()) {
     if (k.dtype == DType::f32) continue;  // no tensor-core prefix
     const int bs = k.block_size;
-    for (int v = 0; v <= kMaxPrefixVariant; ++v)
+    for (PrefixKernel pk : {PrefixKernel::mma_4warps, PrefixKernel::mma_8warps, PrefixKernel::wgmma})
       for (int st = 0; st <= 2; ++st) {
-        SECTION(describe(k) + " variant " + std::to_string(v) + " streams " + std::to_string(st)) {
-          setenv("PA_CASCADE_PREFIX_VARIANT", std::to_string(v).c_str(), 1);
-          setenv("PA_CASCADE_STREAMS", std::to_string(st).c_str(), 1);
-          check_cascade(k, bs, {1, 0, 5, bs}, 8, 8, ++salt);                    // one block
-          check_cascade(k, 7 * bs, {0, 3, 2 * bs + 3}, 8, 2, ++salt);           // not a multiple of a tile
-          check_cascade(k, 1024 + 3 * bs, {37, 1, 513, 0}, 8, 1, ++salt);       // MQA
-          check_cascade(k, 2048, std::vector<int>(130, 9), 2, 2, ++salt);       // 130 seqs MHA
-          check_cascade(k, 4096 + bs, {100, 3, 900}, 32, 4, ++salt);            // group 8
-          setenv("PA_CASCADE_CHUNKS", "5", 1);
-          check_cascade(k, 2048 + 5 * bs, {5, 600, 9}, 8, 2, ++salt);           // 5 forced chunks
-          setenv("PA_CASCADE_CHUNKS", "1", 1);
-          check_cascade(k, 2048 + 5 * bs, {5, 0, 9}, 8, 2, ++salt);             // one chunk
-          unsetenv("PA_CASCADE_CHUNKS");
+        SECTION(describe(k) + " prefix " + prefix_kernel_name(pk) + " streams " + std::to_string(st)) {
+          CascadeOptions opt;
+          opt.prefix = pk;
+          opt.streams = st;
+          check_cascade(k, bs, {1, 0, 5, bs}, 8, 8, ++salt, 0, opt);                    // one block
+          check_cascade(k, 7 * bs, {0, 3, 2 * bs + 3}, 8, 2, ++salt, 0, opt);           // not a multiple of a tile
+          check_cascade(k, 1024 + 3 * bs, {37, 1, 513, 0}, 8, 1, ++salt, 0, opt);       // MQA
+          check_cascade(k, 2048, std::vector<int>(130, 9), 2, 2, ++salt, 0, opt);       // 130 seqs MHA
+          check_cascade(k, 4096 + bs, {100, 3, 900}, 32, 4, ++salt, 0, opt);            // group 8
+          opt.chunks = 5;
+          check_cascade(k, 2048 + 5 * bs, {5, 600, 9}, 8, 2, ++salt, 0, opt);           // 5 forced chunks
+          opt.chunks = 1;
+          check_cascade(k, 2048 + 5 * bs, {5, 0, 9}, 8, 2, ++salt, 0, opt);             // one chunk
+          // The plan ran the kernel asked for, or (wgmma where it is not built
+          // or not usable) its mma.sync form.
+          ProblemSpec sp = spec_for(k, {64 + bs}, 8, 8, salt);
+          sp.shared_prefix_len = 64;
+          const CascadeRun r = run_cascade(make_problem(sp), 0, opt);
+          CHECK((r.plan.prefix_kernel == pk ||
+                 (pk == PrefixKernel::wgmma && r.plan.prefix_kernel == PrefixKernel::mma_8warps)));
+          CHECK(r.plan.streams == st);
         }
       }
   }

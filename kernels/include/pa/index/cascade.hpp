@@ -181,55 +181,46 @@ PA_HD PrefixBlockLabel prefix_block_label_of(int seq, int head, int ratio, int r
   const int row = seq * ratio + head % ratio;
   return prefix_block_label(row / rows_per_block, head / ratio, ratio, rows_per_block);
 }
-// The prefix kernel variant traces run (record_stage and the host model):
-// 4 warps x 16 rows, 32-token tiles, 3 buffers (heads <= 128; larger heads
-// as variant 0). It has trace hooks; the wgmma variants (4-9) do not.
-inline constexpr int kCascadeTracePrefixVariant = 1;
+// The cascade's prefix kernels (CascadeOptions::prefix). Each is a variant of
+// the same computation; the numbers are the kernels' template arguments
+// (PrefixVariant in 07_cascade_merge.cuh), the names what a caller picks:
+//   mma_4warps (1): mma.sync, 4 warps x 16 query rows = 64 rows per block,
+//      32-token tiles, 3 buffers. The one traces show (it has trace hooks).
+//   mma_8warps (3): mma.sync, 8 warps = 128 rows (every K/V tile feeds twice
+//      the rows), Q held in registers, 64-token tiles, 3 buffers, one block
+//      per SM; the default where wgmma does not run.
+//   wgmma (8): Hopper's warpgroup kernel (07_cascade_prefix_wgmma.cuh): two
+//      consumer warpgroups = 128 rows and a producer warpgroup, 64-token
+//      tiles, 4 buffers; the default on sm_90a builds for head 128 (elsewhere
+//      the planner falls back to mma_8warps).
+// Heads > 128 do not fit the 128-row or 32-token-tile forms: both mma.sync
+// kernels then run 4 warps with prefix_tile_tokens() tiles and 2 buffers (the
+// geometry numbered 0).
+enum class PrefixKernel : int { automatic = -1, mma_4warps = 1, mma_8warps = 3, wgmma = 8 };
+// The prefix kernel traces run (record_stage and the host model).
+inline constexpr int kCascadeTracePrefixVariant = static_cast<int>(PrefixKernel::mma_4warps);
 
-// Prefix kernel variants (07_cascade_merge.cuh, PrefixVariant) as the host
-// plan sees them: query rows per thread block and tokens per tile.
-//   0: 4 warps (64 rows), prefix_tile_tokens() tiles, 2 buffers;
-//   1: 4 warps, 32-token tiles, 3 buffers (heads <= 128; else as 0);
-//   2: 8 warps (128 rows: every K/V tile feeds twice the rows of 0/1), Q held
-//      in registers, 32-token tiles, 4 buffers, one block per SM (heads <= 128;
-//      else as 0);
-//   3: as 2 with 64-token tiles, 3 buffers.
-//   4: the wgmma kernel (PrefixWgmmaTiling below): 2 warpgroups = 128 rows,
-//      64-token tiles, 3 buffers (head 128 on sm_90a builds: prefix_wgmma_head_ok;
-//      the planner falls back to 3 elsewhere, same geometry);
-//   5: the wgmma kernel with ONE warpgroup = 64 rows, 64-token tiles, 2
-//      buffers, two blocks per SM: the two blocks on an SM run their own
-//      pipelines, so one's softmax can overlap the other's tensor-core work
-//      (the K/V tile is read from L2 by both query tiles of a KV head; falls
-//      back to 1 without wgmma).
-//   6: variant 4 with S of the next tile computed during this tile's softmax,
-//      4 buffers (falls back to 3 without wgmma).
-//   7: variant 4 with O += P V of the previous tile computed during this
-//      tile's softmax, lazy rescaling, 4 buffers (falls back to 3 without wgmma);
-//   8: variant 7 with a producer warp doing every copy, mbarriers instead of
-//      a block-wide barrier per tile (falls back to 3 without wgmma);
-//   9: variant 8 with 128-token tiles, 3 buffers (falls back to 3 without wgmma).
-inline constexpr int kMaxPrefixVariant = 9;  // variants 0 .. kMaxPrefixVariant
+// The geometry of a prefix kernel as the host plan sees it (variant = the
+// PrefixKernel number): query rows per thread block and tokens per tile.
 PA_HD constexpr bool prefix_variant_wide(int variant, int head_size) {
-  return (variant == 2 || variant == 3 || (variant >= 4 && variant != 5)) && head_size <= 128;
+  return (variant == 3 || variant == 8) && head_size <= 128;
 }
 PA_HD constexpr int prefix_rows_per_block(int variant, int head_size) {
   return prefix_variant_wide(variant, head_size) ? 128 : 64;
 }
-// Blocks per SM the one-wave chunk rule plans for (variants 2-5; the others
-// use cascade_chunk_len's waves).
+// Blocks per SM the one-wave chunk rule plans for (the 128-row kernels; the
+// others use cascade_chunk_len's waves).
 PA_HD constexpr int prefix_blocks_per_sm(int variant, int head_size) {
-  return prefix_variant_wide(variant, head_size) ? 1 : (variant == 5 && head_size <= 128) ? 2 : 0;
+  return prefix_variant_wide(variant, head_size) ? 1 : 0;
 }
 PA_HD constexpr int prefix_variant_tile_tokens(int variant, int head_size, int block_size) {
-  return prefix_variant_wide(variant, head_size) ? cmax(variant == 2 ? 32 : variant == 9 ? 128 : 64, block_size)
-         : (variant == 5 && head_size <= 128) ? cmax(64, block_size)
+  return prefix_variant_wide(variant, head_size) ? cmax(64, block_size)
          : (variant == 1 && head_size <= 128)   ? cmax(32, block_size)
                                                 : prefix_tile_tokens(head_size, block_size);
 }
-// ---- the warpgroup (wgmma, sm_90a) prefix kernel: variant 4 ------------------
-// Two warpgroups of 4 warps, 64 query rows each (128 per block, as variants
-// 2-3). Each K/V tile is read from shared memory by the tensor cores once per
+// ---- the warpgroup (wgmma, sm_90a) prefix kernel ----------------------------
+// Two warpgroups of 4 warps, 64 query rows each (128 per block, as
+// mma_8warps). Each K/V tile is read from shared memory by the tensor cores once per
 // warpgroup (wgmma's B operand comes straight from shared memory through a
 // descriptor), not once per warp as with ldmatrix + mma.sync: a quarter of the
 // shared-memory reads per multiply-add. Q (A of S = Q K^T) and P (A of
@@ -244,11 +235,8 @@ PA_HD constexpr int prefix_variant_tile_tokens(int variant, int head_size, int b
 // rows of 16 bytes, so one 16-byte cp.async per row puts every element in place.
 // Head 128 only: the head-64 instances gave wrong outputs for fp16 on chunks
 // of several tiles on an H100 (kernels/NOTES.md; cause not found), so the
-// planner sends head 64 to the mma.sync variants.
+// planner sends head 64 to the mma.sync kernels.
 PA_HD constexpr bool prefix_wgmma_head_ok(int head_size) { return head_size == 128; }
-// Variant 7's register cap (07_cascade_prefix_wgmma.cuh, PA_WG7_MAXREG): 256
-// threads x 192 leave 128 x 128 registers, one lean stage 8 CTA, on the SM.
-inline constexpr int kPrefixOverlapRegs = 192;
 
 template <class Cfg, int TILE_TOKENS = 64, int STAGES = 3, int WARPGROUPS = 2>
 struct PrefixWgmmaTiling {
@@ -339,19 +327,19 @@ PA_HD constexpr int prefix_query_tiles(int num_seqs, int ratio, int rows_per_blo
   return ceil_div(num_seqs * ratio, rows_per_block);
 }
 
-// The tiling of the mma.sync prefix kernel variants 0-3 (PrefixVariant in
-// 07_cascade_merge.cuh adds the register caps): one definition for the kernel
-// and the host model of its trace.
+// The tiling of the mma.sync prefix kernels, mma_4warps (1) and mma_8warps
+// (3) (PrefixVariant in 07_cascade_merge.cuh adds the register caps): one
+// definition for the kernel and the host model of its trace.
 template <class Cfg, int VARIANT>
 struct PrefixVariantTiling {
+  static_assert(VARIANT == 1 || VARIANT == 3, "the mma.sync prefix kernels: mma_4warps (1), mma_8warps (3)");
   static constexpr bool kWide = prefix_variant_wide(VARIANT, Cfg::kHeadSize);
   static constexpr bool kSmall = VARIANT == 1 && Cfg::kHeadSize <= 128;
-  using Tiling = PrefixTiling<Cfg, kWide ? 8 : 4, kWide ? (VARIANT == 2 ? 32 : 64) : kSmall ? 32 : 0,
-                             kWide ? (VARIANT == 2 ? 4 : 3) : kSmall ? 3 : 2>;
+  using Tiling = PrefixTiling<Cfg, kWide ? 8 : 4, kWide ? 64 : kSmall ? 32 : 0, kWide ? 3 : kSmall ? 3 : 2>;
   static constexpr bool kQInRegs = kWide;
 };
 
-// The one-wave split rule (variant 2: one block per SM, long-lived): as many
+// The one-wave split rule (128-row kernels: one block per SM, long-lived): as many
 // chunks as fit the GPU's block slots in ONE wave (a second, partial wave
 // would idle most SMs at the end, and each chunk writes a float state per
 // query row), at least one, never more than the tiles; chunks are whole tiles.

@@ -6,7 +6,9 @@
 // std::runtime_error (CUDA).
 #pragma once
 #include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "pa/kernels/optimized.hpp"
 #include "pa/kernels/v2_cascade_args.hpp"
@@ -27,13 +29,32 @@ void launch_merge_states(const MergeArgs& m, void* stream = nullptr);
 
 // Cascade: every sequence of `base` shares its first prefix_len tokens (the
 // same physical blocks: sequence 0's table row is used for the prefix).
+//
+// How the cascade runs. Every default is the planner's own choice (the
+// fastest measured on an H100: kernels/NOTES.md, "cascade changes"); tests and
+// pa-bench set the others to check and compare them.
+struct CascadeOptions {
+  // The prefix kernel (PrefixKernel in pa/index/cascade.hpp). automatic: wgmma
+  // where this build and the device run it (sm_90a, head 128), else
+  // mma_8warps; wgmma asked for where it cannot run falls back the same way.
+  PrefixKernel prefix = PrefixKernel::automatic;
+  // -1 automatic; 0 every launch on the caller's stream; 1 the suffix on a
+  // side stream; 2 also the prefix on a high-priority stream, launched first.
+  int streams = -1;
+  int chunks = 0;  // 0 automatic; N > 0: the prefix cut into N chunks (whole tiles)
+  // The suffix kernel: automatic = stage 8 with its lean pipeline where stage 8
+  // is built for the configuration (fp16/bf16), else V2.
+  enum class Suffix { automatic, v2, optimized, optimized_lean };
+  Suffix suffix = Suffix::automatic;
+};
+
 struct CascadePlan {
   int prefix_len = 0;
   int chunk_len = 0;       // prefix tokens per thread block of the prefix kernel
   int num_chunks = 0;
   int query_tiles = 0;     // query tiles (64 or 128 rows: prefix_rows_per_block) per KV head
   bool tensor_cores = false;  // fp16/bf16: the mma prefix kernel; fp32: stage 6 per sequence
-  int prefix_variant = 0;     // 0, 1, 2: PrefixVariant (07_cascade_merge.cuh; cascade.hpp says each one's tiles)
+  PrefixKernel prefix_kernel = PrefixKernel::mma_8warps;  // the one that runs (never automatic)
   int streams = 1;            // 0: all on the caller's stream; 1: suffix on a side stream;
                               // 2: prefix on a high-priority stream launched first, suffix on a low-priority one
   int prefix_partitions = 0;  // partitions of the prefix state (chunks, or fp32's V2 partitions)
@@ -55,9 +76,15 @@ struct CascadePlan {
   std::string describe() const;
 };
 
-// chunk_len 0 = the rule in cascade_chunk_len() (pa/index/cascade.hpp) for this GPU.
-// prefix_len must be a multiple of the block size and <= every context length.
-CascadePlan plan_cascade(const StageArgs& base, int prefix_len, int chunk_len = 0);
+// chunk_len 0 = the rule in cascade_chunk_len() (pa/index/cascade.hpp) for
+// this GPU (or opt.chunks); prefix_len must be a multiple of the block size
+// and <= every context length. Bad options throw std::invalid_argument naming
+// the value and what is accepted.
+CascadePlan plan_cascade(const StageArgs& base, int prefix_len, int chunk_len = 0, const CascadeOptions& opt = {});
+// The prefix kernel's name ("mma_4warps", "mma_8warps", "wgmma", "automatic"),
+// and the inverse (nullopt for an unknown name).
+const char* prefix_kernel_name(PrefixKernel k);
+std::optional<PrefixKernel> prefix_kernel_from_name(std::string_view name);
 
 // Runs prefix kernel + chunk reduce, the suffix (V2 or stage 8, plan.suffix), merge. Writes base.out (dtype)
 // and, when lse_out is not null, the merged lse [seq, head] (natural log).

@@ -33,8 +33,8 @@ struct CascadeRun {
   std::vector<float> lse;  // [seq][head]
   std::vector<float> prefix_out, prefix_lse, suffix_out, suffix_lse;  // the two states (float)
 };
-// Uses p.spec.shared_prefix_len and p.spec.partition_size.
-CascadeRun run_cascade(const PagedProblem& p, int chunk_len = 0);
+// Uses p.spec.shared_prefix_len and p.spec.partition_size; opt as plan_cascade's.
+CascadeRun run_cascade(const PagedProblem& p, int chunk_len = 0, const CascadeOptions& opt = {});
 
 // The merge kernel on host states: out (rounded to out_dtype, decoded) and lse.
 struct MergeRun {
@@ -52,7 +52,8 @@ struct CascadeTiming {
   float prefix_ms = -1, suffix_ms = -1;  // each side of the cascade alone (no merge)
   std::string plan, notes;
 };
-CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup = 3, bool baselines = true);
+CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup = 3, bool baselines = true,
+                            const CascadeOptions& opt = {});
 float time_v2(const PagedProblem& p, int partition_size, int iters, int warmup = 3);
 
 }  // namespace pa::kernels
