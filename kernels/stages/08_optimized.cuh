@@ -98,44 +98,55 @@ template <> struct OptElem<DType::f16> { using T = __half; };
 template <> struct OptElem<DType::bf16> { using T = __nv_bfloat16; };
 
 
-// ---------------------------------------------------------------- the kernel
-// Trace hooks (PA_TRACE, nothing at all with NullTracer): the contract is
-// kernels/stages/EVENTS.md, section "Stage 8"; the host model that produces
-// the same events is trace/src/host_model_optimized.cpp.
-template <class Cfg, class Tracer = NullTracer>
-__global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptParams p, Tracer tracer) {
+// ---------------------------------------------------------------- the steps
+// Each step of the kernel is a function below, in the order the kernel runs
+// them (opt_decode_kernel at the end composes them); the host model
+// (trace/src/host_model_optimized.cpp) has the same steps.
+
+// What one CTA works on, decided by opt_prologue and read by every step.
+template <class Cfg>
+struct OptCta {
+  int split, unit, seq;    // blockIdx.x, .y, .z
+  int warp, lane;
+  int blk_begin, blk_end;  // the split's logical blocks [blk_begin, blk_end) of the attended range
+  int ctx;                 // tokens of the attended range
+  int tok_limit;           // tokens at or past it are masked (past the context or the split)
+  int nsteps;              // steps of the split (16 tokens, or one block of 32), over all warps
+  int kvh, head0, nh;      // the unit's KV head, first query head and number of query heads
+  TraceCtx tc;             // trace identity: head = the unit's first head, partition = the split
+};
+
+// A thread's running attention state: O^T fragments (mma C, per dim tile and
+// head tile), the running max (base 2) of its heads and its partial exp sum
+// (summed over the row's lanes in the warp merge).
+template <class Cfg>
+struct OptAccum {
+  float o[Cfg::kDimTiles][Cfg::kHeadTiles][4];
+  float m_run[Cfg::kHeadTiles], l_run[Cfg::kHeadTiles];
+};
+
+// Prologue: which blocks and heads this CTA works on, the first block-table
+// window (tbl: lane l holds the physical block of step l / BPS of the window)
+// and the context length. false: nothing to do (a split past a short
+// sequence; a cascade suffix with no token, whose empty state split 0 writes).
+template <class Cfg, class Tracer>
+__device__ __forceinline__ bool opt_prologue(const OptParams& p, OptCta<Cfg>& c, int& tbl, Tracer& tracer) {
   using trace::Op;
   using trace::Step;
   using trace::Tensor;
-  constexpr DType DT = Cfg::kDType;
-  using T = typename OptElem<DT>::T;
   constexpr int HS = Cfg::kHeadSize;
   constexpr int BS = Cfg::kBlockSize;
-  constexpr int HT = Cfg::kHeadTiles;
   constexpr int BPS = Cfg::kBlocksPerStep;
-  constexpr int kStages = Cfg::kStages;
-  constexpr int kNW = Cfg::kNumWarps;
-  constexpr unsigned kFull = 0xffffffffu;
   constexpr float kNegInf = -__builtin_huge_valf();
-  constexpr float kLn2 = 0.6931471805599453f;  // base-2 lse -> natural log
-
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  __shared__ int s_is_last;
-  const std::uint32_t smem_base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw));
-
   const int split = blockIdx.x, unit = blockIdx.y, seq = blockIdx.z;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int blk_begin = split * p.split_blocks;
-  constexpr int kStepsPerTbl = kWarpSize / BPS;
   // Trace identity of the CTA: head = the unit's first query head, partition = the split.
   const TraceCtx tc{trace::Stage::optimized, warp, lane, seq, opt_unit_first_head(unit, p.head_chunks, p.group),
                     split, opt_unit_kv_head(unit, p.head_chunks)};
   // First block-table window loaded before the context length is known (the
   // entries exist up to max_blocks_per_seq; validity is decided below), so the
   // two dependent DRAM round trips of a short launch overlap.
-  int tbl = 0;  // lane l: physical block of step (l / BPS) of the current table window
-  // Block-table entry of logical block lb of the attended range (first_block
-  // columns in for a cascade suffix).
   auto table_index = [&](int lb) { return p.btg.offset(seq, p.first_block + lb); };
   {
     const int lb = Cfg::step_block(blk_begin, warp, lane / BPS, lane % BPS);
@@ -160,23 +171,32 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
         if (i % HS == 0) p.state_lse[p.stg.lse_offset(seq, h0 + i / HS)] = kNegInf;
       }
     }
-    return;
+    return false;
   }
-  if (blk_begin >= nblocks) return;  // this sequence is shorter than the grid's splits
+  if (blk_begin >= nblocks) return false;  // this sequence is shorter than the grid's splits
   const int blk_end = cmin(nblocks, blk_begin + p.split_blocks);
   const int tok_limit = cmin(ctx, blk_end * BS);
   const int nsteps = ceil_div(blk_end - blk_begin, BPS);
   const int kvh = opt_unit_kv_head(unit, p.head_chunks);
   const int head0 = opt_unit_first_head(unit, p.head_chunks, p.group);
   const int nh = opt_unit_num_heads(unit, p.head_chunks, p.group);
+  c = OptCta<Cfg>{split, unit, seq, warp, lane, blk_begin, blk_end, ctx, tok_limit, nsteps, kvh, head0, nh, tc};
+  return true;
+}
 
+// Q of the unit's heads straight into mma A fragments (registers), once.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void opt_q_frags(const OptParams& p, const OptCta<Cfg>& c,
+                                            std::uint32_t (&qf)[Cfg::kQkKSteps][4], Tracer& tracer) {
+  using trace::Op;
+  using trace::Step;
+  using trace::Tensor;
+  using T = typename OptElem<Cfg::kDType>::T;
+  constexpr int HT = Cfg::kHeadTiles;
+  const int seq = c.seq, lane = c.lane, head0 = c.head0, nh = c.nh;
+  const TraceCtx& tc = c.tc;
   const T* __restrict__ qptr = static_cast<const T*>(p.q);
-  const T* __restrict__ kc = static_cast<const T*>(p.k_cache);
-  const T* __restrict__ vc = static_cast<const T*>(p.v_cache);
-
   // LESSON-BEGIN(optimized.q_frag)
-  // Q of the unit's heads straight into mma A fragments (registers), once.
-  std::uint32_t qf[Cfg::kQkKSteps][4];
 #pragma unroll
   for (int ks = 0; ks < Cfg::kQkKSteps; ++ks) {
 #pragma unroll
@@ -196,102 +216,129 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
     }
   }
   // LESSON-END(optimized.q_frag)
+}
 
-  const int my_steps = Cfg::warp_steps(nsteps, warp);
-
+// Step j of this warp's pipeline issued: its K and V tiles copied with
+// cp.async into stage j % kStages of the warp's shared memory (the next
+// block-table window loaded first every 32 / BPS steps).
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void opt_pipeline_issue(const OptParams& p, const OptCta<Cfg>& c, std::uint32_t smem_base,
+                                                   int j, int& tbl, Tracer& tracer) {
+  using trace::Op;
+  using trace::Step;
+  using trace::Tensor;
+  using T = typename OptElem<Cfg::kDType>::T;
+  constexpr int BS = Cfg::kBlockSize;
+  constexpr int BPS = Cfg::kBlocksPerStep;
+  constexpr int kStages = Cfg::kStages;
+  constexpr unsigned kFull = 0xffffffffu;
+  constexpr int kStepsPerTbl = kWarpSize / BPS;
+  const int seq = c.seq, warp = c.warp, lane = c.lane, blk_begin = c.blk_begin, blk_end = c.blk_end, ctx = c.ctx,
+            kvh = c.kvh;
+  const TraceCtx& tc = c.tc;
+  auto table_index = [&](int lb) { return p.btg.offset(seq, p.first_block + lb); };
+  const T* __restrict__ kc = static_cast<const T*>(p.k_cache);
+  const T* __restrict__ vc = static_cast<const T*>(p.v_cache);
   // LESSON-BEGIN(optimized.pipeline_issue)
-  auto issue = [&](int j) {
-    if (j > 0 && j % kStepsPerTbl == 0) {  // one coalesced block-table load per 32 blocks
-      const int lb = Cfg::step_block(blk_begin, warp, j + lane / BPS, lane % BPS);
-      tbl = lb < blk_end ? __ldg(p.block_tables + table_index(lb)) : 0;
-      if (lb < blk_end)
-        PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::block_table)
-                             .it(j).blk(lb, tbl).at(table_index(lb) * 4, 4));
-    }
-    const int stage = j % kStages;
+  if (j > 0 && j % kStepsPerTbl == 0) {  // one coalesced block-table load per 32 blocks
+    const int lb = Cfg::step_block(blk_begin, warp, j + lane / BPS, lane % BPS);
+    tbl = lb < blk_end ? __ldg(p.block_tables + table_index(lb)) : 0;
+    if (lb < blk_end)
+      PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::block_table)
+                           .it(j).blk(lb, tbl).at(table_index(lb) * 4, 4));
+  }
+  const int stage = j % kStages;
 #pragma unroll
-    for (int bi = 0; bi < BPS; ++bi) {
-      const int lb = Cfg::step_block(blk_begin, warp, j, bi);
-      const int owner = Cfg::table_lane(j, bi);  // the lane that loaded this block's entry
-      const int phys = __shfl_sync(kFull, tbl, owner);
-      const int nvalid = lb < blk_end ? cmin(BS, ctx - lb * BS) : 0;
-      // Past the split's end (block size 8: a step's second block) there is no block.
-      const int lb_t = lb < blk_end ? lb : -1, phys_t = lb < blk_end ? phys : -1;
-      PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::shuffle, Tensor::none).it(j).blk(lb_t, phys_t).src(owner));
-      const T* kt = kc + p.cache.k_offset(phys, kvh, 0, 0);
-      const T* vt = vc + p.cache.v_offset(phys, kvh, 0, 0);
+  for (int bi = 0; bi < BPS; ++bi) {
+    const int lb = Cfg::step_block(blk_begin, warp, j, bi);
+    const int owner = Cfg::table_lane(j, bi);  // the lane that loaded this block's entry
+    const int phys = __shfl_sync(kFull, tbl, owner);
+    const int nvalid = lb < blk_end ? cmin(BS, ctx - lb * BS) : 0;
+    // Past the split's end (block size 8: a step's second block) there is no block.
+    const int lb_t = lb < blk_end ? lb : -1, phys_t = lb < blk_end ? phys : -1;
+    PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::shuffle, Tensor::none).it(j).blk(lb_t, phys_t).src(owner));
+    const T* kt = kc + p.cache.k_offset(phys, kvh, 0, 0);
+    const T* vt = vc + p.cache.v_offset(phys, kvh, 0, 0);
 #pragma unroll
-      for (int L = lane; L < Cfg::kTileChunks; L += kWarpSize) {
-        const bool kok = Cfg::k_chunk_token(L) < nvalid;
-        ptx::cp_async_16_l2_256b(smem_base + 16u * Cfg::k_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
-                    kok ? kt + Cfg::chunk_elem_offset(L) : kc, kok ? 16 : 0);
-        // cp.async: the global side (bytes actually read; 0 = zero-fill), then
-        // the 16-byte shared-memory destination (swizzled).
-        PA_TRACE(tracer, ev(tc, Step::k_load, Op::async_copy, Tensor::k_cache)
-                             .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::k_chunk_token(L)).blk(lb_t, phys_t)
-                             .dims(Cfg::k_chunk_dim(L), Cfg::kX)
-                             .at(kok ? Cfg::k_chunk_byte(p.cache, phys, kvh, L) : -1, kok ? 16 : 0));
-        PA_TRACE(tracer, ev(tc, Step::k_load, Op::shared_store, Tensor::kv_smem)
-                             .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::k_chunk_token(L)).blk(lb_t, phys_t)
-                             .dims(Cfg::k_chunk_dim(L), Cfg::kX)
-                             .at(Cfg::k_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
-        const int vn = cmax(0, cmin(Cfg::kX, nvalid - Cfg::v_chunk_first_token(L)));
-        ptx::cp_async_16_l2_256b(smem_base + 16u * Cfg::v_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
-                    vn > 0 ? vt + Cfg::chunk_elem_offset(L) : vc, vn * Cfg::kElemBytes);
-        PA_TRACE(tracer, ev(tc, Step::v_load, Op::async_copy, Tensor::v_cache)
-                             .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
-                             .dims(Cfg::v_chunk_dim(L), 1)
-                             .at(vn > 0 ? Cfg::v_chunk_byte(p.cache, phys, kvh, L) : -1, vn * Cfg::kElemBytes));
-        PA_TRACE(tracer, ev(tc, Step::v_load, Op::shared_store, Tensor::kv_smem)
-                             .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
-                             .dims(Cfg::v_chunk_dim(L), 1)
-                             .at(Cfg::v_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
-      }
+    for (int L = lane; L < Cfg::kTileChunks; L += kWarpSize) {
+      const bool kok = Cfg::k_chunk_token(L) < nvalid;
+      ptx::cp_async_16_l2_256b(smem_base + 16u * Cfg::k_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
+                               kok ? kt + Cfg::chunk_elem_offset(L) : kc, kok ? 16 : 0);
+      // cp.async: the global side (bytes actually read; 0 = zero-fill), then
+      // the 16-byte shared-memory destination (swizzled).
+      PA_TRACE(tracer, ev(tc, Step::k_load, Op::async_copy, Tensor::k_cache)
+                           .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::k_chunk_token(L)).blk(lb_t, phys_t)
+                           .dims(Cfg::k_chunk_dim(L), Cfg::kX)
+                           .at(kok ? Cfg::k_chunk_byte(p.cache, phys, kvh, L) : -1, kok ? 16 : 0));
+      PA_TRACE(tracer, ev(tc, Step::k_load, Op::shared_store, Tensor::kv_smem)
+                           .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::k_chunk_token(L)).blk(lb_t, phys_t)
+                           .dims(Cfg::k_chunk_dim(L), Cfg::kX)
+                           .at(Cfg::k_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
+      const int vn = cmax(0, cmin(Cfg::kX, nvalid - Cfg::v_chunk_first_token(L)));
+      ptx::cp_async_16_l2_256b(smem_base + 16u * Cfg::v_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
+                               vn > 0 ? vt + Cfg::chunk_elem_offset(L) : vc, vn * Cfg::kElemBytes);
+      PA_TRACE(tracer, ev(tc, Step::v_load, Op::async_copy, Tensor::v_cache)
+                           .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
+                           .dims(Cfg::v_chunk_dim(L), 1)
+                           .at(vn > 0 ? Cfg::v_chunk_byte(p.cache, phys, kvh, L) : -1, vn * Cfg::kElemBytes));
+      PA_TRACE(tracer, ev(tc, Step::v_load, Op::shared_store, Tensor::kv_smem)
+                           .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
+                           .dims(Cfg::v_chunk_dim(L), 1)
+                           .at(Cfg::v_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
     }
-  };
+  }
   // LESSON-END(optimized.pipeline_issue)
+}
 
-  float o[Cfg::kDimTiles][HT][4];
+// S = Q K^T of step j: the unit's heads x the step's tokens, one mma per
+// 16 head dims, K fragments by ldmatrix from the swizzled stage.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void opt_qk_mma(const OptCta<Cfg>& c, std::uint32_t smem_base,
+                                           const std::uint32_t (&qf)[Cfg::kQkKSteps][4], int j,
+                                           float (&s)[Cfg::kQkNTiles][4], Tracer& tracer) {
+  using trace::Op;
+  using trace::Step;
+  using trace::Tensor;
+  using T = typename OptElem<Cfg::kDType>::T;
+  const int warp = c.warp, lane = c.lane, blk_end = c.blk_end;
+  const TraceCtx& tc = c.tc;
+  const int stage = j % Cfg::kStages;
+  const int tok0 = Cfg::step_block(c.blk_begin, warp, j, 0) * Cfg::kBlockSize;
+  // LESSON-BEGIN(optimized.qk_mma)
 #pragma unroll
-  for (int dt = 0; dt < Cfg::kDimTiles; ++dt)
+  for (int nt = 0; nt < Cfg::kQkNTiles; ++nt) {
 #pragma unroll
-    for (int h = 0; h < HT; ++h)
+    for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[dt][h][e] = 0.f;
-  float m_run[HT], l_run[HT];
-#pragma unroll
-  for (int h = 0; h < HT; ++h) {
-    m_run[h] = kNegInf;
-    l_run[h] = 0.f;
-  }
-
-#pragma unroll
-  for (int j = 0; j < kStages - 1; ++j) {
-    if (j < my_steps) issue(j);
-    ptx::cp_async_commit();  // empty groups keep the wait_group count uniform
-  }
-
-  for (int j = 0; j < my_steps; ++j) {
-    if (j + kStages - 1 < my_steps) issue(j + kStages - 1);
-    ptx::cp_async_commit();
-    ptx::cp_async_wait<kStages - 1>();  // step j has landed
-    __syncwarp();
-    const int stage = j % kStages;
-    const int tok0 = Cfg::step_block(blk_begin, warp, j, 0) * BS;
-
-    // LESSON-BEGIN(optimized.qk_mma)
-    float s[Cfg::kQkNTiles][4];
-#pragma unroll
-    for (int nt = 0; nt < Cfg::kQkNTiles; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks + 1 < Cfg::kQkKSteps; ks += 2) {
-        std::uint32_t b[4];
-        ptx::ldmatrix_x4(b, smem_base + 16u * Cfg::k_smem_chunk(
-                                         warp, stage,
-                                         Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
-                                                          Cfg::qk_ldsm_chunk(ks, lane))));
+    for (int ks = 0; ks + 1 < Cfg::kQkKSteps; ks += 2) {
+      std::uint32_t b[4];
+      ptx::ldmatrix_x4(b, smem_base + 16u * Cfg::k_smem_chunk(
+                                       warp, stage,
+                                       Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
+                                                        Cfg::qk_ldsm_chunk(ks, lane))));
+      PA_TRACE(tracer, ev(tc, Step::k_smem_load, Op::shared_load, Tensor::kv_smem)
+                           .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + Cfg::qk_ldsm_token(nt, lane), blk_end))
+                           .dims(Cfg::qk_ldsm_chunk(ks, lane) * Cfg::kX, Cfg::kX)
+                           .at(Cfg::k_smem_byte(warp, stage,
+                                                Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
+                                                                 Cfg::qk_ldsm_chunk(ks, lane))),
+                               16));
+      ptx::mma_m16n8k16<T>(s[nt], qf[ks], b[0], b[1]);
+      PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none)
+                           .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + nt * 8, blk_end)).dims(16 * ks, 16));
+      ptx::mma_m16n8k16<T>(s[nt], qf[ks + 1], b[2], b[3]);
+      PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none)
+                           .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + nt * 8, blk_end)).dims(16 * (ks + 1), 16));
+    }
+    if constexpr (Cfg::kQkKSteps % 2 == 1) {
+      constexpr int ks = Cfg::kQkKSteps - 1;
+      std::uint32_t b[2];
+      // x2: lanes 0-15 give the rows; the others repeat them (valid addresses).
+      ptx::ldmatrix_x2(b, smem_base + 16u * Cfg::k_smem_chunk(
+                                       warp, stage,
+                                       Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
+                                                        Cfg::qk_ldsm_chunk(ks, lane % 16))));
+      if (lane < 16)  // ldmatrix .x2 uses the addresses of lanes 0-15 only
         PA_TRACE(tracer, ev(tc, Step::k_smem_load, Op::shared_load, Tensor::kv_smem)
                              .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + Cfg::qk_ldsm_token(nt, lane), blk_end))
                              .dims(Cfg::qk_ldsm_chunk(ks, lane) * Cfg::kX, Cfg::kX)
@@ -299,124 +346,154 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
                                                   Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
                                                                    Cfg::qk_ldsm_chunk(ks, lane))),
                                  16));
-        ptx::mma_m16n8k16<T>(s[nt], qf[ks], b[0], b[1]);
-        PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none)
-                             .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + nt * 8, blk_end)).dims(16 * ks, 16));
-        ptx::mma_m16n8k16<T>(s[nt], qf[ks + 1], b[2], b[3]);
-        PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none)
-                             .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + nt * 8, blk_end)).dims(16 * (ks + 1), 16));
-      }
-      if constexpr (Cfg::kQkKSteps % 2 == 1) {
-        constexpr int ks = Cfg::kQkKSteps - 1;
-        std::uint32_t b[2];
-        // x2: lanes 0-15 give the rows; the others repeat them (valid addresses).
-        ptx::ldmatrix_x2(b, smem_base + 16u * Cfg::k_smem_chunk(
-                                         warp, stage,
-                                         Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
-                                                          Cfg::qk_ldsm_chunk(ks, lane % 16))));
-        if (lane < 16)  // ldmatrix .x2 uses the addresses of lanes 0-15 only
-          PA_TRACE(tracer, ev(tc, Step::k_smem_load, Op::shared_load, Tensor::kv_smem)
-                               .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + Cfg::qk_ldsm_token(nt, lane), blk_end))
-                               .dims(Cfg::qk_ldsm_chunk(ks, lane) * Cfg::kX, Cfg::kX)
-                               .at(Cfg::k_smem_byte(warp, stage,
-                                                    Cfg::k_row_chunk(Cfg::qk_ldsm_token(nt, lane),
-                                                                     Cfg::qk_ldsm_chunk(ks, lane))),
-                                   16));
-        ptx::mma_m16n8k16<T>(s[nt], qf[ks], b[0], b[1]);
-        PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none)
-                             .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + nt * 8, blk_end)).dims(16 * ks, 16));
-      }
+      ptx::mma_m16n8k16<T>(s[nt], qf[ks], b[0], b[1]);
+      PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none)
+                           .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + nt * 8, blk_end)).dims(16 * ks, 16));
     }
-    // LESSON-END(optimized.qk_mma)
+  }
+  // LESSON-END(optimized.qk_mma)
+}
 
-    // LESSON-BEGIN(optimized.online_softmax)
-    float alpha[HT];
+// The online softmax of step j in base 2: each head's running max, S turned
+// into P in place, the lane's partial sum, and O rescaled by exp2(m_old - m_new).
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void opt_online_softmax(const OptParams& p, const OptCta<Cfg>& c, int j,
+                                                   float (&s)[Cfg::kQkNTiles][4], OptAccum<Cfg>& acc, Tracer& tracer) {
+  using trace::Op;
+  using trace::Step;
+  using trace::Tensor;
+  constexpr int HT = Cfg::kHeadTiles;
+  constexpr unsigned kFull = 0xffffffffu;
+  constexpr float kNegInf = -__builtin_huge_valf();
+  const int lane = c.lane, tok_limit = c.tok_limit;
+  const TraceCtx& tc = c.tc;
+  const int tok0 = Cfg::step_block(c.blk_begin, c.warp, j, 0) * Cfg::kBlockSize;
+  auto& o = acc.o;
+  auto& m_run = acc.m_run;
+  auto& l_run = acc.l_run;
+  // LESSON-BEGIN(optimized.online_softmax)
+  float alpha[HT];
+#pragma unroll
+  for (int h = 0; h < HT; ++h) {
+    float mx = kNegInf;
+#pragma unroll
+    for (int nt = 0; nt < Cfg::kQkNTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int tok = tok0 + nt * 8 + Cfg::qk_col(lane) + e;
+        const float v = tok < tok_limit ? s[nt][2 * h + e] * p.scale_log2 : kNegInf;
+        s[nt][2 * h + e] = v;
+        mx = fmaxf(mx, v);
+      }
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
+    PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(j).src(lane ^ 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
+    PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(j).src(lane ^ 2));
+    const float m_new = fmaxf(m_run[h], mx);
+    const float m_use = m_new == kNegInf ? 0.f : m_new;  // a fully masked row stays at 0
+    alpha[h] = exp2f(m_run[h] - m_use);
+    m_run[h] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < Cfg::kQkNTiles; ++nt)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float pr = exp2f(s[nt][2 * h + e] - m_use);
+        s[nt][2 * h + e] = pr;
+        sum += pr;
+      }
+    l_run[h] = l_run[h] * alpha[h] + sum;  // per-lane partial; rows summed at the end
+    PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::compute, Tensor::none).it(j));
+  }
+  // O^T columns are heads 2(l%4)+{0,1}: their factors live in the row-owner lanes.
+#pragma unroll
+  for (int h = 0; h < HT; ++h) {
+    const float a0 = __shfl_sync(kFull, alpha[h], Cfg::row_owner_lane(Cfg::o_head(lane)));
+    PA_TRACE(tracer, ev(tc, Step::rescale, Op::shuffle, Tensor::none).it(j).src(Cfg::row_owner_lane(Cfg::o_head(lane))));
+    const float a1 = __shfl_sync(kFull, alpha[h], Cfg::row_owner_lane(Cfg::o_head(lane) + 1));
+    PA_TRACE(tracer, ev(tc, Step::rescale, Op::shuffle, Tensor::none).it(j).src(Cfg::row_owner_lane(Cfg::o_head(lane) + 1)));
+#pragma unroll
+    for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
+      o[dt][h][0] *= a0;
+      o[dt][h][1] *= a1;
+      o[dt][h][2] *= a0;
+      o[dt][h][3] *= a1;
+    }
+    PA_TRACE(tracer, ev(tc, Step::rescale, Op::compute, Tensor::none).it(j));
+  }
+  // LESSON-END(optimized.online_softmax)
+}
+
+// O^T += V^T P^T of step j: P packed to 16 bits as the B fragments, V^T
+// fragments by ldmatrix from the stage.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void opt_pv_mma(const OptCta<Cfg>& c, std::uint32_t smem_base, int j,
+                                           const float (&s)[Cfg::kQkNTiles][4], OptAccum<Cfg>& acc, Tracer& tracer) {
+  using trace::Op;
+  using trace::Step;
+  using trace::Tensor;
+  using T = typename OptElem<Cfg::kDType>::T;
+  constexpr int HT = Cfg::kHeadTiles;
+  const int warp = c.warp, lane = c.lane, blk_end = c.blk_end;
+  const TraceCtx& tc = c.tc;
+  const int stage = j % Cfg::kStages;
+  const int tok0 = Cfg::step_block(c.blk_begin, warp, j, 0) * Cfg::kBlockSize;
+  auto& o = acc.o;
+  // LESSON-BEGIN(optimized.pv_mma)
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kPvKSteps; ++kk) {
+    std::uint32_t pb[HT][2];
 #pragma unroll
     for (int h = 0; h < HT; ++h) {
-      float mx = kNegInf;
-#pragma unroll
-      for (int nt = 0; nt < Cfg::kQkNTiles; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int tok = tok0 + nt * 8 + Cfg::qk_col(lane) + e;
-          const float v = tok < tok_limit ? s[nt][2 * h + e] * p.scale_log2 : kNegInf;
-          s[nt][2 * h + e] = v;
-          mx = fmaxf(mx, v);
-        }
-      mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1));
-      PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(j).src(lane ^ 1));
-      mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 2));
-      PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(j).src(lane ^ 2));
-      const float m_new = fmaxf(m_run[h], mx);
-      const float m_use = m_new == kNegInf ? 0.f : m_new;  // a fully masked row stays at 0
-      alpha[h] = exp2f(m_run[h] - m_use);
-      m_run[h] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < Cfg::kQkNTiles; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float pr = exp2f(s[nt][2 * h + e] - m_use);
-          s[nt][2 * h + e] = pr;
-          sum += pr;
-        }
-      l_run[h] = l_run[h] * alpha[h] + sum;  // per-lane partial; rows summed at the end
-      PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::compute, Tensor::none).it(j));
+      pb[h][0] = ptx::pack2<T>(s[2 * kk][2 * h], s[2 * kk][2 * h + 1]);
+      pb[h][1] = ptx::pack2<T>(s[2 * kk + 1][2 * h], s[2 * kk + 1][2 * h + 1]);
     }
-    // O^T columns are heads 2(l%4)+{0,1}: their factors live in the row-owner lanes.
 #pragma unroll
-    for (int h = 0; h < HT; ++h) {
-      const float a0 = __shfl_sync(kFull, alpha[h], Cfg::row_owner_lane(Cfg::o_head(lane)));
-      PA_TRACE(tracer, ev(tc, Step::rescale, Op::shuffle, Tensor::none).it(j).src(Cfg::row_owner_lane(Cfg::o_head(lane))));
-      const float a1 = __shfl_sync(kFull, alpha[h], Cfg::row_owner_lane(Cfg::o_head(lane) + 1));
-      PA_TRACE(tracer, ev(tc, Step::rescale, Op::shuffle, Tensor::none).it(j).src(Cfg::row_owner_lane(Cfg::o_head(lane) + 1)));
-#pragma unroll
-      for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
-        o[dt][h][0] *= a0;
-        o[dt][h][1] *= a1;
-        o[dt][h][2] *= a0;
-        o[dt][h][3] *= a1;
-      }
-      PA_TRACE(tracer, ev(tc, Step::rescale, Op::compute, Tensor::none).it(j));
-    }
-    // LESSON-END(optimized.online_softmax)
-
-    // LESSON-BEGIN(optimized.pv_mma)
-#pragma unroll
-    for (int kk = 0; kk < Cfg::kPvKSteps; ++kk) {
-      std::uint32_t pb[HT][2];
+    for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
+      std::uint32_t a[4];
+      ptx::ldmatrix_x4(a, smem_base + 16u * Cfg::v_smem_chunk(
+                                       warp, stage,
+                                       Cfg::v_row_chunk(Cfg::pv_ldsm_dim(dt, lane),
+                                                        Cfg::pv_ldsm_group(kk, lane))));
+      PA_TRACE(tracer, ev(tc, Step::v_smem_load, Op::shared_load, Tensor::kv_smem)
+                           .it(j).tok(Cfg::trace_token(tok0 + 8 * Cfg::pv_ldsm_group(kk, lane), blk_end))
+                           .dims(Cfg::pv_ldsm_dim(dt, lane), 1)
+                           .at(Cfg::v_smem_byte(warp, stage,
+                                                Cfg::v_row_chunk(Cfg::pv_ldsm_dim(dt, lane),
+                                                                 Cfg::pv_ldsm_group(kk, lane))),
+                               16));
 #pragma unroll
       for (int h = 0; h < HT; ++h) {
-        pb[h][0] = ptx::pack2<T>(s[2 * kk][2 * h], s[2 * kk][2 * h + 1]);
-        pb[h][1] = ptx::pack2<T>(s[2 * kk + 1][2 * h], s[2 * kk + 1][2 * h + 1]);
-      }
-#pragma unroll
-      for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
-        std::uint32_t a[4];
-        ptx::ldmatrix_x4(a, smem_base + 16u * Cfg::v_smem_chunk(
-                                         warp, stage,
-                                         Cfg::v_row_chunk(Cfg::pv_ldsm_dim(dt, lane),
-                                                          Cfg::pv_ldsm_group(kk, lane))));
-        PA_TRACE(tracer, ev(tc, Step::v_smem_load, Op::shared_load, Tensor::kv_smem)
-                             .it(j).tok(Cfg::trace_token(tok0 + 8 * Cfg::pv_ldsm_group(kk, lane), blk_end))
-                             .dims(Cfg::pv_ldsm_dim(dt, lane), 1)
-                             .at(Cfg::v_smem_byte(warp, stage,
-                                                  Cfg::v_row_chunk(Cfg::pv_ldsm_dim(dt, lane),
-                                                                   Cfg::pv_ldsm_group(kk, lane))),
-                                 16));
-#pragma unroll
-        for (int h = 0; h < HT; ++h) {
-          ptx::mma_m16n8k16<T>(o[dt][h], a, pb[h][0], pb[h][1]);
-          PA_TRACE(tracer, ev(tc, Step::accumulate, Op::mma, Tensor::none)
-                               .it(j).tok(Cfg::trace_token(tok0 + 16 * kk, blk_end)).dims(16 * dt, 16));
-        }
+        ptx::mma_m16n8k16<T>(o[dt][h], a, pb[h][0], pb[h][1]);
+        PA_TRACE(tracer, ev(tc, Step::accumulate, Op::mma, Tensor::none)
+                             .it(j).tok(Cfg::trace_token(tok0 + 16 * kk, blk_end)).dims(16 * dt, 16));
       }
     }
-    // LESSON-END(optimized.pv_mma)
-    __syncwarp();  // every lane is done with this stage before it is refilled
   }
+  // LESSON-END(optimized.pv_mma)
+}
 
-  // ------------------------------------------------------------ epilogue
+// The CTA's warps merged through shared memory; with one split the output
+// (or a cascade suffix's state) is written, with several the split's state
+// goes to the workspace. Returns whether the CTA wrote the output (one split).
+template <class Cfg, class Tracer>
+__device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<Cfg>& c, OptAccum<Cfg>& acc,
+                                               unsigned char* smem_raw, Tracer& tracer) {
+  using trace::Op;
+  using trace::Step;
+  using trace::Tensor;
+  using T = typename OptElem<Cfg::kDType>::T;
+  constexpr int HS = Cfg::kHeadSize;
+  constexpr int HT = Cfg::kHeadTiles;
+  constexpr int kNW = Cfg::kNumWarps;
+  constexpr unsigned kFull = 0xffffffffu;
+  constexpr float kNegInf = -__builtin_huge_valf();
+  constexpr float kLn2 = 0.6931471805599453f;  // base-2 lse -> natural log
+  const int split = c.split, unit = c.unit, seq = c.seq, warp = c.warp, lane = c.lane, head0 = c.head0, nh = c.nh;
+  const TraceCtx& tc = c.tc;
+  const auto& o = acc.o;
+  const auto& m_run = acc.m_run;
+  const auto& l_run = acc.l_run;
   // LESSON-BEGIN(optimized.warp_merge)
   ptx::cp_async_wait<0>();
   __syncthreads();  // stage memory is now scratch
@@ -516,8 +593,28 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
     }
   }
   // LESSON-END(optimized.warp_merge)
-  if (single) return;
+  return single;
+}
 
+// Several splits: the last CTA of this (sequence, unit) to arrive merges
+// every split's state from the workspace into the output.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void opt_split_merge(const OptParams& p, const OptCta<Cfg>& c, unsigned char* smem_raw,
+                                                int& s_is_last, Tracer& tracer) {
+  using trace::Op;
+  using trace::Step;
+  using trace::Tensor;
+  using T = typename OptElem<Cfg::kDType>::T;
+  constexpr int HS = Cfg::kHeadSize;
+  constexpr int BS = Cfg::kBlockSize;
+  constexpr int kNW = Cfg::kNumWarps;
+  constexpr unsigned kFull = 0xffffffffu;
+  constexpr float kNegInf = -__builtin_huge_valf();
+  constexpr float kLn2 = 0.6931471805599453f;  // base-2 lse -> natural log
+  const int unit = c.unit, seq = c.seq, warp = c.warp, lane = c.lane, ctx = c.ctx, head0 = c.head0, nh = c.nh;
+  const TraceCtx& tc = c.tc;
+  float* red = reinterpret_cast<float*>(smem_raw);
+  T* out = static_cast<T*>(p.out);
   // LESSON-BEGIN(optimized.split_merge)
   // Last CTA of this (sequence, unit) to arrive merges every split's state.
   // Memory order without a fence in every thread: the barrier orders all of
@@ -683,6 +780,63 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
     }
   }
   // LESSON-END(optimized.split_merge)
+}
+
+// ---------------------------------------------------------------- the kernel
+// Trace hooks (PA_TRACE, nothing at all with NullTracer): the contract is
+// kernels/stages/EVENTS.md, section "Stage 8"; the host model that produces
+// the same events is trace/src/host_model_optimized.cpp.
+template <class Cfg, class Tracer = NullTracer>
+__global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptParams p, Tracer tracer) {
+  constexpr int HT = Cfg::kHeadTiles;
+  constexpr int kStages = Cfg::kStages;
+  constexpr float kNegInf = -__builtin_huge_valf();
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ int s_is_last;
+  const std::uint32_t smem_base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw));
+
+  OptCta<Cfg> c;
+  int tbl = 0;  // lane l: physical block of step (l / BPS) of the current table window
+  if (!opt_prologue<Cfg>(p, c, tbl, tracer)) return;
+  std::uint32_t qf[Cfg::kQkKSteps][4];
+  opt_q_frags<Cfg>(p, c, qf, tracer);
+  const int my_steps = Cfg::warp_steps(c.nsteps, c.warp);
+
+  OptAccum<Cfg> acc;
+#pragma unroll
+  for (int dt = 0; dt < Cfg::kDimTiles; ++dt)
+#pragma unroll
+    for (int h = 0; h < HT; ++h)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc.o[dt][h][e] = 0.f;
+#pragma unroll
+  for (int h = 0; h < HT; ++h) {
+    acc.m_run[h] = kNegInf;
+    acc.l_run[h] = 0.f;
+  }
+
+  // kStages - 1 steps in flight before the first is computed; then each
+  // iteration issues one step and computes the oldest.
+#pragma unroll
+  for (int j = 0; j < kStages - 1; ++j) {
+    if (j < my_steps) opt_pipeline_issue<Cfg>(p, c, smem_base, j, tbl, tracer);
+    ptx::cp_async_commit();  // empty groups keep the wait_group count uniform
+  }
+  for (int j = 0; j < my_steps; ++j) {
+    if (j + kStages - 1 < my_steps) opt_pipeline_issue<Cfg>(p, c, smem_base, j + kStages - 1, tbl, tracer);
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<kStages - 1>();  // step j has landed
+    __syncwarp();
+    float s[Cfg::kQkNTiles][4];
+    opt_qk_mma<Cfg>(c, smem_base, qf, j, s, tracer);
+    opt_online_softmax<Cfg>(p, c, j, s, acc, tracer);
+    opt_pv_mma<Cfg>(c, smem_base, j, s, acc, tracer);
+    __syncwarp();  // every lane is done with this stage before it is refilled
+  }
+
+  // ------------------------------------------------------------ epilogue
+  if (opt_warp_merge<Cfg>(p, c, acc, smem_raw, tracer)) return;  // one split: the output is written
+  opt_split_merge<Cfg>(p, c, smem_raw, s_is_last, tracer);
 }
 
 template <class Cfg>
