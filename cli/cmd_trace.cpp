@@ -4,7 +4,6 @@
 // model; the file's header says which ("host model" or the GPU's name).
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "pa/kernels/api.hpp"
 #include "pa/reference/paged_cache.hpp"
 #include "pa/trace/analysis.hpp"
+#include "pa/trace/compare.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/record.hpp"
 #include "pa/trace/replay.hpp"
@@ -41,7 +41,8 @@ void help_trace() {
       "  --source S          auto (default): record on the GPU if present and this configuration\n"
       "                      has a recording instance, else the host model; gpu: record or fail;\n"
       "                      model: the host model\n"
-      "  --check             when recording, also build the host model and compare (exit 1 if different)\n"
+      "  --check             when recording, also build the host model and compare: every field exact,\n"
+      "                      values within the dtype's tolerance (exit 1 if different)\n"
       "  -o, --output FILE   the trace file to write\n\n%s\n"
       "Recordable on the GPU in this build: %s\n",
       problem_flags_help(), trace::recordable_configs_text().c_str());
@@ -187,16 +188,16 @@ int cmd_trace(Args args_in) {
     d.header.source = r.gpu_name;
     std::printf("recorded on %s: %zu events (%d launch%s)\n", r.gpu_name.c_str(), d.events.size(), r.launches,
                 r.launches == 1 ? "" : "es, the first buffer was too small");
-    if (check) {
-      const auto model = trace::model_events(spec, *stage, sel, mopt);
-      std::size_t diff = model.size() == d.events.size() ? 0 : 1;
-      for (std::size_t i = 0; diff == 0 && i < model.size(); ++i) {
-        trace::Event a = model[i], b = d.events[i];
-        a.value = b.value = 0;
-        if (std::memcmp(&a, &b, sizeof a) != 0) diff = i + 1;
+    if (check) {  // the GPU tests' comparison (pa/trace/compare.hpp)
+      const trace::EventComparison c = trace::compare_events(d.events, trace::model_events(spec, *stage, sel, mopt),
+                                                             spec.dtype);
+      if (!c.equal()) {
+        std::printf("check against the host model: DIFFERENT\n%s", c.report.c_str());
+        return kExitFail;
       }
-      std::printf("check against the host model: %s\n", diff == 0 ? "equal (values not compared)" : "DIFFERENT");
-      if (diff) return kExitFail;
+      std::printf("check against the host model: equal (%zu events of %zu threads, every field exact; %zu values "
+                  "within the %s tolerance, lse absolutely)\n",
+                  c.model_events, c.threads, c.values_compared, dtype_name(spec.dtype));
     }
   } else {
     if (source == "auto") {

@@ -11,11 +11,14 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "pa/index/config.hpp"
 #include "pa/index/layout.hpp"
 #include "pa/index/optimized.hpp"
 #include "pa/kernels/optimized.hpp"
@@ -112,6 +115,22 @@ void check_case(const ProblemSpec& spec, int force_splits) {
   CHECK(r.pass);
 }
 
+// The configurations this build compiles for stage 8 (tests/kernels/optimized.cmake
+// passes the head sizes of pa_kernels_optimized's instance files; a quick build
+// instantiates block size 16 only, a full one every supported block size).
+constexpr int kInstanceHeadSizes[] = {PA_OPT_INSTANCE_HEAD_SIZES};
+#if PA_QUICK_KERNELS
+constexpr int kInstanceBlockSizes[] = {16};
+#else
+constexpr auto& kInstanceBlockSizes = kSupportedBlockSizes;
+#endif
+constexpr DType kOptDTypes[] = {DType::f16, DType::bf16};
+
+template <class List>
+bool contains(const List& list, int v) {
+  return std::find(std::begin(list), std::end(list), v) != std::end(list);
+}
+
 std::vector<int> built_head_sizes() {
   std::vector<int> hs;
   for (int h : kSupportedHeadSizes)
@@ -163,6 +182,18 @@ TEST_CASE("stage 8 chunk math matches the cache layouts", "[optimized]") {
   check(Cfg32{}, 256, 32);
 }
 
+TEST_CASE("stage 8's dispatcher holds exactly the instances the build compiles", "[optimized]") {
+  CHECK(std::size(kInstanceHeadSizes) >= 1);
+  for (DType dt : kAllDTypes)
+    for (int hs : kSupportedHeadSizes)
+      for (int bs : kSupportedBlockSizes) {
+        INFO(dtype_name(dt) << " head " << hs << " block " << bs);
+        const bool instantiated =
+            dt != DType::f32 && contains(kInstanceHeadSizes, hs) && contains(kInstanceBlockSizes, bs);
+        CHECK(optimized_supported(dt, hs, bs) == instantiated);
+      }
+}
+
 TEST_CASE("stage 8 rejects what it does not support", "[optimized]") {
   OptimizedArgs a;
   a.dtype = DType::f32;
@@ -209,7 +240,8 @@ TEST_CASE("stage 8 matches the reference: every dtype x head size x block size",
   std::string why;
   if (!have_gpu(why)) SKIP("no GPU: " << why);
   const int sample = GENERATE(0, 1);
-  for (DType dt : {DType::f16, DType::bf16})
+  std::size_t ran = 0;
+  for (DType dt : kOptDTypes)
     for (int hs : built_head_sizes())
       for (int bs : built_block_sizes()) {
         ProblemSpec s;
@@ -225,7 +257,9 @@ TEST_CASE("stage 8 matches the reference: every dtype x head size x block size",
         s.seed = 1000 + hs * 7 + bs + 13 * sample + (dt == DType::bf16 ? 5 : 0);
         s.extra_q_stride = sample ? 8 : 0;
         check_case(s, sample == 0 ? 0 : 3);
+        ++ran;
       }
+  CHECK(ran == std::size(kOptDTypes) * std::size(kInstanceHeadSizes) * std::size(kInstanceBlockSizes));
 }
 
 TEST_CASE("stage 8: GQA ratios incl. MQA and groups over 16", "[optimized][gpu]") {

@@ -8,9 +8,12 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <string>
 #include <vector>
 
+#include "pa/index/config.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/check.hpp"
 #include "pa/reference/paged_cache.hpp"
@@ -34,6 +37,17 @@ void check_all_stages(const ProblemSpec& spec) {
     INFO("stage " << kernels::stage_name(s) << "; problem " << spec.describe() << "\n" << c.summary());
     CHECK(c.pass);
   }
+}
+
+// How many (dtype, head, block) instances of stages 1-5 this build holds,
+// counted from the registry the instance list is drawn from
+// (pa/index/config.hpp, pa/kernels/instances.hpp): a PA_QUICK_KERNELS build
+// compiles head 128 x block 16 for each dtype, a full build every supported
+// head size x block size. A loop over built_configs() must run this many.
+std::size_t expected_built_configs() {
+  const std::size_t dtypes = std::size(kAllDTypes);
+  if (kernels::quick_kernels_build()) return dtypes;
+  return dtypes * std::size(kSupportedHeadSizes) * std::size(kSupportedBlockSizes);
 }
 
 ProblemSpec base_spec(DType dt, int head, int block, std::uint64_t salt) {
@@ -66,23 +80,29 @@ TEST_CASE("every built configuration: all stages, ragged contexts, GQA sampled",
     check_all_stages(s);
     ++idx;
   }
+  CHECK(static_cast<std::size_t>(idx) == expected_built_configs());
 }
 
 TEST_CASE("long and ragged contexts, several sequences per launch", "[gpu][kernels]") {
   PA_REQUIRE_GPU();
   const auto built = kernels::built_configs();
+  std::size_t ran = 0;
   for (DType dt : kAllDTypes) {
     kernels::KernelKey key{dt, 128, 16, 128};
-    bool have = false;
-    for (const auto& k : built) have = have || k == key;
-    if (!have) key = *std::find_if(built.begin(), built.end(), [&](const auto& k) { return k.dtype == dt; });
+    if (std::find(built.begin(), built.end(), key) == built.end()) {
+      const auto any = std::find_if(built.begin(), built.end(), [&](const auto& k) { return k.dtype == dt; });
+      REQUIRE(any != built.end());  // every dtype is built
+      key = *any;
+    }
     ProblemSpec s = base_spec(dt, key.head_size, key.block_size, 200 + static_cast<int>(dt));
     s.num_heads = 8;
     s.num_kv_heads = 2;
     s.context_lens = {2000, 1, 4097, 17, 511, 1024};
     INFO("dtype " << dtype_name(dt) << " seed " << s.seed);
     check_all_stages(s);
+    ++ran;
   }
+  CHECK(ran == std::size(kAllDTypes));
 }
 
 TEST_CASE("GQA ratios 1, 4, 8 and MQA on the complete v1 kernel", "[gpu][kernels]") {
@@ -157,14 +177,31 @@ TEST_CASE("device out of memory: a clear error, and the next allocation still wo
   small.fill_bytes(0);
 }
 
-TEST_CASE("timing runs and reports positive medians", "[gpu][kernels]") {
+// Not a speed check (numbers about speed come from pa-bench): the timing loop
+// returns one positive, finite sample per requested launch, and the median it
+// reports is the sample median (odd count: the middle sample; even: the mean
+// of the two middle ones), between the fastest and the slowest sample.
+TEST_CASE("timing: the requested sample count and a median consistent with the samples", "[gpu][kernels]") {
   PA_REQUIRE_GPU();
   const auto key = kernels::built_configs().front();
   ProblemSpec s = base_spec(key.dtype, key.head_size, key.block_size, 600);
   s.context_lens = {256, 256};
   const PagedProblem p = make_problem(s);
   kernels::DeviceProblem d(p);
-  const auto t = kernels::time_stage(Stage::warp_reduce, d, 5, 1);
-  CHECK(t.ms.size() == 5);
-  CHECK(t.median_ms > 0.f);
+  for (int iters : {1, 6, 9}) {
+    INFO("iters " << iters);
+    const auto t = kernels::time_stage(Stage::warp_reduce, d, iters, 1);
+    REQUIRE(t.ms.size() == static_cast<std::size_t>(iters));
+    for (float ms : t.ms) {
+      CHECK(std::isfinite(ms));
+      CHECK(ms > 0.f);
+    }
+    std::vector<float> sorted = t.ms;
+    std::sort(sorted.begin(), sorted.end());
+    const std::size_t h = sorted.size() / 2;
+    const float median = sorted.size() % 2 ? sorted[h] : 0.5f * (sorted[h - 1] + sorted[h]);
+    CHECK(t.median_ms == median);
+    CHECK(sorted.front() <= t.median_ms);
+    CHECK(t.median_ms <= sorted.back());
+  }
 }

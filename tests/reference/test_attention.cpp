@@ -155,8 +155,8 @@ TEST_CASE("stages 2-5 are consistent with each other", "[reference][stages]") {
         esum += std::exp(logits.at(seq, h, t) - mx);
         REQUIRE(sm.probs.at(seq, h, t) >= 0.0);
       }
-      REQUIRE(std::fabs(psum - 1.0) < 1e-12);
-      REQUIRE(std::fabs(sm.exp_sum[sh] - esum) <= 1e-12 * esum);
+      REQUIRE(within(1.0, psum, kRef));
+      REQUIRE(within(esum, sm.exp_sum[sh], kRef));
       REQUIRE(sm.exp_sum[sh] >= 1.0);
       // Stage 4: warp partials sum to the output; warps without blocks are 0.
       const int nb = p.num_logical_blocks(seq);
@@ -194,7 +194,7 @@ TEST_CASE("stage 4: warp w owns the blocks the mapping assigns it", "[reference]
       double acc = 0;
       for (int t = 0; t < 16 * 9; ++t)
         if ((t / 16) % 4 == w) acc += sm.probs.at(0, 0, t) * p.v_at(0, 0, t, d);
-      REQUIRE(std::fabs(wp.values[wp.index(0, 0, w, d)] - acc) <= 1e-12);
+      REQUIRE(within(acc, wp.values[wp.index(0, 0, w, d)], kRef));
     }
 }
 
@@ -267,7 +267,7 @@ TEST_CASE("V2: partition states equal ref_states over the partition's tokens", "
     const auto st = ref_states(p, r.token_begin, r.token_end);
     for (int h = 0; h < 2; ++h) {
       const auto si = v2.geom.stat_offset(0, h, pi);
-      REQUIRE(std::fabs(st[h].lse - (v2.part_max[si] + std::log(v2.part_sum[si]))) < 1e-12);
+      REQUIRE(within(v2.part_max[si] + std::log(v2.part_sum[si]), st[h].lse, kRef));
       for (int d = 0; d < 128; ++d) REQUIRE(st[h].out[d] == v2.part_out[v2.geom.out_offset(0, h, pi, d)]);
     }
   }
@@ -290,7 +290,7 @@ TEST_CASE("merge_states: commutative, associative, split context equals the whol
     for (int d = 0; d < 64; ++d) q[d] = p.q_at(seq, 0, d);
     double lse = 0;
     dense_attention(q.data(), kv.k.data(), kv.v.data(), kv.context_len, 64, 64, double(s.scale()), &lse);
-    REQUIRE(std::fabs(lse - whole[seq * 4].lse) <= 1e-12 * std::fabs(lse) + 1e-12);
+    REQUIRE(within(lse, whole[seq * 4].lse, kRef));
   }
   for (int split : {0, 1, 17, 49, 50, 200, 333}) {
     INFO("split at " << split);

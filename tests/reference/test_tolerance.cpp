@@ -23,6 +23,26 @@ TEST_CASE("tolerances are ordered by the stored type's precision", "[reference][
   CHECK(reference_tolerance().abs < f32.abs);
 }
 
+TEST_CASE("lse tolerance: absolute, the merge-weight error the output tolerance allows", "[reference][tolerance]") {
+  for (DType dt : kAllDTypes) {
+    INFO(dtype_name(dt));
+    const Tolerance out = tolerance_for(dt), lse = lse_tolerance(dt);
+    CHECK(lse.rel == 0.0);  // the same bound at lse 0 and lse 14
+    // An lse error d scales the state's merge weight by exp(d): exactly the
+    // output's relative tolerance at the bound.
+    CHECK(std::fabs(std::expm1(lse.abs) - out.rel) <= 1e-15);
+    CHECK(lse.abs < out.rel);
+    // Near lse 14 (the cascade tests' states) one bf16 ulp of the lse (2^-4)
+    // is a 6% weight error: rejected, where a relative bound accepted it.
+    const double lse14 = 14.0, one_bf16_ulp = std::ldexp(1.0, -4);
+    CHECK_FALSE(within(lse14, lse14 + one_bf16_ulp, lse));
+    CHECK(within(lse14, lse14 + 0.9 * lse.abs, lse));
+    CHECK_FALSE(within(lse14, lse14 + 1.1 * lse.abs, lse));
+  }
+  CHECK(lse_tolerance(DType::f32).abs < lse_tolerance(DType::f16).abs);
+  CHECK(lse_tolerance(DType::f16).abs < lse_tolerance(DType::bf16).abs);
+}
+
 TEST_CASE("compare: pass, fail, worst index", "[reference][tolerance]") {
   const Tolerance tol{1e-3, 1e-3};
   const std::vector<double> ref = {1.0, 2.0, -3.0, 100.0};

@@ -5,16 +5,21 @@
 #include <catch2/generators/catch_generators.hpp>
 
 #include <algorithm>
-#include <map>
-#include <set>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
 #include <tuple>
 
 #include "pa/index/events.hpp"
 #include "pa/index/mapping.hpp"
 #include "pa/reference/config_dispatch.hpp"
 #include "pa/reference/paged_cache.hpp"
+#include "pa/reference/tolerance.hpp"
 #include "pa/trace/analysis.hpp"
+#include "pa/trace/compare.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/trace_file.hpp"
 
@@ -281,15 +286,16 @@ TEST_CASE("host model: stage 3 values and reductions", "[trace][model]") {
   for (const Event& e : ev)
     if (e.op == Op::shuffle && e.src_lane == 0 && e.warp == 2 && e.lane == 7) results.push_back(e.value);  // the broadcast
   REQUIRE(results.size() == 2);
-  float max_seen = -1e30f;
+  float max_seen = -std::numeric_limits<float>::infinity();
   for (const Event& e : ev)
     if (e.step == Step::logit_store) max_seen = std::max(max_seen, e.value);
   CHECK(results[0] == max_seen);
   CHECK(results[1] >= 1.0f);
+  // The probabilities, floats the kernel keeps in shared memory, sum to 1.
   double psum = 0;
   for (const Event& e : ev)
     if (e.step == Step::prob_store && e.op == Op::shared_store) psum += e.value;
-  CHECK(std::abs(psum - 1.0) < 1e-4);
+  CHECK(within(1.0, psum, tolerance_for(DType::f32)));
   // One logit read per token (300 over 128 threads), then lanes 0..3 of each of
   // the 4 warps read the 4 warp maxima from the reduction scratch.
   CHECK(only(ev, Step::max_reduce, Op::shared_load).size() == 300 + 4 * 4);
@@ -520,4 +526,107 @@ TEST_CASE("host model, stage 7 cascade: suffix V2, prefix reduce, merge threads"
   CHECK_THROWS_AS(model_events(s, Stage::cascade_merge, Selection{{{0, 0, 1}}}), std::invalid_argument);
   CHECK(model_events(s, Stage::cascade_merge, Selection{{{0, 0, 0}}}).size() > 0);
   CHECK(model_coverage_note(s, Stage::cascade_merge).empty() == (dt == DType::f32));
+}
+
+// compare_events (pa/trace/compare.hpp), the comparison of the recorded GPU
+// tests and pa-lab trace --check, on a cascade trace (every kind of value:
+// logits, sums, outputs, lse, -inf lse of an empty suffix).
+TEST_CASE("compare_events: fields exact, values within the dtype's tolerance, lse absolute", "[trace][compare]") {
+  ProblemSpec s = spec_of(DType::f16, 128, 16, {96, 130, 64}, 4, 2);
+  s.partition_size = 32;
+  s.shared_prefix_len = 64;
+  const Selection sel{{{0, 1, 0}, {1, 3, 1}, {2, 0, 0}}};
+  const std::vector<Event> model = model_events(s, Stage::cascade_merge, sel);
+  REQUIRE(model.size() > 1000);
+  const Tolerance out_tol = tolerance_for(DType::f16), lse_tol = lse_tolerance(DType::f16);
+  auto find = [&](auto pred) {
+    const auto it = std::find_if(model.begin(), model.end(), pred);
+    REQUIRE(it != model.end());
+    return static_cast<std::size_t>(it - model.begin());
+  };
+  const std::size_t lse_i = find([](const Event& e) { return e.tensor == Tensor::state_lse && std::isfinite(e.value); });
+  const std::size_t out_i = find([](const Event& e) {
+    return e.tensor == Tensor::output && std::isfinite(e.value) && e.value != 0.f;
+  });
+  const std::size_t ninf_i = find([](const Event& e) { return value_is_lse(e) && std::isinf(e.value); });
+  CHECK(value_is_lse(model[lse_i]));
+  CHECK_FALSE(value_is_lse(model[out_i]));
+  CHECK(event_value_tolerance(model[lse_i], DType::f16).rel == 0.0);
+  CHECK(event_value_tolerance(model[lse_i], DType::f16).abs == lse_tol.abs);
+  CHECK(event_value_tolerance(model[out_i], DType::f16).abs == out_tol.abs);
+  CHECK(event_value_tolerance(model[out_i], DType::f16).rel == out_tol.rel);
+
+  SECTION("equal to itself in any order, every value compared") {
+    std::vector<Event> shuffled = model;
+    std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(7));
+    const EventComparison c = compare_events(shuffled, model, DType::f16);
+    INFO(c.report);
+    CHECK(c.equal());
+    CHECK(c.report.empty());
+    CHECK(c.recorded_events == model.size());
+    CHECK(c.pairs_compared == model.size());
+    std::size_t with_value = 0;
+    for (const Event& e : model) with_value += !std::isnan(e.value);
+    CHECK(c.values_compared == with_value);
+    CHECK(with_value > 0);
+  }
+  SECTION("one field off by one is a difference, named in the report") {
+    std::vector<Event> rec = model;
+    rec[out_i].byte_offset += 1;
+    const EventComparison c = compare_events(rec, model, DType::f16);
+    CHECK_FALSE(c.equal());
+    CHECK(c.field_differences == 1);
+    CHECK(c.value_differences == 0);
+    CHECK(c.report.find("differs in byte_offset") != std::string::npos);
+    CHECK(c.report.find(describe(model[out_i])) != std::string::npos);
+  }
+  SECTION("a missing event: the thread's counts differ") {
+    std::vector<Event> rec = model;
+    rec.erase(rec.begin() + static_cast<std::ptrdiff_t>(out_i));
+    const EventComparison c = compare_events(rec, model, DType::f16);
+    CHECK_FALSE(c.equal());
+    CHECK(c.threads_count_differ == 1);
+    CHECK(c.report.find("recorded events, model") != std::string::npos);
+  }
+  SECTION("an output value: relative tolerance") {
+    std::vector<Event> rec = model;
+    const double w = model[out_i].value;
+    const double bound = out_tol.abs + out_tol.rel * std::fabs(w);
+    rec[out_i].value = static_cast<float>(w + 0.9 * bound);
+    CHECK(compare_events(rec, model, DType::f16).equal());
+    rec[out_i].value = static_cast<float>(w + 1.1 * bound);
+    const EventComparison c = compare_events(rec, model, DType::f16);
+    CHECK_FALSE(c.equal());
+    CHECK(c.value_differences == 1);
+    CHECK(c.report.find("values outside the fp16 tolerance") != std::string::npos);
+  }
+  SECTION("an lse: absolute tolerance, however large the lse") {
+    std::vector<Event> rec = model;
+    const double w = model[lse_i].value;
+    rec[lse_i].value = static_cast<float>(w + 0.9 * lse_tol.abs);
+    CHECK(compare_events(rec, model, DType::f16).equal());
+    rec[lse_i].value = static_cast<float>(w + 1.1 * lse_tol.abs);
+    const EventComparison c = compare_events(rec, model, DType::f16);
+    CHECK(c.value_differences == 1);
+    CHECK(c.report.find("(an lse: absolute)") != std::string::npos);
+  }
+  SECTION("NaN only equals NaN, -inf only -inf") {
+    const std::size_t nan_i = find([](const Event& e) { return std::isnan(e.value); });
+    std::vector<Event> rec = model;
+    rec[nan_i].value = 0.f;  // a value where the model reports none
+    CHECK(compare_events(rec, model, DType::f16).value_differences == 1);
+    rec = model;
+    rec[out_i].value = std::numeric_limits<float>::quiet_NaN();
+    CHECK(compare_events(rec, model, DType::f16).value_differences == 1);
+    rec = model;
+    rec[ninf_i].value = -std::numeric_limits<float>::max();
+    CHECK(compare_events(rec, model, DType::f16).value_differences == 1);
+  }
+  SECTION("the report names at most max_reported differences and counts the rest") {
+    std::vector<Event> rec = model;
+    for (int k = 0; k < 5; ++k) rec[static_cast<std::size_t>(k)].token += 1;
+    const EventComparison c = compare_events(rec, model, DType::f16, 2);
+    CHECK(c.field_differences == 5);
+    CHECK(c.report.find("(3 more not shown)") != std::string::npos);
+  }
 }

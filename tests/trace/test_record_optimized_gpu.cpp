@@ -1,7 +1,9 @@
 // Stage 8: the recorded GPU trace equals the host model (label gpu; SKIPPED
 // without a GPU or a CUDA build). Each selected CTA's threads must have the
 // model's events, field for field and in program order; values (outputs,
-// arrival flags) within the dtype's tolerance.
+// arrival flags) within the dtype's tolerance (pa/trace/compare.hpp). Every
+// case has a recording instance in every CUDA build (trace/CMakeLists.txt
+// compiles stage 8's recording list whatever PA_QUICK_KERNELS), so each runs.
 //
 // The arrival order at a (sequence, unit)'s counter is the one input the
 // model cannot know: record_optimized reports which selected CTA's atomic
@@ -10,17 +12,15 @@
 // and the kernel's occupancy, every address) the model derives itself.
 #include <catch2/catch_test_macros.hpp>
 
-#include <cmath>
+#include <algorithm>
 #include <cstring>
-#include <map>
-#include <sstream>
-#include <tuple>
+#include <iterator>
 
+#include "record_check.hpp"
 #include "replay_check.hpp"
 #include "gpu_skip.hpp"
 #include "pa/index/optimized.hpp"
 #include "pa/reference/paged_cache.hpp"
-#include "pa/reference/tolerance.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/record.hpp"
 
@@ -28,42 +28,6 @@ using namespace pa;
 using namespace pa::trace;
 
 namespace {
-
-bool same_fields(Event a, Event b) {
-  a.value = b.value = 0.f;
-  return std::memcmp(&a, &b, sizeof a) == 0;
-}
-
-std::string compare(const std::vector<Event>& got, const std::vector<Event>& want, Tolerance tol) {
-  std::ostringstream os;
-  int shown = 0;
-  using Key = std::tuple<int, int, int, int, int>;
-  std::map<Key, std::pair<std::vector<Event>, std::vector<Event>>> threads;
-  for (const Event& e : got) threads[{e.seq, e.head, e.partition, e.warp, e.lane}].first.push_back(e);
-  for (const Event& e : want) threads[{e.seq, e.head, e.partition, e.warp, e.lane}].second.push_back(e);
-  auto close = [&](float g, float w) {
-    if (std::isnan(w) || std::isnan(g)) return std::isnan(w) && std::isnan(g);
-    return std::abs(static_cast<double>(g) - w) <= tol.abs + tol.rel * std::abs(static_cast<double>(w));
-  };
-  for (auto& [k, gw] : threads) {
-    auto& [g, w] = gw;
-    if (g.size() != w.size() && shown < 6) {
-      os << "thread (seq " << std::get<0>(k) << ", head " << std::get<1>(k) << ", split " << std::get<2>(k)
-         << ", warp " << std::get<3>(k) << ", lane " << std::get<4>(k) << "): " << g.size() << " recorded, model "
-         << w.size() << "\n";
-      ++shown;
-    }
-    for (std::size_t i = 0; i < std::min(g.size(), w.size()) && shown < 6; ++i) {
-      if (!same_fields(g[i], w[i]) || !close(g[i].value, w[i].value)) {
-        os << "  recorded: " << describe(g[i]) << " value " << g[i].value << "\n  model:    " << describe(w[i])
-           << " value " << w[i].value << "\n";
-        ++shown;
-      }
-    }
-  }
-  if (got.size() != want.size()) os << "total: " << got.size() << " recorded vs " << want.size() << " model\n";
-  return os.str();
-}
 
 struct Case {
   DType dt;
@@ -94,7 +58,7 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
       // MQA group 8, block 32, 3 splits.
       {DType::bf16, 64, 32, {1000}, 8, 1, 3, {}},
   };
-  int compared = 0;
+  std::size_t compared = 0;
   for (const Case& c : cases) {
     ProblemSpec s;
     s.dtype = c.dt;
@@ -104,11 +68,8 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
     s.num_heads = c.heads;
     s.num_kv_heads = c.kv_heads;
     s.seed = 23;
-    if (!can_record(Stage::optimized, s)) {
-      WARN("no recording instance for " << s.describe());
-      continue;
-    }
     INFO(s.describe() << " force_splits " << c.force_splits);
+    REQUIRE(can_record(Stage::optimized, s));
     const PagedProblem p = make_problem(s);
     Selection sel{c.sel};
     if (sel.blocks.empty()) {  // every CTA of the planned grid
@@ -125,11 +86,7 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
     const OptimizedModelPlan plan = optimized_model_plan(s, rec.model_options.optimized);
     INFO("plan: splits " << plan.splits << " x " << plan.split_blocks << " blocks, units " << plan.units
                          << ", ctas/SM " << plan.ctas_per_sm << ", SMs " << plan.sm_count);
-    const auto model = model_events(s, Stage::optimized, sel, rec.model_options);
-    const std::string diff = compare(rec.events, model, tolerance_for(s.dtype));
-    INFO(diff);
-    CHECK(diff.empty());
-    CHECK(rec.events.size() == model.size());
+    PA_CHECK_EVENTS_EQUAL(rec.events, model_events(s, Stage::optimized, sel, rec.model_options), s.dtype);
     // Exactly one merger per (sequence, unit) whose splits are all selected and active.
     for (const auto& la : rec.model_options.optimized.last_arrivals) {
       const int n_active = opt_active_splits(s.context_lens[la.seq], s.block_size, plan.split_blocks);
@@ -140,11 +97,9 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
       }
       if (all_selected) CHECK(la.split >= 0);
     }
-    WARN(s.describe() << ": " << rec.events.size() << " events equal (splits " << plan.splits << ", "
-                      << rec.gpu_name << ")");
     ++compared;
   }
-  if (compared == 0) SKIP("no recording instance for any stage 8 case");
+  CHECK(compared == std::size(cases));
 }
 
 TEST_CASE("stage 8: a small event buffer is rerun exactly", "[gpu][trace][record][optimized]") {
@@ -153,7 +108,7 @@ TEST_CASE("stage 8: a small event buffer is rerun exactly", "[gpu][trace][record
   s.num_heads = 8;
   s.num_kv_heads = 2;
   s.context_lens = {70};
-  if (!can_record(Stage::optimized, s)) SKIP("no recording instance for fp16/128/16");
+  REQUIRE(can_record(Stage::optimized, s));  // fp16/128/16, head tiles 1: in every CUDA build
   const PagedProblem p = make_problem(s);
   const RecordResult big = record_optimized(p, {}, 1);
   REQUIRE(big.launches == 1);

@@ -28,9 +28,22 @@ struct Tolerance {
 // probabilities, max, exp-sum, partition outputs, lse) use DType::f32.
 Tolerance tolerance_for(DType stored);
 
+// Tolerance for a log-sum-exp (an attention state's lse, a merged lse) of a
+// computation whose output has tolerance_for(math): ABSOLUTE (rel = 0), because
+// an lse matters only through differences. Merging states weights each by
+// exp(lse_i - lse), so an lse error d scales that state's weight, and the merged
+// output, by exp(d): a relative error exp(d) - 1. The bound allows exactly the
+// output's relative tolerance there: abs = log(1 + tolerance_for(math).rel).
+// fp32 ~1.0e-4, fp16 ~2.0e-3, bf16 ~1.59e-2. A relative bound would widen with
+// the lse itself (near 14, bf16 would accept +-0.24: a 27% weight error).
+Tolerance lse_tolerance(DType math);
+
 // Tolerance for comparing two float64 reference computations that sum in a
 // different order (e.g. merged states vs one pass over the whole context).
 Tolerance reference_tolerance();
+
+// The acceptance rule for one finite pair: |got - ref| <= tol.abs + tol.rel * |ref|.
+bool within(double ref, double got, Tolerance tol);
 
 struct CompareResult {
   std::size_t count = 0;          // elements compared
