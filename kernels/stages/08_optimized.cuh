@@ -99,6 +99,13 @@ template <> struct OptElem<DType::bf16> { using T = __nv_bfloat16; };
 
 
 // ---------------------------------------------------------------- the steps
+using trace::Op;
+using trace::Step;
+using trace::Tensor;
+inline constexpr unsigned kFull = 0xffffffffu;           // every lane of the warp takes part
+inline constexpr float kNegInf = -__builtin_huge_valf();
+inline constexpr float kLn2 = 0.6931471805599453f;      // base-2 lse -> natural log
+
 // Each step of the kernel is a function below, in the order the kernel runs
 // them (opt_decode_kernel at the end composes them); the host model
 // (trace/src/host_model_optimized.cpp) has the same steps.
@@ -131,13 +138,9 @@ struct OptAccum {
 // sequence; a cascade suffix with no token, whose empty state split 0 writes).
 template <class Cfg, class Tracer>
 __device__ __forceinline__ bool opt_prologue(const OptParams& p, OptCta<Cfg>& c, int& tbl, Tracer& tracer) {
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   constexpr int HS = Cfg::kHeadSize;
   constexpr int BS = Cfg::kBlockSize;
   constexpr int BPS = Cfg::kBlocksPerStep;
-  constexpr float kNegInf = -__builtin_huge_valf();
   const int split = blockIdx.x, unit = blockIdx.y, seq = blockIdx.z;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int blk_begin = split * p.split_blocks;
@@ -188,9 +191,6 @@ __device__ __forceinline__ bool opt_prologue(const OptParams& p, OptCta<Cfg>& c,
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_q_frags(const OptParams& p, const OptCta<Cfg>& c,
                                             std::uint32_t (&qf)[Cfg::kQkKSteps][4], Tracer& tracer) {
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   using T = typename OptElem<Cfg::kDType>::T;
   constexpr int HT = Cfg::kHeadTiles;
   const int seq = c.seq, lane = c.lane, head0 = c.head0, nh = c.nh;
@@ -224,14 +224,10 @@ __device__ __forceinline__ void opt_q_frags(const OptParams& p, const OptCta<Cfg
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_pipeline_issue(const OptParams& p, const OptCta<Cfg>& c, std::uint32_t smem_base,
                                                    int j, int& tbl, Tracer& tracer) {
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   using T = typename OptElem<Cfg::kDType>::T;
   constexpr int BS = Cfg::kBlockSize;
   constexpr int BPS = Cfg::kBlocksPerStep;
   constexpr int kStages = Cfg::kStages;
-  constexpr unsigned kFull = 0xffffffffu;
   constexpr int kStepsPerTbl = kWarpSize / BPS;
   const int seq = c.seq, warp = c.warp, lane = c.lane, blk_begin = c.blk_begin, blk_end = c.blk_end, ctx = c.ctx,
             kvh = c.kvh;
@@ -296,9 +292,6 @@ template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_qk_mma(const OptCta<Cfg>& c, std::uint32_t smem_base,
                                            const std::uint32_t (&qf)[Cfg::kQkKSteps][4], int j,
                                            float (&s)[Cfg::kQkNTiles][4], Tracer& tracer) {
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   using T = typename OptElem<Cfg::kDType>::T;
   const int warp = c.warp, lane = c.lane, blk_end = c.blk_end;
   const TraceCtx& tc = c.tc;
@@ -359,12 +352,7 @@ __device__ __forceinline__ void opt_qk_mma(const OptCta<Cfg>& c, std::uint32_t s
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_online_softmax(const OptParams& p, const OptCta<Cfg>& c, int j,
                                                    float (&s)[Cfg::kQkNTiles][4], OptAccum<Cfg>& acc, Tracer& tracer) {
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   constexpr int HT = Cfg::kHeadTiles;
-  constexpr unsigned kFull = 0xffffffffu;
-  constexpr float kNegInf = -__builtin_huge_valf();
   const int lane = c.lane, tok_limit = c.tok_limit;
   const TraceCtx& tc = c.tc;
   const int tok0 = Cfg::step_block(c.blk_begin, c.warp, j, 0) * Cfg::kBlockSize;
@@ -429,9 +417,6 @@ __device__ __forceinline__ void opt_online_softmax(const OptParams& p, const Opt
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_pv_mma(const OptCta<Cfg>& c, std::uint32_t smem_base, int j,
                                            const float (&s)[Cfg::kQkNTiles][4], OptAccum<Cfg>& acc, Tracer& tracer) {
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   using T = typename OptElem<Cfg::kDType>::T;
   constexpr int HT = Cfg::kHeadTiles;
   const int warp = c.warp, lane = c.lane, blk_end = c.blk_end;
@@ -479,16 +464,10 @@ __device__ __forceinline__ void opt_pv_mma(const OptCta<Cfg>& c, std::uint32_t s
 template <class Cfg, class Tracer>
 __device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<Cfg>& c, OptAccum<Cfg>& acc,
                                                unsigned char* smem_raw, Tracer& tracer) {
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   using T = typename OptElem<Cfg::kDType>::T;
   constexpr int HS = Cfg::kHeadSize;
   constexpr int HT = Cfg::kHeadTiles;
   constexpr int kNW = Cfg::kNumWarps;
-  constexpr unsigned kFull = 0xffffffffu;
-  constexpr float kNegInf = -__builtin_huge_valf();
-  constexpr float kLn2 = 0.6931471805599453f;  // base-2 lse -> natural log
   const int split = c.split, unit = c.unit, seq = c.seq, warp = c.warp, lane = c.lane, head0 = c.head0, nh = c.nh;
   const TraceCtx& tc = c.tc;
   const auto& o = acc.o;
@@ -601,16 +580,10 @@ __device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_split_merge(const OptParams& p, const OptCta<Cfg>& c, unsigned char* smem_raw,
                                                 int& s_is_last, Tracer& tracer) {
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   using T = typename OptElem<Cfg::kDType>::T;
   constexpr int HS = Cfg::kHeadSize;
   constexpr int BS = Cfg::kBlockSize;
   constexpr int kNW = Cfg::kNumWarps;
-  constexpr unsigned kFull = 0xffffffffu;
-  constexpr float kNegInf = -__builtin_huge_valf();
-  constexpr float kLn2 = 0.6931471805599453f;  // base-2 lse -> natural log
   const int unit = c.unit, seq = c.seq, warp = c.warp, lane = c.lane, ctx = c.ctx, head0 = c.head0, nh = c.nh;
   const TraceCtx& tc = c.tc;
   float* red = reinterpret_cast<float*>(smem_raw);
@@ -790,7 +763,6 @@ template <class Cfg, class Tracer = NullTracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptParams p, Tracer tracer) {
   constexpr int HT = Cfg::kHeadTiles;
   constexpr int kStages = Cfg::kStages;
-  constexpr float kNegInf = -__builtin_huge_valf();
   extern __shared__ __align__(128) unsigned char smem_raw[];
   __shared__ int s_is_last;
   const std::uint32_t smem_base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw));
