@@ -25,6 +25,7 @@
 
 namespace pa::kernels {
 
+// LESSON-BEGIN(qk.block_table_load)
 // The sequence's context length (every thread loads it).
 // Event: block_table_load global_load context_lens, every thread, iter -1,
 // byte_offset = context_len_offset(seq) * 4, bytes 4.
@@ -50,6 +51,7 @@ __device__ __forceinline__ int load_physical_block(const int* __restrict__ block
                        .it(n).blk(lblock, phys).at(off * 4, 4));
   return phys;
 }
+// LESSON-END(qk.block_table_load)
 
 // Step qk: logits[token - r.token_begin] = scale * q . k for the tokens of r,
 // then a barrier (the softmax reads every warp's logits).

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -359,5 +360,105 @@ TEST_CASE("each lesson has exercises with answers and its stage's run command", 
     CHECK(exercises);
     CHECK(answers);
     if (e.number >= 1 && e.number <= 8) CHECK(run);
+  }
+}
+
+namespace {
+// Every block's visible text (headings, paragraphs, items, tables, details), in order.
+void block_text(const Block& b, std::string& out) {
+  out += plain_text(b.spans);
+  out += '\n';
+  for (const auto& row : b.rows)
+    for (const auto& cell : row) out += plain_text(cell) + " | ";
+  if (b.kind == BlockKind::code) out += b.code;
+  for (const auto& c : b.children) block_text(c, out);
+}
+std::string section_text(const Section& s) {
+  std::string out = plain_text(s.heading) + "\n";
+  for (const auto& b : s.blocks) block_text(b, out);
+  return out;
+}
+int count_links(const std::vector<Block>& blocks, const std::string& prefix) {
+  int n = 0;
+  for (const auto& b : blocks) {
+    for (const auto& sp : b.spans) n += sp.kind == SpanKind::link && sp.url.rfind(prefix, 0) == 0;
+    n += count_links(b.children, prefix);
+  }
+  return n;
+}
+}  // namespace
+
+// The lessons and the README speak to learners: no project history (who ran
+// what when, which issue asked for it); measured history is kept in
+// kernels/NOTES.md.
+TEST_CASE("lessons and the README carry no internal history", "[lessons][words]") {
+  std::vector<std::string> files;
+  for (const auto& e : list_lessons(PA_LESSONS_DIR)) files.push_back(e.path);
+  files.push_back((fs::path(PA_LESSONS_DIR).parent_path() / "README.md").string());
+  const std::regex history(
+      R"(\b(issue|session|call|run) [0-9]+\b|\bthe team\b|\bby a hair\b|\bfinal run\b|\bhelper\b)",
+      std::regex::icase);
+  for (const auto& f : files) {
+    const Document d = load_lesson(f);
+    for (const auto& s : d.sections) {
+      const std::string t = section_text(s);
+      for (auto it = std::sregex_iterator(t.begin(), t.end(), history); it != std::sregex_iterator(); ++it) {
+        INFO(f << ", section '" << plain_text(s.heading) << "': '" << it->str() << "'");
+        CHECK(false);
+      }
+    }
+  }
+}
+
+// Each lesson places its kernel among real systems, with links (vLLM, the
+// PagedAttention paper, FlashDecoding, FlashInfer ...).
+TEST_CASE("each lesson says where its kernel sits among real systems", "[lessons][words]") {
+  for (const auto& [e, d] : all_lessons()) {
+    INFO(e.path);
+    const Section* found = nullptr;
+    for (const auto& s : d.sections)
+      if (plain_text(s.heading).rfind("Where this sits among real systems", 0) == 0) found = &s;
+    REQUIRE(found);
+    CHECK(count_links(found->blocks, "https://") >= 1);
+    const std::string t = section_text(*found);
+    CHECK((t.find("vLLM") != std::string::npos || t.find("FlashInfer") != std::string::npos ||
+           t.find("Flash-Decoding") != std::string::npos));
+  }
+}
+
+// Lessons 7 and 8 explain mma, ldmatrix, cp.async and swizzling in a primer
+// before any other section uses them.
+TEST_CASE("lessons 7 and 8 open with a primer on the tensor-core instructions", "[lessons][words]") {
+  for (const auto& [e, d] : all_lessons()) {
+    if (e.number != 7 && e.number != 8) continue;
+    INFO(e.path);
+    for (const char* word : {"mma", "ldmatrix", "cp.async", "swizzl"}) {
+      INFO(word);
+      std::size_t first = d.sections.size();
+      for (std::size_t i = 0; i < d.sections.size() && first == d.sections.size(); ++i)
+      {
+        std::string t = section_text(d.sections[i]);
+        std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        if (t.find(word) != std::string::npos) first = i;
+      }
+      REQUIRE(first < d.sections.size());
+      const std::string h = plain_text(d.sections[first].heading);
+      CHECK(h.rfind("Primer", 0) == 0);
+    }
+  }
+}
+
+// Lesson 0 guides the learner through the viewer like the other lessons.
+TEST_CASE("lesson 0 has viewer guidance on the paged cache and block table", "[lessons][words]") {
+  for (const auto& [e, d] : all_lessons()) {
+    if (e.number != 0) continue;
+    const Section* found = nullptr;
+    for (const auto& s : d.sections)
+      if (plain_text(s.heading).rfind("What to watch in the viewer", 0) == 0) found = &s;
+    REQUIRE(found);
+    const std::string t = section_text(*found);
+    CHECK(t.find("Paged KV cache") != std::string::npos);
+    CHECK(t.find("block table") != std::string::npos);
+    CHECK(t.find("--lesson 0") != std::string::npos);
   }
 }

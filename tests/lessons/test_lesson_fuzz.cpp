@@ -30,6 +30,8 @@ const char* const kTokens[] = {
     ")", "![", "|", "|---|---|\n", "> ", "- ", "* ", "1. ", "9999999999. ", "# ", "###### ", "####### ",
     "<details>", "</details>", "<summary>", "</summary>", "\n", "\n\n", "\r\n", "\t", "  ", "\\", "---\n",
     "LESSON-BEGIN(", "LESSON-END(", "a.b", "\"", "=", "\0", "\xff", "\xc3\xa9",
+    "<!-- pa:exercise id=e ask=lane step=k_load select=token=3 -->\n", "pa:exercise", "ask=", "id=", "select=",
+    "warp=0,", "occurrence=", "16) ", "1) ",
 };
 
 const char* const kSeeds[] = {
@@ -40,6 +42,9 @@ const char* const kSeeds[] = {
     "<!-- multi\nline\ncomment -->\ntext\n<!-- pa:step stage=lv step=v_load anchor=lv.v_load -->\n# h\n",
     "// LESSON-BEGIN(a.b)\ncode\n// LESSON-BEGIN(c)\n// LESSON-END(c)\n// LESSON-END(a.b)\n",
     "__a__ _b_ snake_case \\*esc\\* ``a`b`` ![i](p) [x] (y)\n",
+    "## Ex\n<!-- pa:exercise id=s ask=sectors step=k_load op=global_load select=warp=0,iter=0,occurrence=0 -->\n"
+    "How many?\n\n<!-- pa:exercise id=t ask=physical_block select=seq=0,token=57 -->\n2. Which block?\n"
+    "wrapped\n16) not an item\n",
 };
 
 struct Budget {
@@ -135,6 +140,20 @@ std::size_t block_bytes(const Block& b) {
   return n;
 }
 
+// An exercise block holds its marker and exactly one question after it;
+// other blocks hold no marker.
+void check_exercise(const Block& b) {
+  REQUIRE((b.kind == BlockKind::exercise) == b.exercise.has_value());
+  if (b.kind != BlockKind::exercise) return;
+  REQUIRE(!b.exercise->id.empty());
+  REQUIRE(b.exercise->line == b.line);
+  REQUIRE(b.children.size() == 1);
+  const Block& q = b.children[0];
+  REQUIRE((q.kind == BlockKind::paragraph || q.kind == BlockKind::bullet_item || q.kind == BlockKind::numbered_item));
+  REQUIRE(q.line > b.line);
+  REQUIRE((b.exercise->step.has_value() || b.exercise->ask == ExerciseAsk::physical_block));
+}
+
 // Structural invariants of any successful parse.
 void check_document(const Document& d, const std::string& input) {
   int lines = 1;
@@ -158,9 +177,18 @@ void check_document(const Document& d, const std::string& input) {
       REQUIRE(b.indent >= 0);
       REQUIRE(b.indent <= 8);
       for (const auto& c : b.children) REQUIRE(c.kind != BlockKind::details);
+      check_exercise(b);
+      for (const auto& c : b.children) check_exercise(c);
       bytes += block_bytes(b);
     }
   }
+  std::size_t exercises = 0;
+  for (const auto& sec : d.sections)
+    for (const auto& b : sec.blocks) {
+      exercises += b.kind == BlockKind::exercise;
+      for (const auto& c : b.children) exercises += c.kind == BlockKind::exercise;
+    }
+  REQUIRE(d.exercises().size() == exercises);
   // Memory linear in the input: at most ~100 bytes of document per input byte.
   REQUIRE(bytes <= 100 * input.size() + 4096);
 }
@@ -172,7 +200,7 @@ TEST_CASE("lesson parser survives seeded mutations", "[lesson][fuzz]") {
   const auto pool = corpus();
   std::mt19937_64 rng(budget.seed);
   const auto t0 = std::chrono::steady_clock::now();
-  std::uint64_t n = 0, parsed = 0, rejected = 0, anchors_ok = 0;
+  std::uint64_t n = 0, parsed = 0, rejected = 0, anchors_ok = 0, with_exercises = 0;
   double worst_ms = 0;
   std::size_t worst_size = 0;
   while (true) {
@@ -184,6 +212,7 @@ TEST_CASE("lesson parser survives seeded mutations", "[lesson][fuzz]") {
     try {
       Document d = parse_lesson(input, "fuzz.md");
       ++parsed;
+      with_exercises += !d.exercises().empty();
       check_document(d, input);
     } catch (const LessonError& e) {
       ++rejected;
@@ -209,9 +238,12 @@ TEST_CASE("lesson parser survives seeded mutations", "[lesson][fuzz]") {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   WARN("fuzz: seed " << budget.seed << ", " << n << " inputs in " << secs << " s (" << parsed << " parsed, "
-                     << rejected << " rejected with LessonError, " << anchors_ok
-                     << " anchor scans clean); slowest " << worst_ms << " ms at " << worst_size << " bytes");
+                     << rejected << " rejected with LessonError, " << anchors_ok << " anchor scans clean, "
+                     << with_exercises << " parsed with exercises); slowest " << worst_ms << " ms at " << worst_size
+                     << " bytes");
   CHECK(n > 0);
+  // The mutations reach the exercise markers (the seeds and lessons have them).
+  if (n >= 1000) CHECK(with_exercises > 0);
 }
 
 TEST_CASE("pathological inputs stay linear", "[lesson]") {

@@ -103,6 +103,41 @@ TEST_CASE("lists", "[lesson]") {
   CHECK(plain_text(b[4].spans) == "twelfth -notitem");
 }
 
+// CommonMark: only a list item numbered 1 (and not empty) may interrupt a
+// paragraph, so a number that a wrapped sentence happens to start a line
+// with stays running text; inside a list any item starts the next one.
+TEST_CASE("a number starting a wrapped paragraph line is not a list item", "[lesson]") {
+  auto d = parse_lesson("Only the row owners (the even lanes, for block size\n16) hold rows, 8 each.\n");
+  auto& b = d.sections.at(0).blocks;
+  REQUIRE(b.size() == 1);
+  CHECK(b[0].kind == BlockKind::paragraph);
+  CHECK(plain_text(b[0].spans) == "Only the row owners (the even lanes, for block size 16) hold rows, 8 each.");
+
+  // "2." and "16." continue the paragraph too; an empty item never interrupts one.
+  auto d2 = parse_lesson("steps\n2. is text\nand\n16.\nend\n");
+  REQUIRE(d2.sections.at(0).blocks.size() == 1);
+  CHECK(plain_text(d2.sections[0].blocks[0].spans) == "steps 2. is text and 16. end");
+
+  // "1." and bullets do start a list after a paragraph line; then "2." is the next item.
+  auto d3 = parse_lesson("intro\n1. one\n2. two\n16) sixteen\nmore\n- bullet\n");
+  auto& b3 = d3.sections.at(0).blocks;
+  REQUIRE(b3.size() == 5);
+  CHECK(b3[0].kind == BlockKind::paragraph);
+  CHECK(plain_text(b3[0].spans) == "intro");
+  CHECK(b3[1].number == 1);
+  CHECK(b3[2].number == 2);
+  CHECK(b3[3].kind == BlockKind::numbered_item);
+  CHECK(b3[3].number == 16);
+  CHECK(plain_text(b3[3].spans) == "sixteen more");
+  CHECK(b3[4].kind == BlockKind::bullet_item);
+
+  // After a blank line any number starts a list.
+  auto d4 = parse_lesson("text\n\n16) item\n");
+  REQUIRE(d4.sections.at(0).blocks.size() == 2);
+  CHECK(d4.sections[0].blocks[1].kind == BlockKind::numbered_item);
+  CHECK(d4.sections[0].blocks[1].number == 16);
+}
+
 TEST_CASE("fenced code blocks", "[lesson]") {
   auto d = parse_lesson("```cpp extra\nint a;\n  *x*\n```\n~~~~\n```\nstill code\n~~~~\n```\nunclosed\n");
   auto& b = d.sections.at(0).blocks;
@@ -313,4 +348,145 @@ TEST_CASE("lesson list: NN_*.md sorted by number, duplicates rejected", "[lesson
   CHECK_THROWS_AS(load_lesson((dir / "none.md").string()), LessonError);
   CHECK_THROWS_AS(load_lesson(dir.string()), LessonError);
   std::filesystem::remove_all(dir);
+}
+
+// ---- exercises -----------------------------------------------------------------------
+TEST_CASE("an exercise marker and its question make one exercise block", "[lesson][exercise]") {
+  auto d = parse_lesson(
+      "# L\n"                                                                                     // 1
+      "<!-- pa:exercise id=k.sectors ask=sectors step=k_load block=main op=global_load\n"        // 2
+      "     tensor=k_cache select=warp=1,iter=0,occurrence=2,token=5,dim=7,seq=0,head=3,partition=1,"
+      "logical_block=4,lane=9 -->\n"                                                              // 3
+      "\n"                                                                                        // 4
+      "How many *sectors*\ndoes it touch?\n"                                                      // 5-6
+      "\n"
+      "<!-- pa:exercise id=t57 ask=physical_block select=token=57 -->\n"                          // 8
+      "5. Which block?\n"                                                                         // 9
+      "after\n");
+  REQUIRE(d.sections.size() == 1);
+  const auto& b = d.sections[0].blocks;
+  REQUIRE(b.size() == 2);  // "after" continues the list item
+  REQUIRE(b[0].kind == BlockKind::exercise);
+  CHECK(b[0].line == 2);
+  REQUIRE(b[0].exercise.has_value());
+  const ExerciseMarker& m = *b[0].exercise;
+  CHECK(m.id == "k.sectors");
+  CHECK(m.ask == ExerciseAsk::sectors);
+  CHECK(m.step == Step::k_load);
+  CHECK(m.block == pa::BlockRole::main);
+  CHECK(m.op == pa::trace::Op::global_load);
+  CHECK(m.tensor == pa::trace::Tensor::k_cache);
+  CHECK(m.line == 2);
+  ExerciseSelect want;
+  want.warp = 1;
+  want.iter = 0;
+  want.occurrence = 2;
+  want.token = 5;
+  want.dim = 7;
+  want.seq = 0;
+  want.head = 3;
+  want.partition = 1;
+  want.logical_block = 4;
+  want.lane = 9;
+  CHECK(m.select == want);
+  REQUIRE(b[0].children.size() == 1);
+  CHECK(b[0].children[0].kind == BlockKind::paragraph);
+  CHECK(b[0].children[0].line == 5);
+  CHECK(b[0].children[0].spans == std::vector<Span>{plain("How many "), em("sectors"), plain(" does it touch?")});
+  // A list item is a question too, and the table lookup needs no step.
+  REQUIRE(b[1].kind == BlockKind::exercise);
+  CHECK(b[1].exercise->ask == ExerciseAsk::physical_block);
+  CHECK_FALSE(b[1].exercise->step.has_value());
+  CHECK(b[1].exercise->select.token == 57);
+  REQUIRE(b[1].children.size() == 1);
+  CHECK(b[1].children[0].kind == BlockKind::numbered_item);
+  CHECK(plain_text(b[1].children[0].spans) == "Which block? after");
+  CHECK(d.exercises().size() == 2);
+}
+
+TEST_CASE("exercises inside <details> and in several sections are all listed", "[lesson][exercise]") {
+  auto d = parse_lesson(
+      "# A\n<!-- pa:exercise id=a ask=lane step=k_load select=token=3 -->\nq1\n"
+      "<details><summary>More</summary>\n\n<!-- pa:exercise id=b ask=threads step=logit_store -->\nq2\n"
+      "</details>\n## B\n<!-- pa:exercise id=c ask=events step=q_load -->\n- q3\n");
+  const auto ex = d.exercises();
+  REQUIRE(ex.size() == 3);
+  CHECK(ex[0]->exercise->id == "a");
+  CHECK(ex[1]->exercise->id == "b");
+  CHECK(plain_text(ex[1]->children.at(0).spans) == "q2");
+  CHECK(ex[2]->exercise->id == "c");
+  REQUIRE(d.sections.size() == 2);
+  REQUIRE(d.sections[0].blocks.size() == 2);
+  CHECK(d.sections[0].blocks[1].kind == BlockKind::details);
+  CHECK(d.sections[0].blocks[1].children.at(0).kind == BlockKind::exercise);
+}
+
+TEST_CASE("malformed exercises name file:line and what is accepted", "[lesson][exercise]") {
+  int line = 0;
+  const std::string ok = " ask=lane step=k_load select=token=3";
+  auto with = [](const std::string& body, const std::string& after = "q\n") {
+    return "# a\n\n<!-- pa:exercise " + body + " -->\n" + after;
+  };
+  CHECK_THAT(error_of(with("id=x ask=bytes step=k_load"), &line),
+             ContainsSubstring("t.md:3: pa:exercise: unknown ask 'bytes'") &&
+                 ContainsSubstring("sectors wavefronts lane warp byte_offset physical_block token dim threads events"));
+  CHECK(line == 3);
+  CHECK_THAT(error_of(with("ask=lane step=k_load")), ContainsSubstring("missing id"));
+  CHECK_THAT(error_of(with("id=x")), ContainsSubstring("missing ask") && ContainsSubstring("pa:exercise id=ID ask=WHAT"));
+  CHECK_THAT(error_of(with("id=a/b" + ok)), ContainsSubstring("bad id 'a/b'"));
+  CHECK_THAT(error_of(with("id=" + std::string(65, 'a') + ok)), ContainsSubstring("bad id"));
+  CHECK_THAT(error_of(with("id=x id=y" + ok)), ContainsSubstring("'id' given twice"));
+  CHECK_THAT(error_of(with("id=x" + ok + " color=red")),
+             ContainsSubstring("unknown key 'color'") && ContainsSubstring("id ask step block op tensor select"));
+  CHECK_THAT(error_of(with("id=x" + ok + " flag")), ContainsSubstring("expected key=value, got 'flag'"));
+  CHECK_THAT(error_of(with("id=x ask=lane step=kload")), ContainsSubstring("unknown step 'kload'"));
+  CHECK_THAT(error_of(with("id=x ask=lane step=count_")), ContainsSubstring("unknown step"));
+  CHECK_THAT(error_of(with("id=x" + ok + " block=reducer")), ContainsSubstring("unknown block 'reducer'"));
+  CHECK_THAT(error_of(with("id=x" + ok + " op=load")),
+             ContainsSubstring("unknown op 'load'") && ContainsSubstring("global_load global_store"));
+  CHECK_THAT(error_of(with("id=x" + ok + " tensor=kcache")),
+             ContainsSubstring("unknown tensor 'kcache'") && ContainsSubstring("k_cache"));
+  CHECK_THAT(error_of(with("id=x ask=lane step=k_load select=")), ContainsSubstring("empty value for 'select'"));
+  CHECK_THAT(error_of(with("id=x ask=lane step=k_load select=wrap=1")),
+             ContainsSubstring("unknown select key 'wrap'") && ContainsSubstring("warp lane iter occurrence"));
+  CHECK_THAT(error_of(with("id=x ask=lane step=k_load select=warp=1,warp=2")),
+             ContainsSubstring("select key 'warp' given twice"));
+  CHECK_THAT(error_of(with("id=x ask=lane step=k_load select=warp=-1")),
+             ContainsSubstring("select warp='-1' is not a whole number"));
+  CHECK_THAT(error_of(with("id=x ask=lane step=k_load select=warp=99999999999")), ContainsSubstring("not a whole number"));
+  CHECK_THAT(error_of(with("id=x ask=lane step=k_load select=warp")), ContainsSubstring("select item 'warp' is not KEY=N"));
+  CHECK_THAT(error_of(with("id=x ask=lane step=k_load select=warp=1,")), ContainsSubstring("select item '' is not KEY=N"));
+  // What each ask needs.
+  CHECK_THAT(error_of(with("id=x ask=lane select=token=3")), ContainsSubstring("ask=lane needs step=STEP"));
+  CHECK_THAT(error_of(with("id=x ask=physical_block select=warp=1")), ContainsSubstring("ask=physical_block needs step"));
+  CHECK_THAT(error_of(with("id=x ask=sectors step=k_load")), ContainsSubstring("needs select warp=W"));
+  CHECK_THAT(error_of(with("id=x ask=wavefronts step=q_smem_load select=lane=1")), ContainsSubstring("needs select warp=W"));
+  // The question must follow.
+  CHECK_THAT(error_of(with("id=x" + ok, "\n## next\n"), &line),
+             ContainsSubstring("t.md:3: pa:exercise 'x' must be followed by its question") &&
+                 ContainsSubstring("'## next' at line 5"));
+  CHECK_THAT(error_of(with("id=x" + ok, "")), ContainsSubstring("found the end of the file"));
+  CHECK_THAT(error_of(with("id=x" + ok, "```\ncode\n```\n")), ContainsSubstring("'```'"));
+  CHECK_THAT(error_of(with("id=x" + ok, "> quote\n")), ContainsSubstring("must be followed by its question"));
+  CHECK_THAT(error_of(with("id=x" + ok, "<!-- pa:exercise id=y" + ok + " -->\nq\n")),
+             ContainsSubstring("'x' must be followed by its question"));
+  // Ids are unique in a lesson.
+  CHECK_THAT(error_of(with("id=x" + ok, "q\n\n<!-- pa:exercise id=x" + ok + " -->\nq\n"), &line),
+             ContainsSubstring("t.md:6: pa:exercise: id 'x' already used at line 3"));
+  CHECK(line == 6);
+  CHECK_THAT(error_of("x\n<!-- pa:exercise id=x" + ok + "\nq\n"), ContainsSubstring("t.md:2: pa:exercise marker comment is not closed"));
+  CHECK_THAT(error_of("<!-- pa:quiz id=x -->\n# b\n"),
+             ContainsSubstring("unknown lesson directive 'pa:quiz'") && ContainsSubstring("pa:exercise id=ID"));
+}
+
+TEST_CASE("exercise name tables round-trip", "[lesson][exercise]") {
+  for (int i = 0; i < kNumExerciseAsks; ++i) {
+    const auto a = static_cast<ExerciseAsk>(i);
+    CHECK(exercise_ask_from_name(exercise_ask_name(a)) == a);
+  }
+  CHECK(std::string(exercise_ask_name(static_cast<ExerciseAsk>(kNumExerciseAsks))) == "?");
+  CHECK(op_from_name("async_copy") == pa::trace::Op::async_copy);
+  CHECK(tensor_from_name("red_scratch") == pa::trace::Tensor::red_scratch);
+  CHECK_FALSE(op_from_name("").has_value());
+  CHECK_FALSE(tensor_from_name("K").has_value());
 }

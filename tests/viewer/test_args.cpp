@@ -1,7 +1,11 @@
 // The command line: accepted forms and the usage errors.
 #include <catch2/catch_test_macros.hpp>
 
+#include <string>
+#include <utility>
+
 #include "core/args.hpp"
+#include "pa/index/events.hpp"
 
 using namespace pa::viewer;
 
@@ -64,11 +68,78 @@ TEST_CASE("bad pa-viewer arguments are usage errors naming the problem", "[viewe
   const Args b = parse_args({"--block", "1,5,2"});
   CHECK(b.block_seq == 1);
   CHECK(b.block_head == 5);
-  CHECK(b.block_partition == 2);
+  CHECK(b.block_label == 2);
+  CHECK(parse_args({"--block", "1,5"}).block_label == 0);
   try {
     parse_args({"--lesson", "12"});
   } catch (const UsageError& e) {
     CHECK(std::string(e.what()).find("12") != std::string::npos);
     CHECK(std::string(e.what()).find("[0, 8]") != std::string::npos);
+  }
+}
+
+TEST_CASE("pa-viewer --block reaches every kind of thread block, SEQ,HEAD,BLOCK as in the Problem tab", "[viewer][args]") {
+  // Each accepted spelling, the label it gives (pa/index/events.hpp), the
+  // model partition that traces it, and its name in messages.
+  struct Case {
+    const char* text;
+    int label, model_partition;
+    const char* name;
+  };
+  const Case cases[] = {
+      {"0", 0, 0, "0"},
+      {"7", 7, 7, "7"},
+      {"reduce", pa::kReduceBlock, 0, "reduce"},
+      {"-1", pa::kReduceBlock, 0, "reduce"},
+      {"prefix_reduce", pa::kPrefixReduceBlock, 0, "prefix_reduce"},
+      {"-2", pa::kPrefixReduceBlock, 0, "prefix_reduce"},
+      {"merge", pa::kMergeBlock, 0, "merge"},
+      {"-3", pa::kMergeBlock, 0, "merge"},
+      {"prefix:0", pa::kPrefixBlockBase, 0, "prefix:0"},
+      {"prefix:3", pa::kPrefixBlockBase + 3, 3, "prefix:3"},
+  };
+  int ran = 0;
+  for (const Case& c : cases) {
+    INFO(c.text);
+    const Args a = parse_args({"--block", std::string("2,3,") + c.text});
+    CHECK(a.block_seq == 2);
+    CHECK(a.block_head == 3);
+    CHECK(a.block_label == c.label);
+    CHECK(parse_block_label(c.text) == c.label);
+    CHECK(model_partition_of_label(c.label) == c.model_partition);
+    CHECK(block_label_text(c.label) == c.name);
+    ++ran;
+  }
+  CHECK(ran == 10);
+  CHECK(pa::block_role(parse_block_label("prefix:2")) == pa::BlockRole::prefix);
+  CHECK(pa::block_role(parse_block_label("merge")) == pa::BlockRole::merge);
+
+  // Bad values: the message names the value and what is accepted.
+  const std::pair<const char*, const char*> bad[] = {
+      {"0,0,-4", "'-4'"}, {"0,0,reduced", "'reduced'"}, {"0,0,prefix:", "'prefix:'"},
+      {"0,0,prefix:x", "'prefix:x'"}, {"0,0,2.5", "'2.5'"}, {"0,-1", "'-1'"}, {"x,0", "'x'"},
+      {"0", "'0'"}, {"0,0,0,0", "'0,0,0,0'"},
+  };
+  int refused = 0;
+  for (const auto& [arg, named] : bad) {
+    INFO(arg);
+    try {
+      parse_args({"--block", arg});
+      FAIL("accepted");
+    } catch (const UsageError& e) {
+      const std::string what = e.what();
+      CHECK(what.find("--block") != std::string::npos);
+      CHECK(what.find(named) != std::string::npos);
+      ++refused;
+    }
+  }
+  CHECK(refused == 9);
+  try {
+    parse_block_label("reduced");
+    FAIL("accepted");
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    for (const char* word : {"reduce", "prefix_reduce", "merge", "prefix:C", "N >= 0"})
+      CHECK(what.find(word) != std::string::npos);
   }
 }

@@ -97,3 +97,35 @@ TEST_CASE("Thread colours are distinct per lane and stable", "[viewer][highlight
   CHECK(to_u32(thread_color(0, 7, 4)) != to_u32(thread_color(3, 7, 4)));
   CHECK((to_u32(Rgba{1, 0, 0, 1}) & 0xffu) == 255u);  // IM_COL32 order: R in the low byte
 }
+
+TEST_CASE("first_store_steps: each q_vecs word's first store, for the shared-memory tint", "[viewer][highlight]") {
+  // Stage 1 on the default problem (fp16, head size 128): q_vecs is 256 bytes, 64 words.
+  const ProblemSpec spec;
+  const auto ev = trace::model_events(spec, trace::Stage::q_to_smem, trace::Selection{});
+  const TraceIndex idx(ev, Granularity::instruction);
+  const std::vector<int> first = first_store_steps(ev, idx, 0, trace::Tensor::q_smem);
+  REQUIRE(first.size() == 64);
+  int checked = 0;
+  for (std::size_t w = 0; w < first.size(); ++w) {
+    INFO("word " << w);
+    REQUIRE(first[w] >= 0);
+    // That step stores the word, and no earlier step does.
+    auto stores = [&](int k) {
+      for (std::uint32_t i : idx.events_of(0, k)) {
+        const trace::Event& e = ev[i];
+        if (e.tensor == trace::Tensor::q_smem && e.op == trace::Op::shared_store &&
+            overlaps(e.byte_offset, e.bytes, static_cast<std::int64_t>(w) * 4, 4))
+          return true;
+      }
+      return false;
+    };
+    CHECK(idx.steps(0)[first[w]].step == trace::Step::q_smem_store);
+    CHECK(stores(first[w]));
+    for (int k = 0; k < first[w]; ++k) CHECK_FALSE(stores(k));
+    ++checked;
+  }
+  CHECK(checked == 64);
+  // Loads are not stores; a tensor the block never stores has no words.
+  CHECK(first_store_steps(ev, idx, 0, trace::Tensor::logits).empty());
+  CHECK(first_store_steps(ev, idx, 0, trace::Tensor::kv_smem).empty());
+}

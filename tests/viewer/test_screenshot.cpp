@@ -24,6 +24,7 @@
 #include "core/layout.hpp"
 #include "core/lesson_problem.hpp"
 #include "core/trace_index.hpp"
+#include "core/trace_load.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/trace_file.hpp"
 
@@ -613,4 +614,207 @@ TEST_CASE("lesson 7 (stage 7): opens, replays, and a K element read at step K is
   CHECK(run("--lesson 7 --step 1000000 --tab partitions --screenshot " + kOut + "/l7_end.png --dump-layout " + kOut + "/l7_end.txt") == 0);
   CHECK(load_dump(kOut + "/l7_end.txt").v.at("step")[0] == idx.num_steps(B) - 1);
   CHECK(da.v.at("blocks")[1] == B);
+}
+
+namespace {
+// The "code_block" lines of a dump (one per code block of the lesson, in order).
+struct CodeBlockLine {
+  int line = 0;
+  float needed_w = 0, box_w = 0;
+  bool scrollbar = false, visible = false;
+  float scroll_max_x = 0;
+};
+std::vector<CodeBlockLine> code_blocks(const std::string& dump_path) {
+  std::vector<CodeBlockLine> out;
+  std::ifstream in(dump_path);
+  REQUIRE(in.good());
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string key;
+    ls >> key;
+    if (key != "code_block") continue;
+    CodeBlockLine c;
+    int sb = 0, vis = 0;
+    ls >> c.line >> c.needed_w >> c.box_w >> sb >> vis >> c.scroll_max_x;
+    REQUIRE(ls);
+    c.scrollbar = sb != 0;
+    c.visible = vis != 0;
+    out.push_back(c);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("every lesson's code blocks are readable at 1280x800 and 1600x1000: they fit or scroll", "[viewer][screenshot][lesson]") {
+  require_display();
+  int lessons = 0, blocks = 0, wide = 0, wide_on_screen = 0;
+  for (const char* size : {"1280x800", "1600x1000"}) {
+    for (int n = 0; n <= 8; ++n) {
+      INFO("lesson " << n << " at " << size);
+      const std::string png = kOut + "/code_l" + std::to_string(n) + "_" + size + ".png";
+      REQUIRE(run("--lesson " + std::to_string(n) + " --size " + size + " --screenshot " + png + " --dump-layout " + png +
+                  ".txt") == 0);
+      const std::vector<CodeBlockLine> cs = code_blocks(png + ".txt");
+      REQUIRE_FALSE(cs.empty());  // every lesson has code blocks
+      ++lessons;
+      const auto widest = std::max_element(cs.begin(), cs.end(), [](const auto& a, const auto& b) { return a.needed_w < b.needed_w; });
+      INFO("widest block: line " << widest->line << ", " << widest->needed_w << " px needed, box " << widest->box_w);
+      CHECK((widest->needed_w <= widest->box_w || widest->scrollbar));
+      for (const CodeBlockLine& c : cs) {
+        INFO("block at line " << c.line);
+        CHECK(c.box_w > 0);
+        // Fits, or has a scrollbar; on screen, the scrollbar reaches the end of its longest line.
+        CHECK((c.needed_w <= c.box_w + 0.5f || c.scrollbar));
+        if (c.needed_w > c.box_w + 0.5f) {
+          ++wide;
+          if (c.visible) {
+            CHECK(c.scroll_max_x + c.box_w >= c.needed_w - 1);
+            ++wide_on_screen;
+          }
+        }
+        ++blocks;
+      }
+    }
+  }
+  CHECK(lessons == 18);
+  CHECK(blocks > 50);
+  CHECK(wide > 20);           // the lesson column is narrower than many blocks
+  CHECK(wide_on_screen > 0);  // and some of them are on screen at a lesson's first step
+}
+
+TEST_CASE("lesson 8: the K/V tile view scrolls to the words the step stores", "[viewer][screenshot][stages]") {
+  require_display();
+  if (!trace::stage_is_modelled(trace::Stage::optimized)) SKIP("no host model of stage 8 in this build");
+  const ProblemSpec spec = lesson_problem(ProblemSpec{}, trace::Stage::optimized, 0).spec;
+  const auto events = trace::model_events(spec, trace::Stage::optimized, trace::Selection{});
+  const TraceIndex idx(events, Granularity::instruction);
+  // The first step storing K/V tile words that all lie below the view's
+  // first 48 bank rows (the rows shown before any scroll).
+  int K = -1;
+  trace::Event e{};
+  for (int st = 0; st < idx.num_steps(0) && K < 0; ++st) {
+    trace::Event lowest{};
+    lowest.byte_offset = -1;
+    for (auto i : idx.events_of(0, st))
+      if (events[i].tensor == trace::Tensor::kv_smem && events[i].op == trace::Op::shared_store &&
+          (lowest.byte_offset < 0 || events[i].byte_offset < lowest.byte_offset))
+        lowest = events[i];
+    if (lowest.byte_offset >= 60 * 128) {
+      K = st;
+      e = lowest;
+    }
+  }
+  REQUIRE(K > 0);
+  const std::string png = kOut + "/l8_follow.png";
+  REQUIRE(run("--lesson 8 --step " + std::to_string(K) + " --tab shared --screenshot " + png + " --dump-layout " + png +
+              ".txt") == 0);
+  const Dump d = load_dump(png + ".txt");
+  REQUIRE(d.v.at("step")[0] == K);
+  REQUIRE(d.v.count("kv_smem"));
+  REQUIRE(d.v.count("kv_smem_view"));
+  const auto& k = d.v.at("kv_smem");        // origin x, y (scrolled), cell w, h, words, base
+  const auto& view = d.v.at("kv_smem_view");  // scroll y, top y on screen, visible height
+  CHECK(view[0] > 0);  // it scrolled
+  BankGridLayout g;
+  g.words = static_cast<int>(k[4]);
+  g.cell_w = k[2];
+  g.cell_h = k[3];
+  g.header_h = 0;
+  const int word = static_cast<int>((e.byte_offset - static_cast<std::int64_t>(k[5])) / 4);
+  const Rect r = g.word_rect(word).offset(k[0], k[1]);
+  INFO("word " << word << " at y " << r.y0 << ".." << r.y1 << "; view " << view[1] << " + " << view[2]);
+  CHECK(r.y0 >= view[1]);
+  CHECK(r.y1 <= view[1] + view[2]);
+  const Image im = load(png);
+  const int px = static_cast<int>((r.x0 + r.x1) / 2), py = static_cast<int>((r.y0 + r.y1) / 2);
+  REQUIRE(py < im.h);
+  CHECK(same(im.at(px, py), rgb255(thread_color(e.warp, e.lane, static_cast<int>(d.v.at("grid_layout")[0])))));
+}
+
+TEST_CASE("pa-viewer --block reaches the reduce, prefix and merge blocks; a block the trace lacks is a message", "[viewer][screenshot][stages]") {
+  require_display();
+  struct Case {
+    int lesson;
+    const char* block;
+    int label;
+  };
+  const Case cases[] = {{6, "0,0,reduce", kReduceBlock}, {6, "0,0,-1", kReduceBlock}, {6, "0,0,1", 1},
+                        {7, "0,0,merge", kMergeBlock},   {7, "0,0,prefix_reduce", kPrefixReduceBlock},
+                        {7, "0,0,prefix:0", kPrefixBlockBase}, {8, "0,0,0", 0}};
+  int ran = 0;
+  for (const Case& c : cases) {
+    INFO("--lesson " << c.lesson << " --block " << c.block);
+    if (!trace::stage_is_modelled(static_cast<trace::Stage>(c.lesson))) continue;
+    const std::string png = kOut + "/block_l" + std::to_string(c.lesson) + "_" + std::to_string(ran) + ".png";
+    REQUIRE(run("--lesson " + std::to_string(c.lesson) + " --block " + c.block + " --screenshot " + png +
+                " --dump-layout " + png + ".txt") == 0);
+    const Dump d = load_dump(png + ".txt");
+    CHECK(d.v.at("load_error")[0] == 0);
+    const int shown = static_cast<int>(d.v.at("blocks")[1]);
+    REQUIRE(shown < static_cast<int>(d.v.at("block_labels").size()));
+    CHECK(static_cast<double>(d.v.at("block_labels")[shown]) == static_cast<double>(c.label));
+    ++ran;
+  }
+  CHECK(ran == 7);
+  // Stage 2 has no reduce block: the window says so (and shows its block).
+  const std::string png = kOut + "/block_missing.png";
+  REQUIRE(run("--lesson 2 --block 0,0,reduce --screenshot " + png + " --dump-layout " + png + ".txt") == 0);
+  CHECK(load_dump(png + ".txt").v.at("load_error")[0] == 1);
+  // A bad BLOCK is a usage error.
+  CHECK(run("--block 0,0,bogus", false) == 2);
+}
+
+TEST_CASE("lesson 0 opens on its own problem, at a block-table load, on the paged KV cache", "[viewer][screenshot][lesson]") {
+  require_display();
+  const ProblemSpec spec = lesson_problem_of(0, ProblemSpec{}, trace::Stage::qk, 0).spec;
+  REQUIRE(spec.context_lens == kLesson0Contexts);
+  const auto events = trace::model_events(spec, trace::Stage::qk, trace::Selection{});
+  const TraceIndex idx(events, Granularity::instruction);
+  int K = -1;
+  for (int st = 0; st < idx.num_steps(0) && K < 0; ++st)
+    if (idx.steps(0)[st].step == trace::Step::block_table_load && idx.steps(0)[st].tensor == trace::Tensor::block_table) K = st;
+  REQUIRE(K > 0);
+  const std::string png = kOut + "/lesson0.png";
+  REQUIRE(run("--lesson 0 --screenshot " + png + " --dump-layout " + png + ".txt") == 0);
+  const Dump d = load_dump(png + ".txt");
+  CHECK(d.v.at("lesson")[0] == 0);
+  CHECK(d.v.at("lesson_error")[0] == 0);
+  CHECK(d.v.at("load_error")[0] == 0);
+  CHECK(d.v.at("contexts") == std::vector<float>{100, 37, 130});
+  CHECK(d.v.at("step")[0] == K);
+  CHECK(d.v.at("memory_tab")[0] == 0);  // the Paged KV cache tab
+  // The command line still wins.
+  REQUIRE(run("--lesson 0 --step 1 --context 50 --screenshot " + png + " --dump-layout " + png + ".txt") == 0);
+  const Dump e = load_dump(png + ".txt");
+  CHECK(e.v.at("step")[0] == 1);
+  CHECK(e.v.at("contexts") == std::vector<float>{50});
+}
+
+TEST_CASE("the panels show the section of the code the shown block runs, or the enclosing one", "[viewer][screenshot][lesson]") {
+  require_display();
+  if (!trace::stage_is_modelled(trace::Stage::v2_partition)) SKIP("no host model of stage 6 in this build");
+  // Lesson 6's partition block (seq 0 head 0 part 0, shown first): its first
+  // max_reduce is lesson 3's softmax; the barrier before it has no section.
+  const ProblemSpec spec = lesson_problem(ProblemSpec{}, trace::Stage::v2_partition, 0).spec;
+  const auto events = trace::model_events(spec, trace::Stage::v2_partition, viewer_selection(spec, trace::Stage::v2_partition, 0, 0, 0));
+  const TraceIndex idx(events, Granularity::instruction);
+  const int part = idx.find_block({0, 0, 0});
+  REQUIRE(part >= 0);
+  const int K = idx.find_step(part, trace::Step::max_reduce);
+  REQUIRE(K > 0);
+  int B = K - 1;
+  while (B > 0 && idx.steps(part)[B].step != trace::Step::barrier) --B;
+  REQUIRE(idx.steps(part)[B].step == trace::Step::barrier);
+  const std::string a = kOut + "/l6_max.png", b = kOut + "/l6_barrier.png";
+  REQUIRE(run("--lesson 6 --step " + std::to_string(K) + " --screenshot " + a + " --dump-layout " + a + ".txt") == 0);
+  REQUIRE(run("--lesson 6 --step " + std::to_string(B) + " --screenshot " + b + " --dump-layout " + b + ".txt") == 0);
+  const Dump da = load_dump(a + ".txt"), db = load_dump(b + ".txt");
+  REQUIRE(da.v.count("binding"));
+  REQUIRE(db.v.count("binding"));
+  CHECK(da.v.at("binding")[0] == 3);  // lesson 3's softmax section, not lesson 6's reduce
+  CHECK(da.v.at("binding")[2] == 0);
+  CHECK(da.v.at("binding")[3] == K);
+  CHECK(db.v.at("binding")[2] == 1);  // enclosing
+  CHECK(db.v.at("binding")[3] < B);   // the marked step before the barrier
 }

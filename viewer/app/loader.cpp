@@ -54,27 +54,17 @@ void AppState::step_by(int dir) {
   }
 }
 
-const lesson::StepMarker* marker_for_step(const AppState& s, const ReplayStep* step, int* section) {
-  if (!s.doc || !step) return nullptr;
-  const lesson::StepMarker* loose = nullptr;
-  int loose_sec = -1;
-  for (const auto& m : s.doc->markers()) {
-    if (m.marker->step != step->step) continue;
-    if (m.marker->stage == s.stage) {
-      if (section) *section = static_cast<int>(m.section);
-      return m.marker;
-    }
-    if (!loose) {
-      loose = m.marker;
-      loose_sec = static_cast<int>(m.section);
-    }
+const StepBinding& current_binding(AppState& s) {
+  AppState::BindingCache& c = s.binding_cache;
+  const int step = s.replay.current();
+  if (c.trace_generation != s.trace_generation || c.block != s.block || c.step != step || c.lesson != s.lesson) {
+    c.trace_generation = s.trace_generation;
+    c.block = s.block;
+    c.step = step;
+    c.lesson = s.lesson;
+    c.binding = bind_step(s.all_markers, s.stage, s.index, s.block, step, s.lesson);
   }
-  if (section) *section = loose_sec;
-  if (loose) return loose;
-  // Another lesson's marker for this step (composed stages).
-  for (const auto& m : s.all_markers)
-    if (m.step == step->step) return &m;
-  return nullptr;
+  return c.binding;
 }
 
 void select_block(AppState& s, int b) {
@@ -154,6 +144,25 @@ void start_load(AppState& s, LoadRequest req) {
 
 namespace {
 
+// The block of the trace with the label asked for, in row (seq, head); a
+// prefix chunk is labelled with the first row it computes, so any block with
+// its label will do. -1 if the trace has none.
+int find_labelled_block(const TraceIndex& index, int seq, int head, int label) {
+  if (const int b = index.find_block(BlockKey{seq, head, label}); b >= 0) return b;
+  if (is_prefix_block(label))
+    for (int b = 0; b < index.num_blocks(); ++b)
+      if (index.block(b).partition == label) return b;
+  return -1;
+}
+
+std::string blocks_of(const TraceIndex& index, trace::Stage stage) {
+  std::string out;
+  const int n = index.num_blocks();
+  for (int b = 0; b < n && b < 8; ++b) out += (b ? ", " : "") + describe_block(index.block(b), stage);
+  if (n > 8) out += ", ... (" + std::to_string(n) + " in all)";
+  return out;
+}
+
 // The finished load becomes what the window shows (UI thread, cheap moves).
 void apply(AppState& s, LoadedTrace&& t) {
   s.spec = t.spec;
@@ -173,6 +182,7 @@ void apply(AppState& s, LoadedTrace&& t) {
   s.index_ms = t.index_ms;
   s.last_total_load_ms = t.total_ms;
   s.load_message = t.message;
+  ++s.trace_generation;
   const int keep = s.replay.current();
   s.block = t.block;
   s.replay.set_count(s.index.num_steps(s.block));
@@ -186,6 +196,17 @@ void apply(AppState& s, LoadedTrace&& t) {
   s.cfg.num_warps = std::max(s.cfg.num_warps, s.traced_warps);
   s.memory_tab = s.reads_k || s.reads_v ? 0 : 1;
   s.memory_tab_request = true;
+  // The thread block asked for (--block, the Problem tab): a reduce, merge or
+  // prefix block is traced alongside a partition and shown instead of it.
+  if (t.kind != LoadRequest::Kind::file || s.block_requested) {
+    const int b = find_labelled_block(s.index, s.sel_seq, s.sel_head, s.sel_label);
+    if (b >= 0 && b != s.block) select_block(s, b);
+    if (b < 0 && s.index.num_blocks() > 0)
+      s.load_error = "thread block seq " + std::to_string(s.sel_seq) + ", head " + std::to_string(s.sel_head) +
+                     ", block " + block_label_text(s.sel_label) + " is not in this " + stage_name(s.stage) +
+                     " trace; showing " + describe_block(s.index.block(s.block), s.stage) + ". Its blocks: " +
+                     blocks_of(s.index, s.stage) + ".";
+  }
   s.replay.jump(t.step_after >= 0 ? t.step_after : keep);
 }
 
@@ -198,7 +219,7 @@ void request_model(AppState& s, const ProblemSpec& spec, trace::Stage stage, int
   r.stage = stage;
   r.sel_seq = s.sel_seq;
   r.sel_head = s.sel_head;
-  r.sel_partition = s.sel_partition;
+  r.sel_partition = model_partition_of_label(s.sel_label);
   r.granularity = s.granularity;
   r.step_after = step_after;
   s.load_error.clear();
@@ -273,6 +294,7 @@ bool poll_load(AppState& s) {
       const bool from_file = t->kind == LoadRequest::Kind::file;
       const bool tables_pending = t->tables_pending;
       apply(s, std::move(*t));
+      apply_open_step(s);
       if (tables_pending) {
         s.tables_key = s.spec.describe();
         s.tables_task.start([spec = s.spec](LoadControl&) { return problem_tables(spec); });
@@ -330,7 +352,7 @@ void load_lesson(AppState& s, int n) {
       for (const auto& e : s.lessons) {
         try {
           const lesson::Document d = lesson::load_lesson(e.path);
-          for (const auto& m : d.markers()) s.all_markers.push_back(*m.marker);
+          for (LessonMarker& m : lesson_markers(d, e.number)) s.all_markers.push_back(std::move(m));
         } catch (const std::exception&) {
           // A broken lesson is reported when it is opened.
         }
@@ -352,11 +374,15 @@ void load_lesson(AppState& s, int n) {
     const auto ms = s.doc->markers();
     if (!ms.empty()) st = ms.front().marker->stage;
   }
-  // Lessons 6 and 7 are about pictures of partitions and states: open that tab.
-  if (st == trace::Stage::v2_partition || st == trace::Stage::cascade_merge) {
-    s.tab_request = "partitions";
+  // The lesson's natural tab (lesson 0: the paged cache; 6 and 7: the
+  // partitions picture) and opening step (core/lesson_problem.hpp).
+  const LessonOpening opening = lesson_opening(n, st);
+  if (*opening.tab) {
+    s.tab_request = opening.tab;
     s.tab_request_frames = 2;
   }
+  s.open_step = opening.step;
+  s.open_tensor = opening.tensor;
   // The problem the lesson needs to show its stage (core/lesson_problem.hpp:
   // 6 several partitions, 7 a shared prefix, 8 a GQA group); the command
   // line's problem values are kept.
@@ -366,7 +392,7 @@ void load_lesson(AppState& s, int n) {
     locks.heads = s.args.num_heads.has_value() || s.args.num_kv_heads.has_value();
     locks.partition_size = s.args.partition_size.has_value();
     locks.prefix = s.args.prefix.has_value();
-    const LessonProblem lp = lesson_problem(edited_spec(s), st, s.sel_seq, locks);
+    const LessonProblem lp = lesson_problem_of(n, edited_spec(s), st, s.sel_seq, locks);
     // Already showing (or loading) this stage's trace of this problem: nothing to do.
     const trace::Stage shown = s.loader.running() && s.loading.kind == LoadRequest::Kind::model ? s.loading.stage : s.stage;
     const bool have = s.loader.running() ? s.loading.kind == LoadRequest::Kind::model
@@ -376,7 +402,18 @@ void load_lesson(AppState& s, int n) {
       request_model(s, lp.spec, st, 0);
     }
   }
+  if (!s.loader.running()) apply_open_step(s);  // the trace shown already fits: open it now
   s.last_step_seen = -1;
+}
+
+void apply_open_step(AppState& s) {
+  if (!s.open_step) return;
+  for (int k = s.index.find_step(s.block, *s.open_step); k >= 0; k = s.index.find_step(s.block, *s.open_step, k + 1))
+    if (s.open_tensor == trace::Tensor::none || s.index.steps(s.block)[k].tensor == s.open_tensor) {
+      s.replay.jump(k);
+      break;
+    }
+  s.open_step.reset();
 }
 
 }  // namespace pa::viewer

@@ -313,9 +313,25 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
   out << "columns " << s.drawn.left_w << " " << s.drawn.mid_w << " " << s.drawn.right_w << " " << s.drawn.col_h << "\n";
   if (s.drawn.smem_valid)
     out << "kv_smem " << s.drawn.smem_origin.x << " " << s.drawn.smem_origin.y << " " << s.drawn.smem_cell_w << " "
-        << s.drawn.smem_cell_h << " " << s.drawn.smem_words << " " << s.drawn.smem_base << "\n";
+        << s.drawn.smem_cell_h << " " << s.drawn.smem_words << " " << s.drawn.smem_base << "\n"
+        << "kv_smem_view " << s.drawn.smem_scroll_y << " " << s.drawn.smem_view_top << " " << s.drawn.smem_view_h << "\n";
   out << "blocks " << s.index.num_blocks() << " " << s.block << "\n";
+  // The lesson section and source region the panels show for the step
+  // (core/lesson_binding.hpp): the marker's lesson and section, whether it
+  // is the enclosing region of a step without one, and whose step it is.
+  if (const StepBinding& b = s.binding_cache.binding; b.marker && s.binding_cache.step == s.replay.current() &&
+                                                 s.binding_cache.block == s.block)
+    out << "binding " << b.marker->lesson << " " << b.marker->section << " " << b.enclosing << " " << b.marked_step << "\n";
+  // The lesson's code blocks (line, needed width, box width, scrollbar, on screen, scroll range).
+  for (const DrawnGeometry::CodeBlock& c : s.drawn.code_blocks)
+    out << "code_block " << c.line << " " << c.needed_w << " " << c.box_w << " " << c.scrollbar << " " << c.visible << " "
+        << c.scroll_max_x << "\n";
   out << "memory_tab " << s.memory_tab << "\n";
+  // Checked exercises: "exercise:LESSON:ID verdict answer_ok answer" (Verdict of core/exercise.hpp).
+  for (const auto& [key, ui] : s.exercises)
+    if (ui.checks > 0)
+      out << "exercise:" << key << " " << static_cast<int>(check_answer(ui.checked, ui.answer)) << " " << ui.answer.ok
+          << " " << ui.answer.value << "\n";
   if (s.drawn.kv_valid) {
     const KvLayout& l = s.drawn.kv;
     out << "kv_origin " << s.drawn.kv_origin.x << " " << s.drawn.kv_origin.y << "\n";
@@ -366,7 +382,9 @@ int main(int argc, char** argv) {
   if (args.block_seq) {
     s.sel_seq = *args.block_seq;
     s.sel_head = *args.block_head;
-    s.sel_partition = *args.block_partition;
+    s.sel_label = *args.block_label;
+    s.sel_partition = model_partition_of_label(s.sel_label);
+    s.block_requested = true;
   }
   if (args.coarse) s.granularity = Granularity::step;
 

@@ -1,6 +1,7 @@
 // The viewer's state shared by the panels: the problem, the loaded trace and
 // its index, the replay position, the selection, the lesson and fonts.
 #pragma once
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <optional>
@@ -16,6 +17,8 @@
 #include "core/trace_index.hpp"
 #include "core/trace_load.hpp"
 #include "core/background.hpp"
+#include "core/exercise.hpp"
+#include "core/lesson_binding.hpp"
 #include "lesson.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/reference/problem.hpp"
@@ -73,6 +76,35 @@ struct DrawnGeometry {
   float smem_cell_w = 0, smem_cell_h = 0;
   int smem_words = 0;
   std::int64_t smem_base = 0;  // byte offset of word 0
+  // The tile view's scroll, and its visible part on screen (smem_origin
+  // moves with the scroll: a word is visible when its rectangle is inside).
+  float smem_scroll_y = 0, smem_view_top = 0, smem_view_h = 0;
+  // The lesson's code blocks as drawn: the width their longest line needs
+  // (with padding), the box's width, whether it has a horizontal scrollbar,
+  // whether it is on screen, and how far it scrolls (measured on screen
+  // only). Readable: needed <= box, or a scrollbar reaching needed.
+  struct CodeBlock {
+    int line = 0;
+    float needed_w = 0, box_w = 0;
+    bool scrollbar = false, visible = false;
+    float scroll_max_x = 0;
+  };
+  std::vector<CodeBlock> code_blocks;
+};
+
+// One exercise of the lesson shown (panels/exercise_panel.cpp): what the
+// learner typed and checked, and the answer computed from the trace shown
+// (recomputed when the trace changes, so the verdict follows the trace).
+struct ExerciseUi {
+  char typed[32] = {};
+  std::string checked;  // the text last checked; its verdict is drawn
+  int checks = 0;
+  bool show_answer = false;
+  bool from_args = false;  // --answer ID=VALUE filled it in
+  float hold_scroll = 0;   // "Show me": the lesson text's scroll, kept while the step changes
+  int hold_frames = 0;
+  std::string answer_key;  // the trace the answer was computed for
+  ExerciseAnswer answer;
 };
 
 // AppState is-a BlockCaches: the current thread block's caches (slot_physical,
@@ -93,10 +125,16 @@ struct AppState : BlockCaches {
   TraceIndex index;
   Granularity granularity = Granularity::instruction;
   int sel_seq = 0, sel_head = 0, sel_partition = 0;  // the thread block the host model traces
+  // The thread block to show (--block, the Problem tab): its label in
+  // Event::partition, which may name a reduce, merge or prefix block that the
+  // model traces alongside partition sel_partition (model_partition_of_label).
+  int sel_label = 0;
+  bool block_requested = false;  // a trace file shows sel_label's block too (else its first)
   ConfigInfo cfg;
   std::string load_error;  // shown in the window
   std::string load_message;  // not an error (e.g. a stage without a host model)
   double load_ms = 0, index_ms = 0;
+  int trace_generation = 0;  // counts the traces applied (caches keyed by the trace compare it)
 
   // ---- replay
   int block = 0;
@@ -134,11 +172,28 @@ struct AppState : BlockCaches {
   std::optional<lesson::Document> doc;
   std::string lesson_error;
   std::string lessons_dir, source_dir;
+  std::optional<trace::Step> open_step;  // the lesson opens at its first such step, once its trace is in
+  trace::Tensor open_tensor = trace::Tensor::none;  // ... that accesses this tensor (none: any)
   std::map<std::string, std::optional<lesson::AnchorRange>> anchor_cache;
   // Markers of every lesson (stages compose: lesson 4's trace replays QK steps
   // whose source anchors lesson 2 marks).
-  std::vector<lesson::StepMarker> all_markers;
+  std::vector<LessonMarker> all_markers;
+  // The binding of the step shown (core/lesson_binding.hpp), kept while the
+  // step, block, lesson and trace stay the same: the lesson and source panels
+  // both read it every frame.
+  struct BindingCache {
+    int trace_generation = -1, block = -1, step = -1, lesson = -1;
+    StepBinding binding;
+  } binding_cache;
   std::map<std::string, SourceFile> source_cache;
+  std::map<std::string, int> buffer_scrolled_step;  // shared-memory buffer title -> step it was scrolled to
+  // The shared-memory panel's tint of earlier stores: first_store_steps of
+  // each shared tensor of the shown block (core/highlight.hpp).
+  struct StoreCache {
+    int trace_generation = -1, block = -1;
+    std::map<trace::Tensor, std::vector<int>> first;
+  } store_cache;
+  std::map<std::string, ExerciseUi> exercises;  // by "lesson:id"
 
   // ---- ui
   bool show_help = false;
@@ -178,17 +233,25 @@ bool poll_load(AppState& s);
 // Screenshot and bench modes: wait until every load (and a fallback) is done.
 void wait_for_load(AppState& s);
 void select_block(AppState& s, int block);
+// Jumps to the opening step of the lesson (s.open_step), once, if set.
+void apply_open_step(AppState& s);
 // The reference values of s.spec, or nullptr while they are computed in the
 // background (the caller shows that; the window stays live). Never throws.
 const RefValues* reference_values(AppState& s);
 // The problem the Problem tab edits: the one being loaded, else the shown one.
 const ProblemSpec& edited_spec(const AppState& s);
-// The marker (anchor) that belongs to the current step, if the lesson has one.
-const lesson::StepMarker* marker_for_step(const AppState& s, const ReplayStep* step, int* section = nullptr);
+// The lesson marker (section and source anchor) of the current step, chosen
+// by the step and the shown thread block's role (core/lesson_binding.hpp);
+// for a step without a marker of its own, the nearest marked step's, flagged
+// as the enclosing region.
+const StepBinding& current_binding(AppState& s);
 
 // Panels (one file each under viewer/panels/).
 void draw_toolbar(AppState& s);
 void draw_lesson_panel(AppState& s);
+// An exercise block of the lesson: its question (drawn by the lesson panel
+// through draw_question), the answer box, the verdict, the hint.
+void draw_exercise(AppState& s, const lesson::Block& b, const std::function<void(const lesson::Block&)>& draw_question);
 void draw_config_panel(AppState& s);
 void draw_trace_panel(AppState& s);
 void draw_source_panel(AppState& s);
@@ -204,7 +267,32 @@ void draw_help_overlay(AppState& s);
 // Small drawing helpers (panels/widgets.cpp).
 ImU32 col(Rgba c, float alpha = 1.0f);
 ImU32 dim_col(Rgba c, float amount);  // towards the background
+Rgba dimmed(Rgba c, float amount);    // the same colour, as Rgba
 void help_marker(const char* text);
 void section_title(AppState& s, const char* text);
+// A bold title and, after it, a detail in the disabled colour, wrapped at
+// the panel's edge (never cut off).
+void title_with_detail(AppState& s, const char* title, const std::string& detail);
+// A colour key: swatches with words in the small font, flowing onto the next
+// line at the panel's edge (the strips above the memory views), or one per
+// row (the help overlay's table: per_row).
+class Legend {
+ public:
+  explicit Legend(AppState& s, bool per_row = false);
+  ~Legend();
+  Legend(const Legend&) = delete;
+  Legend& operator=(const Legend&) = delete;
+  void swatch(Rgba fill, const char* text);                 // a filled square
+  void framed(Rgba fill, Rgba frame, const char* text);     // a square with a frame
+  void lanes(const char* text);                             // the thread colours (hue by lane, shade by warp)
+  void band(Rgba fill, Rgba text_colour, const char* text); // a line band, as the source panel's regions
+  void words(Rgba text_colour, const char* sample, const char* text);  // coloured sample text
+
+ private:
+  // Reserves an item of the given width on this line (or the next) and returns its top-left.
+  ImVec2 place(float width);
+  AppState& s_;
+  bool per_row_, first_ = true;
+};
 
 }  // namespace pa::viewer

@@ -1,5 +1,7 @@
 #include "core/args.hpp"
 
+#include "pa/index/events.hpp"
+
 #include <cmath>
 #include <algorithm>
 #include <charconv>
@@ -29,6 +31,43 @@ std::vector<std::string> split(const std::string& s, char c) {
 
 }  // namespace
 
+int parse_block_label(const std::string& v) {
+  static const char* accepted =
+      "(accepted: a partition or split N >= 0, reduce or -1, prefix_reduce or -2, merge or -3, prefix:C for the "
+      "cascade prefix kernel's chunk C)";
+  if (v == "reduce" || v == "-1") return kReduceBlock;
+  if (v == "prefix_reduce" || v == "-2") return kPrefixReduceBlock;
+  if (v == "merge" || v == "-3") return kMergeBlock;
+  auto number = [&](const std::string& digits) -> std::optional<int> {
+    int out = 0;
+    const auto* end = digits.data() + digits.size();
+    auto [p, ec] = std::from_chars(digits.data(), end, out);
+    if (digits.empty() || ec != std::errc() || p != end || out < 0 || out >= (1 << 20)) return std::nullopt;
+    return out;
+  };
+  if (v.rfind("prefix:", 0) == 0) {
+    if (const auto c = number(v.substr(7))) return kPrefixBlockBase + *c;
+    throw UsageError("--block: '" + v + "' is not prefix:C with a chunk C in [0, 1048575] " + accepted);
+  }
+  if (const auto n = number(v)) return *n;
+  throw UsageError("--block: '" + v + "' is not a thread block " + accepted);
+}
+
+std::string block_label_text(int label) {
+  if (label >= 0) return std::to_string(label);
+  if (label == kReduceBlock) return "reduce";
+  if (label == kPrefixReduceBlock) return "prefix_reduce";
+  if (label == kMergeBlock) return "merge";
+  if (is_prefix_block(label)) return "prefix:" + std::to_string(label - kPrefixBlockBase);
+  return std::to_string(label);
+}
+
+int model_partition_of_label(int label) {
+  if (label >= 0) return label;
+  if (is_prefix_block(label)) return label - kPrefixBlockBase;
+  return 0;
+}
+
 std::string usage() {
   return
       "usage: pa-viewer [options]\n"
@@ -44,7 +83,8 @@ std::string usage() {
       "  --block-size N        8 16 32\n"
       "  --context L[,L...]    context length of each sequence\n"
       "  --heads N --kv-heads N --partition-size N --prefix N\n"
-      "  --block SEQ,HEAD[,PART]  the thread block the host model traces (default 0,0,0)\n"
+      "  --block SEQ,HEAD[,BLOCK] the thread block to trace and show (default 0,0,0), fields as in the Problem tab;\n"
+      "                        BLOCK: partition/split N, reduce, prefix_reduce, merge, prefix:C (prefix chunk C)\n"
       "  --size WxH            window size (default 1600x1000, times the scale)\n"
       "  --scale F             UI scale for HiDPI, 0.5-4 (default: the monitor's content scale; 1 for screenshots)\n"
       "  --screenshot OUT.png  render one frame headless, write a PNG, exit\n"
@@ -55,6 +95,7 @@ std::string usage() {
       "  --mouse X,Y [--click] with --screenshot: pointer there (tooltips), optionally one click\n"
       "  --keys K              with --screenshot: press keys first (R/L right/left, H/E home/end, space, 0-8, ?)\n"
       "  --tab T               open tab T: requests values partitions inspect kv shared lesson problem trace\n"
+      "  --answer ID=VALUE     type VALUE into the lesson's exercise ID and check it (repeatable)\n"
       "  --help                this text\n"
       "keys: Space play/pause, Left/Right step, Home/End, 0-8 lesson, ? help\n";
 }
@@ -88,10 +129,11 @@ Args parse_args(const std::vector<std::string>& av) {
     }
     else if (f == "--block") {
       const auto p = split(value(), ',');
-      if (p.size() < 2 || p.size() > 3) throw UsageError("--block: needs SEQ,HEAD or SEQ,HEAD,PARTITION");
-      a.block_seq = to_int("--block seq", p[0], 0, 1 << 20);
-      a.block_head = to_int("--block head", p[1], 0, 1 << 20);
-      a.block_partition = p.size() == 3 ? to_int("--block partition", p[2], 0, 1 << 20) : 0;
+      if (p.size() < 2 || p.size() > 3)
+        throw UsageError("--block: '" + av[i] + "' needs SEQ,HEAD or SEQ,HEAD,BLOCK (e.g. 0,0 or 0,0,reduce)");
+      a.block_seq = to_int("--block SEQ", p[0], 0, 1 << 20);
+      a.block_head = to_int("--block HEAD", p[1], 0, 1 << 20);
+      a.block_label = p.size() == 3 ? parse_block_label(p[2]) : 0;
     }
     else if (f == "--mouse") {
       const auto p = split(value(), ',');
@@ -112,6 +154,13 @@ Args parse_args(const std::vector<std::string>& av) {
       static const char* ok[] = {"requests", "values", "partitions", "inspect", "kv", "shared", "lesson", "problem", "trace"};
       if (std::find(std::begin(ok), std::end(ok), a.tab) == std::end(ok))
         throw UsageError("--tab: '" + a.tab + "' (accepted: requests values partitions inspect kv shared lesson problem trace)");
+    }
+    else if (f == "--answer") {
+      const std::string v = value();
+      const auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == v.size() || v.size() - eq - 1 >= 32)
+        throw UsageError("--answer: '" + v + "' is not ID=VALUE (an exercise id of the lesson, a number)");
+      a.answers.emplace_back(v.substr(0, eq), v.substr(eq + 1));
     }
     else if (f == "--size") {
       const std::string v = value();

@@ -26,7 +26,9 @@ struct Args {
   std::optional<int> sel_warp, sel_lane;
   char sel_kv = 0;                 // 'k' or 'v' for an element selection
   int sel_pb = -1, sel_d = -1, sel_t = -1;
-  std::optional<int> block_seq, block_head, block_partition;  // --block SEQ,HEAD[,PART]
+  // --block SEQ,HEAD[,BLOCK]: the thread block to trace and show; block_label
+  // is its label in Event::partition (parse_block_label).
+  std::optional<int> block_seq, block_head, block_label;
   bool follow_selection = false;   // --follow-selection: Left/Right step through the selection's steps
   bool coarse = false;             // --granularity step
   // Problem overrides for the host model.
@@ -42,11 +44,27 @@ struct Args {
   bool exercise_resize = false;    // --exercise-resize: screenshot after shrinking to tiny sizes and back (tests)
   std::optional<float> scale;      // --scale F: UI scale (fonts, sizes); default: the monitor's content scale
   std::string tab;                 // --tab: requests | values | partitions | inspect | kv | shared | problem | trace
+  // --answer ID=VALUE (repeatable): type VALUE into the lesson's exercise ID and check it (screenshots, tests)
+  std::vector<std::pair<std::string, std::string>> answers;
   bool help = false;
 };
 
 // Throws UsageError naming the bad argument and what is accepted.
 Args parse_args(const std::vector<std::string>& argv);
+
+// The BLOCK of --block SEQ,HEAD,BLOCK (and of the Problem tab) as a thread
+// block label (Event::partition, pa/index/events.hpp): a partition (stage 6,
+// the cascade's suffix) or split (stage 8) N >= 0; reduce (also -1),
+// prefix_reduce (-2), merge (-3); prefix:C, the cascade prefix kernel's
+// chunk C. Throws UsageError naming the value and what is accepted.
+int parse_block_label(const std::string& text);
+// The inverse, for messages: "2", "reduce", "prefix:1".
+std::string block_label_text(int label);
+// The partition the host model is asked to trace so that the trace holds
+// the labelled block: a partition itself; for the reduce, prefix reduce and
+// merge of the row, partition 0; for prefix chunk C, suffix partition C (the
+// model traces the prefix chunk of the same index with it).
+int model_partition_of_label(int label);
 std::string usage();
 
 }  // namespace pa::viewer

@@ -156,6 +156,21 @@ StateFlow state_flow(const std::vector<trace::Event>& ev, std::span<const std::u
   return f;
 }
 
+std::vector<int> first_store_steps(const std::vector<trace::Event>& ev, const TraceIndex& idx, int b, trace::Tensor t) {
+  std::vector<int> first;
+  for (int k = 0; k < idx.num_steps(b); ++k)
+    for (std::uint32_t i : idx.events_of(b, k)) {
+      const trace::Event& e = ev[i];
+      if (e.tensor != t || e.op != trace::Op::shared_store || e.byte_offset < 0 || e.bytes <= 0) continue;
+      const std::size_t w0 = static_cast<std::size_t>(e.byte_offset / 4);
+      const std::size_t w1 = static_cast<std::size_t>((e.byte_offset + e.bytes - 1) / 4);
+      if (first.size() <= w1) first.resize(w1 + 1, -1);
+      for (std::size_t w = w0; w <= w1; ++w)
+        if (first[w] < 0) first[w] = k;  // steps are visited in replay order
+    }
+  return first;
+}
+
 namespace {
 Rgba hsv(float h, float s, float v) {
   h = h - std::floor(h);

@@ -50,6 +50,12 @@ struct Touch {
 // Every event of block b touching the element, in step order. O(events).
 std::vector<Touch> who_touches(const std::vector<trace::Event>& ev, const TraceIndex& idx, int b,
                                trace::Tensor t, std::int64_t byte_begin, int bytes);
+// For each 4-byte word of a shared-memory tensor (word w = bytes [4w, 4w+4)
+// from the tensor's byte 0), the first replay step of block b that stores to
+// it; -1 for a word never stored. The shared-memory panel tints the words
+// stored before the current step, as the KV panel tints earlier loads. The
+// vector ends at the last word stored. O(events of the block).
+std::vector<int> first_store_steps(const std::vector<trace::Event>& ev, const TraceIndex& idx, int b, trace::Tensor t);
 // The steps of block b in which the thread (lane -1: any lane of the warp) is active.
 std::vector<int> steps_of_thread(const std::vector<trace::Event>& ev, const TraceIndex& idx, int b,
                                  int warp, int lane);
@@ -120,6 +126,27 @@ struct Rgba {
 };
 Rgba thread_color(int warp, int lane, int num_warps);
 Rgba tensor_color(trace::Tensor t);
+
+// The other colours of the memory and source panels, named once so that the
+// panels and their legends (the strips above the KV and shared-memory views,
+// the help overlay's table) cannot disagree.
+namespace palette {
+constexpr Rgba rgb8(int r, int g, int b) { return {r / 255.0f, g / 255.0f, b / 255.0f, 1.0f}; }
+inline constexpr Rgba untouched = rgb8(40, 43, 52);      // a KV element no step has loaded yet
+inline constexpr Rgba past_context = rgb8(28, 29, 34);   // a KV slot past the sequence's context: never read
+inline constexpr float earlier_dim = 0.62f;              // loaded/stored at an earlier step: the tensor's colour, dimmed
+inline constexpr Rgba table_read = rgb8(90, 150, 230);   // a block-table entry this step reads
+inline constexpr Rgba table_entry = rgb8(45, 50, 62);    // a block-table entry
+inline constexpr Rgba table_from_problem = rgb8(38, 41, 50);  // an entry the trace does not read (the problem's)
+inline constexpr Rgba table_shared = rgb8(150, 110, 40); // another sequence's entry sharing a physical block
+inline constexpr Rgba word_even = rgb8(47, 50, 61), word_odd = rgb8(42, 45, 55);  // alternating bank rows / sectors
+inline constexpr Rgba atomic_frame = rgb8(255, 70, 60);  // a word an atomic touches
+inline constexpr Rgba own_region = rgb8(95, 80, 30);     // source lines (and lesson bar) of the step's own marker
+inline constexpr Rgba enclosing_region = rgb8(40, 58, 88);  // ... of the enclosing region of a step without one
+inline constexpr Rgba own_bar = rgb8(255, 190, 70), enclosing_bar = rgb8(110, 160, 235);
+inline constexpr Rgba at_ideal = {0.5f, 0.9f, 0.55f, 1}, over_ideal = {1.0f, 0.55f, 0.4f, 1};  // request costs
+inline constexpr Rgba sector_fetched = rgb8(240, 170, 70), sector_skipped = rgb8(55, 58, 68);  // requests' sector bars
+}  // namespace palette
 // Short names for an access in tables: ld, st, cp.async, atom, mma, shfl, bar, op.
 const char* access_verb(trace::Op o);
 // Where a tensor lives (the shared-memory and global-buffer views).

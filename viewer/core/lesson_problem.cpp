@@ -61,4 +61,28 @@ LessonProblem lesson_problem(const ProblemSpec& current, trace::Stage stage, int
   return r;
 }
 
+LessonProblem lesson_problem_of(int lesson, const ProblemSpec& current, trace::Stage stage, int sel_seq,
+                                const LessonProblemLocks& locks) {
+  if (lesson != 0) return lesson_problem(current, stage, sel_seq, locks);
+  LessonProblem r;
+  r.spec = current;
+  if (!locks.context && current.context_lens == ProblemSpec{}.context_lens) {
+    r.spec.context_lens = kLesson0Contexts;
+    r.changed = true;
+  }
+  return r;
+}
+
+LessonOpening lesson_opening(int lesson, trace::Stage stage) {
+  LessonOpening o;
+  if (lesson == 0) {
+    o.tab = "kv";
+    o.step = trace::Step::block_table_load;
+    o.tensor = trace::Tensor::block_table;
+  } else if (stage == trace::Stage::v2_partition || stage == trace::Stage::cascade_merge) {
+    o.tab = "partitions";  // lessons 6 and 7 are about pictures of partitions and states
+  }
+  return o;
+}
+
 }  // namespace pa::viewer

@@ -16,7 +16,17 @@
 //     the built-in default {100}.
 // Other stages: the problem unchanged. Values given on the command line are
 // never changed (locks).
+//
+// Lesson 0 (the paged KV cache itself, shown through the QK stage that reads
+// it) has a problem of its own: three sequences of 100, 37 and 130 tokens
+// (7, 3 and 9 blocks of 16; every last block partly filled), so the block
+// tables of several sequences, their shuffled physical blocks and the slots
+// past each context are on screen. It opens at the first load from the block
+// table (not the context-length load before it), on the Paged KV cache tab.
 #pragma once
+#include <optional>
+#include <vector>
+
 #include "pa/reference/problem.hpp"
 #include "pa/trace/event.hpp"
 
@@ -36,5 +46,22 @@ struct LessonProblem {
 // sel_seq: the sequence whose thread block the host model traces (clamped).
 LessonProblem lesson_problem(const ProblemSpec& current, trace::Stage stage, int sel_seq,
                              const LessonProblemLocks& locks = {});
+
+// Lesson 0's contexts, and the problem a lesson opens with: lesson 0's own
+// (when the context is still the built-in default and not locked), else its
+// stage's (lesson_problem).
+inline const std::vector<int> kLesson0Contexts = {100, 37, 130};
+LessonProblem lesson_problem_of(int lesson, const ProblemSpec& current, trace::Stage stage, int sel_seq,
+                                const LessonProblemLocks& locks = {});
+
+// Where a lesson opens, besides its first step: the tab to show ("" none;
+// names as pa-viewer --tab) and the step to jump to: the shown block's first
+// step of that Step whose events access that tensor (nullopt: step 0).
+struct LessonOpening {
+  const char* tab = "";
+  std::optional<trace::Step> step;
+  trace::Tensor tensor = trace::Tensor::none;  // none: any
+};
+LessonOpening lesson_opening(int lesson, trace::Stage stage);
 
 }  // namespace pa::viewer

@@ -51,6 +51,25 @@ constexpr const char* kBlockRoleNames[] = {"main", "reduce", "prefix_reduce", "m
 static_assert(std::size(kBlockRoleNames) == static_cast<std::size_t>(pa::BlockRole::prefix) + 1,
               "kBlockRoleNames must list every BlockRole of pa/index/events.hpp, in order");
 
+// Indexed by the Op / Tensor value (event.hpp); a test compares them with
+// pa::trace::to_string and checks that no enumerator was appended.
+constexpr const char* kOpNames[] = {"global_load", "global_store", "shared_load", "shared_store", "shuffle",
+                                    "barrier",     "compute",      "async_copy",  "mma",          "atomic"};
+constexpr const char* kTensorNames[] = {
+    "none",       "q",         "k_cache",    "v_cache",    "block_table", "context_lens", "q_smem",  "logits",
+    "red_scratch", "out_scratch", "output",   "part_out",   "part_max",    "part_sum",     "state_out", "state_lse",
+    "stage_out",  "kv_smem",   "workspace",  "counter",    "prefix_out",  "prefix_lse",   "suffix_out", "suffix_lse"};
+constexpr const char* kAskNames[] = {"sectors", "wavefronts", "lane",    "warp",    "byte_offset",
+                                     "physical_block", "token", "dim", "threads", "events"};
+static_assert(std::size(kAskNames) == static_cast<std::size_t>(kNumExerciseAsks),
+              "kAskNames must list every ExerciseAsk of lesson.hpp, in order");
+
+std::string joined(const char* const* names, std::size_t n) {
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) s += (s.empty() ? "" : " ") + std::string(names[i]);
+  return s;
+}
+
 std::string joined_block_role_names() {
   std::string s;
   for (const char* n : kBlockRoleNames) s += (s.empty() ? "" : " ") + std::string(n);
@@ -98,6 +117,31 @@ const char* block_role_name(pa::BlockRole role) {
   return i < std::size(kBlockRoleNames) ? kBlockRoleNames[i] : "?";
 }
 
+namespace {
+template <class E, std::size_t N>
+std::optional<E> enum_from_name(const char* const (&names)[N], std::string_view name) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (name == names[i]) return static_cast<E>(i);
+  return std::nullopt;
+}
+template <class E, std::size_t N>
+const char* enum_name(const char* const (&names)[N], E e) {
+  const auto i = static_cast<std::size_t>(e);
+  return i < N ? names[i] : "?";
+}
+}  // namespace
+
+std::optional<pa::trace::Op> op_from_name(std::string_view name) { return enum_from_name<pa::trace::Op>(kOpNames, name); }
+std::optional<pa::trace::Tensor> tensor_from_name(std::string_view name) {
+  return enum_from_name<pa::trace::Tensor>(kTensorNames, name);
+}
+const char* op_name(pa::trace::Op op) { return enum_name(kOpNames, op); }
+const char* tensor_name(pa::trace::Tensor tensor) { return enum_name(kTensorNames, tensor); }
+std::optional<ExerciseAsk> exercise_ask_from_name(std::string_view name) {
+  return enum_from_name<ExerciseAsk>(kAskNames, name);
+}
+const char* exercise_ask_name(ExerciseAsk ask) { return enum_name(kAskNames, ask); }
+
 std::string plain_text(const std::vector<Span>& spans) {
   std::string s;
   for (const auto& sp : spans) s += sp.text;
@@ -108,6 +152,17 @@ std::vector<Document::MarkerRef> Document::markers() const {
   std::vector<MarkerRef> out;
   for (std::size_t i = 0; i < sections.size(); ++i)
     for (const auto& m : sections[i].markers) out.push_back({&m, i});
+  return out;
+}
+
+std::vector<const Block*> Document::exercises() const {
+  std::vector<const Block*> out;
+  for (const auto& sec : sections)
+    for (const auto& b : sec.blocks) {
+      if (b.kind == BlockKind::exercise) out.push_back(&b);
+      for (const auto& c : b.children)
+        if (c.kind == BlockKind::exercise) out.push_back(&c);
+    }
   return out;
 }
 
@@ -504,8 +559,8 @@ bool valid_anchor_name(std::string_view n) {
   return true;
 }
 
-// <!-- pa:step key=value ... -->  (body = the text between <!-- and -->).
-StepMarker parse_marker(std::string_view body, const std::string& file, int line) {
+// The whitespace-separated words of a directive comment's body.
+std::vector<std::string_view> directive_tokens(std::string_view body) {
   std::vector<std::string_view> tokens;
   std::size_t i = 0;
   while (i < body.size()) {
@@ -514,10 +569,20 @@ StepMarker parse_marker(std::string_view body, const std::string& file, int line
     while (i < body.size() && !is_space(body[i])) ++i;
     if (i > b) tokens.push_back(body.substr(b, i - b));
   }
+  return tokens;
+}
+
+constexpr const char* kStepForm = "<!-- pa:step stage=NAME step=NAME anchor=NAME [block=ROLE] -->";
+constexpr const char* kExerciseForm =
+    "<!-- pa:exercise id=ID ask=WHAT [step=STEP] [block=ROLE] [op=OP] [tensor=TENSOR] [select=KEY=N,...] -->";
+
+// <!-- pa:step key=value ... -->  (body = the text between <!-- and -->).
+StepMarker parse_marker(std::string_view body, const std::string& file, int line) {
+  const std::vector<std::string_view> tokens = directive_tokens(body);
   if (tokens.empty() || tokens[0] != "pa:step") {
     throw LessonError(file, line,
                       "unknown lesson directive '" + std::string(tokens.empty() ? "" : tokens[0]).substr(0, 64) +
-                          "' (accepted: <!-- pa:step stage=NAME step=NAME anchor=NAME [block=ROLE] -->)");
+                          "' (accepted: " + kStepForm + ", " + kExerciseForm + ")");
   }
   StepMarker m;
   m.line = line;
@@ -581,8 +646,146 @@ StepMarker parse_marker(std::string_view body, const std::string& file, int line
     if (!have_stage) missing += " stage";
     if (!have_step) missing += " step";
     if (!have_anchor) missing += " anchor";
-    throw LessonError(file, line, "pa:step: missing" + missing +
-                                      " (form: <!-- pa:step stage=NAME step=NAME anchor=NAME [block=ROLE] -->)");
+    throw LessonError(file, line, "pa:step: missing" + missing + " (form: " + kStepForm + ")");
+  }
+  return m;
+}
+
+constexpr const char* kSelectKeys = "warp lane iter occurrence token dim seq head partition logical_block";
+
+// select=KEY=N,KEY=N,...: every key once, every N a whole number in [0, 2^30).
+ExerciseSelect parse_select(std::string_view value, const std::string& file, int line) {
+  ExerciseSelect sel;
+  std::size_t b = 0;
+  while (b <= value.size()) {
+    std::size_t e = value.find(',', b);
+    if (e == std::string_view::npos) e = value.size();
+    const std::string_view item = value.substr(b, e - b);
+    const std::size_t eq = item.find('=');
+    const std::string shown(item.substr(0, 64));
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == item.size()) {
+      throw LessonError(file, line, "pa:exercise: select item '" + shown + "' is not KEY=N (keys: " + kSelectKeys + ")");
+    }
+    const std::string_view key = item.substr(0, eq), num = item.substr(eq + 1);
+    std::optional<int>* slot = key == "warp"            ? &sel.warp
+                               : key == "lane"          ? &sel.lane
+                               : key == "iter"          ? &sel.iter
+                               : key == "occurrence"    ? &sel.occurrence
+                               : key == "token"         ? &sel.token
+                               : key == "dim"           ? &sel.dim
+                               : key == "seq"           ? &sel.seq
+                               : key == "head"          ? &sel.head
+                               : key == "partition"     ? &sel.partition
+                               : key == "logical_block" ? &sel.logical_block
+                                                        : nullptr;
+    if (!slot) {
+      throw LessonError(file, line, "pa:exercise: unknown select key '" + std::string(key.substr(0, 64)) +
+                                        "' (keys: " + kSelectKeys + ")");
+    }
+    if (slot->has_value()) {
+      throw LessonError(file, line, "pa:exercise: select key '" + std::string(key) + "' given twice");
+    }
+    long long n = 0;
+    bool ok = !num.empty() && num.size() <= 10;
+    for (char c : num) {
+      if (!is_digit(c)) ok = false;
+      if (ok) n = n * 10 + (c - '0');
+    }
+    if (!ok || n >= (1ll << 30)) {
+      throw LessonError(file, line, "pa:exercise: select " + std::string(key) + "='" +
+                                        std::string(num.substr(0, 64)) + "' is not a whole number in [0, 2^30)");
+    }
+    *slot = static_cast<int>(n);
+    b = e + 1;
+  }
+  return sel;
+}
+
+// <!-- pa:exercise key=value ... -->  (body = the text between <!-- and -->).
+ExerciseMarker parse_exercise(std::string_view body, const std::string& file, int line) {
+  const std::vector<std::string_view> tokens = directive_tokens(body);
+  ExerciseMarker m;
+  m.line = line;
+  bool have_id = false, have_ask = false, have_select = false;
+  for (std::size_t t = 1; t < tokens.size(); ++t) {
+    std::string_view tok = tokens[t];
+    const std::size_t eq = tok.find('=');
+    if (eq == std::string_view::npos || eq == 0) {
+      throw LessonError(file, line, "pa:exercise: expected key=value, got '" + std::string(tok.substr(0, 64)) +
+                                        "' (form: " + kExerciseForm + ")");
+    }
+    const std::string_view key = tok.substr(0, eq), value = tok.substr(eq + 1);
+    const std::string k(key.substr(0, 64)), v(value.substr(0, 128));
+    if (value.empty()) throw LessonError(file, line, "pa:exercise: empty value for '" + k + "'");
+    auto once = [&](bool given) {
+      if (given) throw LessonError(file, line, "pa:exercise: '" + k + "' given twice");
+    };
+    if (key == "id") {
+      once(have_id);
+      if (value.size() > 64 || !valid_anchor_name(value)) {
+        throw LessonError(file, line, "pa:exercise: bad id '" + v + "' (accepted: 1-64 characters of A-Z a-z 0-9 _ . -)");
+      }
+      m.id = v;
+      have_id = true;
+    } else if (key == "ask") {
+      once(have_ask);
+      const auto a = exercise_ask_from_name(value);
+      if (!a) {
+        throw LessonError(file, line, "pa:exercise: unknown ask '" + v + "' (accepted: " +
+                                          joined(kAskNames, std::size(kAskNames)) + ")");
+      }
+      m.ask = *a;
+      have_ask = true;
+    } else if (key == "step") {
+      once(m.step.has_value());
+      const auto st = step_from_name(value);
+      if (!st || *st == Step::count_) {
+        throw LessonError(file, line, "pa:exercise: unknown step '" + v + "' (accepted: " + joined_step_names() + ")");
+      }
+      m.step = *st;
+    } else if (key == "block") {
+      once(m.block.has_value());
+      m.block = block_role_from_name(value);
+      if (!m.block) {
+        throw LessonError(file, line, "pa:exercise: unknown block '" + v + "' (accepted: " +
+                                          joined_block_role_names() + ")");
+      }
+    } else if (key == "op") {
+      once(m.op.has_value());
+      m.op = op_from_name(value);
+      if (!m.op) {
+        throw LessonError(file, line, "pa:exercise: unknown op '" + v + "' (accepted: " +
+                                          joined(kOpNames, std::size(kOpNames)) + ")");
+      }
+    } else if (key == "tensor") {
+      once(m.tensor.has_value());
+      m.tensor = tensor_from_name(value);
+      if (!m.tensor) {
+        throw LessonError(file, line, "pa:exercise: unknown tensor '" + v + "' (accepted: " +
+                                          joined(kTensorNames, std::size(kTensorNames)) + ")");
+      }
+    } else if (key == "select") {
+      once(have_select);
+      m.select = parse_select(value, file, line);
+      have_select = true;
+    } else {
+      throw LessonError(file, line, "pa:exercise: unknown key '" + k + "' (keys: id ask step block op tensor select)");
+    }
+  }
+  if (!have_id || !have_ask) {
+    throw LessonError(file, line, std::string("pa:exercise: missing") + (have_id ? "" : " id") +
+                                      (have_ask ? "" : " ask") + " (form: " + kExerciseForm + ")");
+  }
+  const bool table_lookup = m.ask == ExerciseAsk::physical_block && !m.step &&
+                            (m.select.token || m.select.logical_block);
+  if (!m.step && !table_lookup) {
+    throw LessonError(file, line, "pa:exercise: ask=" + std::string(exercise_ask_name(m.ask)) +
+                                      " needs step=STEP (only ask=physical_block with select token= or "
+                                      "logical_block= reads the block table without one)");
+  }
+  if ((m.ask == ExerciseAsk::sectors || m.ask == ExerciseAsk::wavefronts) && !m.select.warp) {
+    throw LessonError(file, line, "pa:exercise: ask=" + std::string(exercise_ask_name(m.ask)) +
+                                      " needs select warp=W (a memory request is one warp's)");
   }
   return m;
 }
@@ -596,6 +799,7 @@ class BlockParser {
 
   Document run() {
     while (i_ < lines_.size()) step();
+    if (pending_exercise_) no_question("the end of the file");
     close_details();
     if (!pending_.empty()) {
       throw LessonError(file_, pending_.front().line,
@@ -617,11 +821,49 @@ class BlockParser {
   }
   void close_details() { details_open_ = false; }
 
-  // A line that starts some block other than a paragraph continuation.
+  // A line that starts some block other than a list item's continuation
+  // (any list item starts the next item).
   bool interrupts(std::string_view line) const {
     return trim(line).empty() || heading_of(line) || fence_open(line) || is_rule(line) || list_item_of(line) ||
            is_quote(line) || is_table_row(line) || is_comment_start(line) || is_details_open(line) ||
            is_details_close(line) || is_summary(line);
+  }
+  // The same for a paragraph's continuation, where a list item may start
+  // only as CommonMark allows: not empty, and numbered 1 if numbered. So
+  // "16) hold rows" wrapped onto the start of a line stays running text.
+  bool interrupts_paragraph(std::string_view line) const {
+    if (const auto li = list_item_of(line)) {
+      if (li->text.empty() || (li->numbered && li->number != 1)) {
+        return trim(line).empty() || heading_of(line) || fence_open(line) || is_rule(line);
+      }
+      return true;
+    }
+    return interrupts(line);
+  }
+
+  // A block starts the pending exercise's question only if it is a
+  // paragraph or a list item; anything else is an authoring error.
+  [[noreturn]] void no_question(const std::string& found) const {
+    throw LessonError(file_, pending_exercise_->line,
+                      "pa:exercise '" + pending_exercise_->id + "' must be followed by its question (a paragraph "
+                      "or a list item), found " + found);
+  }
+  void add_exercise_question(Block question) {
+    Block b;
+    b.kind = BlockKind::exercise;
+    b.line = pending_exercise_->line;
+    b.exercise = std::move(pending_exercise_);
+    pending_exercise_.reset();
+    b.children.push_back(std::move(question));
+    out().push_back(std::move(b));
+  }
+  void emit(Block b) {
+    if (pending_exercise_ && (b.kind == BlockKind::paragraph || b.kind == BlockKind::bullet_item ||
+                              b.kind == BlockKind::numbered_item)) {
+      add_exercise_question(std::move(b));
+      return;
+    }
+    out().push_back(std::move(b));
   }
 
   void step() {
@@ -629,6 +871,9 @@ class BlockParser {
     if (trim(line).empty()) {
       ++i_;
       return;
+    }
+    if (pending_exercise_ && !is_question_start(line)) {
+      no_question("'" + std::string(trim(line).substr(0, 40)) + "' at line " + std::to_string(lineno()));
     }
     if (auto f = fence_open(line)) return code_block(*f);
     if (is_comment_start(line)) return comment();
@@ -693,6 +938,12 @@ class BlockParser {
     out().push_back(std::move(b));
   }
 
+  // The first line of a paragraph or a list item (what step() would parse as one).
+  bool is_question_start(std::string_view line) const {
+    return !(fence_open(line) || is_comment_start(line) || heading_of(line) || is_details_open(line) ||
+             is_summary(line) || is_details_close(line) || is_rule(line) || is_quote(line) || is_table_row(line));
+  }
+
   void comment() {
     const int start = lineno();
     std::string_view first = trim(lines_[i_]);
@@ -717,8 +968,22 @@ class BlockParser {
     }
     std::string_view t = trim(body);
     if (starts_with(t, "pa:")) {
-      if (!closed) throw LessonError(file_, start, "pa:step marker comment is not closed with -->");
-      pending_.push_back(parse_marker(t, file_, start));
+      const bool exercise = directive_tokens(t).front() == "pa:exercise";
+      if (!closed) {
+        throw LessonError(file_, start, std::string(exercise ? "pa:exercise" : "pa:step") +
+                                            " marker comment is not closed with -->");
+      }
+      if (exercise) {
+        ExerciseMarker m = parse_exercise(t, file_, start);
+        if (const auto it = exercise_lines_.find(m.id); it != exercise_lines_.end()) {
+          throw LessonError(file_, start, "pa:exercise: id '" + m.id + "' already used at line " +
+                                              std::to_string(it->second) + " (ids are unique in a lesson)");
+        }
+        exercise_lines_.emplace(m.id, start);
+        pending_exercise_ = std::move(m);
+      } else {
+        pending_.push_back(parse_marker(t, file_, start));
+      }
     }
   }
 
@@ -749,7 +1014,7 @@ class BlockParser {
       ++i_;
     }
     b.spans = parse_inline(text);
-    out().push_back(std::move(b));
+    emit(std::move(b));
   }
 
   void quote() {
@@ -788,13 +1053,13 @@ class BlockParser {
     b.line = lineno();
     std::string text(trim(lines_[i_]));
     ++i_;
-    while (i_ < lines_.size() && !interrupts(lines_[i_])) {
+    while (i_ < lines_.size() && !interrupts_paragraph(lines_[i_])) {
       text += ' ';
       text += trim(lines_[i_]);
       ++i_;
     }
     b.spans = parse_inline(text);
-    out().push_back(std::move(b));
+    emit(std::move(b));
   }
 
   std::vector<std::string_view> lines_;
@@ -803,6 +1068,8 @@ class BlockParser {
   Document doc_;
   std::vector<StepMarker> pending_;
   bool details_open_ = false;
+  std::optional<ExerciseMarker> pending_exercise_;  // waiting for its question
+  std::map<std::string, int> exercise_lines_;       // id -> line, for duplicates
 };
 
 std::string read_file(const std::string& path) {

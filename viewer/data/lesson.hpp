@@ -19,7 +19,12 @@
 //   <details><summary>S</summary> ... </details>  -> Block::details (children = the
 //                                            blocks inside, drawn collapsed; not nested)
 //   <!-- pa:step stage=.. step=.. anchor=.. -->   -> StepMarker on the NEXT section
+//   <!-- pa:exercise id=.. ask=.. ... -->          -> Block::exercise: a question the viewer
+//     question (a paragraph or a list item)          checks against the trace (ExerciseMarker)
 //   other <!-- comments --> (one or many lines)   -> dropped
+// A numbered item interrupts a paragraph only when its number is 1, and an
+// empty item never does (CommonMark): "16) hold rows" on a line that
+// continues a sentence stays in the paragraph.
 // Inline: `code`, **strong** / __strong__, *emphasis* / _emphasis_, [text](url),
 // ![alt](url) (as a link span), backslash escapes. Spans do not nest: text
 // inside **...** is strong plain text.
@@ -71,7 +76,55 @@ struct Span {
 std::string plain_text(const std::vector<Span>& spans);
 
 // ---- blocks -------------------------------------------------------------------
-enum class BlockKind { paragraph, bullet_item, numbered_item, code, quote, table, rule, details };
+enum class BlockKind { paragraph, bullet_item, numbered_item, code, quote, table, rule, details, exercise };
+
+// ---- exercises ----------------------------------------------------------------
+// <!-- pa:exercise id=ID ask=WHAT [step=STEP] [block=ROLE] [op=OP] [tensor=TENSOR]
+//      [select=KEY=N,KEY=N,...] -->
+// followed by its question, a paragraph or a list item (blank lines between
+// are allowed). The learner types a whole number; the viewer computes the
+// answer from the loaded trace (viewer/core/exercise.hpp), so the lesson never
+// writes it down and it cannot drift from the kernels.
+//   id:     [A-Za-z0-9_.-]{1,64}, unique in the lesson
+//   ask:    what the learner predicts (ExerciseAsk)
+//   step:   the Step of the events the question is about (required except for
+//           ask=physical_block with a token or logical_block: then the answer
+//           is the problem's block table, as in lesson 0)
+//   block:  which kernel's thread block (a BlockRole name, as in pa:step)
+//   op, tensor: narrow the events (Op and Tensor names of event.hpp)
+//   select: warp lane iter occurrence token dim seq head partition
+//           logical_block, each a number >= 0 (occurrence: the k-th matching
+//           event of each thread, counted from 0 in program order)
+// ask=sectors and ask=wavefronts need select warp=W: a request is one warp's.
+enum class ExerciseAsk {
+  sectors,         // 32-byte sectors of one warp's global memory request
+  wavefronts,      // shared-memory wavefronts of one warp's request
+  lane,            // the lane of the thread that does it
+  warp,            // the warp of the thread that does it
+  byte_offset,     // Event::byte_offset of the access (from the tensor's base)
+  physical_block,  // the physical KV block (an access's, or the block table's)
+  token,           // the token of the access
+  dim,             // the first head dimension of the access
+  threads,         // how many distinct threads have matching events
+  events,          // how many matching events there are
+};
+inline constexpr int kNumExerciseAsks = 10;
+
+struct ExerciseSelect {
+  std::optional<int> warp, lane, iter, occurrence, token, dim, seq, head, partition, logical_block;
+  friend bool operator==(const ExerciseSelect&, const ExerciseSelect&) = default;
+};
+
+struct ExerciseMarker {
+  std::string id;
+  ExerciseAsk ask = ExerciseAsk::sectors;
+  std::optional<pa::trace::Step> step;
+  std::optional<pa::BlockRole> block;
+  std::optional<pa::trace::Op> op;
+  std::optional<pa::trace::Tensor> tensor;
+  ExerciseSelect select;
+  int line = 0;  // 1-based line of the marker in the lesson file
+};
 
 struct Block {
   BlockKind kind = BlockKind::paragraph;
@@ -83,7 +136,9 @@ struct Block {
   std::string info;             // code: the whole info string (e.g. "text pa-config")
   std::string code;             // code: the lines, '\n'-terminated, verbatim
   std::vector<std::vector<std::vector<Span>>> rows;  // table: rows[0] = header, cells as spans
-  std::vector<Block> children;  // details: the blocks inside (never details themselves)
+  std::vector<Block> children;  // details: the blocks inside (never details themselves);
+                                // exercise: its question (one paragraph or list item)
+  std::optional<ExerciseMarker> exercise;  // exercise only
 };
 
 // ---- markers and sections -----------------------------------------------------
@@ -123,11 +178,14 @@ struct Document {
     std::size_t section;
   };
   std::vector<MarkerRef> markers() const;
+  // Exercise blocks in document order (those inside <details> too).
+  std::vector<const Block*> exercises() const;
 };
 
 // Parse Markdown text. file names the source in messages. Throws LessonError on
 // a malformed pa: marker (unknown key, stage or step, missing field, unclosed
-// comment, marker with no heading after it) or an input over kMaxLessonBytes.
+// comment, step marker with no heading after it, exercise with no question
+// after it or an id used twice) or an input over kMaxLessonBytes.
 Document parse_lesson(std::string_view text, const std::string& file = "<text>");
 // Read and parse a file; LessonError (line 0) if it cannot be read.
 Document load_lesson(const std::string& path);
@@ -139,6 +197,12 @@ const char* stage_name(pa::trace::Stage stage);
 const char* step_name(pa::trace::Step step);
 std::optional<pa::BlockRole> block_role_from_name(std::string_view name);
 const char* block_role_name(pa::BlockRole role);
+std::optional<pa::trace::Op> op_from_name(std::string_view name);
+std::optional<pa::trace::Tensor> tensor_from_name(std::string_view name);
+const char* op_name(pa::trace::Op op);
+const char* tensor_name(pa::trace::Tensor tensor);
+std::optional<ExerciseAsk> exercise_ask_from_name(std::string_view name);
+const char* exercise_ask_name(ExerciseAsk ask);
 
 // ---- the lesson list ----------------------------------------------------------
 struct LessonEntry {

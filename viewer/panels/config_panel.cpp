@@ -4,6 +4,7 @@
 #include <cmath>
 #include <imgui.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -84,18 +85,42 @@ void draw_config_panel(AppState& s) {
   if (ImGui::InputInt("seed", &seed)) { sp.seed = static_cast<std::uint64_t>(std::max(0, seed)); changed = true; }
 
   ImGui::Spacing();
-  ImGui::TextUnformatted("thread block to trace (blockIdx):");
-  int blk[3] = {s.sel_head, s.sel_seq, s.sel_partition};
-  ImGui::SetNextItemWidth(w * 1.5f);
-  if (ImGui::InputInt3("head, seq, partition", blk)) {
-    s.sel_head = blk[0];
-    s.sel_seq = blk[1];
-    s.sel_partition = blk[2];
+  // The same fields, in the same order, as --block SEQ,HEAD,BLOCK.
+  ImGui::TextUnformatted("thread block to trace and show (--block SEQ,HEAD,BLOCK):");
+  int row[2] = {s.sel_seq, s.sel_head};
+  ImGui::SetNextItemWidth(w * 1.2f);
+  if (ImGui::InputInt2("seq, head", row)) {
+    s.sel_seq = std::max(0, row[0]);
+    s.sel_head = std::max(0, row[1]);
     changed = true;
   }
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("blockIdx.x = head, .y = sequence, .z = V2 partition. With GQA, heads %d..%d share KV head 0.", 0,
+    ImGui::SetTooltip("blockIdx.y = sequence, blockIdx.x = query head. With GQA, heads %d..%d share KV head 0.", 0,
                       sp.num_kv_heads > 0 ? sp.num_heads / sp.num_kv_heads - 1 : 0);
+  // BLOCK: a kind (the kernels of stages 6-8) and, for partitions and prefix
+  // chunks, a number.
+  static const char* kinds[] = {"partition / split", "reduce", "prefix_reduce", "merge", "prefix chunk"};
+  int kind = s.sel_label >= 0 ? 0 : s.sel_label == kReduceBlock ? 1 : s.sel_label == kPrefixReduceBlock ? 2
+             : s.sel_label == kMergeBlock ? 3 : 4;
+  int number = kind == 0 ? s.sel_label : kind == 4 ? s.sel_label - kPrefixBlockBase : 0;
+  ImGui::SetNextItemWidth(w * 1.2f);
+  bool block_changed = ImGui::Combo("block", &kind, kinds, 5);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("partition: blockIdx.z of the V2 partition kernel (stage 6, the cascade's suffix); split: "
+                      "stage 8's split-KV CTA. reduce, prefix_reduce, merge, prefix chunk: the other kernels of "
+                      "stages 6 and 7, traced with their row (prefix chunk C with partition C).");
+  if (kind == 0 || kind == 4) {
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(w * 0.8f);
+    block_changed |= ImGui::InputInt("##blocknumber", &number);
+  }
+  if (block_changed) {
+    number = std::max(0, number);
+    const int labels[] = {number, kReduceBlock, kPrefixReduceBlock, kMergeBlock, kPrefixBlockBase + number};
+    s.sel_label = labels[kind];
+    s.block_requested = true;
+    changed = true;
+  }
   int gran = s.granularity == Granularity::step ? 1 : 0;
   ImGui::TextUnformatted("one replay step =");
   ImGui::RadioButton("one warp instruction", &gran, 0);

@@ -1,17 +1,63 @@
-// The keyboard help overlay ('?').
+// The help overlay ('?'): keys and mouse, and the key to every colour the
+// panels draw (the same palette the panels use: core/highlight.hpp).
 #include <cmath>
 #include <imgui.h>
 
 #include "app/state.hpp"
 
 namespace pa::viewer {
+namespace {
+
+void draw_colour_key(AppState& s) {
+  ImGui::Spacing();
+  section_title(s, "Colours");
+  if (!ImGui::BeginTable("##colours", 2, ImGuiTableFlags_SizingFixedFit)) return;
+  ImGui::TableNextRow();
+  ImGui::TableNextColumn();
+  {
+    Legend key(s, /*per_row=*/true);
+    ImGui::TextDisabled("thread block");
+    key.lanes("a thread: hue by lane, shade by warp (warp 0 brightest)");
+    key.swatch(dimmed(thread_color(0, 8, 4), 0.86f), "faint: idle at this step");
+    key.swatch(dimmed(thread_color(0, 8, 4), 0.65f), "dimmed: active, outside the selection");
+    key.framed(thread_color(0, 8, 4), {1, 1, 1, 1}, "white frame: the selection");
+    ImGui::TextDisabled("paged KV cache");
+    key.lanes("lit: touched now, in the touching thread's colour");
+    key.swatch(dimmed(tensor_color(trace::Tensor::k_cache), palette::earlier_dim), "K element loaded at an earlier step");
+    key.swatch(dimmed(tensor_color(trace::Tensor::v_cache), palette::earlier_dim), "V element loaded at an earlier step");
+    key.swatch(palette::untouched, "not loaded yet");
+    key.swatch(palette::past_context, "past the sequence's context: never read");
+    key.swatch(palette::table_read, "block-table entry read now");
+    key.swatch(palette::table_shared, "another sequence's entry: a physical block shared");
+  }
+  ImGui::TableNextColumn();
+  {
+    Legend key(s, /*per_row=*/true);
+    ImGui::TextDisabled("shared memory and global buffers");
+    key.lanes("lit: touched now, in the touching thread's colour");
+    key.swatch(dimmed(tensor_color(trace::Tensor::q_smem), palette::earlier_dim), "stored at an earlier step (q_vecs)");
+    key.swatch(dimmed(tensor_color(trace::Tensor::kv_smem), palette::earlier_dim), "stored at an earlier step (K/V tiles)");
+    key.swatch(palette::word_even, "bank rows (shared) / sectors (global), alternating");
+    key.framed(palette::word_even, palette::atomic_frame, "an atomic's word");
+    ImGui::TextDisabled("requests (global: sectors; shared: bank wavefronts)");
+    key.words(palette::at_ideal, "8 / 8", "cost at the ideal");
+    key.words(palette::over_ideal, "16 / 8", "over the ideal: wasted sectors or a bank conflict");
+    key.swatch(palette::sector_fetched, "a sector the request fetches");
+    ImGui::TextDisabled("kernel source and lesson text");
+    key.band(palette::own_region, {1, 0.97f, 0.88f, 1}, "the lines (and section) of the step");
+    key.band(palette::enclosing_region, {0.62f, 0.76f, 0.95f, 1}, "a step without its own: the enclosing region");
+  }
+  ImGui::EndTable();
+}
+
+}  // namespace
 
 void draw_help_overlay(AppState& s) {
   const ImGuiViewport* vp = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + vp->WorkSize.y * 0.5f),
                           ImGuiCond_Always, ImVec2(0.5f, 0.5f));
   ImGui::SetNextWindowBgAlpha(0.96f);
-  if (ImGui::Begin("Keyboard and mouse", &s.show_help,
+  if (ImGui::Begin("Keys, mouse and colours", &s.show_help,
                    ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoCollapse)) {
     static const char* rows[][2] = {
         {"Space", "play / pause"},
@@ -37,6 +83,7 @@ void draw_help_overlay(AppState& s) {
       }
       ImGui::EndTable();
     }
+    draw_colour_key(s);
   }
   ImGui::End();
 }

@@ -47,6 +47,17 @@ void draw_kv_panel(AppState& s) {
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 4.5f);
   ImGui::Combo("show", &s.kv_show, modes, 4);
 
+  // ---- the colour key (the help overlay, '?', has every panel's)
+  {
+    Legend key(s);
+    key.lanes("touched now: the thread's colour");
+    if (show_k(s)) key.swatch(dimmed(tensor_color(trace::Tensor::k_cache), palette::earlier_dim), "K loaded earlier");
+    if (show_v(s)) key.swatch(dimmed(tensor_color(trace::Tensor::v_cache), palette::earlier_dim), "V loaded earlier");
+    key.swatch(palette::untouched, "not loaded yet");
+    key.swatch(palette::past_context, "past the context");
+    key.swatch(palette::table_read, "table entry read now");
+  }
+
   // ---- block table
   if (std::all_of(s.slot_from_problem.begin(), s.slot_from_problem.end(), [](char c) { return c != 0; }))
     ImGui::TextDisabled("(this trace does not read the block table: the mapping shown is the problem's)");
@@ -75,9 +86,9 @@ void draw_kv_panel(AppState& s) {
     const int shown = std::min(nslots, rows_shown * st.per_row);
     for (int l = 0; l < shown; ++l) {
       const Rect r = st.cell_rect(l).offset(o.x, o.y);
-      const ImU32 fill = table_lit[l] ? IM_COL32(90, 150, 230, 255)
-                         : l < static_cast<int>(s.slot_from_problem.size()) && s.slot_from_problem[l] ? IM_COL32(38, 41, 50, 255)
-                                                                                                       : IM_COL32(45, 50, 62, 255);
+      const ImU32 fill = table_lit[l] ? col(palette::table_read)
+                         : l < static_cast<int>(s.slot_from_problem.size()) && s.slot_from_problem[l] ? col(palette::table_from_problem)
+                                                                                                       : col(palette::table_entry);
       dl->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(r.x1, r.y1), fill, 3);
       char buf[16];
       std::snprintf(buf, sizeof buf, "%d", s.slot_physical[l]);
@@ -108,7 +119,7 @@ void draw_kv_panel(AppState& s) {
       for (int l = 0; l < n2; ++l) {
         const bool shared = std::find(s.slot_physical.begin(), s.slot_physical.end(), row[l]) != s.slot_physical.end();
         const Rect r = st.cell_rect(l).offset(o2.x, o2.y);
-        dl->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(r.x1, r.y1), shared ? IM_COL32(150, 110, 40, 255) : IM_COL32(38, 41, 50, 255), 3);
+        dl->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(r.x1, r.y1), shared ? col(palette::table_shared) : col(palette::table_from_problem), 3);
         char buf[16];
         std::snprintf(buf, sizeof buf, "%d", row[l]);
         const ImVec2 ts = ImGui::CalcTextSize(buf);
@@ -156,7 +167,7 @@ void draw_kv_panel(AppState& s) {
   const int H = c.head_size, B = c.block_size;
   const int step = s.replay.current();
   const Rgba kcol = tensor_color(trace::Tensor::k_cache), vcol = tensor_color(trace::Tensor::v_cache);
-  const ImU32 base = IM_COL32(40, 43, 52, 255), past = IM_COL32(28, 29, 34, 255);
+  const ImU32 base = col(palette::untouched), past = col(palette::past_context);
 
   for (int slot = first; slot < last; ++slot) {
     const Rect sr = l.slot_rect(slot).offset(o.x, o.y);
@@ -171,7 +182,7 @@ void draw_kv_panel(AppState& s) {
       if ((isk && !l.show_k) || (!isk && !l.show_v)) continue;
       const std::vector<int>& fs = isk ? s.k_first_step : s.v_first_step;
       const Rgba pc = isk ? kcol : vcol;
-      const ImU32 earlier = dim_col(pc, 0.62f);
+      const ImU32 earlier = dim_col(pc, palette::earlier_dim);
       for (int d = 0; d < H; ++d) {
         for (int t = 0; t < B; ++t) {
           const Rect r = (isk ? l.k_cell(slot, d, t) : l.v_cell(slot, d, t)).offset(o.x, o.y);

@@ -83,18 +83,42 @@ void draw_block(AppState& s, const lesson::Block& b) {
       break;
     }
     case lesson::BlockKind::code: {
+      // Code keeps its lines (columns of numbers line up in them): a block
+      // wider than the panel gets its own horizontal scrollbar instead of
+      // being cut off or wrapped. The mouse wheel still scrolls the lesson.
       ImGui::PushFont(s.fonts.mono);
-      const ImVec2 sz = ImGui::CalcTextSize(b.code.c_str());
-      const ImVec2 p = ImGui::GetCursorScreenPos();
-      const float w = ImGui::GetContentRegionAvail().x;
-      ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + std::max(w, sz.x + 12), p.y + sz.y + 10),
-                                                IM_COL32(24, 26, 30, 255), 4);
-      ImGui::SetCursorScreenPos(ImVec2(p.x + 6, p.y + 5));
+      const char* end = b.code.empty() ? nullptr : b.code.c_str() + b.code.size() - 1;  // without the last '\n'
+      const ImVec2 sz = ImGui::CalcTextSize(b.code.c_str(), end);
+      const ImVec2 pad(6, 5);
+      const float w = std::max(1.0f, ImGui::GetContentRegionAvail().x);
+      const bool wide = sz.x + 2 * pad.x > w;
+      const float h = sz.y + 2 * pad.y + (wide ? ImGui::GetStyle().ScrollbarSize : 0.0f);
+      const bool visible = ImGui::IsRectVisible(ImVec2(w, h));  // ImGui lays out no clipped child's content
+      ImGui::PushStyleColor(ImGuiCol_ChildBg, IM_COL32(24, 26, 30, 255));
+      ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, pad);
+      ImGui::BeginChild(("##code" + std::to_string(b.line)).c_str(), ImVec2(w, h), false,
+                        ImGuiWindowFlags_AlwaysUseWindowPadding | ImGuiWindowFlags_NoScrollWithMouse |
+                            (wide ? ImGuiWindowFlags_HorizontalScrollbar | ImGuiWindowFlags_AlwaysHorizontalScrollbar : 0));
       ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.86f, 0.88f, 0.80f, 1));
-      ImGui::TextUnformatted(b.code.c_str(), b.code.empty() ? nullptr : b.code.c_str() + b.code.size() - 1);
+      ImGui::TextUnformatted(b.code.c_str(), end);
+      ImGui::PopStyleColor();
+      s.drawn.code_blocks.push_back({b.line, sz.x + 2 * pad.x, ImGui::GetWindowWidth(), wide, visible, ImGui::GetScrollMaxX()});
+      // Hovering a wide block shows all of it at once (a tooltip may be as
+      // wide as the window).
+      if (wide && ImGui::IsWindowHovered()) {
+        ImGui::PushStyleColor(ImGuiCol_PopupBg, IM_COL32(24, 26, 30, 255));  // opaque: no text shows through
+        ImGui::BeginTooltip();
+        ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.86f, 0.88f, 0.80f, 1));
+        ImGui::TextUnformatted(b.code.c_str(), end);
+        ImGui::PopStyleColor();
+        ImGui::EndTooltip();
+        ImGui::PopStyleColor();
+      }
+      ImGui::EndChild();
+      ImGui::PopStyleVar();
       ImGui::PopStyleColor();
       ImGui::PopFont();
-      ImGui::Dummy(ImVec2(1, 6));
+      ImGui::Dummy(ImVec2(1, 2));
       break;
     }
     case lesson::BlockKind::quote: {
@@ -130,6 +154,9 @@ void draw_block(AppState& s, const lesson::Block& b) {
     case lesson::BlockKind::rule:
       ImGui::Separator();
       break;
+    case lesson::BlockKind::exercise:
+      draw_exercise(s, b, [&s](const lesson::Block& question) { draw_block(s, question); });
+      break;
     case lesson::BlockKind::details: {
       const std::string title = lesson::plain_text(b.spans) + "##d" + std::to_string(b.line);
       if (ImGui::TreeNode(title.c_str())) {
@@ -143,7 +170,34 @@ void draw_block(AppState& s, const lesson::Block& b) {
 
 }  // namespace
 
+// One line above the text: which section explains the step shown, so the
+// learner knows where to read even when it is another lesson's (a composed
+// step: lesson 6's partition block runs lesson 3's softmax) or, for a step
+// without a section of its own, the enclosing one.
+void draw_step_section_line(AppState& s) {
+  const ReplayStep* st = s.current_step();
+  if (!st) return;
+  const StepBinding& b = current_binding(s);
+  ImGui::PushFont(s.fonts.small);
+  std::string where;
+  if (!b.marker) {
+    where = "no lesson section describes this thread block's steps";
+  } else {
+    const LessonMarker& m = *b.marker;
+    where = m.lesson == s.lesson ? std::string("this lesson") : "lesson " + std::to_string(m.lesson);
+    if (!m.heading.empty()) where += ", \xE2\x80\x9C" + m.heading + "\xE2\x80\x9D";
+    if (b.enclosing)
+      where = "(no section of its own) enclosing: " + where + ", from step " + std::to_string(b.marked_step);
+  }
+  ImGui::PushStyleColor(ImGuiCol_Text, b.enclosing ? ImVec4(0.62f, 0.76f, 0.95f, 1) : ImVec4(1.0f, 0.80f, 0.45f, 1));
+  ImGui::TextWrapped("Step %s: %s", s.step_label(s.replay.current()).c_str(), where.c_str());
+  ImGui::PopStyleColor();
+  ImGui::PopFont();
+}
+
 void draw_lesson_panel(AppState& s) {
+  s.drawn.code_blocks.clear();
+  if (s.doc) draw_step_section_line(s);
   ImGui::BeginChild("##lessontext", ImVec2(0, 0), false);
   ImGui::Indent(10);  // room for the current-section bar
   if (!s.lesson_error.empty()) {
@@ -157,8 +211,10 @@ void draw_lesson_panel(AppState& s) {
     ImGui::EndChild();
     return;
   }
-  int active_section = -1;
-  marker_for_step(s, s.current_step(), &active_section);
+  // The section bound to the step (core/lesson_binding.hpp): amber for the
+  // step's own section, blue for the enclosing one of a step without its own.
+  const StepBinding& binding = current_binding(s);
+  const int active_section = binding.marker && binding.marker->lesson == s.lesson ? binding.marker->section : -1;
   const auto& secs = s.doc->sections;
   for (std::size_t i = 0; i < secs.size(); ++i) {
     const auto& sec = secs[i];
@@ -208,7 +264,7 @@ void draw_lesson_panel(AppState& s) {
     if (active) {
       const ImVec2 bot = ImGui::GetCursorScreenPos();
       ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(top.x - 8, top.y), ImVec2(top.x - 4, bot.y),
-                                                IM_COL32(255, 190, 70, 255), 2);
+                                                col(binding.enclosing ? palette::enclosing_bar : palette::own_bar), 2);
     }
   }
   ImGui::Dummy(ImVec2(1, ImGui::GetFontSize() * 4));

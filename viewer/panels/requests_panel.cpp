@@ -68,7 +68,7 @@ void draw_requests_panel(AppState& s) {
           for (int k = 0; k < n; ++k) {
             const bool hit = sec.count(lo + k) > 0;
             dl->AddRectFilled(ImVec2(o.x + k * w, o.y + 2), ImVec2(o.x + (k + 1) * w - 1, o.y + ImGui::GetFontSize()),
-                              hit ? IM_COL32(240, 170, 70, 255) : IM_COL32(55, 58, 68, 255), 1);
+                              col(hit ? palette::sector_fetched : palette::sector_skipped), 1);
           }
           ImGui::Dummy(ImVec2(n * w, ImGui::GetFontSize()));
           if (ImGui::IsItemHovered())

@@ -38,17 +38,15 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
   g.cell_h = std::max(6.0f * s.fonts.scale, cell * 0.75f);
   g.header_h = 0;
   const int max_rows = 48;  // long buffers (logits of long contexts): the rest scrolls in a child
-  ImGui::PushFont(s.fonts.bold);
-  ImGui::TextUnformatted(b.title);
-  ImGui::PopFont();
-  ImGui::SameLine();
+  char detail[256];
   if (b.global)
-    ImGui::TextDisabled("%s, bytes %lld..%lld touched by this block, %d line%s of 128 B", b.what,
-                        static_cast<long long>(b.base), static_cast<long long>(b.base + b.bytes - 1), g.rows(),
-                        g.rows() == 1 ? "" : "s");
+    std::snprintf(detail, sizeof detail, "%s, bytes %lld..%lld touched by this block, %d line%s of 128 B", b.what,
+                  static_cast<long long>(b.base), static_cast<long long>(b.base + b.bytes - 1), g.rows(),
+                  g.rows() == 1 ? "" : "s");
   else
-    ImGui::TextDisabled("%s, %d B = %d words, %d bank row%s%s", b.what, b.bytes, g.words, g.rows(), g.rows() == 1 ? "" : "s",
-                        b.base > 0 ? (", from byte " + std::to_string(b.base)).c_str() : "");
+    std::snprintf(detail, sizeof detail, "%s, %d B = %d words, %d bank row%s%s", b.what, b.bytes, g.words, g.rows(),
+                  g.rows() == 1 ? "" : "s", b.base > 0 ? (", from byte " + std::to_string(b.base)).c_str() : "");
+  title_with_detail(s, b.title, detail);
   // This step's requests on this buffer: bank conflicts (shared), sectors (global).
   std::vector<std::uint32_t> mine;
   for (std::uint32_t i : cur)
@@ -82,15 +80,25 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
   }
   ImGui::Dummy(ImVec2(1, ImGui::GetFontSize() * 0.8f));
   o = ImGui::GetCursorScreenPos();
-  // Follow the replay: a new step whose words are out of view scrolls to the first.
-  if (s.step_changed && scrolls && !mine.empty()) {
+  // Follow the replay: a step whose words are out of view scrolls to the
+  // first of them. Retried each frame until the child knows its content
+  // height: a child that has just appeared (the tab switched with the step)
+  // would clamp the scroll to 0.
+  const int step = s.replay.current();
+  int& scrolled = s.buffer_scrolled_step[b.title];
+  if (s.step_changed) scrolled = -1;
+  if (scrolled != step && scrolls && !mine.empty()) {
     std::int64_t first = -1;
     for (std::uint32_t i : mine)
       if (s.events[i].byte_offset >= b.base && (first < 0 || s.events[i].byte_offset < first)) first = s.events[i].byte_offset;
-    if (first >= 0) {
-      const int row = static_cast<int>((first - b.base) / 4 / 32);
-      const float y = row * g.cell_h, sy0 = ImGui::GetScrollY();
-      if (y < sy0 || y > sy0 + (max_rows - 2) * g.cell_h) ImGui::SetScrollY(std::max(0.0f, y - 2 * g.cell_h));
+    const float header = ImGui::GetFontSize() * 0.8f;
+    const float y = first >= 0 ? header + static_cast<int>((first - b.base) / 4 / 32) * g.cell_h : 0.0f;
+    const float sy0 = ImGui::GetScrollY(), view = max_rows * g.cell_h;
+    if (first < 0 || (y >= sy0 && y + g.cell_h <= sy0 + view)) {
+      scrolled = step;
+    } else if (ImGui::GetScrollMaxY() > 0) {
+      ImGui::SetScrollY(std::max(0.0f, y - 2 * g.cell_h));
+      scrolled = step;
     }
   }
   if (b.tensor == trace::Tensor::kv_smem) {
@@ -100,6 +108,9 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
     s.drawn.smem_cell_w = g.cell_w;
     s.drawn.smem_cell_h = g.cell_h;
     s.drawn.smem_words = g.words;
+    s.drawn.smem_scroll_y = ImGui::GetScrollY();
+    s.drawn.smem_view_top = ImGui::GetWindowPos().y;
+    s.drawn.smem_view_h = ImGui::GetWindowHeight();
   }
   ImGui::InvisibleButton("##cells", ImVec2(g.width(), std::max(1.0f, g.height())));
   const bool hov = ImGui::IsItemHovered();
@@ -107,10 +118,28 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
   const float sy = ImGui::GetScrollY(), wh = ImGui::GetWindowHeight();
   const int row0 = std::max(0, static_cast<int>(sy / g.cell_h) - 1);
   const int row1 = std::min(g.rows(), static_cast<int>((sy + wh) / g.cell_h) + 2);
+  // Shared memory keeps a tint of what earlier steps stored (as the KV
+  // panel keeps earlier loads): the first store of each word, per block.
+  const std::vector<int>* stored = nullptr;
+  if (!b.global) {
+    AppState::StoreCache& sc = s.store_cache;
+    if (sc.trace_generation != s.trace_generation || sc.block != s.block) {
+      sc.first.clear();
+      sc.trace_generation = s.trace_generation;
+      sc.block = s.block;
+    }
+    auto it = sc.first.find(b.tensor);
+    if (it == sc.first.end()) it = sc.first.emplace(b.tensor, first_store_steps(s.events, s.index, s.block, b.tensor)).first;
+    stored = &it->second;
+  }
+  const std::int64_t word0 = b.base / 4;
+  const ImU32 earlier = dim_col(tensor_color(b.tensor), palette::earlier_dim);
   for (int w = row0 * 32; w < std::min(g.words, row1 * 32); ++w) {
     const Rect r = g.word_rect(w).offset(o.x, o.y);
     const bool alt = b.global ? (w / 8) % 2 : (w / 32) % 2;  // global: alternate sectors
-    dl->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(r.x1 - 1, r.y1 - 1), alt ? IM_COL32(42, 45, 55, 255) : IM_COL32(47, 50, 61, 255));
+    const int first = stored && static_cast<std::size_t>(word0 + w) < stored->size() ? (*stored)[word0 + w] : -1;
+    const ImU32 fill = first >= 0 && first < step ? earlier : alt ? col(palette::word_odd) : col(palette::word_even);
+    dl->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(r.x1 - 1, r.y1 - 1), fill);
   }
   std::vector<std::pair<int, int>> hover_threads;
   std::vector<std::uint32_t> hover_events;
@@ -133,7 +162,7 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
       const Rect r = g.word_rect(static_cast<int>(w)).offset(o.x, o.y);
       dl->AddRectFilled(ImVec2(r.x0, r.y0), ImVec2(r.x1 - 1, r.y1 - 1), in_focus ? col(tc) : dim_col(tc, 0.7f));
       if (e.op == trace::Op::atomic)  // an atomic: a red frame around the word
-        dl->AddRect(ImVec2(r.x0, r.y0), ImVec2(r.x1 - 1, r.y1 - 1), IM_COL32(255, 70, 60, 255), 0, 0, 2);
+        dl->AddRect(ImVec2(r.x0, r.y0), ImVec2(r.x1 - 1, r.y1 - 1), col(palette::atomic_frame), 0, 0, 2);
     }
   }
   if (s.focus.kind == Focus::Kind::element && s.focus.tensor == b.tensor) {
@@ -161,7 +190,7 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
       const auto& e = s.events[i];
       if (b.tensor == trace::Tensor::kv_smem && e.token >= 0)
         ImGui::Text("%s tile: token %d, dims %d..%d (%s)", e.step == trace::Step::v_load || e.step == trace::Step::v_smem_load ? "V" : "K",
-                    e.token, e.dim_begin, e.dim_begin + std::max(1, e.dim_count) - 1, step_name(e.step));
+                    e.token, e.dim_begin, e.dim_begin + std::max<int>(1, e.dim_count) - 1, step_name(e.step));
       ImGui::TextColored(ImVec4(1, 0.85f, 0.4f, 1), "%s now by warp %d lane %d", access_verb(e.op), e.warp, e.lane);
     }
     ImGui::TextDisabled("click: who touches it, and when");
@@ -180,6 +209,16 @@ void draw_smem_panel(AppState& s) {
     ImGui::TextDisabled("no trace loaded");
     return;
   }
+  // The colour key (the help overlay, '?', has every panel's).
+  {
+    const bool tiles_shown = s.extent(trace::Tensor::kv_smem) != nullptr;
+    Legend key(s);
+    key.lanes("touched now: the thread's colour");
+    key.swatch(dimmed(tensor_color(tiles_shown ? trace::Tensor::kv_smem : trace::Tensor::q_smem), palette::earlier_dim),
+               "stored at an earlier step");
+    key.framed(palette::word_even, palette::atomic_frame, "atomic");
+    key.words(palette::over_ideal, "bank conflict", "more passes than ideal");
+  }
   ImGui::BeginChild("##smemscroll", ImVec2(0, 0), false);
   const float k = s.fonts.scale;  // HiDPI
   const float cell = std::clamp(std::floor((ImGui::GetContentRegionAvail().x - 24 * k) / 32), 6.0f * k, 18.0f * k);
@@ -190,12 +229,10 @@ void draw_smem_panel(AppState& s) {
     QueryGeometry q{s.spec.num_seqs(), s.spec.num_heads, c.head_size,
                     s.spec.num_heads * c.head_size + s.spec.extra_q_stride};
     const std::int64_t row0 = q.q_offset(key.seq, key.head, 0) * c.elem_bytes;
-    ImGui::PushFont(s.fonts.bold);
-    ImGui::TextUnformatted("Q (global)");
-    ImGui::PopFont();
-    ImGui::SameLine();
-    ImGui::TextDisabled("q[%d][%d][0..%d], %s, byte offset %lld", key.seq, key.head, c.head_size - 1, dtype_name(c.dtype),
-                        static_cast<long long>(row0));
+    char detail[160];
+    std::snprintf(detail, sizeof detail, "q[%d][%d][0..%d], %s, byte offset %lld", key.seq, key.head, c.head_size - 1,
+                  dtype_name(c.dtype), static_cast<long long>(row0));
+    title_with_detail(s, "Q (global)", detail);
     const float qc = std::clamp(std::floor((ImGui::GetContentRegionAvail().x - 8 * k) / c.head_size), 2.0f * k, 12.0f * k);
     const float qh = std::round(13 * k);
     const ImVec2 o = ImGui::GetCursorScreenPos();
@@ -268,11 +305,7 @@ void draw_smem_panel(AppState& s) {
     if (!is_global_buffer(x.tensor)) continue;
     if (!title) {
       ImGui::Separator();
-      ImGui::PushFont(s.fonts.bold);
-      ImGui::TextUnformatted("Global buffers");
-      ImGui::PopFont();
-      ImGui::SameLine();
-      ImGui::TextDisabled("(rows are 128-byte lines, alternating shades are 32-byte sectors)");
+      title_with_detail(s, "Global buffers", "(rows are 128-byte lines, alternating shades are 32-byte sectors)");
       title = true;
     }
     Buffer b{x.tensor, tensor_name(x.tensor), "", 0, x.begin / 128 * 128, true};

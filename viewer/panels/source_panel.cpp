@@ -1,6 +1,9 @@
 // The kernel source with the current step's anchor lines highlighted. The
-// anchor comes from the lesson marker of the current Step; its lines are
-// found by the lesson parser's anchor scanner in kernels/stages.
+// anchor comes from the lesson marker bound to the step and the shown thread
+// block's role (core/lesson_binding.hpp); a step without a marker of its own
+// shows the nearest marked step's region, in another colour and labelled as
+// the enclosing region. The lines are found by the lesson parser's anchor
+// scanner in kernels/stages.
 #include <cmath>
 #include <imgui.h>
 
@@ -45,30 +48,34 @@ const std::optional<lesson::AnchorRange>& anchor(AppState& s, const std::string&
 
 void draw_source_panel(AppState& s) {
   const ReplayStep* st = s.current_step();
-  const lesson::StepMarker* m = marker_for_step(s, st);
+  const StepBinding& bind = current_binding(s);
+  const lesson::StepMarker* m = bind.marker ? &bind.marker->marker : nullptr;
   std::string err;
   const std::optional<lesson::AnchorRange>* ar = nullptr;
   if (m && !m->anchor.empty()) ar = &anchor(s, m->anchor, err);
 
-  ImGui::PushFont(s.fonts.bold);
-  ImGui::TextUnformatted("Kernel source");
-  ImGui::PopFont();
-  ImGui::SameLine();
-  if (ar && *ar) {
-    const std::string fname = std::filesystem::path((*ar)->file).filename().string();
-    ImGui::TextDisabled("%s  lines %d-%d  (%s)", fname.c_str(), (*ar)->begin_line + 1, (*ar)->end_line - 1,
-                        m->anchor.c_str());
-  } else if (m) {
-    ImGui::TextDisabled("anchor %s not found in %s", m->anchor.c_str(), s.source_dir.c_str());
-  } else if (st) {
-    ImGui::TextDisabled("no lesson marker for step %s", step_name(st->step));
+  std::string where;
+  if (ar && *ar)
+    where = std::filesystem::path((*ar)->file).filename().string() + "  lines " + std::to_string((*ar)->begin_line + 1) +
+            "-" + std::to_string((*ar)->end_line - 1) + "  (" + m->anchor + ")";
+  else if (m)
+    where = "anchor " + m->anchor + " not found in " + s.source_dir;
+  title_with_detail(s, "Kernel source", where);
+  // A step without a marker of its own: say whose region is shown.
+  if (st && bind.enclosing && m) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(0.62f, 0.76f, 0.95f, 1));
+    ImGui::TextWrapped("%s has no region of its own: showing the enclosing region, that of step %d (%s)",
+                       step_name(st->step), bind.marked_step, s.step_label(bind.marked_step).c_str());
+    ImGui::PopStyleColor();
   }
   if (!err.empty()) ImGui::TextColored(ImVec4(1, 0.5f, 0.45f, 1), "%s", err.c_str());
 
   ImGui::BeginChild("##code", ImVec2(0, 0), false, ImGuiWindowFlags_HorizontalScrollbar);
   if (!ar || !*ar) {
-    ImGui::TextWrapped("The source view shows the lines that execute the current step, once the lesson marks "
-                       "them (<!-- pa:step ... anchor=NAME --> and // LESSON-BEGIN(NAME) in the kernel).");
+    if (st && !m)
+      ImGui::TextWrapped("No lesson explains the code of this thread block's steps, so no source lines are shown "
+                         "for %s. The other panels still show what every thread touches.",
+                         step_name(st->step));
     ImGui::EndChild();
     return;
   }
@@ -86,11 +93,13 @@ void draw_source_panel(AppState& s) {
       const int ln = i + 1;
       const bool hl = ln >= b && ln <= e;
       const ImVec2 p = ImGui::GetCursorScreenPos();
+      // Amber: the step's own region; blue: the enclosing region of a step without one.
       if (hl)
         dl->AddRectFilled(p, ImVec2(p.x + ImGui::GetWindowWidth() + ImGui::GetScrollX(), p.y + lh),
-                          IM_COL32(95, 80, 30, 255));
+                          col(bind.enclosing ? palette::enclosing_region : palette::own_region));
       const bool marker_line = f.lines[i].find("LESSON-") != std::string::npos;
-      ImGui::TextColored(hl ? ImVec4(1, 0.85f, 0.4f, 1) : ImVec4(0.45f, 0.47f, 0.52f, 1), "%4d", ln);
+      const ImVec4 num_col = bind.enclosing ? ImVec4(0.62f, 0.76f, 0.95f, 1) : ImVec4(1, 0.85f, 0.4f, 1);
+      ImGui::TextColored(hl ? num_col : ImVec4(0.45f, 0.47f, 0.52f, 1), "%4d", ln);
       ImGui::SameLine();
       ImVec4 c = hl ? ImVec4(1, 0.97f, 0.88f, 1) : ImVec4(0.74f, 0.76f, 0.80f, 1);
       if (marker_line) c = ImVec4(0.45f, 0.55f, 0.45f, 1);

@@ -15,12 +15,10 @@ namespace pa::viewer {
 
 void draw_thread_panel(AppState& s) {
   const ConfigInfo& c = s.cfg;
-  ImGui::PushFont(s.fonts.bold);
-  ImGui::TextUnformatted("Thread block");
-  ImGui::PopFont();
-  ImGui::SameLine();
-  ImGui::TextDisabled("%d warps x 32 lanes, thread group = %d lane%s (%d groups/warp)", c.num_warps,
-                      c.thread_group_size, c.thread_group_size > 1 ? "s" : "", c.thread_groups_per_warp);
+  char detail[160];
+  std::snprintf(detail, sizeof detail, "%d warps x 32 lanes, thread group = %d lane%s (%d groups/warp)", c.num_warps,
+                c.thread_group_size, c.thread_group_size > 1 ? "s" : "", c.thread_groups_per_warp);
+  title_with_detail(s, "Thread block", detail);
 
   ThreadGridLayout g;
   g.warps = c.num_warps;

@@ -20,9 +20,12 @@ void draw_toolbar(AppState& s) {
   s.drawn.label_max = ImGui::GetItemRectMax();
   ImGui::PopFont();
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 15);
-  std::string cur = std::to_string(s.lesson);
-  if (s.doc && !s.doc->title.empty()) cur += "  " + s.doc->title;
+  // The lesson's title ("Lesson 6: V2, ...") whole where the row has room:
+  // the rest of the row (stage, block, transport, speed) needs about 46 em.
+  std::string cur = s.doc && !s.doc->title.empty() ? s.doc->title : "Lesson " + std::to_string(s.lesson);
+  const float fs = ImGui::GetFontSize();
+  const float want = ImGui::CalcTextSize(cur.c_str()).x + ImGui::GetFrameHeight() + 2 * ImGui::GetStyle().FramePadding.x;
+  ImGui::SetNextItemWidth(std::min(want, std::max(15 * fs, ImGui::GetContentRegionAvail().x - 46 * fs)));
   if (ImGui::BeginCombo("##lesson", cur.c_str())) {
     if (s.lessons.empty()) ImGui::TextDisabled("no lessons found in %s", s.lessons_dir.c_str());
     for (const auto& e : s.lessons) {

@@ -8,10 +8,12 @@ namespace pa::viewer {
 
 ImU32 col(Rgba c, float alpha) { c.a *= alpha; return to_u32(c); }
 
-ImU32 dim_col(Rgba c, float amount) {
+Rgba dimmed(Rgba c, float amount) {
   const Rgba bg{0.13f, 0.135f, 0.155f, 1};
-  return to_u32({c.r + (bg.r - c.r) * amount, c.g + (bg.g - c.g) * amount, c.b + (bg.b - c.b) * amount, 1});
+  return {c.r + (bg.r - c.r) * amount, c.g + (bg.g - c.g) * amount, c.b + (bg.b - c.b) * amount, 1};
 }
+
+ImU32 dim_col(Rgba c, float amount) { return to_u32(dimmed(c, amount)); }
 
 void help_marker(const char* text) {
   ImGui::SameLine();
@@ -29,6 +31,83 @@ void section_title(AppState& s, const char* text) {
   ImGui::PushFont(s.fonts.bold);
   ImGui::TextUnformatted(text);
   ImGui::PopFont();
+}
+
+void title_with_detail(AppState& s, const char* title, const std::string& detail) {
+  ImGui::PushFont(s.fonts.bold);
+  ImGui::TextUnformatted(title);
+  ImGui::PopFont();
+  if (detail.empty()) return;
+  ImGui::SameLine();
+  // Wrapped at the panel's edge: a narrow window moves the rest of the
+  // detail to the next line instead of cutting it off.
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::PushTextWrapPos(0.0f);
+  ImGui::TextUnformatted(detail.c_str());
+  ImGui::PopTextWrapPos();
+  ImGui::PopStyleColor();
+}
+
+Legend::Legend(AppState& s, bool per_row) : s_(s), per_row_(per_row) { ImGui::PushFont(s.fonts.small); }
+
+Legend::~Legend() { ImGui::PopFont(); }
+
+ImVec2 Legend::place(float width) {
+  const float gap = ImGui::GetFontSize() * 1.2f;
+  if (!first_ && !per_row_) {
+    const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    if (ImGui::GetItemRectMax().x + gap + width <= right) ImGui::SameLine(0, gap);
+  }
+  first_ = false;
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  ImGui::Dummy(ImVec2(width, ImGui::GetFontSize() + 2));
+  return p;
+}
+
+void Legend::swatch(Rgba fill, const char* text) {
+  const float sz = ImGui::GetFontSize();
+  const ImVec2 p = place(sz + 5 + ImGui::CalcTextSize(text).x);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->AddRectFilled(ImVec2(p.x, p.y + 1), ImVec2(p.x + sz, p.y + sz + 1), col(fill), 2);
+  dl->AddRect(ImVec2(p.x, p.y + 1), ImVec2(p.x + sz, p.y + sz + 1), IM_COL32(90, 95, 110, 255), 2);
+  dl->AddText(ImVec2(p.x + sz + 5, p.y + 1), ImGui::GetColorU32(ImGuiCol_Text), text);
+}
+
+void Legend::framed(Rgba fill, Rgba frame, const char* text) {
+  const float sz = ImGui::GetFontSize();
+  const ImVec2 p = place(sz + 5 + ImGui::CalcTextSize(text).x);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->AddRectFilled(ImVec2(p.x, p.y + 1), ImVec2(p.x + sz, p.y + sz + 1), col(fill));
+  dl->AddRect(ImVec2(p.x, p.y + 1), ImVec2(p.x + sz, p.y + sz + 1), col(frame), 0, 0, 2);
+  dl->AddText(ImVec2(p.x + sz + 5, p.y + 1), ImGui::GetColorU32(ImGuiCol_Text), text);
+}
+
+void Legend::lanes(const char* text) {
+  // Lanes 0, 4, ..., 28 of warp 0 above warp 3's: the hue walks the lanes,
+  // the shade the warps.
+  const float sz = ImGui::GetFontSize(), cw = sz * 0.45f;
+  const ImVec2 p = place(8 * cw + 5 + ImGui::CalcTextSize(text).x);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  for (int k = 0; k < 8; ++k)
+    for (int w = 0; w < 2; ++w)
+      dl->AddRectFilled(ImVec2(p.x + k * cw, p.y + 1 + w * sz * 0.5f), ImVec2(p.x + (k + 1) * cw, p.y + 1 + (w + 1) * sz * 0.5f),
+                        col(thread_color(w * 3, k * 4, 4)));
+  dl->AddText(ImVec2(p.x + 8 * cw + 5, p.y + 1), ImGui::GetColorU32(ImGuiCol_Text), text);
+}
+
+void Legend::band(Rgba fill, Rgba text_colour, const char* text) {
+  const ImVec2 ts = ImGui::CalcTextSize(text);
+  const ImVec2 p = place(ts.x + 8);
+  ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, p.y), ImVec2(p.x + ts.x + 8, p.y + ts.y + 2), col(fill));
+  ImGui::GetWindowDrawList()->AddText(ImVec2(p.x + 4, p.y + 1), col(text_colour), text);
+}
+
+void Legend::words(Rgba text_colour, const char* sample, const char* text) {
+  const float sw = ImGui::CalcTextSize(sample).x;
+  const ImVec2 p = place(sw + 5 + ImGui::CalcTextSize(text).x);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->AddText(ImVec2(p.x, p.y + 1), col(text_colour), sample);
+  dl->AddText(ImVec2(p.x + sw + 5, p.y + 1), ImGui::GetColorU32(ImGuiCol_Text), text);
 }
 
 }  // namespace pa::viewer
