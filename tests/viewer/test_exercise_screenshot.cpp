@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "viewer_process.hpp"
 #include "core/exercise.hpp"
 
 namespace fs = std::filesystem;
@@ -27,28 +28,8 @@ namespace {
 const std::string kExe = PA_VIEWER_EXE;
 const std::string kOut = std::string(PA_TEST_OUT_DIR) + "/exercise";
 
-int run(const std::string& args) {
-  fs::create_directories(kOut);
-  const std::string cmd = "ASAN_OPTIONS=detect_leaks=0 xvfb-run -a -s '-screen 0 1600x1000x24' " + kExe + " " + args +
-                          " > " + kOut + "/last.log 2>&1";
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-std::map<std::string, std::vector<double>> load_dump(const std::string& path) {
-  std::map<std::string, std::vector<double>> d;
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string key;
-    ls >> key;
-    double f;
-    while (ls >> f) d[key].push_back(f);
-  }
-  return d;
-}
+int run(const std::string& args) { return pa::viewer::test::run_viewer(kExe, args, kOut); }
+using pa::viewer::test::load_dump;
 
 // Pixels of the left (lesson) column that are text of colour (r, g, b) drawn
 // over the exercise box's background (34, 44, 60), at least half covered:

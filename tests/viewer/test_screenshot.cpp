@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 
+#include "viewer_process.hpp"
 #include "core/highlight.hpp"
 #include "core/layout.hpp"
 #include "core/lesson_problem.hpp"
@@ -37,16 +38,7 @@ namespace {
 const std::string kExe = PA_VIEWER_EXE;
 const std::string kOut = PA_TEST_OUT_DIR;
 
-int run(const std::string& args, bool xvfb = true) {
-  fs::create_directories(kOut);
-  // Under the sanitizer build, LeakSanitizer reports allocations that Mesa and
-  // libX11 never free at exit (not the viewer's); leak checking is off for the
-  // child, every other ASan/UBSan check stays on.
-  const std::string cmd = "ASAN_OPTIONS=detect_leaks=0 " + std::string(xvfb ? "xvfb-run -a -s '-screen 0 1600x1000x24' " : "") +
-                          kExe + " " + args + " > " + kOut + "/last.log 2>&1";
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+int run(const std::string& args, bool xvfb = true) { return pa::viewer::test::run_viewer(kExe, args, kOut, xvfb); }
 
 void require_display() {
   if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0) SKIP("xvfb-run not installed");
@@ -80,16 +72,7 @@ struct Dump {
 
 Dump load_dump(const std::string& path) {
   Dump d;
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string key;
-    ls >> key;
-    float f;
-    while (ls >> f) d.v[key].push_back(f);
-  }
+  for (const auto& [key, values] : pa::viewer::test::load_dump(path)) d.v[key].assign(values.begin(), values.end());
   return d;
 }
 

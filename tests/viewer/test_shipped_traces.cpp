@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/trace_files.hpp"
+#include "viewer_process.hpp"
 
 namespace fs = std::filesystem;
 
@@ -20,28 +21,8 @@ namespace {
 const std::string kExe = PA_VIEWER_EXE;
 const std::string kOut = std::string(PA_TEST_OUT_DIR) + "/shipped";
 
-int run(const std::string& args) {
-  fs::create_directories(kOut);
-  const std::string cmd = "ASAN_OPTIONS=detect_leaks=0 xvfb-run -a -s '-screen 0 1600x1000x24' " + kExe + " " +
-                          args + " > " + kOut + "/last.log 2>&1";
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-std::map<std::string, std::vector<long long>> load_dump(const std::string& path) {
-  std::map<std::string, std::vector<long long>> d;
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string key;
-    ls >> key;
-    long long v;
-    while (ls >> v) d[key].push_back(v);
-  }
-  return d;
-}
+int run(const std::string& args) { return pa::viewer::test::run_viewer(kExe, args, kOut); }
+using pa::viewer::test::load_dump;
 
 }  // namespace
 

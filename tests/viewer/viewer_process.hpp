@@ -1,0 +1,47 @@
+// Running pa-viewer from a screenshot test (headless, under xvfb-run) and
+// reading the state file its --dump-layout writes. One copy for every
+// screenshot test file.
+#pragma once
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+
+namespace pa::viewer::test {
+
+// Runs `exe args` (under xvfb-run unless xvfb is false) with its output in
+// out_dir/last.log; returns its exit status (-1 if it did not exit). Under the
+// sanitizer build LeakSanitizer would report what Mesa and libX11 never free
+// at exit (not the viewer's), so leak checking is off for the child; every
+// other ASan/UBSan check stays on.
+inline int run_viewer(const std::string& exe, const std::string& args, const std::string& out_dir, bool xvfb = true) {
+  std::filesystem::create_directories(out_dir);
+  const std::string cmd = "ASAN_OPTIONS=detect_leaks=0 " +
+                          std::string(xvfb ? "xvfb-run -a -s '-screen 0 1600x1000x24' " : "") + exe + " " + args +
+                          " > " + out_dir + "/last.log 2>&1";
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// The --dump-layout file: one `key values...` line each (numbers only).
+inline std::map<std::string, std::vector<double>> load_dump(const std::string& path) {
+  std::map<std::string, std::vector<double>> d;
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string key;
+    ls >> key;
+    double f;
+    while (ls >> f) d[key].push_back(f);
+  }
+  return d;
+}
+
+}  // namespace pa::viewer::test
