@@ -14,8 +14,9 @@
 // busy and the event pair times the kernel alone. Kernels not in this build or refusing a
 // shape are reported as such, never timed as something else.
 //
-//   pa-bench [--json FILE] [--iters N] [--warmup N] [--warmup-ms T] [--pool-gb G] [--only optimized]
-//            [--quick] [--dtypes fp16,bf16]
+// The command line, the shapes, the pool sizing and the JSON file are plain
+// C++ (bench_options.hpp, bench_json.hpp: tested without a GPU); this file is
+// what needs CUDA. `pa-bench --help` lists the options.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -26,14 +27,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench_json.hpp"
+#include "bench_options.hpp"
+#include "pa/core/atomic_file.hpp"
 #include "pa/index/layout.hpp"
 #include "pa/kernels/optimized.hpp"
 #if PA_BENCH_WITH_V1
@@ -47,6 +49,9 @@
 namespace {
 
 using namespace pa;
+using bench::BenchOptions;
+using bench::BenchRow;
+using Shape = bench::BenchShape;
 
 #define BCK(call)                                                                            \
   do {                                                                                       \
@@ -109,84 +114,10 @@ void fill(void* p, std::size_t elems, std::uint32_t seed, DType dt, float scale)
   BCK(cudaGetLastError());
 }
 
-struct Shape {
-  int seqs, heads, kv_heads, context, head_size;
-  int block_size = 16;
-  int prefix = 0;  // cascade: shared prefix tokens (context = prefix + unique)
-};
-
-struct Row {
-  std::string kernel, dtype, status = "ok", plan;
-  Shape shape{};
-  double kv_bytes = 0, kv_unique_bytes = 0;
-  double median_us = 0, min_us = 0, p10_us = 0, p90_us = 0;
-  int timed = 0, warmup_launches = 0;
-  double gbps = 0, pct_copy = 0;
-  double xcheck_max_abs = -1;  // |optimized - other| on one set, where both ran
-};
-
 double pct_of(std::vector<float> v, double q) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<std::size_t>(q * v.size()))];
 }
-
-struct Options {
-  std::string json = "bench.json";
-  int iters = 100, warmup = 10;
-  double warmup_ms = 50;  // and at least this much wall time of warm-up launches
-  double pool_gb = 6.0;
-  std::string only;
-  bool quick = false;
-  bool cascade_only = false;   // only the cascade shape (every kernel on it)
-  std::string cascade_sweep;   // "prefix:streams:chunks[:suffix],..." extra cascade plans, timed whole and by part
-  int spin_us = 50;       // GPU busy-wait before each timed launch (0 = off)
-  int force_splits = 0;   // stage 8: override the split heuristic
-  std::vector<int> shape; // --shape seqs,heads,kv_heads,context,head_size
-  std::vector<DType> dtypes = {DType::f16, DType::bf16};  // --dtypes, in this order
-};
-
-#if PA_BENCH_WITH_V2CASCADE
-// One --cascade-sweep item, "prefix:streams:chunks[:suffix]": prefix a
-// PrefixKernel name (automatic mma_4warps mma_8warps wgmma), streams -1..2,
-// chunks >= 0 (0 automatic), suffix automatic | v2 | optimized | optimized_lean.
-kernels::CascadeOptions parse_cascade_sweep_item(const std::string& item) {
-  std::vector<std::string> f;
-  std::stringstream ss(item);
-  for (std::string x; std::getline(ss, x, ':');) f.push_back(x);
-  auto fail = [&](const std::string& why) -> kernels::CascadeOptions {
-    throw std::invalid_argument("--cascade-sweep item '" + item + "': " + why +
-                                " (accepted: prefix:streams:chunks[:suffix], prefix automatic|mma_4warps|mma_8warps|"
-                                "wgmma, streams -1..2, chunks >= 0, suffix automatic|v2|optimized|optimized_lean)");
-  };
-  if (f.size() != 3 && f.size() != 4) return fail("3 or 4 fields needed");
-  kernels::CascadeOptions o;
-  const auto pk = kernels::prefix_kernel_from_name(f[0]);
-  if (!pk) return fail("unknown prefix kernel '" + f[0] + "'");
-  o.prefix = *pk;
-  auto to_int = [&](const std::string& x, int lo, int hi, const char* what) {
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(x, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != x.size() || x.empty() || v < lo || v > hi) fail(std::string(what) + " '" + x + "'");
-    return v;
-  };
-  o.streams = to_int(f[1], -1, 2, "streams");
-  o.chunks = to_int(f[2], 0, 1 << 20, "chunks");
-  if (f.size() == 4) {
-    using S = kernels::CascadeOptions::Suffix;
-    if (f[3] == "automatic") o.suffix = S::automatic;
-    else if (f[3] == "v2") o.suffix = S::v2;
-    else if (f[3] == "optimized") o.suffix = S::optimized;
-    else if (f[3] == "optimized_lean") o.suffix = S::optimized_lean;
-    else return fail("unknown suffix '" + f[3] + "'");
-  }
-  return o;
-}
-#endif
 
 // One problem instance set: R rotations of (Q, block tables) over disjoint KV blocks.
 struct Problem {
@@ -198,18 +129,17 @@ struct Problem {
   double kv_bytes = 0, kv_unique = 0;
 };
 
-void build_problem(Problem& P, const Shape& s, DType dt, const Options& o, std::mt19937_64& rng) {
+void build_problem(Problem& P, const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64& rng) {
   P.s = s;
   P.dt = dt;
   const int E = dtype_bytes(dt);
   P.blocks_per_seq = ceil_div(s.context, s.block_size);
   const int prefix_blocks = s.prefix / s.block_size;
-  const int unique_per_seq = P.blocks_per_seq - prefix_blocks;
-  P.set_blocks = prefix_blocks + s.seqs * unique_per_seq;
+  // The pool (its sets and their size) as the JSON reports it: bench_options.hpp.
+  const bench::KvPool pool = bench::kv_pool_of(s, E, o);
+  P.set_blocks = static_cast<int>(pool.set_blocks);
+  P.R = pool.sets;
   P.block_elems = static_cast<std::size_t>(s.kv_heads) * s.head_size * s.block_size;
-  const double set_bytes = 2.0 * P.set_blocks * P.block_elems * E;
-  P.R = static_cast<int>(std::ceil(o.pool_gb * 1e9 / set_bytes));
-  P.R = std::max(2, std::min(P.R, o.iters + o.warmup));
   P.kv_bytes = 2.0 * s.seqs * static_cast<double>(s.context) * s.kv_heads * s.head_size * E;
   P.kv_unique = 2.0 * (static_cast<double>(s.prefix) + static_cast<double>(s.seqs) * (s.context - s.prefix)) *
                 s.kv_heads * s.head_size * E;
@@ -259,10 +189,10 @@ const void* q_of(const Problem& P, int r) {
 // --warmup-ms of wall time: on an H100, 10 warm-up launches (< 1 ms) left the
 // first row of a process ~1 us slower at (1,32,8,4096) than the same kernel
 // timed second, and 2000 warm-up launches (or a 200 us busy-wait) removed the
-// difference (kernels/NOTES.md, session 6): the host's launch path had not
+// difference (kernels/NOTES.md, the warm-up measurement): the host's launch path had not
 // reached its steady state and outran the 50 us busy-wait.
 template <class F>
-void time_kernel(Row& row, const Problem& P, const Options& o, F&& launch) {
+void time_kernel(BenchRow& row, const Problem& P, const BenchOptions& o, F&& launch) {
   auto busy_wait = [&](int) {
     if (o.spin_us > 0) spin_kernel<<<1, 1>>>(static_cast<unsigned long long>(o.spin_us) * 1000ull);
   };
@@ -362,30 +292,31 @@ double max_abs_diff(const Problem& P) {
   return m;
 }
 
-void finish_row(Row& row, double copy_gbps) {
+void finish_row(BenchRow& row, double copy_gbps) {
   if (row.status != "ok" || row.median_us <= 0) return;
   row.gbps = row.kv_bytes / (row.median_us * 1e-6) / 1e9;
   row.pct_copy = 100.0 * row.gbps / copy_gbps;
 }
 
-void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng, double copy_gbps,
-               std::vector<Row>& rows) {
+void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64& rng, double copy_gbps,
+               std::vector<BenchRow>& rows) {
   Problem P;
   build_problem(P, s, dt, o, rng);
   auto new_row = [&](const char* k) {
-    Row r;
+    BenchRow r;
     r.kernel = k;
     r.dtype = dtype_name(dt);
     r.shape = s;
     r.kv_bytes = P.kv_bytes;
-    r.kv_unique_bytes = P.kv_unique;
+    r.pool_sets = P.R;
+    r.pool_bytes = 2.0 * static_cast<double>(P.R) * P.set_blocks * P.block_elems * dtype_bytes(dt);
     return r;
   };
   const bool cascade_shape = s.prefix > 0;
 
   // --- optimized (stage 8) ---
   {
-    Row row = new_row("optimized");
+    BenchRow row = new_row("optimized");
     try {
       OptimizedArgs a0 = opt_args(P, 0, P.out.p);
       const OptimizedPlan plan = plan_optimized(a0, o.force_splits);
@@ -401,12 +332,12 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
     finish_row(row, copy_gbps);
     rows.push_back(row);
   }
-  if (o.only == "optimized") return;
+  if (o.only_optimized) return;
   const bool opt_ok = rows.back().status == "ok";
 
   // --- v1 (stage 5) ---
   {
-    Row row = new_row("v1");
+    BenchRow row = new_row("v1");
 #if PA_BENCH_WITH_V1
     try {
       time_kernel(row, P, o, [&](int r) {
@@ -428,7 +359,7 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
 
   // --- v2 (stage 6) ---
   {
-    Row row = new_row("v2");
+    BenchRow row = new_row("v2");
 #if PA_BENCH_WITH_V2CASCADE
     try {
       const int psize = 512;
@@ -465,7 +396,7 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
 
   // --- cascade (stage 7), shared-prefix problem only ---
   if (cascade_shape) {
-    Row row = new_row("cascade");
+    BenchRow row = new_row("cascade");
     row.kv_bytes = P.kv_unique;  // what cascade must read: the prefix once
 #if PA_BENCH_WITH_V2CASCADE
     try {
@@ -497,10 +428,9 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
     // Experiments (not rows of the JSON): other plans (kernels::CascadeOptions),
     // each timed whole, prefix alone (kernel + chunk reduce) and suffix alone,
     // on the same rotated data.
-    std::stringstream sw(o.cascade_sweep);
-    std::string item;
-    while (std::getline(sw, item, ',')) {
-      const kernels::CascadeOptions copt = parse_cascade_sweep_item(item);
+    for (const bench::CascadeSweepItem& sweep : o.cascade_sweep) {
+      const kernels::CascadeOptions& copt = sweep.options;
+      const std::string& item = sweep.text;
       try {
         auto cargs = [&](int r) {
           kernels::StageArgs a = stage_args(P, r, P.out2.p);
@@ -514,7 +444,7 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
         const kernels::CascadeParts parts[3] = {kernels::CascadeParts::all, kernels::CascadeParts::prefix_only,
                                                 kernels::CascadeParts::suffix_only};
         for (int k = 0; k < 3; ++k) {
-          Row tr = new_row("sweep");
+          BenchRow tr = new_row("sweep");
           time_kernel(tr, P, o, [&](int r) { kernels::launch_cascade(cargs(r), plan, ws.p, nullptr, nullptr, parts[k]); });
           us[k] = tr.median_us;
         }
@@ -532,7 +462,7 @@ void run_shape(const Shape& s, DType dt, const Options& o, std::mt19937_64& rng,
   }
 }
 
-double measure_copy(const Options& o, double& bytes_out) {
+double measure_copy(const BenchOptions& o, double& bytes_out) {
   const std::size_t bytes = std::size_t(2) << 30;  // 2 GiB each way: 40x the L2
   Buf a(bytes), b(bytes);
   BCK(cudaMemset(a.p, 1, bytes));
@@ -544,88 +474,18 @@ double measure_copy(const Options& o, double& bytes_out) {
   return 2.0 * bytes / (kernels::median_of(ms) * 1e-3) / 1e9;  // read + write
 }
 
-std::string jstr(const std::string& s) {
-  std::string r = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') r += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) { r += ' '; continue; }
-    r += c;
-  }
-  return r + "\"";
-}
-
-// The command line; throws std::invalid_argument with what is accepted.
-Options parse_options(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
-      return argv[++i];
-    };
-    // A whole number (or, for num, any number) for option a, else a clear error.
-    auto parse_num = [&](const std::string& v, bool integer) {
-      std::size_t used = 0;
-      double x = 0;
-      try {
-        x = integer ? static_cast<double>(std::stoi(v, &used)) : std::stod(v, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != v.size())
-        throw std::invalid_argument(a + " wants " + (integer ? "an integer" : "a number") + ", not '" + v + "'");
-      return x;
-    };
-    auto integer = [&] { return static_cast<int>(parse_num(next(), true)); };
-    auto number = [&] { return parse_num(next(), false); };
-    if (a == "--json") o.json = next();
-    else if (a == "--iters") o.iters = integer();
-    else if (a == "--warmup") o.warmup = integer();
-    else if (a == "--warmup-ms") o.warmup_ms = number();
-    else if (a == "--pool-gb") o.pool_gb = number();
-    else if (a == "--only") o.only = next();
-    else if (a == "--quick") o.quick = true;
-    else if (a == "--cascade-only") o.cascade_only = true;
-    else if (a == "--cascade-sweep") o.cascade_sweep = next();
-    else if (a == "--spin-us") o.spin_us = integer();
-    else if (a == "--splits") o.force_splits = integer();
-    else if (a == "--dtypes") {
-      std::stringstream ss(next());
-      std::string tok;
-      o.dtypes.clear();
-      while (std::getline(ss, tok, ',')) {
-        if (tok == dtype_name(DType::f16)) o.dtypes.push_back(DType::f16);
-        else if (tok == dtype_name(DType::bf16)) o.dtypes.push_back(DType::bf16);
-        else
-          throw std::invalid_argument("--dtypes wants a comma list of fp16 and bf16 (timed in that order), not " +
-                                      tok);
-      }
-      if (o.dtypes.empty()) throw std::invalid_argument("--dtypes wants at least one of fp16, bf16");
-    }
-    else if (a == "--shape") {
-      std::stringstream ss(next());
-      std::string tok;
-      while (std::getline(ss, tok, ',')) o.shape.push_back(static_cast<int>(parse_num(tok, true)));
-      if (o.shape.size() != 5) throw std::invalid_argument("--shape wants seqs,heads,kv_heads,context,head_size");
-    }
-    else {
-      throw std::invalid_argument("unknown option " + a +
-                                  "\nusage: pa-bench [--json FILE] [--iters N>=100] [--warmup N] [--warmup-ms T] "
-                                  "[--pool-gb G] "
-                                  "[--only optimized] [--quick] [--spin-us N] [--splits N] [--cascade-only] "
-                                  "[--cascade-sweep prefix:streams:chunks[:suffix],...] "
-                                  "[--shape seqs,heads,kv_heads,context,head_size] [--dtypes fp16,bf16]");
-    }
-  }
-  return o;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o;
+  BenchOptions o;
   try {
-    o = parse_options(argc, argv);
+    o = bench::parse_bench_options(std::vector<std::string>(argv + 1, argv + argc));
+    if (o.help) {
+      std::fputs(bench::bench_usage().c_str(), stdout);
+      return 0;
+    }
+    // A results file that cannot be written is found now, not after the run.
+    core::check_can_write(o.json);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pa-bench: %s\n", e.what());
     return 2;
@@ -638,87 +498,36 @@ int main(int argc, char** argv) {
     }
     cudaDeviceProp prop{};
     BCK(cudaGetDeviceProperties(&prop, 0));
-    double copy_bytes = 0;
-    const double copy_gbps = measure_copy(o, copy_bytes);
+    bench::BenchRun run;
+    run.gpu = prop.name;
+    run.sm_count = prop.multiProcessorCount;
+    run.l2_bytes = prop.l2CacheSize;
+    run.options = o;
+    run.copy_gbps = measure_copy(o, run.copy_bytes_each_way);
     std::printf("GPU: %s, %d SMs, L2 %d MB; D2D copy %.0f GB/s (read+write)\n", prop.name,
-                prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_gbps);
-
-    std::vector<Shape> shapes = {
-        {1, 32, 8, 4096, 128},    {8, 32, 8, 4096, 128},     {32, 32, 8, 4096, 128},
-        {64, 32, 8, 8192, 128},   {128, 32, 32, 1024, 128},  {256, 32, 8, 2048, 128},
-        {16, 64, 8, 32768, 128},  {1, 32, 8, 131072, 128},   {64, 32, 8, 8192, 64},
-        {64, 32, 8, 8192, 256},
-    };
-    if (o.quick) shapes = {{1, 32, 8, 4096, 128}, {64, 32, 8, 8192, 128}, {1, 32, 8, 131072, 128}};
-    if (!o.shape.empty()) shapes = {{o.shape[0], o.shape[1], o.shape[2], o.shape[3], o.shape[4]}};
-    Shape cascade{128, 32, 32, 32768 + 256, 128};
-    cascade.prefix = 32768;
-    if (!o.quick && o.only.empty() && o.shape.empty()) shapes.push_back(cascade);
-    if (o.cascade_only) shapes = {cascade};
+                prop.multiProcessorCount, prop.l2CacheSize >> 20, run.copy_gbps);
 
     std::mt19937_64 rng(20261122);
-    std::vector<Row> rows;
-    for (const Shape& s : shapes)
+    for (const Shape& s : bench::bench_shapes(o))
       for (DType dt : o.dtypes) {
-        const std::size_t first = rows.size();
-        run_shape(s, dt, o, rng, copy_gbps, rows);
-        const Row& r = rows[first];
+        const std::size_t first = run.rows.size();
+        run_shape(s, dt, o, rng, run.copy_gbps, run.rows);
+        const BenchRow& r = run.rows[first];
         std::fprintf(stderr, "  done %s seqs=%d heads=%d kv=%d ctx=%d hs=%d: optimized %.1f us\n",
                      dtype_name(dt), s.seqs, s.heads, s.kv_heads, s.context, s.head_size, r.median_us);
       }
-
-    // Cascade speedup vs the best non-cascade kernel on the same problem.
-    std::vector<std::string> cascade_lines;
-    for (DType dt : {DType::f16, DType::bf16}) {
-      double best = 0, casc = 0;
-      std::string best_k;
-      for (const Row& r : rows)
-        if (r.shape.prefix > 0 && r.dtype == dtype_name(dt) && r.status == "ok") {
-          if (r.kernel == "cascade") casc = r.median_us;
-          else if (best == 0 || r.median_us < best) { best = r.median_us; best_k = r.kernel; }
-        }
-      if (best > 0 && casc > 0) {
-        std::ostringstream l;
-        l << "{\"dtype\": " << jstr(dtype_name(dt)) << ", \"cascade_us\": " << casc << ", \"best_non_cascade\": "
-          << jstr(best_k) << ", \"best_non_cascade_us\": " << best << ", \"speedup\": " << best / casc << "}";
-        cascade_lines.push_back(l.str());
-      }
-    }
-
-    std::ofstream js(o.json);
-    js << "{\n  \"gpu\": " << jstr(prop.name) << ",\n  \"sm_count\": " << prop.multiProcessorCount
-       << ",\n  \"l2_bytes\": " << prop.l2CacheSize << ",\n  \"copy_gbps\": " << copy_gbps
-       << ",\n  \"copy_bytes_each_way\": " << copy_bytes << ",\n  \"iters\": " << o.iters
-       << ",\n  \"warmup\": " << o.warmup << ",\n  \"warmup_ms\": " << o.warmup_ms
-       << ",\n  \"spin_us\": " << o.spin_us << ",\n  \"pool_gb\": " << o.pool_gb
-       << ",\n  \"kv_bytes_note\": \"K+V bytes of every context token, each read once (cascade: the shared prefix once)\""
-       << ",\n  \"pct_copy_note\": \"GB/s of KV read / (copy bytes read + written per second)\""
-       << ",\n  \"rows\": [\n";
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const Row& r = rows[i];
-      js << "    {\"kernel\": " << jstr(r.kernel) << ", \"dtype\": " << jstr(r.dtype) << ", \"seqs\": " << r.shape.seqs
-         << ", \"heads\": " << r.shape.heads << ", \"kv_heads\": " << r.shape.kv_heads
-         << ", \"context\": " << r.shape.context << ", \"prefix\": " << r.shape.prefix
-         << ", \"head_size\": " << r.shape.head_size << ", \"block_size\": " << r.shape.block_size
-         << ", \"kv_bytes\": " << r.kv_bytes << ", \"status\": " << jstr(r.status)
-         << ", \"median_us\": " << r.median_us << ", \"min_us\": " << r.min_us << ", \"p10_us\": " << r.p10_us
-         << ", \"p90_us\": " << r.p90_us << ", \"timed\": " << r.timed
-         << ", \"warmup_launches\": " << r.warmup_launches << ", \"gbps\": " << r.gbps
-         << ", \"pct_copy\": " << r.pct_copy << ", \"xcheck_max_abs_vs_optimized\": " << r.xcheck_max_abs
-         << ", \"plan\": " << jstr(r.plan) << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
-    }
-    js << "  ],\n  \"cascade\": [";
-    for (std::size_t i = 0; i < cascade_lines.size(); ++i) js << (i ? ", " : "") << cascade_lines[i];
-    js << "]\n}\n";
-    js.close();
+    run.cascade = bench::cascade_speedups(run.rows);
+    core::write_file_atomically(o.json, bench::bench_json(run));
 
     std::printf("%-9s %-4s %4s %3s %3s %7s %4s %9s %7s %6s  %s\n", "kernel", "dt", "seqs", "hd", "kv", "ctx", "hs",
                 "us", "GB/s", "%copy", "status");
-    for (const Row& r : rows)
+    for (const BenchRow& r : run.rows)
       std::printf("%-9s %-4s %4d %3d %3d %7d %4d %9.1f %7.0f %6.1f  %s\n", r.kernel.c_str(), r.dtype.c_str(),
                   r.shape.seqs, r.shape.heads, r.shape.kv_heads, r.shape.context, r.shape.head_size, r.median_us,
                   r.gbps, r.pct_copy, r.status == "ok" ? "" : r.status.substr(0, 60).c_str());
-    for (const auto& l : cascade_lines) std::printf("cascade: %s\n", l.c_str());
+    for (const auto& c : run.cascade)
+      std::printf("cascade %s: %.1f us, %.1fx faster than %s\n", c.dtype.c_str(), c.cascade_us, c.speedup,
+                  c.best_kernel.c_str());
     std::printf("wrote %s\n", o.json.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pa-bench: %s\n", e.what());

@@ -27,7 +27,7 @@ void help_trace() {
   std::printf(
       "usage: pa-lab trace --stage NAME [problem flags] [--select LIST] [--source auto|gpu|model] -o FILE\n\n"
       "Writes the events of the stage's kernel for the selected thread blocks to FILE\n"
-      "(format: trace/FORMAT.md; written to FILE.tmp, then renamed).\n\n"
+      "(format: trace/FORMAT.md; written to a temporary file beside FILE, then renamed: a failed write keeps the old FILE).\n\n"
       "  --stage NAME        q_to_smem qk softmax lv warp_reduce v2_partition cascade_merge optimized\n"
       "                      (or 1..8; v1 = warp_reduce; v2_partition: the partition blocks + the reduce\n"
       "                      block (partition -1); cascade_merge: partition = a suffix partition, plus the\n"

@@ -13,9 +13,19 @@ the README (nothing else), or prints the table with --print. The numbers are
 copied from the JSON, never typed: time (median of the CUDA-event timings),
 GB/s of KV read and that as % of the device-to-device copy bandwidth measured
 in the same run (bytes read + written per second).
+
+Each main-table row also states the KV pool that row's launches rotated over
+(the "pool" column). pa-bench records it per row (pool_bytes); for files
+written before it did, the pool is recomputed with pa-bench's own formula
+(kv_pool below, cli/bench_options.hpp kv_pool_of). A cell's status:
+"ok" -> time and bandwidth; "unsupported: ..." -> n/a (refused the shape) or
+not built (no instance of the configuration); "missing: ..." -> missing (not
+in the build); anything else, "error: ..." first, -> **error**, with the
+message listed under the table: an error is never shown as n/a.
 """
 import argparse
 import json
+import math
 import pathlib
 import re
 import sys
@@ -25,54 +35,127 @@ END = "<!-- results:end -->"
 KERNELS = ["v1", "v2", "optimized", "cascade"]
 
 
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
 def fmt_us(us):
     return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} us"
+
+
+def kv_pool(row, data):
+    """(sets, bytes) of the KV pool a row's launches rotated over.
+
+    The JSON's pool_sets / pool_bytes when pa-bench recorded them; else
+    pa-bench's formula (cli/bench_options.hpp, kv_pool_of): a set is the
+    physical blocks one launch reads (the shared prefix once, then each
+    sequence's own blocks), K and V; sets = ceil(pool_gb * 1e9 / set bytes),
+    at least 2 and at most iters + warmup.
+    """
+    if "pool_bytes" in row and "pool_sets" in row:
+        return row["pool_sets"], row["pool_bytes"]
+    bs = row["block_size"]
+    blocks_per_seq = -(-row["context"] // bs)
+    prefix_blocks = row["prefix"] // bs
+    set_blocks = prefix_blocks + row["seqs"] * (blocks_per_seq - prefix_blocks)
+    set_bytes = 2.0 * set_blocks * row["kv_heads"] * row["head_size"] * bs * DTYPE_BYTES[row["dtype"]]
+    wanted = math.ceil(data["pool_gb"] * 1e9 / set_bytes)
+    sets = int(max(2, min(wanted, data["iters"] + data["warmup"])))
+    return sets, sets * set_bytes
+
+
+def status_kind(status):
+    """ok, n/a, not built, missing or error: how a status is shown."""
+    if status == "ok":
+        return "ok"
+    if status.startswith("missing"):
+        return "missing"
+    if status.startswith("unsupported"):
+        if "not available" in status or "no instance" in status or "not built" in status \
+                or ": configuration" in status:
+            return "not built"
+        return "n/a"
+    return "error"  # "error: ..." and any status this script does not know
 
 
 def cell(row):
     if row is None:
         return "—"
-    st = row["status"]
-    if st != "ok":
-        if st.startswith("missing"):
-            return "missing"
-        if "not available" in st or "no instance" in st or ": configuration" in st:
-            return "not built"
-        return "n/a"
-    return f"{fmt_us(row['median_us'])}<br>{row['gbps']:.0f} GB/s ({row['pct_copy']:.0f}%)"
+    kind = status_kind(row["status"])
+    if kind == "ok":
+        return f"{fmt_us(row['median_us'])}<br>{row['gbps']:.0f} GB/s ({row['pct_copy']:.0f}%)"
+    if kind == "error":
+        return "**error**"
+    return kind
+
+
+def shape_text(r):
+    return f"{r['kernel']} {r['dtype']} at {r['seqs']} x {r['context']} tokens (head {r['head_size']})"
+
+
+def error_lines(rows):
+    """One line per row whose status is an error, with its message."""
+    out = []
+    for r in rows:
+        if status_kind(r["status"]) == "error":
+            msg = " ".join(r["status"].split())
+            out.append(f"- **error**: {shape_text(r)}: `{msg[:160]}`")
+    return out
 
 
 def table(data, src, cdata=None, csrc=None):
     rows = data["rows"]
+    main_rows = [r for r in rows if not r["prefix"]]
     out = []
+    spin = data.get("spin_us")
+    spin_text = (f"Before each launch (warm-up and timed) a {spin:g} us GPU busy-wait kernel runs, so the host "
+                 f"enqueues the launch while the GPU is busy and the event pair times the kernel alone. "
+                 if spin else
+                 "No busy-wait before the launches: the event pairs include the host's launch gaps. "
+                 if spin == 0 else "")
+    pools = [kv_pool(r, data)[1] for r in rows]
+    block_sizes = sorted({r["block_size"] for r in rows})
+    refused = sorted({f"{r['kernel']} at {r['context']} tokens"
+                      + (": its shared memory does not fit" if "SharedMemory" in r["status"]
+                         or "shared memory" in r["status"] else "")
+                      for r in main_rows if status_kind(r["status"]) == "n/a"})
     out.append(
         f"Measured on **{data['gpu']}** ({data['sm_count']} SMs) by `pa-bench`; raw data: `{src}`. "
         f"Device-to-device copy bandwidth in the same run: **{data['copy_gbps']:.0f} GB/s** "
         f"(read + write). Each cell: median of {data['iters']} CUDA-event timings after "
         + (f"at least {data['warmup']} warm-up launches and {data['warmup_ms']:g} ms of them"
            if "warmup_ms" in data else f"{data['warmup']} warm-up launches")
-        + f", KV rotated over a {data['pool_gb']:g} GB pool; GB/s of K+V read "
-        f"and that as % of the copy bandwidth. Block size 16. "
-        f"\"n/a\": the kernel refused the shape (v1 at 131072 tokens: its shared-memory logits do not fit); "
-        f"\"not built\": the configuration is not instantiated in the quick build this run used; "
-        f"\"missing\": the kernel is not in this build. The JSON holds each status."
+        + f"; GB/s of K+V read and that as % of the copy bandwidth. {spin_text}"
+        f"Launches rotate over a pool of disjoint copies of the KV so that none finds its KV in L2: "
+        f"{data['pool_gb']:g} GB asked for, but at most {data['iters'] + data['warmup']} copies "
+        f"(iters + warm-up), so the pool is {min(pools) / 1e9:.2f} to {max(pools) / 1e9:.2f} GB "
+        f"(\"pool\" column). Block size {', '.join(str(b) for b in block_sizes)}. "
+        f"\"n/a\": the kernel refused the shape"
+        + (f" ({'; '.join(refused)})" if refused else "")
+        + "; \"not built\": the configuration is not instantiated in the quick build this run used; "
+        "\"missing\": the kernel is not in this build; **error**: the kernel failed (listed below the "
+        "table). The JSON holds each status."
     )
     out.append("")
-    out.append("| seqs | heads | kv heads | context | head | dtype | KV MB | " + " | ".join(KERNELS[:3]) + " |")
-    out.append("|---:|---:|---:|---:|---:|---|---:|" + "---|" * 3)
+    out.append("| seqs | heads | kv heads | context | head | dtype | KV MB | pool GB | "
+               + " | ".join(KERNELS[:3]) + " |")
+    out.append("|---:|---:|---:|---:|---:|---|---:|---:|" + "---|" * 3)
     keys = []
-    for r in rows:
-        if r["prefix"]:
-            continue
+    for r in main_rows:
         k = (r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"], r["dtype"])
         if k not in keys:
             keys.append(k)
     for k in keys:
-        by = {r["kernel"]: r for r in rows if not r["prefix"] and
-              (r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"], r["dtype"]) == k}
-        kvmb = next(iter(by.values()))["kv_bytes"] / 1e6
-        out.append(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {k[4]} | {k[5]} | {kvmb:.0f} | "
+        by = {r["kernel"]: r for r in main_rows
+              if (r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"], r["dtype"]) == k}
+        first = next(iter(by.values()))
+        kvmb = first["kv_bytes"] / 1e6
+        pool_gb = kv_pool(first, data)[1] / 1e9
+        out.append(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {k[4]} | {k[5]} | {kvmb:.0f} | {pool_gb:.2f} | "
                    + " | ".join(cell(by.get(n)) for n in KERNELS[:3]) + " |")
+    errors = error_lines(main_rows)
+    if errors:
+        out.append("")
+        out.extend(errors)
     cd = cdata if cdata is not None else data
     casc = [r for r in cd["rows"] if r["prefix"]]
     if casc:
@@ -83,10 +166,12 @@ def table(data, src, cdata=None, csrc=None):
             origin = (f" Measured in a separate run on **{cd['gpu']}** (raw data: `{csrc}`, copy bandwidth "
                       f"{cd['copy_gbps']:.0f} GB/s in that run, median of {cd['iters']} timings); every kernel "
                       f"in this table ran in that run.")
+        sets, pool = kv_pool(r0, cd)
         out.append(
             f"Cascade: {r0['seqs']} sequences sharing a {r0['prefix']}-token prefix, "
             f"{r0['context'] - r0['prefix']} unique tokens each, {r0['heads']} heads (MHA), head size "
-            f"{r0['head_size']}; the same block tables (prefix blocks shared) for every kernel. "
+            f"{r0['head_size']}; the same block tables (prefix blocks shared) for every kernel, rotated over "
+            f"{sets} copies ({pool / 1e9:.2f} GB in {r0['dtype']}). "
             f"GB/s counts each kernel's logical KV reads (cascade: the prefix once).{origin}"
         )
         out.append("")
@@ -97,6 +182,10 @@ def table(data, src, cdata=None, csrc=None):
             sp = next((c for c in cd.get("cascade", []) if c["dtype"] == dt), None)
             sptxt = f"{sp['speedup']:.1f}x (vs {sp['best_non_cascade']})" if sp else "—"
             out.append(f"| {dt} | " + " | ".join(cell(by.get(n)) for n in KERNELS) + f" | {sptxt} |")
+        errors = error_lines(casc)
+        if errors:
+            out.append("")
+            out.extend(errors)
     return "\n".join(out)
 
 
@@ -133,7 +222,10 @@ def main():
         return 1
     new = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda m: f"{BEGIN}\n{t}\n{END}", text, count=1,
                  flags=re.S)
-    readme.write_text(new)
+    # Write, then rename: a failed write never leaves a half-written README.
+    tmp = readme.with_name(readme.name + ".tmp")
+    tmp.write_text(new)
+    tmp.replace(readme)
     print(f"bench_table.py: wrote the results table into {readme}")
     return 0
 

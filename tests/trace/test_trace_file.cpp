@@ -3,9 +3,12 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <csignal>
 #include <cstdio>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <string>
 
@@ -83,7 +86,8 @@ TEST_CASE("trace round trip in memory and on disk", "[trace][file]") {
   for (const auto& back : {parse_trace(bytes.data(), bytes.size()), [&] {
          const auto path = (temp_dir() / "rt.patrace").string();
          write_trace(path, d);
-         CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+         for (const auto& e : std::filesystem::directory_iterator(temp_dir()))  // no temporary file left
+           CHECK(e.path().filename().string().rfind("rt.patrace.tmp", 0) == std::string::npos);
          return read_trace(path);
        }()}) {
     const ProblemSpec& a = d.header.spec;
@@ -267,7 +271,7 @@ TEST_CASE("the writer is atomic and refuses invalid data", "[trace][file]") {
     const auto path = (dir / "no_such_dir" / "t.patrace").string();
     CHECK_THROWS_WITH(write_trace(path, sample_trace(2)), ContainsSubstring("no_such_dir"));
     CHECK_FALSE(std::filesystem::exists(path));
-    CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+    CHECK_FALSE(std::filesystem::exists(dir / "no_such_dir"));
   }
   SECTION("invalid data: error, the old file is kept") {
     const auto path = (dir / "keep.patrace").string();
@@ -279,6 +283,29 @@ TEST_CASE("the writer is atomic and refuses invalid data", "[trace][file]") {
     bad = sample_trace(2);
     bad.header.source = std::string(300, 'g');
     CHECK_THROWS_AS(write_trace(path, bad), TraceFormatError);
+  }
+  SECTION("a write the system refuses: error, the old file is kept, no temporary file") {
+    const auto path = (dir / "kept.patrace").string();
+    write_trace(path, sample_trace(2));
+    const std::size_t entries = std::distance(std::filesystem::directory_iterator(dir), {});
+    // RLIMIT_FSIZE: write(2) fails with EFBIG past 16 bytes (SIGXFSZ ignored).
+    rlimit saved{};
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+    auto* const old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = saved;
+    small.rlim_cur = 16;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+    std::string error;
+    try {
+      write_trace(path, sample_trace(5));
+    } catch (const std::runtime_error& e) {
+      error = e.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, old_handler);
+    CHECK_THAT(error, ContainsSubstring(path) && ContainsSubstring("File too large"));
+    CHECK(read_trace(path).events.size() == 2);
+    CHECK(static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(dir), {})) == entries);
   }
   SECTION("reading a missing file or a directory") {
     CHECK_THROWS_AS(read_trace((dir / "missing.patrace").string()), TraceFormatError);

@@ -7,6 +7,8 @@
 // and field is range-checked, and every failure is a TraceFormatError.
 #include "pa/trace/trace_file.hpp"
 
+#include "pa/core/atomic_file.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -480,30 +482,9 @@ TraceData parse_trace_unchecked_for_fuzzing(const std::uint8_t* bytes, std::size
 }
 
 void write_trace(const std::string& path, const TraceData& data) {
+  // Serialized (and validated) first, so an invalid trace never touches the disk.
   const std::vector<std::uint8_t> buf = serialize_trace(data);
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw std::runtime_error("cannot write trace '" + tmp + "': " + std::strerror(errno));
-  bool ok = std::fwrite(buf.data(), 1, buf.size(), f) == buf.size();
-  ok = (std::fflush(f) == 0) && ok;
-  int err = ok ? 0 : errno;
-  if (ok && ::fsync(::fileno(f)) != 0) {
-    ok = false;
-    err = errno;
-  }
-  if (std::fclose(f) != 0 && ok) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write trace '" + tmp + "': " + std::strerror(err ? err : EIO));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno;
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(err));
-  }
+  core::write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()));
 }
 
 TraceData read_trace(const std::string& path) {

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "app/state.hpp"
+#include "pa/core/atomic_file.hpp"
 
 #ifndef PA_LESSONS_DIR
 #define PA_LESSONS_DIR "lessons"
@@ -266,18 +267,28 @@ void draw_frame(AppState& s) {
   s.last_step_seen = s.replay.current();
 }
 
-bool write_png(const std::string& path, int w, int h) {
+// The framebuffer as a PNG: encoded in memory, then written with
+// pa::core::write_file_atomically, so a failed write keeps an earlier picture.
+// Returns "" or why it failed.
+std::string write_png(const std::string& path, int w, int h) {
+  if (w <= 0 || h <= 0) return "the window has no pixels (" + std::to_string(w) + "x" + std::to_string(h) + ")";
   std::vector<unsigned char> px(static_cast<std::size_t>(w) * h * 4);
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
   glReadBuffer(GL_BACK);
   glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
   for (std::size_t i = 3; i < px.size(); i += 4) px[i] = 255;  // opaque
   stbi_flip_vertically_on_write(1);
-  const std::string tmp = path + ".tmp.png";
-  if (!stbi_write_png(tmp.c_str(), w, h, 4, px.data(), w * 4)) return false;
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  return !ec;
+  std::string png;
+  const auto append = [](void* ctx, void* data, int size) {
+    static_cast<std::string*>(ctx)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
+  };
+  if (!stbi_write_png_to_func(append, &png, w, h, 4, px.data(), w * 4)) return "PNG encoding failed";
+  try {
+    pa::core::write_file_atomically(path, png);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
 }
 
 void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
@@ -588,8 +599,8 @@ int main(int argc, char** argv) {
     ++frame;
     if (s.screenshot_mode && frame >= screenshot_frames) {
       glFinish();
-      if (fw <= 0 || fh <= 0 || !write_png(args.screenshot, fw, fh)) {
-        std::fprintf(stderr, "pa-viewer: cannot write %s\n", args.screenshot.c_str());
+      if (const std::string why = write_png(args.screenshot, fw, fh); !why.empty()) {
+        std::fprintf(stderr, "pa-viewer: screenshot %s: %s\n", args.screenshot.c_str(), why.c_str());
         rc = 1;
       }
       if (!args.dump_layout.empty()) dump_layout(args.dump_layout, s, fw / std::max(1.0f, io.DisplaySize.x));

@@ -44,8 +44,10 @@ inline constexpr const char* kHostModelSource = "host model";
 // --dirty` at configure time; "unknown" outside a git checkout).
 const char* build_revision();
 
-// Writes to path + ".tmp" then renames, so a failed write never leaves a
-// half-written file. Throws std::runtime_error with the path and the reason.
+// Writes through pa::core::write_file_atomically (a temporary file beside
+// path, then rename), so a failed write never leaves a half-written file or
+// loses the previous one. Throws pa::core::FileWriteError (a
+// std::runtime_error) with the path and the reason.
 // Throws TraceFormatError if the data cannot be written as a valid trace
 // (the writer refuses what the reader would reject).
 void write_trace(const std::string& path, const TraceData& data);

@@ -1,0 +1,111 @@
+// pa-bench's results file: see bench_json.hpp.
+#include "bench_json.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <stdexcept>
+
+namespace pa::bench {
+
+namespace {
+
+// The shortest text that reads back as the same double (std::to_chars), so
+// byte counts and timings survive the file exactly.
+std::string num(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : "null";
+}
+std::string num(long long v) { return std::to_string(v); }
+std::string num(int v) { return std::to_string(v); }
+
+std::string row_json(const BenchRow& r) {
+  const BenchShape& s = r.shape;
+  return "{\"kernel\": " + json_string(r.kernel) + ", \"dtype\": " + json_string(r.dtype) +
+         ", \"seqs\": " + num(s.seqs) + ", \"heads\": " + num(s.heads) + ", \"kv_heads\": " + num(s.kv_heads) +
+         ", \"context\": " + num(s.context) + ", \"prefix\": " + num(s.prefix) + ", \"head_size\": " +
+         num(s.head_size) + ", \"block_size\": " + num(s.block_size) + ", \"kv_bytes\": " + num(r.kv_bytes) +
+         ", \"pool_sets\": " + num(r.pool_sets) + ", \"pool_bytes\": " + num(r.pool_bytes) +
+         ", \"status\": " + json_string(r.status) + ", \"median_us\": " + num(r.median_us) +
+         ", \"min_us\": " + num(r.min_us) + ", \"p10_us\": " + num(r.p10_us) + ", \"p90_us\": " + num(r.p90_us) +
+         ", \"timed\": " + num(r.timed) + ", \"warmup_launches\": " + num(r.warmup_launches) +
+         ", \"gbps\": " + num(r.gbps) + ", \"pct_copy\": " + num(r.pct_copy) +
+         ", \"xcheck_max_abs_vs_optimized\": " + num(r.xcheck_max_abs) + ", \"plan\": " + json_string(r.plan) + "}";
+}
+
+}  // namespace
+
+std::vector<CascadeSpeedup> cascade_speedups(const std::vector<BenchRow>& rows) {
+  std::vector<CascadeSpeedup> out;
+  for (const DType dt : {DType::f16, DType::bf16}) {
+    CascadeSpeedup c;
+    c.dtype = dtype_name(dt);
+    for (const BenchRow& r : rows) {
+      if (r.shape.prefix <= 0 || r.dtype != c.dtype || r.status != "ok") continue;
+      if (r.kernel == "cascade") c.cascade_us = r.median_us;
+      else if (c.best_us == 0 || r.median_us < c.best_us) {
+        c.best_us = r.median_us;
+        c.best_kernel = r.kernel;
+      }
+    }
+    if (c.best_us > 0 && c.cascade_us > 0) {
+      c.speedup = c.best_us / c.cascade_us;
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string json_string(std::string_view s) {
+  std::string r = "\"";
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      r += '\\';
+      r += c;
+    } else if (u < 0x20) {
+      static const char* hex = "0123456789abcdef";
+      r += "\\u00";
+      r += hex[u >> 4];
+      r += hex[u & 15];
+    } else {
+      r += c;
+    }
+  }
+  return r + "\"";
+}
+
+std::string bench_json(const BenchRun& run) {
+  const BenchOptions& o = run.options;
+  std::string j = "{\n";
+  j += "  \"gpu\": " + json_string(run.gpu) + ",\n";
+  j += "  \"sm_count\": " + num(run.sm_count) + ",\n";
+  j += "  \"l2_bytes\": " + num(run.l2_bytes) + ",\n";
+  j += "  \"copy_gbps\": " + num(run.copy_gbps) + ",\n";
+  j += "  \"copy_bytes_each_way\": " + num(run.copy_bytes_each_way) + ",\n";
+  j += "  \"iters\": " + num(o.iters) + ",\n";
+  j += "  \"warmup\": " + num(o.warmup) + ",\n";
+  j += "  \"warmup_ms\": " + num(o.warmup_ms) + ",\n";
+  j += "  \"spin_us\": " + num(o.spin_us) + ",\n";
+  j += "  \"pool_gb\": " + num(o.pool_gb) + ",\n";
+  j += "  \"kv_bytes_note\": \"K+V bytes of every context token, each read once (cascade: the shared prefix "
+       "once)\",\n";
+  j += "  \"pct_copy_note\": \"GB/s of KV read / (copy bytes read + written per second)\",\n";
+  j += "  \"pool_note\": \"launches rotate over pool_sets disjoint copies of the KV (pool_bytes in all): "
+       "ceil(pool_gb * 1e9 / set bytes) of them, at least 2 and at most iters + warmup\",\n";
+  j += "  \"rows\": [\n";
+  for (std::size_t i = 0; i < run.rows.size(); ++i)
+    j += "    " + row_json(run.rows[i]) + (i + 1 < run.rows.size() ? ",\n" : "\n");
+  j += "  ],\n  \"cascade\": [";
+  for (std::size_t i = 0; i < run.cascade.size(); ++i) {
+    const CascadeSpeedup& c = run.cascade[i];
+    j += (i ? ", " : "") + std::string("{\"dtype\": ") + json_string(c.dtype) + ", \"cascade_us\": " +
+         num(c.cascade_us) + ", \"best_non_cascade\": " + json_string(c.best_kernel) +
+         ", \"best_non_cascade_us\": " + num(c.best_us) + ", \"speedup\": " + num(c.speedup) + "}";
+  }
+  j += "]\n}\n";
+  return j;
+}
+
+}  // namespace pa::bench

@@ -1,0 +1,61 @@
+// pa-bench's results file: the rows it measured, as JSON (written with
+// pa::core::write_file_atomically, so a failed write never loses the previous
+// file). Plain C++ (no CUDA), tested in
+// tests/cli/test_bench_json.cpp; scripts/bench_table.py reads the file.
+//
+// Schema (every key always present; numbers are JSON numbers):
+//   gpu, sm_count, l2_bytes, copy_gbps, copy_bytes_each_way   the device and its copy bandwidth
+//   iters, warmup, warmup_ms, spin_us, pool_gb                 the options of the run
+//   kv_bytes_note, pct_copy_note, pool_note                    what the derived numbers mean
+//   rows: [{kernel, dtype, seqs, heads, kv_heads, context, prefix, head_size, block_size,
+//           kv_bytes, pool_sets, pool_bytes, status, median_us, min_us, p10_us, p90_us, timed,
+//           warmup_launches, gbps, pct_copy, xcheck_max_abs_vs_optimized, plan}]
+//   cascade: [{dtype, cascade_us, best_non_cascade, best_non_cascade_us, speedup}]
+// status is "ok", "error: ..." (the kernel failed where it should run),
+// "unsupported: ..." (it refused the shape) or "missing: ..." (not in this build).
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench_options.hpp"
+
+namespace pa::bench {
+
+struct BenchRow {
+  std::string kernel, dtype, status = "ok", plan;
+  BenchShape shape;
+  double kv_bytes = 0;         // K+V of every context token, each read once (cascade: the prefix once)
+  int pool_sets = 0;           // kv_pool_of: the sets launches rotate over
+  double pool_bytes = 0;       // and their K+V bytes
+  double median_us = 0, min_us = 0, p10_us = 0, p90_us = 0;
+  int timed = 0, warmup_launches = 0;
+  double gbps = 0, pct_copy = 0;
+  double xcheck_max_abs = -1;  // |optimized - this kernel| on one set, where both ran; -1: not compared
+};
+
+struct CascadeSpeedup {
+  std::string dtype, best_kernel;
+  double cascade_us = 0, best_us = 0, speedup = 0;
+};
+
+struct BenchRun {
+  std::string gpu;
+  int sm_count = 0;
+  long long l2_bytes = 0;
+  double copy_gbps = 0, copy_bytes_each_way = 0;
+  BenchOptions options;
+  std::vector<BenchRow> rows;
+  std::vector<CascadeSpeedup> cascade;
+};
+
+// The cascade rows' speedup over the best other kernel on the same problem,
+// per dtype (fp16 first), where the cascade and at least one other ran.
+std::vector<CascadeSpeedup> cascade_speedups(const std::vector<BenchRow>& rows);
+
+// A JSON string literal: quotes and backslashes escaped, control bytes as \u00XX.
+std::string json_string(std::string_view s);
+// The whole file (the schema above). Non-finite numbers are written as null.
+std::string bench_json(const BenchRun& run);
+
+}  // namespace pa::bench

@@ -1,0 +1,245 @@
+// pa-bench's command line: see bench_options.hpp.
+#include "bench_options.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "pa/index/config.hpp"
+
+namespace pa::bench {
+
+namespace {
+
+// Limits: wide enough for any experiment on one GPU, narrow enough that a
+// typo (an extra zero or two) is refused instead of running for hours or
+// asking for terabytes.
+constexpr int kMaxIters = 1'000'000;
+constexpr int kMaxWarmup = 1'000'000;
+constexpr double kMaxWarmupMs = 60'000;
+constexpr double kMaxPoolGb = 1024;
+constexpr int kMaxSpinUs = 1'000'000;
+constexpr int kMaxSplits = 4096;
+constexpr int kMaxSeqs = 1 << 16;
+constexpr int kMaxHeads = 1024;
+constexpr int kMaxContext = 1 << 24;
+
+std::vector<std::string> split(const std::string& s, char c) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  for (;;) {
+    const std::size_t next = s.find(c, pos);
+    out.push_back(s.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
+    if (next == std::string::npos) return out;
+    pos = next + 1;
+  }
+}
+
+[[noreturn]] void bad(const std::string& flag, const std::string& value, const std::string& accepted) {
+  throw UsageError(flag + " '" + value + "': " + accepted);
+}
+
+int to_int(const std::string& flag, const std::string& v, long long lo, long long hi, const std::string& what = "") {
+  long long x = 0;
+  const char* end = v.data() + v.size();
+  const auto [p, ec] = std::from_chars(v.data(), end, x);
+  const std::string accepted = (what.empty() ? "" : what + ": ") + "an integer in [" + std::to_string(lo) + ", " +
+                               std::to_string(hi) + "] is accepted";
+  if (v.empty() || ec != std::errc() || p != end || x < lo || x > hi) bad(flag, v, accepted);
+  return static_cast<int>(x);
+}
+
+double to_number(const std::string& flag, const std::string& v, double lo, double hi, bool lo_open) {
+  double x = 0;
+  const char* end = v.data() + v.size();
+  const auto [p, ec] = std::from_chars(v.data(), end, x);
+  std::ostringstream accepted;
+  accepted << "a number in " << (lo_open ? "(" : "[") << lo << ", " << hi << "] is accepted";
+  if (v.empty() || ec != std::errc() || p != end || !std::isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
+    bad(flag, v, accepted.str());
+  return x;
+}
+
+std::string join(const int* b, const int* e) {
+  std::string s;
+  for (const int* p = b; p != e; ++p) s += (p == b ? "" : ", ") + std::to_string(*p);
+  return s;
+}
+
+// "prefix:streams:chunks[:suffix]" (kernels::CascadeOptions).
+CascadeSweepItem parse_sweep_item(const std::string& item) {
+  static const std::string accepted =
+      "accepted: prefix:streams:chunks[:suffix], prefix automatic|mma_4warps|mma_8warps|wgmma, streams -1..2, "
+      "chunks >= 0 (0 automatic), suffix automatic|v2|optimized|optimized_lean";
+  const auto f = split(item, ':');
+  if (f.size() != 3 && f.size() != 4) bad("--cascade-sweep item", item, "3 or 4 fields; " + accepted);
+  CascadeSweepItem out;
+  out.text = item;
+  const auto pk = kernels::prefix_kernel_from_name(f[0]);
+  if (!pk) bad("--cascade-sweep item", item, "unknown prefix kernel '" + f[0] + "'; " + accepted);
+  out.options.prefix = *pk;
+  out.options.streams = to_int("--cascade-sweep item '" + item + "' streams", f[1], -1, 2);
+  out.options.chunks = to_int("--cascade-sweep item '" + item + "' chunks", f[2], 0, 1 << 20);
+  if (f.size() == 4) {
+    using S = kernels::CascadeOptions::Suffix;
+    if (f[3] == "automatic") out.options.suffix = S::automatic;
+    else if (f[3] == "v2") out.options.suffix = S::v2;
+    else if (f[3] == "optimized") out.options.suffix = S::optimized;
+    else if (f[3] == "optimized_lean") out.options.suffix = S::optimized_lean;
+    else bad("--cascade-sweep item", item, "unknown suffix '" + f[3] + "'; " + accepted);
+  }
+  return out;
+}
+
+BenchShape parse_shape(const std::string& v) {
+  static const char* flag = "--shape";
+  const auto f = split(v, ',');
+  if (f.size() != 5) bad(flag, v, "5 integers seqs,heads,kv_heads,context,head_size are accepted");
+  BenchShape s;
+  s.seqs = to_int(flag, f[0], 1, kMaxSeqs, "seqs");
+  s.heads = to_int(flag, f[1], 1, kMaxHeads, "heads");
+  s.kv_heads = to_int(flag, f[2], 1, kMaxHeads, "kv_heads");
+  s.context = to_int(flag, f[3], 1, kMaxContext, "context");
+  s.head_size = to_int(flag, f[4], 1, 4096, "head_size");
+  if (s.heads % s.kv_heads != 0)
+    bad(flag, v, "kv_heads must divide heads (" + std::to_string(s.heads) + " % " + std::to_string(s.kv_heads) +
+                     " != 0)");
+  const auto& hs = kSupportedHeadSizes;
+  if (std::find(std::begin(hs), std::end(hs), s.head_size) == std::end(hs))
+    bad(flag, v, "head_size " + std::to_string(s.head_size) + " is not supported (accepted: " +
+                     join(std::begin(hs), std::end(hs)) + ")");
+  return s;
+}
+
+std::vector<DType> parse_dtypes(const std::string& v) {
+  static const std::string accepted = "a comma list of fp16 and bf16 (each once, timed in that order) is accepted";
+  std::vector<DType> out;
+  for (const std::string& tok : split(v, ',')) {
+    DType d;
+    if (tok == dtype_name(DType::f16)) d = DType::f16;
+    else if (tok == dtype_name(DType::bf16)) d = DType::bf16;
+    else bad("--dtypes", v, (tok.empty() ? std::string("empty item; ") : "unknown dtype '" + tok + "'; ") + accepted);
+    if (std::find(out.begin(), out.end(), d) != out.end()) bad("--dtypes", v, tok + " twice; " + accepted);
+    out.push_back(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string bench_usage() {
+  return "usage: pa-bench [options]\n"
+         "  --json FILE           where to write the results (default bench.json; written to a temporary\n"
+         "                        file in the same folder, then renamed)\n"
+         "  --iters N             timed launches per row, 1.." + std::to_string(kMaxIters) + " (default 100)\n"
+         "  --warmup N            at least N warm-up launches, 0.." + std::to_string(kMaxWarmup) + " (default 10)\n"
+         "  --warmup-ms T         and at least T ms of them, 0..60000 (default 50)\n"
+         "  --pool-gb G           KV pool to rotate over, (0, 1024] GB (default 6; at most iters + warmup sets)\n"
+         "  --only optimized      time stage 8 alone\n"
+         "  --quick               three shapes, no cascade\n"
+         "  --cascade-only        only the cascade shape (every kernel on it)\n"
+         "  --cascade-sweep LIST  extra cascade plans prefix:streams:chunks[:suffix],... (prefix automatic|\n"
+         "                        mma_4warps|mma_8warps|wgmma, streams -1..2, chunks >= 0, suffix automatic|v2|\n"
+         "                        optimized|optimized_lean); needs the cascade shape\n"
+         "  --spin-us N           GPU busy-wait before each timed launch, 0.." + std::to_string(kMaxSpinUs) +
+         " us (default 50; 0 = off)\n"
+         "  --splits N            stage 8: force N splits, 0.." + std::to_string(kMaxSplits) +
+         " (default 0: the heuristic)\n"
+         "  --shape S,H,KV,C,D    one shape instead of the set: seqs, heads, kv heads (divides heads), context,\n"
+         "                        head size (64 80 96 112 128 192 256)\n"
+         "  --dtypes LIST         fp16,bf16 (default), or one of them\n"
+         "  --help                this text\n"
+         "exit: 0 written, 1 error while running, 2 bad usage, 3 no GPU\n";
+}
+
+BenchOptions parse_bench_options(const std::vector<std::string>& args) {
+  BenchOptions o;
+  std::set<std::string> seen;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0 || a.size() == 2)
+      throw UsageError("unexpected argument '" + a + "': options are --name [value] (pa-bench --help lists them)");
+    if (!seen.insert(a).second) throw UsageError(a + " given twice (each option is accepted once)");
+    auto next = [&]() -> std::string {
+      if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0)
+        throw UsageError(a + " needs a value (pa-bench --help lists what each option accepts)");
+      return args[++i];
+    };
+    if (a == "--help") o.help = true;
+    else if (a == "--json") {
+      o.json = next();
+      if (o.json.empty()) bad(a, o.json, "a file path is accepted");
+      if (o.json.back() == '/') bad(a, o.json, "a file path is accepted, not a folder");
+    }
+    else if (a == "--iters") o.iters = to_int(a, next(), 1, kMaxIters);
+    else if (a == "--warmup") o.warmup = to_int(a, next(), 0, kMaxWarmup);
+    else if (a == "--warmup-ms") o.warmup_ms = to_number(a, next(), 0, kMaxWarmupMs, false);
+    else if (a == "--pool-gb") o.pool_gb = to_number(a, next(), 0, kMaxPoolGb, true);
+    else if (a == "--only") {
+      const std::string v = next();
+      if (v != "optimized") bad(a, v, "only 'optimized' is accepted");
+      o.only_optimized = true;
+    }
+    else if (a == "--quick") o.quick = true;
+    else if (a == "--cascade-only") o.cascade_only = true;
+    else if (a == "--cascade-sweep") {
+      const std::string v = next();
+      for (const std::string& item : split(v, ',')) {
+        if (item.empty()) bad(a, v, "empty item; a comma list of prefix:streams:chunks[:suffix] is accepted");
+        o.cascade_sweep.push_back(parse_sweep_item(item));
+      }
+    }
+    else if (a == "--spin-us") o.spin_us = to_int(a, next(), 0, kMaxSpinUs);
+    else if (a == "--splits") o.force_splits = to_int(a, next(), 0, kMaxSplits);
+    else if (a == "--dtypes") o.dtypes = parse_dtypes(next());
+    else if (a == "--shape") {
+      o.shape = parse_shape(next());
+      o.has_shape = true;
+    }
+    else throw UsageError("unknown option '" + a + "' (pa-bench --help lists the options)");
+  }
+  // Combinations that would silently time something other than what was asked.
+  if (o.cascade_only && (o.quick || o.has_shape || o.only_optimized))
+    throw UsageError("--cascade-only times the cascade shape alone: it excludes --quick, --shape and --only");
+  if (o.quick && o.has_shape) throw UsageError("--quick and --shape exclude each other (--shape times one shape)");
+  if (!o.cascade_sweep.empty() && !o.cascade_only && (o.quick || o.has_shape || o.only_optimized))
+    throw UsageError("--cascade-sweep needs the cascade shape, which --quick, --shape and --only leave out");
+  return o;
+}
+
+BenchShape cascade_shape() {
+  BenchShape c{128, 32, 32, 32768 + 256, 128};
+  c.prefix = 32768;
+  return c;
+}
+
+std::vector<BenchShape> bench_shapes(const BenchOptions& o) {
+  if (o.cascade_only) return {cascade_shape()};
+  if (o.has_shape) return {o.shape};
+  if (o.quick) return {{1, 32, 8, 4096, 128}, {64, 32, 8, 8192, 128}, {1, 32, 8, 131072, 128}};
+  std::vector<BenchShape> s = {
+      {1, 32, 8, 4096, 128},   {8, 32, 8, 4096, 128},    {32, 32, 8, 4096, 128}, {64, 32, 8, 8192, 128},
+      {128, 32, 32, 1024, 128}, {256, 32, 8, 2048, 128}, {16, 64, 8, 32768, 128}, {1, 32, 8, 131072, 128},
+      {64, 32, 8, 8192, 64},   {64, 32, 8, 8192, 256},
+  };
+  if (!o.only_optimized) s.push_back(cascade_shape());
+  return s;
+}
+
+KvPool kv_pool_of(const BenchShape& s, int elem_bytes, const BenchOptions& o) {
+  KvPool p;
+  const long long blocks_per_seq = (static_cast<long long>(s.context) + s.block_size - 1) / s.block_size;
+  const long long prefix_blocks = s.prefix / s.block_size;
+  p.set_blocks = prefix_blocks + static_cast<long long>(s.seqs) * (blocks_per_seq - prefix_blocks);
+  const double block_elems = static_cast<double>(s.kv_heads) * s.head_size * s.block_size;
+  p.set_bytes = 2.0 * static_cast<double>(p.set_blocks) * block_elems * elem_bytes;
+  const double wanted = std::ceil(o.pool_gb * 1e9 / p.set_bytes);
+  const double cap = static_cast<double>(o.iters) + o.warmup;
+  p.sets = static_cast<int>(std::max(2.0, std::min(wanted, cap)));
+  p.bytes = p.sets * p.set_bytes;
+  return p;
+}
+
+}  // namespace pa::bench

@@ -1,0 +1,81 @@
+// pa-bench's command line and what it implies (the shapes it times, the size of
+// the KV pool it rotates over). Plain C++, apart from the CUDA benchmark in
+// bench.cu, so that the parser and the pool formula are unit-tested in a build
+// without CUDA (tests/cli/test_bench_options.cpp).
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pa/index/dtype.hpp"
+#include "pa/kernels/v2_cascade.hpp"
+
+namespace pa::bench {
+
+// A bad command line. The message names the flag, the value given and what
+// is accepted; pa-bench prints it and exits 2.
+class UsageError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// One problem shape of the benchmark. Every sequence has `context` tokens; the
+// cascade shape's first `prefix` of them are shared (the same physical blocks).
+struct BenchShape {
+  int seqs = 1, heads = 32, kv_heads = 8, context = 4096, head_size = 128;
+  int block_size = 16;
+  int prefix = 0;
+};
+
+// One --cascade-sweep item: the text as given and the plan options it names.
+struct CascadeSweepItem {
+  std::string text;
+  kernels::CascadeOptions options;
+};
+
+struct BenchOptions {
+  std::string json = "bench.json";  // --json FILE
+  int iters = 100;                  // timed launches per row
+  int warmup = 10;                  // warm-up launches, at least ...
+  double warmup_ms = 50;            // ... and at least this much wall time of them
+  double pool_gb = 6.0;             // KV pool to rotate over (kv_pool_of: capped by the launches)
+  bool only_optimized = false;      // --only optimized
+  bool quick = false;               // three shapes
+  bool cascade_only = false;        // only the cascade shape (every kernel on it)
+  std::vector<CascadeSweepItem> cascade_sweep;  // extra cascade plans, timed whole and by part
+  int spin_us = 50;                 // GPU busy-wait before each timed launch (0 = off)
+  int force_splits = 0;             // stage 8: 0 = the split heuristic
+  bool has_shape = false;           // --shape replaces the shape list
+  BenchShape shape;
+  std::vector<DType> dtypes = {DType::f16, DType::bf16};  // timed in this order
+  bool help = false;
+};
+
+// Parses the arguments after the program name. Throws UsageError.
+BenchOptions parse_bench_options(const std::vector<std::string>& args);
+std::string bench_usage();
+
+// The shapes a run times, in order: the fixed set (three with --quick), or
+// --shape alone, then the cascade shape unless --quick, --only or --shape
+// left it out; --cascade-only: the cascade shape alone.
+std::vector<BenchShape> bench_shapes(const BenchOptions& o);
+BenchShape cascade_shape();
+
+// The KV pool of one shape and dtype. A "set" is the physical blocks one
+// launch reads (the shared prefix once, then every sequence's own blocks);
+// the pool holds `sets` disjoint sets and launches rotate through them, so no
+// launch finds its KV in L2. sets = ceil(pool_gb * 1e9 / set_bytes), at least
+// 2 and at most iters + warmup (more sets than launches would never be read),
+// so a small shape's pool is far below --pool-gb: 110 sets of 16.8 MB, 1.85 GB,
+// for one sequence of 4096 tokens in fp16 at the default options.
+// scripts/bench_table.py repeats this formula for JSON files written before
+// pa-bench recorded the pool.
+struct KvPool {
+  long long set_blocks = 0;  // physical blocks of one set
+  double set_bytes = 0;      // K and V of one set
+  int sets = 0;
+  double bytes = 0;          // sets * set_bytes
+};
+KvPool kv_pool_of(const BenchShape& s, int elem_bytes, const BenchOptions& o);
+
+}  // namespace pa::bench

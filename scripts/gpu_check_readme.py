@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""The README's "last full GPU check" paragraph, generated from the summary
+files scripts/gpu-check.sh writes (OUT/gpu-check/summary.txt), never typed.
+
+  gpu_check_readme.py --commit REV [--readme README.md] SUMMARY [SUMMARY...]
+
+Several summaries (say a build-only call, then a --no-build call with the
+tests and the sanitizers) are read together: the GPU and date of the last
+one, every step of each. The paragraph replaces what stands between the
+README's markers <!-- gpu-check:begin --> and <!-- gpu-check:end --> (written
+to README.md.tmp, then renamed over it); without --readme it is printed. Exit status 2
+with a message for a summary that is missing or not gpu-check's, or a README
+without the markers."""
+import argparse
+import os
+import re
+import sys
+
+BEGIN, END = "<!-- gpu-check:begin -->", "<!-- gpu-check:end -->"
+STEP_RE = re.compile(r"^(build|tests \(.*?\)|sanitizers)\s{2,}(\S.*)$")
+HEAD_RE = re.compile(r"^gpu-check summary \((\S+), (.*)\)$")
+CELL_RE = re.compile(r"^(\w+)\s+((?:(?:PASS|FAIL|ERROR) \d+/\d+|-)\s*)+$")
+
+
+class SummaryError(Exception):
+    pass
+
+
+def parse_summary(text, name):
+    """{'date', 'gpu', 'steps': [(step, result)], 'configs', 'cells': {stage: [cells]}}"""
+    lines = text.splitlines()
+    head = next((HEAD_RE.match(l) for l in lines if HEAD_RE.match(l)), None)
+    if head is None:
+        raise SummaryError(f"{name}: no 'gpu-check summary (DATE, GPU)' line: not a gpu-check summary.txt")
+    out = {"date": head.group(1), "gpu": head.group(2).split(",")[0].strip(), "steps": [], "configs": None,
+           "cells": {}}
+    for l in lines:
+        m = STEP_RE.match(l)
+        if m:
+            out["steps"].append((m.group(1), m.group(2).strip()))
+        if l.startswith("configurations: "):
+            out["configs"] = l[len("configurations: "):].split(";")[0].strip()
+        m = CELL_RE.match(l)
+        if m and m.group(1) != "stage":
+            out["cells"][m.group(1)] = re.findall(r"(?:PASS|FAIL|ERROR) \d+/\d+|-", l[len(m.group(1)):])
+    if not out["steps"]:
+        raise SummaryError(f"{name}: no step lines (build / tests / sanitizers): the run did not finish")
+    return out
+
+
+def paragraph(summaries, commit):
+    last = summaries[-1]
+    steps = [s for summ in summaries for s in summ["steps"]]
+    ok = all(r.startswith("PASS") and "SKIPPED" not in r for _, r in steps)
+    parts = []
+    for step, result in steps:
+        parts.append(f"{step}: {result}")
+    text = (f"The last full check on the GPU (`scripts/gpu-check.sh`, {last['date']}, {last['gpu']}, "
+            f"commit {commit}, every kernel configuration built) "
+            + ("passed every step" if ok else "did NOT pass every step") + ": " + "; ".join(parts) + ".")
+    sans = [s for s in summaries if s["cells"]]
+    if sans:
+        s = sans[-1]
+        total = sum(int(c.split()[1].split("/")[1]) for cells in s["cells"].values() for c in cells if c != "-")
+        clean = sum(int(c.split()[1].split("/")[0]) for cells in s["cells"].values() for c in cells if c != "-")
+        text += (f" compute-sanitizer (memcheck, racecheck, synccheck, initcheck) ran every stage in the "
+                 f"configurations {s['configs']}: {clean} of {total} runs clean.")
+    return text
+
+
+def replace_region(readme_text, body, path):
+    if readme_text.count(BEGIN) != 1 or readme_text.count(END) != 1 or readme_text.index(BEGIN) > readme_text.index(END):
+        raise SummaryError(f"{path}: needs exactly one {BEGIN} ... {END} region")
+    a = readme_text.index(BEGIN) + len(BEGIN)
+    b = readme_text.index(END)
+    return readme_text[:a] + "\n" + body + "\n" + readme_text[b:]
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--commit", required=True, help="the commit the GPU ran")
+    ap.add_argument("--readme", help="the README to update (default: print the paragraph)")
+    ap.add_argument("summaries", nargs="+")
+    a = ap.parse_args(argv)
+    try:
+        summaries = []
+        for p in a.summaries:
+            try:
+                with open(p, encoding="utf-8") as f:
+                    summaries.append(parse_summary(f.read(), p))
+            except OSError as e:
+                raise SummaryError(f"{p}: cannot read: {e.strerror}")
+        body = paragraph(summaries, a.commit)
+        if not a.readme:
+            print(body)
+            return 0
+        with open(a.readme, encoding="utf-8") as f:
+            new = replace_region(f.read(), body, a.readme)
+        tmp = a.readme + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(new)
+        os.replace(tmp, a.readme)
+        return 0
+    except SummaryError as e:
+        print(f"gpu_check_readme.py: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,137 @@
+// pa-bench's command line and the shapes and KV pool it implies
+// (cli/bench_options.hpp), without CUDA. The bad values of every flag are in
+// test_bad_flags.cpp; here: what good command lines mean.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_floating_point.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "bench_options.hpp"
+
+using namespace pa;
+using namespace pa::bench;
+using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::WithinRel;
+
+TEST_CASE("pa-bench: no arguments are the documented defaults", "[cli][bench]") {
+  const BenchOptions o = parse_bench_options({});
+  CHECK(o.json == "bench.json");
+  CHECK(o.iters == 100);
+  CHECK(o.warmup == 10);
+  CHECK(o.warmup_ms == 50);
+  CHECK(o.pool_gb == 6.0);
+  CHECK(o.spin_us == 50);
+  CHECK(o.force_splits == 0);
+  CHECK_FALSE(o.quick);
+  CHECK_FALSE(o.only_optimized);
+  CHECK_FALSE(o.has_shape);
+  CHECK(o.dtypes == std::vector<DType>{DType::f16, DType::bf16});
+  CHECK_FALSE(o.help);
+}
+
+TEST_CASE("pa-bench: every option is read", "[cli][bench]") {
+  const BenchOptions o = parse_bench_options({"--json", "out/r.json", "--iters", "200", "--warmup", "0",
+                                              "--warmup-ms", "12.5", "--pool-gb", "0.5", "--spin-us", "0",
+                                              "--splits", "4", "--dtypes", "bf16", "--shape", "2,16,4,1000,64"});
+  CHECK(o.json == "out/r.json");
+  CHECK(o.iters == 200);
+  CHECK(o.warmup == 0);
+  CHECK(o.warmup_ms == 12.5);
+  CHECK(o.pool_gb == 0.5);
+  CHECK(o.spin_us == 0);
+  CHECK(o.force_splits == 4);
+  CHECK(o.dtypes == std::vector<DType>{DType::bf16});
+  REQUIRE(o.has_shape);
+  CHECK(o.shape.seqs == 2);
+  CHECK(o.shape.heads == 16);
+  CHECK(o.shape.kv_heads == 4);
+  CHECK(o.shape.context == 1000);
+  CHECK(o.shape.head_size == 64);
+  CHECK(o.shape.prefix == 0);
+}
+
+TEST_CASE("pa-bench: --dtypes keeps the order given", "[cli][bench]") {
+  CHECK(parse_bench_options({"--dtypes", "bf16,fp16"}).dtypes == std::vector<DType>{DType::bf16, DType::f16});
+}
+
+TEST_CASE("pa-bench: --cascade-sweep items become cascade plan options", "[cli][bench]") {
+  const BenchOptions o = parse_bench_options({"--cascade-sweep", "wgmma:2:0,mma_4warps:-1:8:optimized_lean"});
+  REQUIRE(o.cascade_sweep.size() == 2);
+  CHECK(o.cascade_sweep[0].text == "wgmma:2:0");
+  CHECK(o.cascade_sweep[0].options.prefix == PrefixKernel::wgmma);
+  CHECK(o.cascade_sweep[0].options.streams == 2);
+  CHECK(o.cascade_sweep[0].options.chunks == 0);
+  CHECK(o.cascade_sweep[0].options.suffix == kernels::CascadeOptions::Suffix::automatic);
+  CHECK(o.cascade_sweep[1].options.prefix == PrefixKernel::mma_4warps);
+  CHECK(o.cascade_sweep[1].options.streams == -1);
+  CHECK(o.cascade_sweep[1].options.chunks == 8);
+  CHECK(o.cascade_sweep[1].options.suffix == kernels::CascadeOptions::Suffix::optimized_lean);
+}
+
+TEST_CASE("pa-bench: --help is an option, not an error", "[cli][bench]") {
+  CHECK(parse_bench_options({"--help"}).help);
+  const std::string u = bench_usage();
+  for (const char* flag : {"--json", "--iters", "--warmup", "--warmup-ms", "--pool-gb", "--only", "--quick",
+                           "--cascade-only", "--cascade-sweep", "--spin-us", "--splits", "--shape", "--dtypes"}) {
+    INFO(flag);
+    CHECK_THAT(u, ContainsSubstring(flag));
+  }
+}
+
+TEST_CASE("pa-bench: the shapes each option set times", "[cli][bench]") {
+  const auto all = bench_shapes(parse_bench_options({}));
+  REQUIRE(all.size() == 11);  // ten shapes, then the cascade
+  CHECK(all.front().seqs == 1);
+  CHECK(all.front().context == 4096);
+  CHECK(all.back().prefix == 32768);
+  CHECK(all.back().context == 32768 + 256);
+  for (std::size_t i = 0; i + 1 < all.size(); ++i) CHECK(all[i].prefix == 0);
+
+  CHECK(bench_shapes(parse_bench_options({"--quick"})).size() == 3);
+  const auto only = bench_shapes(parse_bench_options({"--only", "optimized"}));
+  CHECK(only.size() == 10);
+  CHECK(only.back().prefix == 0);
+  const auto one = bench_shapes(parse_bench_options({"--shape", "3,8,2,77,128"}));
+  REQUIRE(one.size() == 1);
+  CHECK(one[0].seqs == 3);
+  CHECK(one[0].context == 77);
+  const auto casc = bench_shapes(parse_bench_options({"--cascade-only"}));
+  REQUIRE(casc.size() == 1);
+  CHECK(casc[0].prefix == 32768);
+}
+
+TEST_CASE("pa-bench: the KV pool is capped by the launches, so small shapes get far less than --pool-gb",
+          "[cli][bench]") {
+  const BenchOptions o = parse_bench_options({});
+  // One sequence of 4096 tokens, 8 KV heads of 128, fp16: 256 blocks of 16
+  // tokens, 16.8 MB of K+V per set; 6 GB would be 358 sets, but only
+  // iters + warmup = 110 sets are ever read: 1.85 GB.
+  const KvPool small = kv_pool_of({1, 32, 8, 4096, 128}, 2, o);
+  CHECK(small.set_blocks == 256);
+  CHECK(small.set_bytes == 2.0 * 256 * 8 * 128 * 16 * 2);
+  CHECK(small.sets == 110);
+  CHECK_THAT(small.bytes, WithinRel(1.845e9, 1e-3));
+
+  // 64 x 8192 tokens: 2.1 GB per set, 3 sets reach 6 GB.
+  const KvPool big = kv_pool_of({64, 32, 8, 8192, 128}, 2, o);
+  CHECK(big.set_blocks == 64 * 512);
+  CHECK(big.sets == 3);
+  CHECK(big.bytes >= 6e9);
+
+  // A set larger than the pool: still two sets, so consecutive launches differ.
+  BenchOptions tiny = o;
+  tiny.pool_gb = 0.001;
+  CHECK(kv_pool_of({64, 32, 8, 8192, 128}, 2, tiny).sets == 2);
+
+  // The cascade set holds the shared prefix once: 2048 + 128 * 16 blocks.
+  const KvPool casc = kv_pool_of(cascade_shape(), 2, o);
+  CHECK(casc.set_blocks == 2048 + 128 * 16);
+  CHECK(casc.sets == static_cast<int>(std::ceil(6e9 / casc.set_bytes)));
+
+  // --iters and --warmup move the cap.
+  const BenchOptions more = parse_bench_options({"--iters", "1000", "--warmup", "0"});
+  CHECK(kv_pool_of({1, 32, 8, 4096, 128}, 2, more).sets == 358);
+}

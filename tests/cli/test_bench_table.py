@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""scripts/bench_table.py: the README results table from a pa-bench JSON file.
+
+Usage: test_bench_table.py [SAMPLE_JSON]
+
+Builds the table from tests/cli/bench_fixture.json (a small file in the
+format of pa-bench runs that predate the pool fields, with one row of each
+status) and checks what it says; with SAMPLE_JSON (written by pa-bench's own
+writer, tests/cli/bench_json_sample.cpp) also checks that the script reads the
+schema pa-bench writes. Run by ctest (test bench_table_py).
+"""
+import importlib.util
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SCRIPT = ROOT / "scripts" / "bench_table.py"
+FIXTURE = HERE / "bench_fixture.json"
+SAMPLE = None  # set from the command line
+
+spec = importlib.util.spec_from_file_location("bench_table", SCRIPT)
+bench_table = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench_table)
+
+
+def fixture():
+    return json.loads(FIXTURE.read_text())
+
+
+def table_lines(text):
+    return [line for line in text.splitlines() if line.startswith("| ")]
+
+
+class FixtureTable(unittest.TestCase):
+    def setUp(self):
+        self.text = bench_table.table(fixture(), "fixture.json")
+        self.rows = table_lines(self.text)
+
+    def row(self, *prefix):
+        start = "| " + " | ".join(str(p) for p in prefix) + " |"
+        found = [r for r in self.rows if r.startswith(start)]
+        self.assertEqual(len(found), 1, f"one row starting {start!r} in\n{self.text}")
+        return [c.strip() for c in found[0].strip("|").split("|")]
+
+    def test_header_names_the_run(self):
+        first = self.text.splitlines()[0]
+        self.assertIn("**Fixture GPU** (100 SMs)", first)
+        self.assertIn("raw data: `fixture.json`", first)
+        self.assertIn("**2000 GB/s**", first)
+        self.assertIn("median of 100 CUDA-event timings", first)
+        self.assertIn("at least 10 warm-up launches and 50 ms of them", first)
+
+    def test_busy_wait_is_stated_from_the_json(self):
+        self.assertIn("a 50 us GPU busy-wait kernel runs", self.text)
+        data = fixture()
+        data["spin_us"] = 0
+        self.assertIn("No busy-wait", bench_table.table(data, "f.json"))
+        data["spin_us"] = 200
+        self.assertIn("a 200 us GPU busy-wait", bench_table.table(data, "f.json"))
+
+    def test_pool_is_each_rows_real_pool(self):
+        # 1 x 4096 tokens fp16: 110 sets (iters + warmup) of 16.8 MB, not the 6 GB asked for.
+        self.assertEqual(self.row(1, 32, 8, 4096, 128, "fp16")[7], "1.85")
+        # 1 x 131072 tokens bf16: 537 MB sets, ceil(6e9 / set) = 12 of them.
+        self.assertEqual(self.row(1, 32, 8, 131072, 128, "bf16")[7], "6.44")
+        self.assertIn("6 GB asked for, but at most 110 copies", self.text)
+        self.assertIn("the pool is 0.49 to 6.44 GB", self.text)
+
+    def test_pool_formula_matches_pa_bench(self):
+        data = fixture()
+        r = dict(data["rows"][0])
+        self.assertEqual(bench_table.kv_pool(r, data), (110, 110 * 16777216.0))
+        data["iters"], data["warmup"] = 1000, 0  # the cap moves: ceil(6e9 / 16777216) = 358
+        self.assertEqual(bench_table.kv_pool(r, data)[0], 358)
+        data["pool_gb"] = 0.001  # a set larger than the pool: still two sets
+        self.assertEqual(bench_table.kv_pool(r, data)[0], 2)
+        casc = next(x for x in fixture()["rows"] if x["prefix"])
+        # The shared prefix counts once: 64 + 4 * 1 blocks per set.
+        self.assertEqual(bench_table.kv_pool(casc, fixture()), (110, 110 * 2.0 * 68 * 8 * 128 * 16 * 2))
+        recorded = dict(r, pool_sets=7, pool_bytes=123.0)
+        self.assertEqual(bench_table.kv_pool(recorded, data), (7, 123.0))
+
+    def test_each_status_shown_as_itself(self):
+        small = self.row(1, 32, 8, 4096, 128, "fp16")
+        self.assertEqual(small[8], "**error**")  # v1: error, never n/a
+        self.assertEqual(small[9], "missing")  # v2
+        self.assertEqual(small[10], "16.0 us<br>1049 GB/s (52%)")  # optimized
+        long = self.row(1, 32, 8, 131072, 128, "bf16")
+        self.assertEqual(long[8], "n/a")
+        self.assertEqual(long[9], "not built")
+        self.assertIn("v1 at 131072 tokens: its shared memory does not fit", self.text)
+
+    def test_errors_are_listed_with_their_message(self):
+        self.assertIn("- **error**: v1 fp16 at 1 x 4096 tokens (head 128): "
+                      "`error: cudaErrorIllegalAddress: an illegal memory access was encountered`", self.text)
+        self.assertIn("- **error**: v2 fp16 at 4 x 1040 tokens (head 128): "
+                      "`error: the partition kernel's output differs`", self.text)
+        self.assertEqual(self.text.count("- **error**"), 2)
+
+    def test_unknown_status_is_an_error_not_na(self):
+        for status in ["error: x", "crashed", "", "unsupportedd"]:
+            self.assertEqual(bench_table.status_kind(status), "error" if status != "unsupportedd" else "n/a")
+        self.assertEqual(bench_table.cell({"status": "timeout"}), "**error**")
+
+    def test_cascade_table(self):
+        self.assertIn("Cascade: 4 sequences sharing a 1024-token prefix, 16 unique tokens each", self.text)
+        self.assertIn("rotated over 110 copies (0.49 GB in fp16)", self.text)
+        row = [c.strip() for c in self.rows[-1].strip("|").split("|")]
+        self.assertEqual(row[0], "fp16")
+        self.assertEqual(row[1], "—")  # v1 has no row
+        self.assertEqual(row[2], "**error**")
+        self.assertEqual(row[4], "10.0 us<br>275 GB/s (14%)")
+        self.assertEqual(row[5], "10.0x (vs optimized)")
+
+    def test_readme_markers_replaced_and_nothing_else(self):
+        with tempfile.TemporaryDirectory() as d:
+            readme = pathlib.Path(d) / "README.md"
+            readme.write_text("before\n<!-- results:begin -->\nold table\n<!-- results:end -->\nafter\n")
+            r = subprocess.run([sys.executable, str(SCRIPT), str(FIXTURE), "--readme", str(readme)],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            text = readme.read_text()
+            self.assertTrue(text.startswith("before\n<!-- results:begin -->\nMeasured on **Fixture GPU**"))
+            self.assertTrue(text.endswith("\n<!-- results:end -->\nafter\n"))
+            self.assertNotIn("old table", text)
+
+    def test_readme_without_markers_is_an_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            readme = pathlib.Path(d) / "README.md"
+            readme.write_text("no markers\n")
+            r = subprocess.run([sys.executable, str(SCRIPT), str(FIXTURE), "--readme", str(readme)],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("has no <!-- results:begin --> ... <!-- results:end --> markers", r.stderr)
+            self.assertEqual(readme.read_text(), "no markers\n")
+
+
+class WriterSchema(unittest.TestCase):
+    """The file pa-bench's writer makes (bench_json_sample) is what the script reads."""
+
+    ROW_KEYS = ["kernel", "dtype", "seqs", "heads", "kv_heads", "context", "prefix", "head_size", "block_size",
+                "kv_bytes", "pool_sets", "pool_bytes", "status", "median_us", "min_us", "p10_us", "p90_us",
+                "timed", "warmup_launches", "gbps", "pct_copy", "xcheck_max_abs_vs_optimized", "plan"]
+    TOP_KEYS = ["gpu", "sm_count", "l2_bytes", "copy_gbps", "copy_bytes_each_way", "iters", "warmup", "warmup_ms",
+                "spin_us", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows", "cascade"]
+
+    def setUp(self):
+        if SAMPLE is None:
+            self.skipTest("no sample file given (test_bench_table.py SAMPLE_JSON)")
+        self.data = json.loads(pathlib.Path(SAMPLE).read_text())
+
+    def test_schema(self):
+        self.assertEqual(list(self.data.keys()), self.TOP_KEYS)
+        self.assertEqual(len(self.data["rows"]), 3)
+        for r in self.data["rows"]:
+            self.assertEqual(list(r.keys()), self.ROW_KEYS)
+
+    def test_recorded_pool_agrees_with_the_scripts_formula(self):
+        for r in self.data["rows"]:
+            recorded = bench_table.kv_pool(r, self.data)
+            stripped = {k: v for k, v in r.items() if k not in ("pool_sets", "pool_bytes")}
+            self.assertEqual(bench_table.kv_pool(stripped, self.data), recorded)
+            self.assertEqual(recorded[0], 110)
+
+    def test_table_from_the_writers_file(self):
+        text = bench_table.table(self.data, "sample.json")
+        row = [c.strip() for c in table_lines(text)[1].strip("|").split("|")]
+        self.assertEqual(row[7], "1.85")
+        self.assertEqual(row[8:], ["n/a", "**error**", "15.0 us<br>1118 GB/s (37%)"])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+        SAMPLE = sys.argv.pop(1)
+    unittest.main(verbosity=2)

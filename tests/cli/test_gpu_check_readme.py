@@ -1,0 +1,96 @@
+"""scripts/gpu_check_readme.py: the README's GPU-check paragraph from gpu-check
+summaries (a build-only one and a tests + sanitizers one), and its errors."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SCRIPT = os.path.join(ROOT, "scripts", "gpu_check_readme.py")
+
+BUILD = """NVIDIA H100 80GB HBM3, 580.65.06, 81559 MiB
+
+gpu-check summary (2026-11-25T08:30Z, NVIDIA H100 80GB HBM3, 580.65.06, 81559 MiB)
+build                                    PASS (231s)
+total: 231s; logs: /tmp/gc/gpu-check
+"""
+TESTS = """gpu-check summary (2026-11-25T08:41Z, NVIDIA H100 80GB HBM3, 580.65.06, 81559 MiB)
+configurations: fp32:8 fp16:16 bf16:32; problem: head 128, heads 4, kv-heads 2, context lens 1,17,100
+(v2_partition: partition size 64; cascade_merge: prefix 32 + suffixes 1,17,68;
+ cascade_merge and optimized have no fp32 path: their fp32 configuration runs as fp16)
+stage          memcheck    racecheck   synccheck   initcheck
+q_to_smem      PASS 3/3    PASS 3/3    PASS 3/3    PASS 3/3
+optimized      PASS 2/2    FAIL 1/2    PASS 2/2    PASS 2/2
+PASS n/m: m runs, n clean. FAIL: the sanitizer reported errors. ERROR: pa-lab failed (wrong result, bad usage, no GPU) or timed out.
+tests (label gpu)                        PASS (161s)
+sanitizers                               FAIL (19/20 runs clean, 300s)
+total: 470s; logs: /tmp/gc/gpu-check
+"""
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True)
+
+
+class GpuCheckReadme(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.build = os.path.join(self.dir, "build.txt")
+        self.tests = os.path.join(self.dir, "tests.txt")
+        with open(self.build, "w") as f:
+            f.write(BUILD)
+        with open(self.tests, "w") as f:
+            f.write(TESTS)
+
+    def test_paragraph_from_both_calls(self):
+        r = run("--commit", "abc1234", self.build, self.tests)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = r.stdout
+        self.assertIn("2026-11-25T08:41Z, NVIDIA H100 80GB HBM3, commit abc1234", p)
+        self.assertIn("build: PASS (231s)", p)
+        self.assertIn("tests (label gpu): PASS (161s)", p)
+        self.assertIn("did NOT pass every step", p)  # the sanitizers failed
+        self.assertIn("configurations fp32:8 fp16:16 bf16:32: 19 of 20 runs clean", p)
+
+    def test_all_passed(self):
+        ok = TESTS.replace("FAIL 1/2", "PASS 2/2").replace("FAIL (19/20", "PASS (20/20")
+        with open(self.tests, "w") as f:
+            f.write(ok)
+        r = run("--commit", "abc1234", self.build, self.tests)
+        self.assertIn("passed every step", r.stdout)
+        self.assertIn("20 of 20 runs clean", r.stdout)
+
+    def test_readme_region_replaced_atomically(self):
+        readme = os.path.join(self.dir, "README.md")
+        with open(readme, "w") as f:
+            f.write("before\n<!-- gpu-check:begin -->\nold text\n<!-- gpu-check:end -->\nafter\n")
+        r = run("--commit", "abc1234", "--readme", readme, self.build, self.tests)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        text = open(readme).read()
+        self.assertNotIn("old text", text)
+        self.assertTrue(text.startswith("before\n<!-- gpu-check:begin -->\nThe last full check"))
+        self.assertTrue(text.endswith("<!-- gpu-check:end -->\nafter\n"))
+        self.assertFalse(os.path.exists(readme + ".tmp"))
+
+    def test_errors_name_the_file(self):
+        bad = os.path.join(self.dir, "bad.txt")
+        with open(bad, "w") as f:
+            f.write("hello\n")
+        r = run("--commit", "x", bad)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("bad.txt: no 'gpu-check summary", r.stderr)
+        r = run("--commit", "x", os.path.join(self.dir, "missing.txt"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("missing.txt: cannot read", r.stderr)
+        readme = os.path.join(self.dir, "README.md")
+        with open(readme, "w") as f:
+            f.write("no markers\n")
+        r = run("--commit", "x", "--readme", readme, self.build)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("needs exactly one <!-- gpu-check:begin -->", r.stderr)
+        self.assertEqual(open(readme).read(), "no markers\n")  # untouched
+
+
+if __name__ == "__main__":
+    unittest.main()
