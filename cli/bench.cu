@@ -486,6 +486,9 @@ int main(int argc, char** argv) {
     }
     // A results file that cannot be written is found now, not after the run.
     core::check_can_write(o.json);
+  } catch (const core::FileWriteError& e) {
+    std::fprintf(stderr, "pa-bench: --json: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pa-bench: %s\n", e.what());
     return 2;

@@ -47,12 +47,12 @@ int cmd_run(Args args) {
   if (!stage_name) throw UsageError("--stage NAME is required (stages: " + kernels::stage_names_text() + ")");
   const auto stage = kernels::parse_stage(*stage_name);
   if (!stage) {
-    throw UsageError("unknown stage '" + *stage_name + "' (stages: " + kernels::stage_names_text() + ")");
+    throw UsageError("option --stage: unknown stage '" + *stage_name + "' (accepted: " + kernels::stage_names_text() + ")");
   }
   const auto& info = kernels::stage_info(*stage);
   if (!info.implemented) throw UsageError(std::string("stage ") + info.name + " is not implemented in this build");
 
-  spec.validate();  // std::invalid_argument -> exit 3 with the reason
+  validate_problem_flags(spec);
   std::string why;
   if (!kernels::gpu_available(&why)) {
     std::fputs(no_gpu_message("run", PA_HAVE_CUDA, why, info.name, static_cast<int>(*stage)).c_str(), stderr);

@@ -32,7 +32,7 @@ const char* help_run_optimized() {
 int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters) {
   const int splits = f.take_int("splits", 0, 0);
   f.finish("run");
-  spec.validate();
+  validate_problem_flags(spec);
   std::string why;
   if (!kernels::gpu_available(&why)) {
     std::fputs(no_gpu_message("run", PA_HAVE_CUDA, why, "optimized", 8).c_str(), stderr);

@@ -178,7 +178,7 @@ int cmd_run_v2cascade(kernels::Stage stage, Flags& f, ProblemSpec spec, int iter
     opt.chunks = f.take_int("prefix-chunks", 0, 0);
   }
   f.finish("run");
-  spec.validate();  // names the bad value (e.g. a prefix longer than a context)
+  validate_problem_flags(spec);
 
   std::string why;
   if (!kernels::gpu_available(&why)) {

@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "options.hpp"
+#include "pa/core/atomic_file.hpp"
 #include "pa/index/cascade.hpp"
 #include "pa/index/optimized.hpp"
 #include "pa/kernels/api.hpp"
@@ -91,6 +92,11 @@ trace::Selection parse_selection(const std::string& text, const ProblemSpec& spe
     if (v.size() < 2 || v.size() > 3) {
       throw UsageError("option --select: '" + item + "' (expected seq,head or seq,head,partition)");
     }
+    if (v[0] < 0 || v[0] >= spec.num_seqs() || v[1] < 0 || v[1] >= spec.num_heads) {
+      throw UsageError("option --select: '" + item + "' names no thread block of this problem (accepted: seq 0 .. " +
+                       std::to_string(spec.num_seqs() - 1) + ", head 0 .. " + std::to_string(spec.num_heads - 1) +
+                       ")");
+    }
     sel.blocks.push_back({v[0], v[1], v.size() == 3 ? v[2] : 0});
   }
   if (sel.blocks.empty()) throw UsageError("option --select: no block in '" + text + "'");
@@ -142,14 +148,14 @@ int cmd_trace(Args args_in) {
   const auto stage_name = f.take("stage");
   if (!stage_name) throw UsageError("--stage NAME is required (accepted: " + kernels::stage_names_text() + ")");
   const auto stage = kernels::parse_stage(*stage_name);
-  if (!stage) throw UsageError("unknown stage '" + *stage_name + "' (accepted: " + kernels::stage_names_text() + ")");
+  if (!stage) throw UsageError("option --stage: unknown stage '" + *stage_name + "' (accepted: " + kernels::stage_names_text() + ")");
   ProblemSpec spec = take_problem_flags(f);
   // cascade_merge: the tokens every sequence shares (the cascade's prefix).
   spec.shared_prefix_len = f.take_int("prefix-len", 0, 0);
   trace::ModelOptions mopt;
   mopt.optimized.force_splits = f.take_int("splits", 0, 0);
   const auto sel_text = f.take("select");
-  spec.validate();
+  validate_problem_flags(spec);
   const trace::Selection sel = sel_text ? parse_selection(*sel_text, spec, *stage, mopt) : trace::Selection{};
   const std::string source = f.take_str("source", "auto");
   if (source != "auto" && source != "gpu" && source != "model") {
@@ -157,10 +163,16 @@ int cmd_trace(Args args_in) {
   }
   const bool check = f.take_switch("check");
   const auto out = f.take("output");
+  f.finish("trace");  // an unknown option first: it may be a misspelt --output
   if (!out) throw UsageError("-o FILE (or --output FILE) is required");
-  f.finish("trace");
+  // A file that cannot be written is found before the recording, not after.
+  try {
+    core::check_can_write(*out);
+  } catch (const core::FileWriteError& e) {
+    throw UsageError(std::string("option -o / --output: ") + e.what());
+  }
 
-  spec.validate();
+  validate_problem_flags(spec);
   if (!trace::stage_is_modelled(*stage) && !trace::can_record(*stage, spec)) {
     throw std::invalid_argument(std::string("stage ") + trace::to_string(*stage) +
                                 " cannot be traced (traceable: q_to_smem, qk, softmax, lv, warp_reduce, v2_partition, "

@@ -46,11 +46,13 @@ std::string Flags::take_str(const std::string& name, const std::string& def) {
 }
 
 namespace {
-long long parse_ll(const std::string& name, const std::string& v) {
+long long parse_ll(const std::string& name, const std::string& v, const std::string& accepted) {
   long long x = 0;
   const auto* end = v.data() + v.size();
   auto [p, ec] = std::from_chars(v.data(), end, x);
-  if (ec != std::errc() || p != end) throw UsageError("option --" + name + ": '" + v + "' is not an integer");
+  if (v.empty() || ec != std::errc() || p != end) {
+    throw UsageError("option --" + name + ": '" + v + "' is not an integer (accepted: " + accepted + ")");
+  }
   return x;
 }
 }  // namespace
@@ -58,10 +60,11 @@ long long parse_ll(const std::string& name, const std::string& v) {
 int Flags::take_int(const std::string& name, int def, int min_value) {
   auto v = take(name);
   if (!v) return def;
-  const long long x = parse_ll(name, *v);
+  const std::string range = std::to_string(min_value) + " .. 2147483647";
+  const long long x = parse_ll(name, *v, range);
   if (x < min_value || x > 2147483647LL) {
-    throw UsageError("option --" + name + ": " + *v + " is out of range (accepted: >= " + std::to_string(min_value) +
-                     ")");
+    throw UsageError("option --" + name + ": " + *v + " is out of range (accepted: " + std::to_string(min_value) +
+                     " .. 2147483647)");
   }
   return static_cast<int>(x);
 }
@@ -69,8 +72,8 @@ int Flags::take_int(const std::string& name, int def, int min_value) {
 std::uint64_t Flags::take_u64(const std::string& name, std::uint64_t def) {
   auto v = take(name);
   if (!v) return def;
-  const long long x = parse_ll(name, *v);
-  if (x < 0) throw UsageError("option --" + name + ": must be >= 0, got " + *v);
+  const long long x = parse_ll(name, *v, "0 .. 9223372036854775807");
+  if (x < 0) throw UsageError("option --" + name + ": " + *v + " is out of range (accepted: 0 .. 9223372036854775807)");
   return static_cast<std::uint64_t>(x);
 }
 
@@ -83,8 +86,10 @@ std::vector<int> Flags::take_int_list(const std::string& name) {
     const auto comma = v->find(',', pos);
     const std::string item = v->substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     if (item.empty()) throw UsageError("option --" + name + ": empty item in '" + *v + "' (expected e.g. 1,17,100)");
-    const long long x = parse_ll(name, item);
-    if (x > 2147483647LL || x < -2147483647LL) throw UsageError("option --" + name + ": " + item + " is out of range");
+    const long long x = parse_ll(name, item, "a comma list of integers, e.g. 1,17,100");
+    if (x > 2147483647LL || x < -2147483647LL) {
+      throw UsageError("option --" + name + ": " + item + " is out of range (accepted: integers up to 2147483647)");
+    }
     out.push_back(static_cast<int>(x));
     if (comma == std::string::npos) break;
     pos = comma + 1;
@@ -106,7 +111,7 @@ DType parse_dtype(const std::string& s) {
   if (s == "fp32" || s == "f32" || s == "float") return DType::f32;
   if (s == "fp16" || s == "f16" || s == "half") return DType::f16;
   if (s == "bf16") return DType::bf16;
-  throw UsageError("unknown dtype '" + s + "' (accepted: fp32, fp16, bf16)");
+  throw UsageError("option --dtype: unknown dtype '" + s + "' (accepted: fp32, fp16, bf16)");
 }
 
 ProblemSpec take_problem_flags(Flags& f) {
@@ -132,15 +137,40 @@ ProblemSpec take_problem_flags(Flags& f) {
   s.partition_size = f.take_int("partition-size", kDefaultPartitionSize, 0);
   s.extra_q_stride = f.take_int("extra-q-stride", 0, 0);
   s.seed = f.take_u64("seed", 1);
-  const auto spread = f.take("spread");
-  if (spread) {
-    try {
-      s.logit_spread = std::stof(*spread);
-    } catch (const std::exception&) {
-      throw UsageError("option --spread: '" + *spread + "' is not a number");
+  if (const auto spread = f.take("spread")) {
+    float x = 0;
+    const char* end = spread->data() + spread->size();
+    const auto [p, ec] = std::from_chars(spread->data(), end, x);
+    if (spread->empty() || ec != std::errc() || p != end) {
+      throw UsageError("option --spread: '" + *spread + "' is not a number (accepted: a finite number > 0)");
     }
+    s.logit_spread = x;
   }
   return s;
+}
+
+void validate_problem_flags(const ProblemSpec& spec) {
+  // ProblemSpec's fields and the pa-lab flags that set them.
+  static const std::map<std::string, std::string> flag_of = {
+      {"dtype", "--dtype"},
+      {"head_size", "--head-size"},
+      {"block_size", "--block-size"},
+      {"num_threads", "--threads"},
+      {"num_heads", "--heads"},
+      {"num_kv_heads", "--kv-heads"},
+      {"context_lens", "--context-lens / --context-len"},
+      {"partition_size", "--partition-size"},
+      {"shared_prefix_len", "--prefix-len"},
+      {"extra_q_stride", "--extra-q-stride"},
+      {"logit_spread", "--spread"},
+      {"host_memory", "--seqs, --context-lens / --context-len, --kv-heads, --head-size"},
+  };
+  try {
+    spec.validate();
+  } catch (const ProblemError& e) {
+    const auto it = flag_of.find(e.field);
+    throw UsageError("option " + (it != flag_of.end() ? it->second : e.field) + ": " + e.what());
+  }
 }
 
 const char* problem_flags_help() {

@@ -43,6 +43,10 @@ class Flags {
 ProblemSpec take_problem_flags(Flags& f);
 // The help text of those flags.
 const char* problem_flags_help();
+// spec.validate(), its ProblemError turned into a UsageError that names the
+// flag at fault (--head-size for head_size, --prefix-len for
+// shared_prefix_len, ...), the value and what is accepted.
+void validate_problem_flags(const ProblemSpec& spec);
 
 DType parse_dtype(const std::string& s);
 

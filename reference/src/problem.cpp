@@ -1,6 +1,8 @@
 // ProblemSpec: validation (messages name the bad value and what is accepted),
 // derived sizes, and the host view of the kernel configurations.
 #include <algorithm>
+#include <cstdio>
+#include <unistd.h>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -29,7 +31,19 @@ bool contains(const Arr& arr, int v) {
   return std::find(std::begin(arr), std::end(arr), v) != std::end(arr);
 }
 
-[[noreturn]] void bad(const std::string& msg) { throw std::invalid_argument("invalid problem: " + msg); }
+[[noreturn]] void bad(const char* field, const std::string& msg) { throw ProblemError(field, "invalid problem: " + msg); }
+
+std::int64_t physical_blocks(const ProblemSpec& s) {
+  std::int64_t blocks = s.spare_blocks;
+  for (int c : s.context_lens) blocks += ceil_div(c, s.block_size);
+  return blocks;
+}
+
+std::string gib_text(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / double(1ull << 30));
+  return buf;
+}
 
 }  // namespace
 
@@ -54,59 +68,82 @@ int ProblemSpec::max_partitions() const { return num_partitions(max_context_len(
 
 void ProblemSpec::validate() const {
   if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
-    bad("dtype " + std::to_string(int(dtype)) + " is unknown; accepted: fp32, fp16, bf16");
+    bad("dtype", "dtype " + std::to_string(int(dtype)) + " is unknown; accepted: fp32, fp16, bf16");
   }
   if (!contains(kSupportedHeadSizes, head_size)) {
-    bad("head_size " + std::to_string(head_size) + " is not supported; accepted: " +
+    bad("head_size", "head_size " + std::to_string(head_size) + " is not supported; accepted: " +
         list_text(kSupportedHeadSizes));
   }
   if (!contains(kSupportedBlockSizes, block_size)) {
-    bad("block_size " + std::to_string(block_size) + " is not supported; accepted: " +
+    bad("block_size", "block_size " + std::to_string(block_size) + " is not supported; accepted: " +
         list_text(kSupportedBlockSizes));
   }
   if (!contains(kSupportedThreadCounts, num_threads)) {
-    bad("num_threads " + std::to_string(num_threads) + " is not supported; accepted: " +
+    bad("num_threads", "num_threads " + std::to_string(num_threads) + " is not supported; accepted: " +
         list_text(kSupportedThreadCounts));
   }
-  if (num_heads < 1) bad("num_heads " + std::to_string(num_heads) + " must be >= 1");
-  if (num_kv_heads < 1) bad("num_kv_heads " + std::to_string(num_kv_heads) + " must be >= 1");
+  if (num_heads < 1) bad("num_heads", "num_heads " + std::to_string(num_heads) + " must be >= 1");
+  if (num_kv_heads < 1) bad("num_kv_heads", "num_kv_heads " + std::to_string(num_kv_heads) + " must be >= 1");
   if (num_heads % num_kv_heads != 0) {
-    bad("num_heads " + std::to_string(num_heads) + " is not a multiple of num_kv_heads " +
+    bad("num_kv_heads", "num_heads " + std::to_string(num_heads) + " is not a multiple of num_kv_heads " +
         std::to_string(num_kv_heads) + "; accepted: num_kv_heads dividing num_heads (1 = MQA)");
   }
-  if (context_lens.empty()) bad("no sequences: context_lens is empty; accepted: one length >= 1 per sequence");
+  if (context_lens.empty()) bad("context_lens", "no sequences: context_lens is empty; accepted: one length >= 1 per sequence");
   for (std::size_t i = 0; i < context_lens.size(); ++i) {
     if (context_lens[i] < 1) {
-      bad("context_lens[" + std::to_string(i) + "] = " + std::to_string(context_lens[i]) +
+      bad("context_lens", "context_lens[" + std::to_string(i) + "] = " + std::to_string(context_lens[i]) +
           "; accepted: every context length >= 1");
     }
   }
   if (partition_size < 0 || partition_size % block_size != 0) {
-    bad("partition_size " + std::to_string(partition_size) + " is not a multiple of block_size " +
+    bad("partition_size", "partition_size " + std::to_string(partition_size) + " is not a multiple of block_size " +
         std::to_string(block_size) + "; accepted: 0 (one partition) or a positive multiple of block_size");
   }
   if (shared_prefix_len < 0 || shared_prefix_len % block_size != 0) {
-    bad("shared_prefix_len " + std::to_string(shared_prefix_len) + " is not a multiple of block_size " +
+    bad("shared_prefix_len", "shared_prefix_len " + std::to_string(shared_prefix_len) + " is not a multiple of block_size " +
         std::to_string(block_size) + "; accepted: 0 or a positive multiple of block_size");
   }
   for (std::size_t i = 0; i < context_lens.size(); ++i) {
     if (context_lens[i] < shared_prefix_len) {
-      bad("shared_prefix_len " + std::to_string(shared_prefix_len) + " exceeds context_lens[" +
+      bad("shared_prefix_len", "shared_prefix_len " + std::to_string(shared_prefix_len) + " exceeds context_lens[" +
           std::to_string(i) + "] = " + std::to_string(context_lens[i]) +
           "; accepted: a prefix no longer than every context");
     }
   }
-  if (extra_q_stride < 0) bad("extra_q_stride " + std::to_string(extra_q_stride) + " must be >= 0");
-  if (spare_blocks < 0) bad("spare_blocks " + std::to_string(spare_blocks) + " must be >= 0");
+  if (extra_q_stride < 0) bad("extra_q_stride", "extra_q_stride " + std::to_string(extra_q_stride) + " must be >= 0");
+  if (spare_blocks < 0) bad("spare_blocks", "spare_blocks " + std::to_string(spare_blocks) + " must be >= 0");
   if (!(std::isfinite(logit_spread) && logit_spread > 0.0f)) {
-    bad("logit_spread " + std::to_string(logit_spread) + "; accepted: a finite value > 0");
+    bad("logit_spread", "logit_spread " + std::to_string(logit_spread) + "; accepted: a finite value > 0");
   }
   // Element counts must fit the int32 indices the kernels use for blocks.
-  std::int64_t blocks = spare_blocks;
-  for (int c : context_lens) blocks += ceil_div(c, block_size);
+  const std::int64_t blocks = physical_blocks(*this);
   if (blocks > (std::int64_t{1} << 31) - 1) {
-    bad("the pool needs " + std::to_string(blocks) + " blocks; accepted: < 2^31");
+    bad("context_lens", "the pool needs " + std::to_string(blocks) + " blocks; accepted: < 2^31");
   }
+  const double need = host_bytes();
+  const std::int64_t limit = host_memory_limit_bytes();
+  if (need > static_cast<double>(limit)) {
+    bad("host_memory", "the problem needs about " + gib_text(need) + " of host memory (" +
+                           std::to_string(blocks) + " KV blocks of " + std::to_string(num_kv_heads) + " KV heads x " +
+                           std::to_string(head_size) + " x " + std::to_string(block_size) + ", " +
+                           std::to_string(num_seqs()) + " sequences); accepted: at most " + gib_text(double(limit)) +
+                           " (half of this machine's memory): fewer or shorter sequences, or fewer KV heads");
+  }
+}
+
+double ProblemSpec::host_bytes() const {
+  const double per_elem = 4.0 + dtype_bytes(dtype);  // float copy + the dtype's bytes
+  const double kv = 2.0 * static_cast<double>(physical_blocks(*this)) * num_kv_heads * head_size * block_size;
+  const double q = static_cast<double>(num_seqs()) * (static_cast<double>(num_heads) * head_size + extra_q_stride);
+  const double tables = static_cast<double>(num_seqs()) * max_blocks_per_seq() * sizeof(int);
+  const double out = static_cast<double>(num_seqs()) * num_heads * head_size * 8.0;  // float64 reference output
+  return (kv + q) * per_elem + tables + out;
+}
+
+std::int64_t host_memory_limit_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::int64_t{16} << 30;
+  return static_cast<std::int64_t>(pages) * page / 2;
 }
 
 std::string ProblemSpec::describe() const {

@@ -92,6 +92,74 @@ TEST_CASE("validation names the bad value and what is accepted", "[reference][pr
   REQUIRE_NOTHROW(s.validate());
 }
 
+TEST_CASE("validation says which field is at fault (front ends name their flag from it)", "[reference][problem]") {
+  const ProblemSpec good = small_spec(1);
+  struct Case {
+    const char* field;
+    void (*change)(ProblemSpec&);
+  };
+  const Case cases[] = {
+      {"head_size", [](ProblemSpec& s) { s.head_size = 100; }},
+      {"block_size", [](ProblemSpec& s) { s.block_size = 12; }},
+      {"num_threads", [](ProblemSpec& s) { s.num_threads = 96; }},
+      {"num_heads", [](ProblemSpec& s) { s.num_heads = -1; }},
+      {"num_kv_heads", [](ProblemSpec& s) { s.num_kv_heads = 0; }},
+      {"num_kv_heads", [](ProblemSpec& s) { s.num_heads = 6, s.num_kv_heads = 4; }},
+      {"context_lens", [](ProblemSpec& s) { s.context_lens = {5, 0}; }},
+      {"context_lens", [](ProblemSpec& s) { s.context_lens = {}; }},
+      {"partition_size", [](ProblemSpec& s) { s.partition_size = 100; }},
+      {"shared_prefix_len", [](ProblemSpec& s) { s.shared_prefix_len = 8; }},
+      {"extra_q_stride", [](ProblemSpec& s) { s.extra_q_stride = -1; }},
+      {"spare_blocks", [](ProblemSpec& s) { s.spare_blocks = -2; }},
+      {"logit_spread", [](ProblemSpec& s) { s.logit_spread = 0.0f; }},
+      {"dtype", [](ProblemSpec& s) { s.dtype = static_cast<DType>(7); }},
+      {"context_lens", [](ProblemSpec& s) { s.context_lens.assign(200000, 1 << 24); }},  // > 2^31 blocks
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    ProblemSpec s = good;
+    c.change(s);
+    std::string field;
+    try {
+      s.validate();
+    } catch (const ProblemError& e) {
+      field = e.field;
+    }
+    INFO("case " << n);
+    CHECK(field == c.field);
+    ++n;
+  }
+  CHECK(n == 15);
+}
+
+TEST_CASE("a problem too large for host memory is refused before anything is allocated", "[reference][problem]") {
+  const std::int64_t limit = host_memory_limit_bytes();
+  REQUIRE(limit >= std::int64_t{1} << 30);  // half of any machine that builds the lab
+  ProblemSpec s = small_spec(1);
+  CHECK(s.host_bytes() > 0);
+  CHECK(s.host_bytes() < 1e8);
+  // host_bytes grows with what the reference holds: twice the KV heads, about twice the bytes.
+  ProblemSpec twice = s;
+  twice.num_heads *= 2;
+  twice.num_kv_heads *= 2;
+  CHECK(twice.host_bytes() > 1.9 * s.host_bytes());
+  // 64 sequences of 2^24 tokens, 64 KV heads of 256: about 2^40 bytes of K and
+  // V alone, under the 2^31-block limit, over any machine's memory.
+  s.head_size = 256;
+  s.num_heads = s.num_kv_heads = 64;
+  s.context_lens.assign(64, 1 << 24);
+  REQUIRE(s.host_bytes() > static_cast<double>(limit));
+  try {
+    s.validate();
+    FAIL("validate() accepted a problem of " << s.host_bytes() << " bytes");
+  } catch (const ProblemError& e) {
+    CHECK(e.field == "host_memory");
+    CHECK_THAT(std::string(e.what()), ContainsSubstring("of host memory") && ContainsSubstring("at most") &&
+                                          ContainsSubstring("GiB") && ContainsSubstring("64 sequences"));
+  }
+  CHECK_THROWS_AS(make_problem(s), ProblemError);  // refused, not std::bad_alloc
+}
+
 TEST_CASE("derived sizes and describe()", "[reference][problem]") {
   ProblemSpec s = small_spec(3);
   CHECK(s.num_seqs() == 4);

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <string>
 
@@ -312,6 +313,51 @@ TEST_CASE("the writer is atomic and refuses invalid data", "[trace][file]") {
     CHECK_THROWS_AS(read_trace(dir.string()), TraceFormatError);
   }
   CHECK(std::string(build_revision()).size() > 0);
+}
+
+TEST_CASE("hostile files: refused before anything is allocated from them, the limit named", "[trace][file][corrupt]") {
+  SECTION("a header whose problem, every field in range, would not fit in memory") {
+    auto b = serialize_trace(sample_trace(3));
+    const std::size_t hp = kPayloadAt;  // header payload: FORMAT.md's field order
+    put_u32(b, hp + 16, 65536);         // num_heads (the most the format allows)
+    put_u32(b, hp + 20, 65536);         // num_kv_heads
+    const std::uint32_t nseq = get_u32(b, hp + 52);
+    for (std::uint32_t i = 0; i < nseq; ++i) put_u32(b, hp + 56 + 4 * i, 1u << 24);  // the longest context
+    fix_checksum(b);
+    const std::string e = parse_error(b);
+    INFO(e);
+    CHECK_THAT(e, ContainsSubstring("host memory") && ContainsSubstring("at most") &&
+                      ContainsSubstring("half of this machine's memory"));
+  }
+  const auto dir = temp_dir();
+  const auto read_error = [](const std::string& path) {
+    try {
+      read_trace(path);
+    } catch (const TraceFormatError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  SECTION("a file larger than the readers accept (sparse: no disk used)") {
+    const auto path = (dir / "huge.patrace").string();
+    std::filesystem::remove(path);
+    { std::ofstream(path) << "PALTRACE"; }
+    std::filesystem::resize_file(path, kTraceMaxFileBytes + 1);
+    const std::string e = read_error(path);
+    INFO(e);
+    CHECK_THAT(e, ContainsSubstring(std::to_string(kTraceMaxFileBytes + 1) + " bytes") &&
+                      ContainsSubstring("kTraceMaxFileBytes"));
+    CHECK_THROWS_AS(check_trace_file(path), TraceFormatError);
+    std::filesystem::remove(path);
+  }
+  SECTION("endless or blocking inputs: a device, a pipe") {
+    CHECK_THAT(read_error("/dev/zero"), ContainsSubstring("not a regular file"));
+    const auto fifo = (dir / "pipe.patrace").string();
+    std::filesystem::remove(fifo);
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_THAT(read_error(fifo), ContainsSubstring("not a regular file"));  // opening it would block
+    std::filesystem::remove(fifo);
+  }
 }
 
 TEST_CASE("block labels: accepted in stage 6 / 7 traces only", "[trace][file]") {

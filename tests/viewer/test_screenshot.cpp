@@ -225,12 +225,14 @@ TEST_CASE("screenshot: bad input gives usage or a message, never a crash", "[vie
   CHECK(run("--lesson 42", false) == 2);
   CHECK(run("--size 5x5", false) == 2);
   CHECK(run("--help", false) == 0);
-  require_display();
-  // Missing trace: the window opens (host model) with the message.
+  // A trace file that does not exist is a bad --trace value: refused before a
+  // window opens, nothing written (tests/cli/test_bad_flags.cpp has the rest).
   const std::string m = kOut + "/missing_trace.png";
-  CHECK(run("--trace /nonexistent/x.patrace --screenshot " + m) == 0);
-  CHECK(fs::exists(m));
-  // Corrupt trace.
+  fs::remove(m);
+  CHECK(run("--trace /nonexistent/x.patrace --screenshot " + m, false) == 2);
+  CHECK_FALSE(fs::exists(m));
+  require_display();
+  // Corrupt trace: the file exists, so the window opens (host model) with the message.
   const std::string bad = kOut + "/corrupt.patrace";
   { std::ofstream(bad) << "PALTRACE this is not a trace"; }
   const std::string c = kOut + "/corrupt_trace.png";

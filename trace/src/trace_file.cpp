@@ -198,6 +198,15 @@ void validate_header(const TraceHeader& h) {
   check_range(s.extra_q_stride, 0, kMaxExtraStride, "extra_q_stride");
   check_range(s.spare_blocks, 0, kMaxSpareBlocks, "spare_blocks");
   if (!std::isfinite(s.logit_spread)) fail("logit_spread is not finite");
+  // Every field may be in range and the problem still too large for any
+  // reader to build (the viewer builds its reference values and host model
+  // from the header): the problem's own rules, host memory included, refuse
+  // it here, naming the limit, before anything is allocated from it.
+  try {
+    s.validate();
+  } catch (const ProblemError& e) {
+    fail(e.what());
+  }
   check_text(h.source, "source");
   check_text(h.revision, "revision");
 }
@@ -487,9 +496,29 @@ void write_trace(const std::string& path, const TraceData& data) {
   core::write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(buf.data()), buf.size()));
 }
 
-TraceData read_trace(const std::string& path) {
+std::uint64_t check_trace_file(const std::string& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw TraceFormatError("trace file '" + path + "' is a directory");
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) {
+    throw TraceFormatError("cannot open trace '" + path + "': " + (ec ? ec.message() : "no such file"));
+  }
+  if (std::filesystem::is_directory(st)) throw TraceFormatError("trace file '" + path + "' is a directory");
+  if (!std::filesystem::is_regular_file(st)) {
+    throw TraceFormatError("trace file '" + path + "' is not a regular file (a device, pipe or socket); accepted: a "
+                           ".patrace file");
+  }
+  const std::uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) throw TraceFormatError("cannot read the size of trace '" + path + "': " + ec.message());
+  if (size > kTraceMaxFileBytes) {
+    throw TraceFormatError("trace file '" + path + "' is " + std::to_string(size) + " bytes; accepted: at most " +
+                           std::to_string(kTraceMaxFileBytes) + " (kTraceMaxFileBytes, about " +
+                           std::to_string(kTraceMaxFileBytes / kTraceEventBytes) + " events)");
+  }
+  return size;
+}
+
+TraceData read_trace(const std::string& path) {
+  check_trace_file(path);
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw TraceFormatError("cannot open trace '" + path + "': " + std::strerror(errno));
   // Read in chunks: the file's own size (not a number inside it) bounds the buffer.
@@ -498,6 +527,11 @@ TraceData read_trace(const std::string& path) {
   for (;;) {
     const std::size_t n = std::fread(chunk, 1, sizeof chunk, f);
     buf.insert(buf.end(), chunk, chunk + n);
+    if (buf.size() > kTraceMaxFileBytes) {
+      std::fclose(f);
+      throw TraceFormatError("trace file '" + path + "' grew past " + std::to_string(kTraceMaxFileBytes) +
+                             " bytes while being read");
+    }
     if (n < sizeof chunk) break;
   }
   const bool err = std::ferror(f) != 0;

@@ -398,6 +398,12 @@ int main(int argc, char** argv) {
     s.block_requested = true;
   }
   if (args.coarse) s.granularity = Granularity::step;
+  try {
+    check_args_problem(args, s.spec);
+  } catch (const UsageError& e) {
+    std::cerr << "pa-viewer: " << e.what() << "\n";
+    return 2;
+  }
 
   // Settings are remembered between runs, except in screenshot/bench mode
   // (those must be reproducible).

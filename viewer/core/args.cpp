@@ -1,11 +1,14 @@
 #include "core/args.hpp"
 
 #include "pa/index/events.hpp"
+#include "pa/trace/trace_file.hpp"
 
 #include <cmath>
 #include <algorithm>
 #include <charconv>
 #include <iterator>
+#include <map>
+#include <set>
 #include <sstream>
 
 namespace pa::viewer {
@@ -102,8 +105,11 @@ std::string usage() {
 
 Args parse_args(const std::vector<std::string>& av) {
   Args a;
+  std::set<std::string> seen;
   for (std::size_t i = 0; i < av.size(); ++i) {
     const std::string& f = av[i];
+    if (f != "--answer" && !seen.insert(f).second)
+      throw UsageError(f + " given twice (each option is accepted once; --answer may repeat)");
     auto value = [&]() -> std::string {
       if (i + 1 >= av.size()) throw UsageError(f + " needs a value");
       return av[++i];
@@ -222,6 +228,34 @@ Args parse_args(const std::vector<std::string>& av) {
   if (a.bench_while_loading && a.bench_frames == 0) throw UsageError("--bench-while-loading needs --bench N");
   if (a.bench_frames > 0 && !a.screenshot.empty()) throw UsageError("--bench and --screenshot exclude each other");
   return a;
+}
+
+void check_args_problem(const Args& a, const ProblemSpec& spec) {
+  // ProblemSpec's fields and the pa-viewer flags that set them.
+  static const std::map<std::string, std::string> flag_of = {
+      {"dtype", "--dtype"},
+      {"head_size", "--head-size"},
+      {"block_size", "--block-size"},
+      {"num_heads", "--heads"},
+      {"num_kv_heads", "--kv-heads"},
+      {"context_lens", "--context"},
+      {"partition_size", "--partition-size"},
+      {"shared_prefix_len", "--prefix"},
+      {"host_memory", "--context, --kv-heads, --head-size"},
+  };
+  try {
+    spec.validate();
+  } catch (const ProblemError& e) {
+    const auto it = flag_of.find(e.field);
+    throw UsageError((it != flag_of.end() ? it->second : e.field) + ": " + e.what());
+  }
+  if (!a.trace_file.empty()) {
+    try {
+      trace::check_trace_file(a.trace_file);
+    } catch (const std::exception& e) {
+      throw UsageError(std::string("--trace: ") + e.what());
+    }
+  }
 }
 
 }  // namespace pa::viewer

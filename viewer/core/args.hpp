@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "pa/index/dtype.hpp"
+#include "pa/reference/problem.hpp"
 
 namespace pa::viewer {
 
@@ -49,8 +50,16 @@ struct Args {
   bool help = false;
 };
 
-// Throws UsageError naming the bad argument and what is accepted.
+// Throws UsageError naming the bad argument and what is accepted. Each
+// option may be given once (--answer may repeat).
 Args parse_args(const std::vector<std::string>& argv);
+
+// The problem the command line asks for (the defaults with --dtype,
+// --head-size, --context ... applied), checked before any window opens:
+// spec.validate()'s ProblemError becomes a UsageError naming the pa-viewer
+// flag at fault, the value and what is accepted. --trace FILE must name a
+// readable trace file (a regular file within the readers' size limit).
+void check_args_problem(const Args& a, const ProblemSpec& spec);
 
 // The BLOCK of --block SEQ,HEAD,BLOCK (and of the Problem tab) as a thread
 // block label (Event::partition, pa/index/events.hpp): a partition (stage 6,

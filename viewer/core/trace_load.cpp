@@ -158,14 +158,13 @@ BlockCaches compute_block_caches(const ProblemSpec& spec, trace::Stage stage, co
 }
 
 std::vector<std::uint8_t> read_file_chunked(const std::string& path, LoadControl& ctl, float lo, float hi) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw std::runtime_error("'" + path + "' is a directory, not a trace file");
+  // A regular file within the readers' limit (trace::check_trace_file); its
+  // own size bounds the buffer, nothing inside it is trusted here.
+  const std::uint64_t size = trace::check_trace_file(path);
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) throw std::runtime_error("cannot open '" + path + "': " + std::strerror(errno));
   std::vector<std::uint8_t> buf;
-  const auto size = std::filesystem::file_size(path, ec);
-  // The file's own size bounds the buffer; nothing inside it is trusted here.
-  if (!ec) buf.reserve(static_cast<std::size_t>(size));
+  buf.reserve(static_cast<std::size_t>(size));
   constexpr std::size_t kChunk = 4u << 20;
   std::size_t have = 0;
   try {
@@ -175,7 +174,8 @@ std::vector<std::uint8_t> read_file_chunked(const std::string& path, LoadControl
       const std::size_t n = std::fread(buf.data() + have, 1, kChunk, f);
       have += n;
       buf.resize(have);
-      if (!ec && size > 0) ctl.set_progress(lo + (hi - lo) * static_cast<float>(static_cast<double>(have) / size));
+      if (have > trace::kTraceMaxFileBytes) throw std::runtime_error("'" + path + "' grew past the trace size limit while being read");
+      if (size > 0) ctl.set_progress(lo + (hi - lo) * static_cast<float>(static_cast<double>(have) / size));
       if (n < kChunk) break;
     }
   } catch (...) {

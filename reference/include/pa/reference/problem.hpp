@@ -3,6 +3,7 @@
 // from which every input is drawn.
 #pragma once
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,23 @@
 #include "pa/index/layout.hpp"
 
 namespace pa {
+
+// What ProblemSpec::validate() throws. The message names the bad value and
+// what is accepted; `field` is the ProblemSpec member at fault ("head_size",
+// "context_lens", ... or "host_memory" for a problem too large to hold), so
+// that a command-line front end can name its own flag for it.
+class ProblemError : public std::invalid_argument {
+ public:
+  ProblemError(std::string field_name, const std::string& what)
+      : std::invalid_argument(what), field(std::move(field_name)) {}
+  std::string field;
+};
+
+// The most host memory one problem may take: half of this machine's physical
+// memory (16 GiB where the system does not say), so that a typo in a context
+// length is refused with a message instead of ending in std::bad_alloc or the
+// out-of-memory killer.
+std::int64_t host_memory_limit_bytes();
 
 struct ProblemSpec {
   DType dtype = DType::f16;
@@ -44,8 +62,12 @@ struct ProblemSpec {
   // sequence, every context length >= 1; partition_size 0 (one partition) or
   // a positive multiple of block_size; shared_prefix_len >= 0, a multiple of
   // block_size and <= every context length; extra_q_stride >= 0;
-  // spare_blocks >= 0; logit_spread finite and > 0.
+  // spare_blocks >= 0; logit_spread finite and > 0; host_bytes() at most
+  // host_memory_limit_bytes(). Throws ProblemError (a std::invalid_argument).
   void validate() const;
+  // Host memory the reference's PagedProblem holds for this problem: K, V and
+  // Q as float and in the dtype's bytes, the block tables, the outputs.
+  double host_bytes() const;
   std::string describe() const;  // one line, for logs and trace headers
 };
 

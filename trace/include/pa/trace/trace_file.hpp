@@ -36,6 +36,10 @@ inline constexpr char kTraceMagic[8] = {'P', 'A', 'L', 'T', 'R', 'A', 'C', 'E'};
 inline constexpr std::uint32_t kTraceVersion = 2;
 inline constexpr std::uint32_t kTraceEventBytes = 72;
 inline constexpr std::size_t kTraceMaxStringBytes = 256;  // source, revision
+// The largest trace file a reader accepts (about 30 million events): the
+// reader holds the whole file, and the viewer indexes every event, so a larger
+// or endless input (a device, a pipe) is refused before it is read.
+inline constexpr std::uint64_t kTraceMaxFileBytes = std::uint64_t{2} << 30;
 
 // The string every host-model trace carries as its source.
 inline constexpr const char* kHostModelSource = "host model";
@@ -55,6 +59,11 @@ void write_trace(const std::string& path, const TraceData& data);
 // Throws pa::trace::TraceFormatError (a std::runtime_error) naming what is
 // wrong (truncated, bad magic, unsupported version, corrupt count ...).
 TraceData read_trace(const std::string& path);
+
+// What every trace reader checks before reading a byte: `path` is a regular
+// file (not a folder, a device or a pipe) of at most kTraceMaxFileBytes.
+// Returns its size; throws TraceFormatError naming the path and the limit.
+std::uint64_t check_trace_file(const std::string& path);
 
 // The same, in memory (used by the writer, the reader, tests and the fuzzer).
 std::vector<std::uint8_t> serialize_trace(const TraceData& data);
