@@ -7,9 +7,9 @@
 #include "no_gpu.hpp"
 #include "options.hpp"
 #include "pa/kernels/api.hpp"
-#include "pa/kernels/check.hpp"
-#include "pa/reference/config_dispatch.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/reference/check_stage.hpp"
+#include "pa/core/config_dispatch.hpp"
+#include "pa/core/paged_cache.hpp"
 
 namespace pa::cli {
 
@@ -73,7 +73,7 @@ int cmd_run(Args args) {
 
   kernels::DeviceProblem d(p);
   const kernels::StageOutput out = kernels::run_stage(*stage, d);
-  const kernels::StageCheck check = kernels::check_stage(p, out);
+  const StageCheck check = check_stage(p, out);
   std::printf("check (vs CPU reference, float64):\n%s", check.summary().c_str());
   std::printf("max abs err %.3e, max rel err %.3e\n", check.max_abs_err, check.max_rel_err);
   if (iters > 0) {

@@ -2,7 +2,7 @@
 // taken the common problem flags.
 #pragma once
 #include "options.hpp"
-#include "pa/reference/problem.hpp"
+#include "pa/core/problem.hpp"
 
 namespace pa::cli {
 

@@ -14,8 +14,8 @@
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/v2_cascade_run.hpp"
 #include "pa/reference/attention.hpp"
-#include "pa/reference/paged_cache.hpp"
-#include "pa/reference/tolerance.hpp"
+#include "pa/core/paged_cache.hpp"
+#include "pa/core/tolerance.hpp"
 
 namespace pa::cli {
 

@@ -14,7 +14,7 @@
 #include "pa/index/cascade.hpp"
 #include "pa/index/optimized.hpp"
 #include "pa/kernels/api.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 #include "pa/trace/analysis.hpp"
 #include "pa/trace/compare.hpp"
 #include "pa/trace/host_model.hpp"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "pa/reference/problem.hpp"
+#include "pa/core/problem.hpp"
 
 namespace pa::cli {
 

@@ -13,7 +13,7 @@
 #include "pa/kernels/cuda_check.hpp"
 #include "pa/kernels/event_timer.hpp"
 #include "pa/kernels/instances.hpp"
-#include "pa/reference/dtype_convert.hpp"
+#include "pa/core/dtype_convert.hpp"
 
 namespace pa::kernels {
 

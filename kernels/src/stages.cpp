@@ -9,7 +9,7 @@
 #include "pa/index/layout.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/instances.hpp"
-#include "pa/reference/config_dispatch.hpp"
+#include "pa/core/config_dispatch.hpp"
 
 namespace pa::kernels {
 
@@ -203,6 +203,24 @@ std::int64_t stage_bytes(Stage stage, const PagedProblem& p) {
   if (n == 4) bytes += rows * (s.num_threads / kWarpSize) * s.head_size * 4;
   if (n == 5) bytes += rows * s.head_size * eb;
   return bytes;
+}
+
+StageArgs problem_stage_args(const PagedProblem& p) {
+  StageArgs a;
+  a.dtype = p.spec.dtype;
+  a.head_size = p.spec.head_size;
+  a.block_size = p.spec.block_size;
+  a.num_threads = p.spec.num_threads;
+  a.num_seqs = p.num_seqs();
+  a.num_heads = p.spec.num_heads;
+  a.num_kv_heads = p.spec.num_kv_heads;
+  a.max_context_len = *std::max_element(p.context_lens.begin(), p.context_lens.end());
+  a.partition_size = p.spec.partition_size;
+  a.scale = p.spec.scale();
+  a.qg = p.query;
+  a.cg = p.cache;
+  a.btg = p.table;
+  return a;
 }
 
 }  // namespace pa::kernels

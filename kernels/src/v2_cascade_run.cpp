@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "pa/reference/dtype_convert.hpp"
+#include "pa/core/dtype_convert.hpp"
 
 #if PA_HAVE_CUDA
 #include <cuda_runtime.h>

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "pa/index/mapping.hpp"
-#include "pa/reference/config_dispatch.hpp"
-#include "pa/reference/dtype_convert.hpp"
-#include "parallel.hpp"
+#include "pa/core/config_dispatch.hpp"
+#include "pa/core/dtype_convert.hpp"
+#include "pa/core/parallel.hpp"
 
 namespace pa {
 namespace {

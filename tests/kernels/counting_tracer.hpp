@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "pa/kernels/stage_args.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::test {
 inline constexpr int kOps = 7, kTensors = 17;

@@ -23,9 +23,9 @@
 #include "pa/index/optimized.hpp"
 #include "pa/kernels/optimized.hpp"
 #include "pa/reference/attention.hpp"
-#include "pa/reference/dtype_convert.hpp"
-#include "pa/reference/paged_cache.hpp"
-#include "pa/reference/tolerance.hpp"
+#include "pa/core/dtype_convert.hpp"
+#include "pa/core/paged_cache.hpp"
+#include "pa/core/tolerance.hpp"
 
 namespace {
 

@@ -15,8 +15,8 @@
 
 #include "pa/index/config.hpp"
 #include "pa/kernels/api.hpp"
-#include "pa/kernels/check.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/reference/check_stage.hpp"
+#include "pa/core/paged_cache.hpp"
 #include "../support/gpu_skip.hpp"
 #include "../support/random_seed.hpp"
 
@@ -33,7 +33,7 @@ void check_all_stages(const ProblemSpec& spec) {
   kernels::DeviceProblem d(p);
   for (Stage s : kV1Stages) {
     const auto out = kernels::run_stage(s, d);
-    const auto c = kernels::check_stage(p, out);
+    const auto c = check_stage(p, out);
     INFO("stage " << kernels::stage_name(s) << "; problem " << spec.describe() << "\n" << c.summary());
     CHECK(c.pass);
   }
@@ -148,7 +148,7 @@ TEST_CASE("v1 up to the shared-memory limit, a clear error past it", "[gpu][kern
   {
     const PagedProblem p = make_problem(s);
     kernels::DeviceProblem d(p);
-    const auto c = kernels::check_stage(p, kernels::run_stage(Stage::warp_reduce, d));
+    const auto c = check_stage(p, kernels::run_stage(Stage::warp_reduce, d));
     INFO(c.summary());
     CHECK(c.pass);
   }

@@ -7,7 +7,7 @@
 #include "counting_tracer.hpp"
 #include "pa/index/config.hpp"
 #include "pa/kernels/api.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 #include "../support/gpu_skip.hpp"
 
 using namespace pa;

@@ -27,8 +27,8 @@
 #include "pa/kernels/v2_cascade_instances.hpp"
 #include "pa/kernels/v2_cascade_run.hpp"
 #include "pa/reference/attention.hpp"
-#include "pa/reference/paged_cache.hpp"
-#include "pa/reference/tolerance.hpp"
+#include "pa/core/paged_cache.hpp"
+#include "pa/core/tolerance.hpp"
 
 namespace {
 

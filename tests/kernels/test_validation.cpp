@@ -3,7 +3,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include "pa/kernels/api.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 #include "../support/gpu_skip.hpp"
 
 using namespace pa;

@@ -10,8 +10,8 @@
 
 #include "pa/index/mapping.hpp"
 #include "pa/reference/attention.hpp"
-#include "pa/reference/dtype_convert.hpp"
-#include "support.hpp"
+#include "pa/core/dtype_convert.hpp"
+#include "require_close.hpp"
 
 using namespace pa;
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "pa/kernels/instances.hpp"
-#include "pa/reference/problem.hpp"
+#include "pa/core/problem.hpp"
 #include "pa/trace/compare.hpp"
 
 // recorded == model (pa/trace/compare.hpp): fields exact, values within the

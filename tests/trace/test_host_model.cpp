@@ -15,9 +15,9 @@
 
 #include "pa/index/events.hpp"
 #include "pa/index/mapping.hpp"
-#include "pa/reference/config_dispatch.hpp"
-#include "pa/reference/paged_cache.hpp"
-#include "pa/reference/tolerance.hpp"
+#include "pa/core/config_dispatch.hpp"
+#include "pa/core/paged_cache.hpp"
+#include "pa/core/tolerance.hpp"
 #include "pa/trace/analysis.hpp"
 #include "pa/trace/compare.hpp"
 #include "pa/trace/host_model.hpp"

@@ -10,7 +10,7 @@
 
 #include "pa/index/cascade.hpp"
 #include "pa/index/events.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 #include "pa/trace/host_model.hpp"
 
 using namespace pa;

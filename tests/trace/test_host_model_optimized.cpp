@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "pa/index/optimized.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 #include "pa/trace/analysis.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/trace_file.hpp"

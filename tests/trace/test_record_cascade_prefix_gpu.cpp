@@ -8,7 +8,7 @@
 #include "replay_check.hpp"
 #include "gpu_skip.hpp"
 #include "pa/index/events.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/record.hpp"
 

@@ -19,7 +19,7 @@
 #include "core/lesson_problem.hpp"
 #include "core/trace_load.hpp"
 #include "lesson.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 #include "pa/trace/host_model.hpp"
 
 using namespace pa;

@@ -11,7 +11,7 @@
 #include "pa/kernels/recording_tracer.cuh"
 #include "pa/kernels/v2_cascade.hpp"
 #include "pa/kernels/v2_cascade_instances.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 
 namespace pa::trace::detail {
 

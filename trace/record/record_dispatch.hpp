@@ -8,7 +8,7 @@
 #include "pa/kernels/recording_tracer.cuh"
 #include "pa/kernels/stage_args.hpp"
 #include "pa/kernels/v2_cascade_args.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::trace::detail {
 

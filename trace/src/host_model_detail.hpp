@@ -17,8 +17,8 @@
 #include "pa/index/layout.hpp"
 #include "pa/index/mapping.hpp"
 #include "pa/reference/attention.hpp"
-#include "pa/reference/paged_cache.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/paged_cache.hpp"
+#include "pa/core/event.hpp"
 #include "pa/trace/host_model.hpp"
 
 namespace pa::trace::detail {

@@ -11,7 +11,7 @@
 
 #include "host_model_detail.hpp"
 #include "pa/index/cascade.hpp"
-#include "pa/reference/config_dispatch.hpp"
+#include "pa/core/config_dispatch.hpp"
 
 namespace pa::trace::detail {
 namespace {

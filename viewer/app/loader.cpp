@@ -11,7 +11,7 @@
 #include "app/state.hpp"
 #include "core/lesson_problem.hpp"
 #include "core/names.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 #include "pa/trace/trace_file.hpp"
 
 namespace pa::viewer {

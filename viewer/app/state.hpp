@@ -21,8 +21,8 @@
 #include "core/lesson_binding.hpp"
 #include "lesson.hpp"
 #include "pa/reference/attention.hpp"
-#include "pa/reference/problem.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/problem.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::viewer {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "pa/index/dtype.hpp"
-#include "pa/reference/problem.hpp"
+#include "pa/core/problem.hpp"
 
 namespace pa::viewer {
 

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "lesson.hpp"
-#include "pa/reference/problem.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/problem.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::viewer {
 

@@ -10,7 +10,7 @@
 
 #include "core/config_info.hpp"
 #include "core/trace_index.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::viewer {
 

@@ -32,7 +32,7 @@
 #include "core/trace_index.hpp"
 #include "lesson.hpp"
 #include "pa/index/events.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::viewer {
 

@@ -27,8 +27,8 @@
 #include <optional>
 #include <vector>
 
-#include "pa/reference/problem.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/problem.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::viewer {
 

@@ -2,7 +2,7 @@
 // (pa_trace); these forward to them, so the viewer's core only needs the
 // header at compile time and the library at link time.
 #pragma once
-#include "pa/trace/event.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::viewer {
 inline const char* step_name(trace::Step s) { return trace::to_string(s); }

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "pa/index/events.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/event.hpp"
 #include "pa/trace/replay.hpp"
 
 namespace pa::viewer { class LoadControl; }

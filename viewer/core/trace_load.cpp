@@ -12,7 +12,7 @@
 
 #include "core/highlight.hpp"
 #include "pa/index/optimized.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/trace_file.hpp"
 

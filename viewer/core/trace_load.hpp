@@ -11,8 +11,8 @@
 #include "core/background.hpp"
 #include "core/config_info.hpp"
 #include "core/trace_index.hpp"
-#include "pa/reference/problem.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/problem.hpp"
+#include "pa/core/event.hpp"
 #include "pa/trace/host_model.hpp"
 
 namespace pa::viewer {

@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "pa/index/events.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::lesson {
 

@@ -12,7 +12,7 @@
 
 #include "app/state.hpp"
 #include "pa/reference/attention.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 
 namespace pa::viewer {
 namespace {

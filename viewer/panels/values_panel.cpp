@@ -9,7 +9,7 @@
 #include "app/state.hpp"
 #include "core/names.hpp"
 #include "pa/reference/attention.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 
 namespace pa::viewer {
 namespace {

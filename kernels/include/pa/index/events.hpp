@@ -18,7 +18,7 @@
 #include <cstdint>
 
 #include "pa/index/hd.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa {
 

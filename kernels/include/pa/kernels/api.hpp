@@ -25,8 +25,8 @@
 #include "pa/index/dtype.hpp"
 #include "pa/index/layout.hpp"
 #include "pa/kernels/stage_args.hpp"
-#include "pa/reference/paged_cache.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/paged_cache.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::kernels {
 

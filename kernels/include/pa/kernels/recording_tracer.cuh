@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "pa/index/events.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::kernels {
 

@@ -8,7 +8,7 @@
 
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/v2_cascade.hpp"
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 
 namespace pa::kernels {
 

@@ -14,7 +14,7 @@
 #include <limits>
 #include <vector>
 
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 
 namespace pa {
 

@@ -16,7 +16,7 @@
 #include <span>
 #include <vector>
 
-#include "pa/trace/event.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::trace {
 

@@ -5,7 +5,7 @@
 // thread the same number of events, which, taken in program order (epoch,
 // seq_in_thread), agree in every field but `value` EXACTLY (they are index
 // math and the model runs the kernels' own index headers); and agree in
-// `value` within the problem dtype's tolerance from pa/reference/tolerance.hpp.
+// `value` within the problem dtype's tolerance from pa/core/tolerance.hpp.
 // The GPU computes a value in float and the model takes it from the float64
 // reference, so values cannot be exact:
 //   - a log-sum-exp (an attention state's lse, the merge's merged lse) within
@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "pa/index/dtype.hpp"
-#include "pa/reference/tolerance.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/tolerance.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::trace {
 

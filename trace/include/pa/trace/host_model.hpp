@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "pa/reference/problem.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/problem.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::trace {
 

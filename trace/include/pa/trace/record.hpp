@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "pa/reference/paged_cache.hpp"
-#include "pa/trace/event.hpp"
+#include "pa/core/paged_cache.hpp"
+#include "pa/core/event.hpp"
 #include "pa/trace/host_model.hpp"
 
 namespace pa::trace {

@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "pa/trace/event.hpp"
+#include "pa/core/event.hpp"
 
 namespace pa::trace {
 

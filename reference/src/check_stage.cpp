@@ -1,5 +1,5 @@
-// Stage outputs against the reference: see check.hpp.
-#include "pa/kernels/check.hpp"
+// Stage outputs against the reference: see check_stage.hpp.
+#include "pa/reference/check_stage.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,10 @@
 
 #include "pa/reference/attention.hpp"
 
-namespace pa::kernels {
+namespace pa {
+
+using kernels::Stage;
+using kernels::StageOutput;
 
 namespace {
 // The kernel's [seq][head][max_context_len] rows, gathered in the reference's
@@ -96,27 +99,9 @@ StageCheck check_stage(const PagedProblem& p, const StageOutput& o) {
       break;
     }
     default:
-      throw std::invalid_argument(std::string("check_stage: no check for stage ") + stage_name(o.stage));
+      throw std::invalid_argument(std::string("check_stage: no check for stage ") + kernels::stage_name(o.stage));
   }
   return c;
 }
 
-StageArgs problem_stage_args(const PagedProblem& p) {
-  StageArgs a;
-  a.dtype = p.spec.dtype;
-  a.head_size = p.spec.head_size;
-  a.block_size = p.spec.block_size;
-  a.num_threads = p.spec.num_threads;
-  a.num_seqs = p.num_seqs();
-  a.num_heads = p.spec.num_heads;
-  a.num_kv_heads = p.spec.num_kv_heads;
-  a.max_context_len = *std::max_element(p.context_lens.begin(), p.context_lens.end());
-  a.partition_size = p.spec.partition_size;
-  a.scale = p.spec.scale();
-  a.qg = p.query;
-  a.cg = p.cache;
-  a.btg = p.table;
-  return a;
-}
-
-}  // namespace pa::kernels
+}  // namespace pa

@@ -1,7 +1,7 @@
 // Names of the event enums. The Step and Stage names are the ones lessons use
 // in their markers (<!-- pa:step stage=qk step=k_load ... -->), so they must
 // match the enumerator spelling exactly.
-#include "pa/trace/event.hpp"
+#include "pa/core/event.hpp"
 
 #include <string>
 

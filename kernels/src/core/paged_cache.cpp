@@ -1,6 +1,6 @@
 // The host paged KV cache: seeded values, shuffled physical blocks, shared
 // prefix blocks, spare garbage blocks, NaN tails.
-#include "pa/reference/paged_cache.hpp"
+#include "pa/core/paged_cache.hpp"
 
 #include <cmath>
 #include <limits>
@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "pa/reference/dtype_convert.hpp"
-#include "parallel.hpp"
+#include "pa/core/dtype_convert.hpp"
+#include "pa/core/parallel.hpp"
 
 namespace pa {
 

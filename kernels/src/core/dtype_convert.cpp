@@ -1,5 +1,5 @@
 // Bit-exact float <-> f16 / bf16 conversions, round to nearest, ties to even.
-#include "pa/reference/dtype_convert.hpp"
+#include "pa/core/dtype_convert.hpp"
 
 #include <cstring>
 #include <stdexcept>

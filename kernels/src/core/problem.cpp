@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "pa/reference/config_dispatch.hpp"
-#include "pa/reference/problem.hpp"
+#include "pa/core/config_dispatch.hpp"
+#include "pa/core/problem.hpp"
 
 namespace pa {
 namespace {

@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "pa/index/layout.hpp"
-#include "pa/reference/problem.hpp"
+#include "pa/core/problem.hpp"
 
 namespace pa {
 

@@ -7,10 +7,10 @@
 #include <cmath>
 #include <set>
 
-#include "pa/reference/config_dispatch.hpp"
-#include "pa/reference/dtype_convert.hpp"
-#include "pa/reference/paged_cache.hpp"
-#include "support.hpp"
+#include "pa/core/config_dispatch.hpp"
+#include "pa/core/dtype_convert.hpp"
+#include "pa/core/paged_cache.hpp"
+#include "require_close.hpp"
 
 using namespace pa;
 using Catch::Matchers::ContainsSubstring;

@@ -1,14 +1,15 @@
-// A stage's output checked against the CPU reference (reference/attention.hpp)
-// with the tolerances of reference/tolerance.hpp: used by `pa-lab run` and the
-// GPU tests, so both judge a stage the same way. Plain C++.
+// A stage's output checked against the CPU reference (attention.hpp) with the
+// tolerances of pa/core/tolerance.hpp: used by `pa-lab run` and the GPU tests,
+// so both judge a stage the same way. Plain C++; it sits above the kernels
+// (it reads their StageOutput), which never include the reference.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "pa/kernels/api.hpp"
-#include "pa/reference/tolerance.hpp"
+#include "pa/core/tolerance.hpp"
 
-namespace pa::kernels {
+namespace pa {
 
 struct NamedCompare {
   std::string name;  // "q_smem", "logits", "probs", "max", "sum", "partials", "output", "tails"
@@ -26,6 +27,6 @@ struct StageCheck {
 // Compares every element the stage must write (NaN = not written = FAIL).
 // Stages 2-3 also check that nothing was written past each context (the
 // poisoned tail must still be NaN: part "tails").
-StageCheck check_stage(const PagedProblem& p, const StageOutput& out);
+StageCheck check_stage(const PagedProblem& p, const kernels::StageOutput& out);
 
-}  // namespace pa::kernels
+}  // namespace pa

@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "pa/index/config.hpp"
-#include "pa/reference/problem.hpp"
+#include "pa/core/problem.hpp"
 
 namespace pa {
 

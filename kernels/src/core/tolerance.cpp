@@ -1,5 +1,5 @@
 // Tolerances per stored dtype and the one comparison every test uses.
-#include "pa/reference/tolerance.hpp"
+#include "pa/core/tolerance.hpp"
 
 #include <cmath>
 #include <cstdio>

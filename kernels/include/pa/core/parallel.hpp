@@ -1,6 +1,7 @@
-// A minimal parallel loop for the reference (private). Work items are
-// independent and each writes its own outputs, and every item computes in a
-// fixed order, so results are bit-identical for any thread count.
+// A minimal parallel loop for the host side (building a problem's inputs, the
+// CPU reference). Work items are independent and each writes its own outputs,
+// and every item computes in a fixed order, so results are bit-identical for
+// any thread count.
 // PA_REFERENCE_THREADS=N caps the threads (default: all hardware threads).
 #pragma once
 #include <algorithm>

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "pa/reference/dtype_convert.hpp"
+#include "pa/core/dtype_convert.hpp"
 
 using namespace pa;
 

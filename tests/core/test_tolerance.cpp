@@ -5,7 +5,7 @@
 #include <limits>
 #include <vector>
 
-#include "pa/reference/tolerance.hpp"
+#include "pa/core/tolerance.hpp"
 
 using namespace pa;
 
