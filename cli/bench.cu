@@ -37,11 +37,10 @@
 #include "bench_options.hpp"
 #include "pa/core/atomic_file.hpp"
 #include "pa/index/layout.hpp"
-#include "pa/kernels/optimized.hpp"
-#if PA_BENCH_WITH_V1
 #include "pa/kernels/api.hpp"
+#include "pa/kernels/cuda_check.hpp"
 #include "pa/kernels/event_timer.hpp"
-#endif
+#include "pa/kernels/optimized.hpp"
 #if PA_BENCH_WITH_V2CASCADE
 #include "pa/kernels/v2_cascade.hpp"
 #endif
@@ -53,28 +52,7 @@ using bench::BenchOptions;
 using bench::BenchRow;
 using Shape = bench::BenchShape;
 
-#define BCK(call)                                                                            \
-  do {                                                                                       \
-    cudaError_t e_ = (call);                                                                 \
-    if (e_ != cudaSuccess)                                                                   \
-      throw std::runtime_error(std::string(#call) + " failed: " + cudaGetErrorString(e_)); \
-  } while (0)
-
-struct Buf {
-  void* p = nullptr;
-  std::size_t n = 0;
-  Buf() = default;
-  explicit Buf(std::size_t bytes) : n(bytes) { BCK(cudaMalloc(&p, bytes ? bytes : 1)); }
-  ~Buf() {
-    if (p) cudaFree(p);
-  }
-  Buf(Buf&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; }
-  Buf& operator=(Buf&& o) noexcept {
-    std::swap(p, o.p);
-    std::swap(n, o.n);
-    return *this;
-  }
-};
+using kernels::DeviceBuffer;
 
 // Random 16-bit values in [-1, 1) (fp16 or bf16 bit patterns), from a hash of
 // the index: fills GBs at memory speed, never zeros.
@@ -111,7 +89,7 @@ __global__ void spin_kernel(unsigned long long ns) {
 
 void fill(void* p, std::size_t elems, std::uint32_t seed, DType dt, float scale) {
   fill_random16<<<4096, 256>>>(static_cast<std::uint16_t*>(p), elems, seed, dt == DType::bf16 ? 1 : 0, scale);
-  BCK(cudaGetLastError());
+  PA_CUDA_CHECK(cudaGetLastError());
 }
 
 double pct_of(std::vector<float> v, double q) {
@@ -125,7 +103,7 @@ struct Problem {
   DType dt;
   int R = 0, blocks_per_seq = 0, set_blocks = 0;
   std::size_t block_elems = 0;
-  Buf k, v, q, tables, ctx, out, out2;
+  DeviceBuffer k, v, q, tables, ctx, out, out2;
   double kv_bytes = 0, kv_unique = 0;
 };
 
@@ -140,17 +118,26 @@ void build_problem(Problem& P, const Shape& s, DType dt, const BenchOptions& o, 
   P.set_blocks = static_cast<int>(pool.set_blocks);
   P.R = pool.sets;
   P.block_elems = static_cast<std::size_t>(s.kv_heads) * s.head_size * s.block_size;
-  P.kv_bytes = 2.0 * s.seqs * static_cast<double>(s.context) * s.kv_heads * s.head_size * E;
-  P.kv_unique = 2.0 * (static_cast<double>(s.prefix) + static_cast<double>(s.seqs) * (s.context - s.prefix)) *
-                s.kv_heads * s.head_size * E;
+  // K+V bytes read, the one formula (ProblemSpec::kv_bytes): every token once
+  // per sequence; the cascade's row counts the shared prefix once.
+  ProblemSpec spec;
+  spec.dtype = dt;
+  spec.head_size = s.head_size;
+  spec.block_size = s.block_size;
+  spec.num_heads = s.heads;
+  spec.num_kv_heads = s.kv_heads;
+  spec.context_lens.assign(s.seqs, s.context);
+  spec.shared_prefix_len = s.prefix;
+  P.kv_bytes = static_cast<double>(spec.kv_bytes());
+  P.kv_unique = static_cast<double>(spec.kv_bytes(/*shared_prefix_once=*/true));
   const std::size_t pool_elems = static_cast<std::size_t>(P.R) * P.set_blocks * P.block_elems;
-  P.k = Buf(pool_elems * E);
-  P.v = Buf(pool_elems * E);
-  fill(P.k.p, pool_elems, static_cast<std::uint32_t>(rng()), dt, 1.0f);
-  fill(P.v.p, pool_elems, static_cast<std::uint32_t>(rng()), dt, 1.0f);
+  P.k = DeviceBuffer(pool_elems * E);
+  P.v = DeviceBuffer(pool_elems * E);
+  fill(P.k.get(), pool_elems, static_cast<std::uint32_t>(rng()), dt, 1.0f);
+  fill(P.v.get(), pool_elems, static_cast<std::uint32_t>(rng()), dt, 1.0f);
   const std::size_t q_elems = static_cast<std::size_t>(s.seqs) * s.heads * s.head_size;
-  P.q = Buf(q_elems * E * P.R);
-  fill(P.q.p, q_elems * P.R, static_cast<std::uint32_t>(rng()), dt, 2.0f);
+  P.q = DeviceBuffer(q_elems * E * P.R);
+  fill(P.q.get(), q_elems * P.R, static_cast<std::uint32_t>(rng()), dt, 2.0f);
   // Block tables: set r uses physical blocks [r*set_blocks, (r+1)*set_blocks), shuffled;
   // the prefix blocks (cascade) are the same physical blocks for every sequence.
   std::vector<int> tables(static_cast<std::size_t>(P.R) * s.seqs * P.blocks_per_seq);
@@ -164,21 +151,21 @@ void build_problem(Problem& P, const Shape& s, DType dt, const BenchOptions& o, 
         tables[(static_cast<std::size_t>(r) * s.seqs + sq) * P.blocks_per_seq + b] =
             b < prefix_blocks ? perm[b] : perm[next++];
   }
-  P.tables = Buf(tables.size() * 4);
-  BCK(cudaMemcpy(P.tables.p, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice));
+  P.tables = DeviceBuffer(tables.size() * 4);
+  PA_CUDA_CHECK(cudaMemcpy(P.tables.get(), tables.data(), tables.size() * 4, cudaMemcpyHostToDevice));
   std::vector<int> ctx(s.seqs, s.context);
-  P.ctx = Buf(ctx.size() * 4);
-  BCK(cudaMemcpy(P.ctx.p, ctx.data(), ctx.size() * 4, cudaMemcpyHostToDevice));
-  P.out = Buf(q_elems * E);
-  P.out2 = Buf(q_elems * E);
-  BCK(cudaDeviceSynchronize());
+  P.ctx = DeviceBuffer(ctx.size() * 4);
+  PA_CUDA_CHECK(cudaMemcpy(P.ctx.get(), ctx.data(), ctx.size() * 4, cudaMemcpyHostToDevice));
+  P.out = DeviceBuffer(q_elems * E);
+  P.out2 = DeviceBuffer(q_elems * E);
+  PA_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 const int* table_of(const Problem& P, int r) {
-  return static_cast<const int*>(P.tables.p) + static_cast<std::size_t>(r) * P.s.seqs * P.blocks_per_seq;
+  return static_cast<const int*>(P.tables.get()) + static_cast<std::size_t>(r) * P.s.seqs * P.blocks_per_seq;
 }
 const void* q_of(const Problem& P, int r) {
-  return static_cast<const char*>(P.q.p) +
+  return static_cast<const char*>(P.q.get()) +
          static_cast<std::size_t>(r) * P.s.seqs * P.s.heads * P.s.head_size * dtype_bytes(P.dt);
 }
 
@@ -219,10 +206,10 @@ OptimizedArgs opt_args(const Problem& P, int r, void* out) {
   OptimizedArgs a;
   a.out = out;
   a.q = q_of(P, r);
-  a.k_cache = P.k.p;
-  a.v_cache = P.v.p;
+  a.k_cache = P.k.get();
+  a.v_cache = P.v.get();
   a.block_tables = table_of(P, r);
-  a.context_lens = static_cast<const int*>(P.ctx.p);
+  a.context_lens = static_cast<const int*>(P.ctx.get());
   a.dtype = P.dt;
   a.head_size = P.s.head_size;
   a.block_size = P.s.block_size;
@@ -251,10 +238,10 @@ kernels::StageArgs stage_args(const Problem& P, int r, void* out) {
   a.partition_size = 0;
   a.scale = 1.0f / std::sqrt(static_cast<float>(P.s.head_size));
   a.q = q_of(P, r);
-  a.k_cache = P.k.p;
-  a.v_cache = P.v.p;
+  a.k_cache = P.k.get();
+  a.v_cache = P.v.get();
   a.block_tables = table_of(P, r);
-  a.context_lens = static_cast<const int*>(P.ctx.p);
+  a.context_lens = static_cast<const int*>(P.ctx.get());
   a.qg = QueryGeometry{P.s.seqs, P.s.heads, P.s.head_size, P.s.heads * P.s.head_size};
   a.cg = CacheGeometry{P.R * P.set_blocks, P.s.kv_heads, P.s.head_size, P.s.block_size, 16 / dtype_bytes(P.dt)};
   a.btg = BlockTableGeometry{P.blocks_per_seq};
@@ -281,8 +268,8 @@ float to_float(std::uint16_t h, DType dt) {
 double max_abs_diff(const Problem& P) {
   const std::size_t n = static_cast<std::size_t>(P.s.seqs) * P.s.heads * P.s.head_size;
   std::vector<std::uint16_t> a(n), b(n);
-  BCK(cudaMemcpy(a.data(), P.out.p, n * 2, cudaMemcpyDeviceToHost));
-  BCK(cudaMemcpy(b.data(), P.out2.p, n * 2, cudaMemcpyDeviceToHost));
+  PA_CUDA_CHECK(cudaMemcpy(a.data(), P.out.get(), n * 2, cudaMemcpyDeviceToHost));
+  PA_CUDA_CHECK(cudaMemcpy(b.data(), P.out2.get(), n * 2, cudaMemcpyDeviceToHost));
   double m = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const double d = std::fabs(static_cast<double>(to_float(a[i], P.dt)) - to_float(b[i], P.dt));
@@ -318,14 +305,14 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
   {
     BenchRow row = new_row("optimized");
     try {
-      OptimizedArgs a0 = opt_args(P, 0, P.out.p);
+      OptimizedArgs a0 = opt_args(P, 0, P.out.get());
       const OptimizedPlan plan = plan_optimized(a0, o.force_splits);
       row.plan = plan.describe();
-      Buf ws(plan.workspace_bytes);
-      BCK(cudaMemset(ws.p, 0, std::max<std::size_t>(1, plan.workspace_bytes)));
-      time_kernel(row, P, o, [&](int r) { launch_optimized(opt_args(P, r, P.out.p), plan, ws.p); });
-      launch_optimized(opt_args(P, 0, P.out.p), plan, ws.p);  // set 0 kept in out for the cross-check
-      BCK(cudaDeviceSynchronize());
+      DeviceBuffer ws(std::max<std::size_t>(1, plan.workspace_bytes));
+      PA_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.size()));
+      time_kernel(row, P, o, [&](int r) { launch_optimized(opt_args(P, r, P.out.get()), plan, ws.get()); });
+      launch_optimized(opt_args(P, 0, P.out.get()), plan, ws.get());  // set 0 kept in out for the cross-check
+      PA_CUDA_CHECK(cudaDeviceSynchronize());
     } catch (const std::exception& e) {
       row.status = std::string("error: ") + e.what();
     }
@@ -341,10 +328,10 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
 #if PA_BENCH_WITH_V1
     try {
       time_kernel(row, P, o, [&](int r) {
-        kernels::launch_stage(kernels::Stage::warp_reduce, stage_args(P, r, P.out2.p));
+        kernels::launch_stage(kernels::Stage::warp_reduce, stage_args(P, r, P.out2.get()));
       });
-      kernels::launch_stage(kernels::Stage::warp_reduce, stage_args(P, 0, P.out2.p));
-      BCK(cudaDeviceSynchronize());
+      kernels::launch_stage(kernels::Stage::warp_reduce, stage_args(P, 0, P.out2.get()));
+      PA_CUDA_CHECK(cudaDeviceSynchronize());
       if (opt_ok) row.xcheck_max_abs = max_abs_diff(P);
     } catch (const std::exception& e) {
       row.status = std::string("unsupported: ") + e.what();
@@ -364,24 +351,24 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
     try {
       const int psize = 512;
       const int maxp = ceil_div(s.context, psize);
-      Buf po(static_cast<std::size_t>(s.seqs) * s.heads * maxp * s.head_size * 4);
-      Buf pm(static_cast<std::size_t>(s.seqs) * s.heads * maxp * 4);
-      Buf ps(static_cast<std::size_t>(s.seqs) * s.heads * maxp * 4);
+      DeviceBuffer po(static_cast<std::size_t>(s.seqs) * s.heads * maxp * s.head_size * 4);
+      DeviceBuffer pm(static_cast<std::size_t>(s.seqs) * s.heads * maxp * 4);
+      DeviceBuffer ps(static_cast<std::size_t>(s.seqs) * s.heads * maxp * 4);
       auto v2a = [&](int r, void* out) {
         kernels::V2Args a;
         a.base = stage_args(P, r, out);
         a.base.partition_size = psize;
         a.max_partitions = maxp;
-        a.part_out = static_cast<float*>(po.p);
-        a.part_max = static_cast<float*>(pm.p);
-        a.part_sum = static_cast<float*>(ps.p);
+        a.part_out = static_cast<float*>(po.get());
+        a.part_max = static_cast<float*>(pm.get());
+        a.part_sum = static_cast<float*>(ps.get());
         a.pg = PartitionGeometry{s.heads, maxp, s.head_size};
         return a;
       };
       row.plan = "partition_size=512";
-      time_kernel(row, P, o, [&](int r) { kernels::launch_v2(v2a(r, P.out2.p)); });
-      kernels::launch_v2(v2a(0, P.out2.p));
-      BCK(cudaDeviceSynchronize());
+      time_kernel(row, P, o, [&](int r) { kernels::launch_v2(v2a(r, P.out2.get())); });
+      kernels::launch_v2(v2a(0, P.out2.get()));
+      PA_CUDA_CHECK(cudaDeviceSynchronize());
       if (opt_ok) row.xcheck_max_abs = max_abs_diff(P);
     } catch (const std::exception& e) {
       row.status = std::string("unsupported: ") + e.what();
@@ -401,19 +388,19 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
 #if PA_BENCH_WITH_V2CASCADE
     try {
       auto cargs = [&](int r) {
-        kernels::StageArgs a = stage_args(P, r, P.out2.p);
+        kernels::StageArgs a = stage_args(P, r, P.out2.get());
         a.partition_size = 512;  // the suffix runs through V2
         return a;
       };
       const kernels::CascadePlan plan = kernels::plan_cascade(cargs(0), s.prefix);
       row.plan = plan.describe();
-      Buf ws(plan.workspace_bytes);
-      BCK(cudaMemset(ws.p, 0, std::max<std::size_t>(1, plan.workspace_bytes)));
+      DeviceBuffer ws(std::max<std::size_t>(1, plan.workspace_bytes));
+      PA_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.size()));
       time_kernel(row, P, o, [&](int r) {
-        kernels::launch_cascade(cargs(r), plan, ws.p, nullptr);
+        kernels::launch_cascade(cargs(r), plan, ws.get(), nullptr);
       });
-      kernels::launch_cascade(cargs(0), plan, ws.p, nullptr);
-      BCK(cudaDeviceSynchronize());
+      kernels::launch_cascade(cargs(0), plan, ws.get(), nullptr);
+      PA_CUDA_CHECK(cudaDeviceSynchronize());
       if (opt_ok) row.xcheck_max_abs = max_abs_diff(P);
     } catch (const std::exception& e) {
       row.status = std::string("unsupported: ") + e.what();
@@ -433,23 +420,23 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
       const std::string& item = sweep.text;
       try {
         auto cargs = [&](int r) {
-          kernels::StageArgs a = stage_args(P, r, P.out2.p);
+          kernels::StageArgs a = stage_args(P, r, P.out2.get());
           a.partition_size = 512;
           return a;
         };
         const kernels::CascadePlan plan = kernels::plan_cascade(cargs(0), s.prefix, 0, copt);
-        Buf ws(plan.workspace_bytes);
-        BCK(cudaMemset(ws.p, 0, std::max<std::size_t>(1, plan.workspace_bytes)));
+        DeviceBuffer ws(std::max<std::size_t>(1, plan.workspace_bytes));
+        PA_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.size()));
         double us[3];
         const kernels::CascadeParts parts[3] = {kernels::CascadeParts::all, kernels::CascadeParts::prefix_only,
                                                 kernels::CascadeParts::suffix_only};
         for (int k = 0; k < 3; ++k) {
           BenchRow tr = new_row("sweep");
-          time_kernel(tr, P, o, [&](int r) { kernels::launch_cascade(cargs(r), plan, ws.p, nullptr, nullptr, parts[k]); });
+          time_kernel(tr, P, o, [&](int r) { kernels::launch_cascade(cargs(r), plan, ws.get(), nullptr, nullptr, parts[k]); });
           us[k] = tr.median_us;
         }
-        kernels::launch_cascade(cargs(0), plan, ws.p, nullptr);
-        BCK(cudaDeviceSynchronize());
+        kernels::launch_cascade(cargs(0), plan, ws.get(), nullptr);
+        PA_CUDA_CHECK(cudaDeviceSynchronize());
         const double xc = opt_ok ? max_abs_diff(P) : -1;
         std::printf("sweep %s %s: ran %s: all %.1f us, prefix %.1f, suffix %.1f, xcheck %.2g\n", dtype_name(dt),
                     item.c_str(), plan.describe().c_str(), us[0], us[1], us[2], xc);
@@ -462,17 +449,6 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
   }
 }
 
-double measure_copy(const BenchOptions& o, double& bytes_out) {
-  const std::size_t bytes = std::size_t(2) << 30;  // 2 GiB each way: 40x the L2
-  Buf a(bytes), b(bytes);
-  BCK(cudaMemset(a.p, 1, bytes));
-  for (int i = 0; i < 3; ++i) BCK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice));
-  const auto ms = kernels::time_indexed_launches_ms(
-      [&](int i) { BCK(cudaMemcpyAsync(i % 2 ? a.p : b.p, i % 2 ? b.p : a.p, bytes, cudaMemcpyDeviceToDevice)); },
-      std::max(20, o.iters / 5), 0, [](int) {});
-  bytes_out = static_cast<double>(bytes);
-  return 2.0 * bytes / (kernels::median_of(ms) * 1e-3) / 1e9;  // read + write
-}
 
 }  // namespace
 
@@ -500,13 +476,15 @@ int main(int argc, char** argv) {
       return 3;
     }
     cudaDeviceProp prop{};
-    BCK(cudaGetDeviceProperties(&prop, 0));
+    PA_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     bench::BenchRun run;
     run.gpu = prop.name;
     run.sm_count = prop.multiProcessorCount;
     run.l2_bytes = prop.l2CacheSize;
     run.options = o;
-    run.copy_gbps = measure_copy(o, run.copy_bytes_each_way);
+    // 2 GiB each way (40x an H100's L2), at least 20 copies.
+    run.copy_bytes_each_way = static_cast<double>(std::size_t{2} << 30);
+    run.copy_gbps = kernels::measure_copy_bandwidth_gbs(std::size_t{2} << 30, std::max(20, o.iters / 5));
     std::printf("GPU: %s, %d SMs, L2 %d MB; D2D copy %.0f GB/s (read+write)\n", prop.name,
                 prop.multiProcessorCount, prop.l2CacheSize >> 20, run.copy_gbps);
 

@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "no_gpu.hpp"
 #include "options.hpp"
+#include "run_report.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/reference/check_stage.hpp"
 #include "pa/core/config_dispatch.hpp"
@@ -78,13 +79,7 @@ int cmd_run(Args args) {
   std::printf("max abs err %.3e, max rel err %.3e\n", check.max_abs_err, check.max_rel_err);
   if (iters > 0) {
     const auto t = kernels::time_stage(*stage, d, iters);
-    const double bytes = static_cast<double>(kernels::stage_bytes(*stage, p));
-    std::printf("time:    median %.4f ms over %d launches (CUDA events, after 3 warm-up)\n", t.median_ms, iters);
-    const double gbs = bytes / (static_cast<double>(t.median_ms) * 1e-3) / 1e9;
-    const double copy = kernels::measure_copy_bandwidth_gbs();
-    std::printf("traffic: %.3f MB (Q + KV read + output) -> %.1f GB/s = %.1f%% of the measured device copy "
-                "bandwidth (%.1f GB/s, read + write)\n",
-                bytes / 1e6, gbs, 100.0 * gbs / copy, copy);
+    print_speed(*stage, spec, t.median_ms, iters, "");
   }
   std::printf("%s\n", check.pass ? "PASS" : "FAIL");
   return check.pass ? kExitOk : kExitFail;

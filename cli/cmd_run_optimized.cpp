@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cmd_run_optimized.hpp"
+#include "run_report.hpp"
 #include "commands.hpp"
 #include "no_gpu.hpp"
 #include "pa/kernels/api.hpp"
@@ -98,19 +99,9 @@ int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters) {
   std::printf("max abs err %.3e, max rel err %.3e\n", r.max_abs_err, r.max_rel_err);
 
   if (iters > 0) {
-    // Same KV every launch: for L2-free numbers use pa-bench (rotated pool).
     const double med = pa::kernels::median_of(
         pa::kernels::time_launches_ms([&] { launch_optimized(a, plan, ws.get()); }, iters, /*warmup=*/3));
-    double tokens = 0;
-    for (int c : p.context_lens) tokens += c;
-    const double bytes_moved = tokens * spec.num_kv_heads * spec.head_size * 2.0 * dtype_bytes(spec.dtype) +
-                               2.0 * out_elems * dtype_bytes(spec.dtype);
-    const double gbs = bytes_moved / (med * 1e-3) / 1e9;
-    const double copy = kernels::measure_copy_bandwidth_gbs();
-    std::printf("time:    median %.4f ms over %d launches (CUDA events, after 3 warm-up; KV not rotated: "
-                "small problems may sit in L2, see pa-bench)\n", med, iters);
-    std::printf("traffic: %.3f MB (KV once + Q + output) -> %.1f GB/s = %.1f%% of the device copy bandwidth "
-                "(%.1f GB/s, read + write)\n", bytes_moved / 1e6, gbs, 100.0 * gbs / copy, copy);
+    print_speed(kernels::Stage::optimized, spec, med, iters, "");
   }
   std::printf("%s\n", r.pass ? "PASS" : "FAIL");
   return r.pass ? kExitOk : kExitFail;

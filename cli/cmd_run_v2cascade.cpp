@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "no_gpu.hpp"
 #include "options.hpp"
+#include "run_report.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/v2_cascade_run.hpp"
 #include "pa/reference/attention.hpp"
@@ -67,10 +68,7 @@ int run_v2(const PagedProblem& p, int iters, int check_seqs) {
   pass = report("lse", ref_lse, got.lse, lse_tolerance(DType::f32)) && pass;
   if (iters > 0) {
     const float ms = kernels::time_v2(p, s.partition_size, iters);
-    const double bytes = static_cast<double>(p.kv_bytes_read());
-    std::printf("time:    median %.4f ms over %d launches (partition + reduce, CUDA events, after 3 warm-up)\n",
-                ms, iters);
-    std::printf("traffic: %.3f MB of KV -> %.1f GB/s\n", bytes / 1e6, bytes / (ms * 1e-3) / 1e9);
+    print_speed(kernels::Stage::v2_partition, s, ms, iters, "partition + reduce");
   }
   std::printf("%s\n", pass ? "PASS" : "FAIL");
   return pass ? kExitOk : kExitFail;
@@ -98,13 +96,9 @@ int run_cascade(const PagedProblem& p, int iters, int check_seqs, bool baselines
   }
   if (iters > 0) {
     const kernels::CascadeTiming t = kernels::time_cascade(p, iters, 3, baselines, opt);
-    // Bytes that must move: the prefix once, each suffix once.
-    const double kv_token = 2.0 * s.num_kv_heads * s.head_size * dtype_bytes(s.dtype);
-    double tokens = s.shared_prefix_len;
-    for (int c : s.context_lens) tokens += c - s.shared_prefix_len;
-    const double bytes = tokens * kv_token;
-    std::printf("time (median of %d CUDA-event timings after 3 warm-up, same device inputs):\n", iters);
-    std::printf("  cascade    %9.4f ms  (%.1f GB/s of unique KV)\n", t.cascade_ms, bytes / (t.cascade_ms * 1e-3) / 1e9);
+    print_speed(kernels::Stage::cascade_merge, s, t.cascade_ms, iters, "prefix, suffix and merge");
+    std::printf("kernels (median of %d CUDA-event timings after 3 warm-up, same device inputs):\n", iters);
+    std::printf("  cascade    %9.4f ms\n", t.cascade_ms);
     if (t.prefix_ms >= 0)
       std::printf("    alone: prefix (mma kernel + chunk reduce) %.4f ms, suffix (V2) %.4f ms; the cascade runs them "
                   "on two streams\n",

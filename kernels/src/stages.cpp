@@ -186,23 +186,26 @@ void validate_problem(Stage stage, const PagedProblem& p, std::int64_t smem_limi
   }
 }
 
-std::int64_t stage_bytes(Stage stage, const PagedProblem& p) {
-  const ProblemSpec& s = p.spec;
+std::int64_t stage_bytes(Stage stage, const ProblemSpec& s) {
   const std::int64_t eb = dtype_bytes(s.dtype);
-  const std::int64_t rows = static_cast<std::int64_t>(p.num_seqs()) * s.num_heads;
+  const std::int64_t rows = static_cast<std::int64_t>(s.num_seqs()) * s.num_heads;
   std::int64_t tokens = 0;
-  for (int len : p.context_lens) tokens += len;
-  const int n = static_cast<int>(stage);
-  // Q in, the stage's KV (unique bytes, as the benchmark counts them: K for
-  // stages 2-3, K and V from stage 4), and the stage's output.
+  for (int len : s.context_lens) tokens += len;
+  // Q in, the stage's KV (K for stages 2-3, K and V from stage 4; the cascade
+  // reads the shared prefix once), and what the stage writes: stages 1-4 their
+  // float intermediates, stages 5-8 the output in the dtype.
   std::int64_t bytes = rows * s.head_size * eb;
-  if (n >= 2 && n <= 3) bytes += p.kv_bytes_read() / 2;
-  if (n >= 4) bytes += p.kv_bytes_read();
-  if (n == 1) bytes += rows * s.head_size * 4;
-  if (n == 2 || n == 3) bytes += static_cast<std::int64_t>(s.num_heads) * tokens * 4;
-  if (n == 4) bytes += rows * (s.num_threads / kWarpSize) * s.head_size * 4;
-  if (n == 5) bytes += rows * s.head_size * eb;
-  return bytes;
+  switch (stage) {
+    case Stage::q_to_smem: return bytes + rows * s.head_size * 4;
+    case Stage::qk:
+    case Stage::softmax: return bytes + s.kv_bytes() / 2 + static_cast<std::int64_t>(s.num_heads) * tokens * 4;
+    case Stage::lv: return bytes + s.kv_bytes() + rows * (s.num_threads / kWarpSize) * s.head_size * 4;
+    case Stage::warp_reduce:
+    case Stage::v2_partition:
+    case Stage::optimized: return bytes + s.kv_bytes() + rows * s.head_size * eb;
+    case Stage::cascade_merge: return bytes + s.kv_bytes(/*shared_prefix_once=*/true) + rows * s.head_size * eb;
+  }
+  throw std::invalid_argument("stage_bytes: unknown stage " + std::to_string(static_cast<int>(stage)));
 }
 
 StageArgs problem_stage_args(const PagedProblem& p) {

@@ -340,3 +340,20 @@ TEST_CASE("the generator is the standard mt19937_64 with a portable normal trans
   CHECK(std::fabs(sum / count) < 0.02);
   CHECK(std::fabs(sq / count - 1.0) < 0.02);
 }
+
+TEST_CASE("kv_bytes: every token once per sequence, or the shared prefix once", "[core][problem]") {
+  ProblemSpec s;
+  s.dtype = DType::bf16;
+  s.head_size = 64;
+  s.num_heads = 8;
+  s.num_kv_heads = 2;
+  s.context_lens = {48, 80, 33};
+  const std::int64_t per_token = 2 * 2 * 64 * 2;  // K and V, 2 KV heads, head 64, 2 bytes
+  CHECK(s.kv_bytes() == (48 + 80 + 33) * per_token);
+  CHECK(s.kv_bytes(true) == s.kv_bytes());  // no shared prefix
+  s.shared_prefix_len = 32;
+  CHECK(s.kv_bytes() == (48 + 80 + 33) * per_token);
+  CHECK(s.kv_bytes(true) == (32 + 16 + 48 + 1) * per_token);
+  s.context_lens = {32};  // one sequence: nothing is shared
+  CHECK(s.kv_bytes(true) == 32 * per_token);
+}

@@ -21,6 +21,7 @@
 #include "pa/index/config.hpp"
 #include "pa/index/layout.hpp"
 #include "pa/index/optimized.hpp"
+#include "pa/kernels/api.hpp"
 #include "pa/kernels/optimized.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/core/dtype_convert.hpp"
@@ -46,35 +47,28 @@ bool have_gpu(std::string& why) {
   return true;
 }
 
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(std::size_t bytes) { ck(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"); }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-};
 
 // Runs stage 8 on the problem; returns the output decoded to float.
 std::vector<float> run_optimized(const PagedProblem& pp, int force_splits, OptimizedPlan* plan_out) {
   const ProblemSpec& s = pp.spec;
-  DevBuf q(pp.q_bytes.size()), k(pp.k_bytes.size()), v(pp.v_bytes.size());
-  DevBuf bt(pp.block_tables.size() * 4), cl(pp.context_lens.size() * 4);
+  kernels::DeviceBuffer q(pp.q_bytes.size()), k(pp.k_bytes.size()), v(pp.v_bytes.size());
+  kernels::DeviceBuffer bt(pp.block_tables.size() * 4), cl(pp.context_lens.size() * 4);
   const std::size_t out_elems = static_cast<std::size_t>(pp.num_seqs()) * s.num_heads * s.head_size;
-  DevBuf out(out_elems * dtype_bytes(s.dtype));
-  ck(cudaMemcpy(q.p, pp.q_bytes.data(), pp.q_bytes.size(), cudaMemcpyHostToDevice), "upload q");
-  ck(cudaMemcpy(k.p, pp.k_bytes.data(), pp.k_bytes.size(), cudaMemcpyHostToDevice), "upload k");
-  ck(cudaMemcpy(v.p, pp.v_bytes.data(), pp.v_bytes.size(), cudaMemcpyHostToDevice), "upload v");
-  ck(cudaMemcpy(bt.p, pp.block_tables.data(), pp.block_tables.size() * 4, cudaMemcpyHostToDevice), "upload bt");
-  ck(cudaMemcpy(cl.p, pp.context_lens.data(), pp.context_lens.size() * 4, cudaMemcpyHostToDevice), "upload cl");
-  ck(cudaMemset(out.p, 0xFF, out_elems * dtype_bytes(s.dtype)), "poison out");  // NaN in fp16/bf16
+  kernels::DeviceBuffer out(out_elems * dtype_bytes(s.dtype));
+  ck(cudaMemcpy(q.get(), pp.q_bytes.data(), pp.q_bytes.size(), cudaMemcpyHostToDevice), "upload q");
+  ck(cudaMemcpy(k.get(), pp.k_bytes.data(), pp.k_bytes.size(), cudaMemcpyHostToDevice), "upload k");
+  ck(cudaMemcpy(v.get(), pp.v_bytes.data(), pp.v_bytes.size(), cudaMemcpyHostToDevice), "upload v");
+  ck(cudaMemcpy(bt.get(), pp.block_tables.data(), pp.block_tables.size() * 4, cudaMemcpyHostToDevice), "upload bt");
+  ck(cudaMemcpy(cl.get(), pp.context_lens.data(), pp.context_lens.size() * 4, cudaMemcpyHostToDevice), "upload cl");
+  ck(cudaMemset(out.get(), 0xFF, out_elems * dtype_bytes(s.dtype)), "poison out");  // NaN in fp16/bf16
 
   OptimizedArgs a;
-  a.out = out.p;
-  a.q = q.p;
-  a.k_cache = k.p;
-  a.v_cache = v.p;
-  a.block_tables = static_cast<const int*>(bt.p);
-  a.context_lens = static_cast<const int*>(cl.p);
+  a.out = out.get();
+  a.q = q.get();
+  a.k_cache = k.get();
+  a.v_cache = v.get();
+  a.block_tables = static_cast<const int*>(bt.get());
+  a.context_lens = static_cast<const int*>(cl.get());
   a.dtype = s.dtype;
   a.head_size = s.head_size;
   a.block_size = s.block_size;
@@ -88,16 +82,16 @@ std::vector<float> run_optimized(const PagedProblem& pp, int force_splits, Optim
   a.max_context_len = s.max_context_len();
   const OptimizedPlan plan = plan_optimized(a, force_splits);
   if (plan_out) *plan_out = plan;
-  DevBuf ws(plan.workspace_bytes);
-  ck(cudaMemset(ws.p, 0, plan.workspace_bytes ? plan.workspace_bytes : 1), "zero workspace");
+  kernels::DeviceBuffer ws(std::max<std::size_t>(1, plan.workspace_bytes));
+  ck(cudaMemset(ws.get(), 0, ws.size()), "zero workspace");
   // Twice: the second launch proves the arrival counters were reset.
-  launch_optimized(a, plan, ws.p);
+  launch_optimized(a, plan, ws.get());
   ck(cudaDeviceSynchronize(), "stage 8 (first launch)");
-  ck(cudaMemset(out.p, 0xFF, out_elems * dtype_bytes(s.dtype)), "poison out");
-  launch_optimized(a, plan, ws.p);
+  ck(cudaMemset(out.get(), 0xFF, out_elems * dtype_bytes(s.dtype)), "poison out");
+  launch_optimized(a, plan, ws.get());
   ck(cudaDeviceSynchronize(), "stage 8");
   std::vector<std::uint8_t> bytes(out_elems * dtype_bytes(s.dtype));
-  ck(cudaMemcpy(bytes.data(), out.p, bytes.size(), cudaMemcpyDeviceToHost), "download out");
+  ck(cudaMemcpy(bytes.data(), out.get(), bytes.size(), cudaMemcpyDeviceToHost), "download out");
   std::vector<float> got(out_elems);
   decode(s.dtype, bytes.data(), out_elems, got.data());
   return got;

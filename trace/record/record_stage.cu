@@ -18,18 +18,6 @@ namespace pa::trace {
 namespace detail {
 bool record_cascade_launch(const PagedProblem&, const kernels::StageArgs&, const kernels::RecordingTracer&);
 
-// Owns a cudaMalloc'd pointer.
-struct DevMem {
-  void* p = nullptr;
-  explicit DevMem(std::size_t bytes) {
-    if (bytes) PA_CUDA_CHECK(cudaMalloc(&p, bytes));
-  }
-  ~DevMem() {
-    if (p) cudaFree(p);
-  }
-  DevMem(const DevMem&) = delete;
-  DevMem& operator=(const DevMem&) = delete;
-};
 }  // namespace detail
 
 bool recording_built() { return true; }
@@ -86,14 +74,14 @@ RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& s
 
   kernels::DeviceProblem d(p);
   const kernels::StageArgs args = d.args();
-  detail::DevMem counter(sizeof(unsigned long long));
+  kernels::DeviceBuffer counter(sizeof(unsigned long long));
   unsigned long long capacity = initial_capacity;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    detail::DevMem buf(capacity * sizeof(Event));
-    PA_CUDA_CHECK(cudaMemset(counter.p, 0, sizeof(unsigned long long)));
+    kernels::DeviceBuffer buf(capacity * sizeof(Event));
+    PA_CUDA_CHECK(cudaMemset(counter.get(), 0, sizeof(unsigned long long)));
     kernels::RecordingTracer t{};
-    t.events = static_cast<Event*>(buf.p);
-    t.count = static_cast<unsigned long long*>(counter.p);
+    t.events = static_cast<Event*>(buf.get());
+    t.count = static_cast<unsigned long long*>(counter.get());
     t.capacity = capacity;
     t.num_blocks = static_cast<int>(blocks.size());
     for (std::size_t i = 0; i < blocks.size(); ++i) t.blocks[i] = {blocks[i].seq, blocks[i].head, blocks[i].partition};
@@ -106,19 +94,19 @@ RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& s
       // context, out (dtype) and lse written, single-partition sequences direct.
       const int parts = std::max(1, p.spec.max_partitions());
       const std::size_t rows = static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads;
-      detail::DevMem part_out(rows * parts * p.spec.head_size * sizeof(float));
-      detail::DevMem part_max(rows * parts * sizeof(float)), part_sum(rows * parts * sizeof(float));
-      detail::DevMem lse(rows * sizeof(float));
+      kernels::DeviceBuffer part_out(rows * parts * p.spec.head_size * sizeof(float));
+      kernels::DeviceBuffer part_max(rows * parts * sizeof(float)), part_sum(rows * parts * sizeof(float));
+      kernels::DeviceBuffer lse(rows * sizeof(float));
       kernels::V2Args v{};
       v.base = args;
       v.base.partition_size = p.spec.partition_size;
       v.range = TokenRange{0, -1};
       v.max_partitions = parts;
-      v.part_out = static_cast<float*>(part_out.p);
-      v.part_max = static_cast<float*>(part_max.p);
-      v.part_sum = static_cast<float*>(part_sum.p);
+      v.part_out = static_cast<float*>(part_out.get());
+      v.part_max = static_cast<float*>(part_max.get());
+      v.part_sum = static_cast<float*>(part_sum.get());
       v.pg = PartitionGeometry{p.spec.num_heads, parts, p.spec.head_size};
-      v.lse = static_cast<float*>(lse.p);
+      v.lse = static_cast<float*>(lse.get());
       v.out_state = nullptr;
       v.stg = StateGeometry{p.spec.num_heads, p.spec.head_size};
       v.single_partition_direct = true;
@@ -132,10 +120,10 @@ RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& s
     PA_CUDA_CHECK(cudaDeviceSynchronize());
     ++res.launches;
     unsigned long long n = 0;
-    PA_CUDA_CHECK(cudaMemcpy(&n, counter.p, sizeof n, cudaMemcpyDeviceToHost));
+    PA_CUDA_CHECK(cudaMemcpy(&n, counter.get(), sizeof n, cudaMemcpyDeviceToHost));
     if (n <= capacity) {
       res.events.resize(static_cast<std::size_t>(n));
-      if (n) PA_CUDA_CHECK(cudaMemcpy(res.events.data(), buf.p, n * sizeof(Event), cudaMemcpyDeviceToHost));
+      if (n) PA_CUDA_CHECK(cudaMemcpy(res.events.data(), buf.get(), n * sizeof(Event), cudaMemcpyDeviceToHost));
       sort_replay_order(res.events);
       return res;
     }

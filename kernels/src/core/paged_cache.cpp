@@ -110,12 +110,6 @@ float PagedProblem::v_at(int seq, int kv_head, int token, int d) const {
   return v_cache[cache.v_offset(physical_block(seq, token / bs), kv_head, d, token % bs)];
 }
 
-std::int64_t PagedProblem::kv_bytes_read() const {
-  std::int64_t tokens = 0;
-  for (int c : context_lens) tokens += c;
-  return tokens * 2 * spec.num_kv_heads * spec.head_size * dtype_bytes(spec.dtype);
-}
-
 PagedProblem make_problem(const ProblemSpec& spec) {
   spec.validate();
   PagedProblem p;

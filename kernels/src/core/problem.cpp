@@ -140,6 +140,13 @@ double ProblemSpec::host_bytes() const {
   return (kv + q) * per_elem + tables + out;
 }
 
+std::int64_t ProblemSpec::kv_bytes(bool shared_prefix_once) const {
+  std::int64_t tokens = 0;
+  for (int c : context_lens) tokens += c;
+  if (shared_prefix_once && num_seqs() > 1) tokens -= static_cast<std::int64_t>(num_seqs() - 1) * shared_prefix_len;
+  return tokens * 2 * num_kv_heads * head_size * dtype_bytes(dtype);
+}
+
 std::int64_t host_memory_limit_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return std::int64_t{16} << 30;

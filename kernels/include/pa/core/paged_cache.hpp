@@ -75,10 +75,6 @@ struct PagedProblem {
   float q_at(int seq, int head, int d) const;
   float k_at(int seq, int kv_head, int token, int d) const;
   float v_at(int seq, int kv_head, int token, int d) const;
-
-  // Bytes of the K+V the sequences' contexts cover (shared blocks counted once
-  // per sequence that reads them): the traffic a decode kernel must move.
-  std::int64_t kv_bytes_read() const;
 };
 
 // Validates the spec (std::invalid_argument) and builds the problem.

@@ -68,6 +68,11 @@ struct ProblemSpec {
   // Host memory the reference's PagedProblem holds for this problem: K, V and
   // Q as float and in the dtype's bytes, the block tables, the outputs.
   double host_bytes() const;
+  // Bytes of K and V that the sequences' contexts cover, each token once per
+  // sequence that reads it; with shared_prefix_once, the shared prefix counts
+  // once (what the cascade reads). The one formula for KV traffic: the
+  // kernels' stage_bytes, pa-lab run and pa-bench all use it.
+  std::int64_t kv_bytes(bool shared_prefix_once = false) const;
   std::string describe() const;  // one line, for logs and trace headers
 };
 

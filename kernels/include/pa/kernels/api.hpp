@@ -182,12 +182,15 @@ struct StageTiming {
 StageTiming time_stage(Stage stage, DeviceProblem& d, int iters, int warmup = 3);
 
 // The GPU's device-to-device copy bandwidth in GB/s (bytes read + written
-// over the median of `iters` cudaMemcpy timings of `bytes` bytes): the
-// practical ceiling a memory-bound kernel is compared with.
-double measure_copy_bandwidth_gbs(std::size_t bytes = std::size_t{1} << 30, int iters = 10);
+// over the median of `iters` cudaMemcpy timings of `bytes` bytes, the copies
+// alternating direction between two buffers, 2 GiB each by default: 40 times
+// an H100's L2): the practical ceiling a memory-bound kernel is compared
+// with. The one measurement of it: pa-lab run and pa-bench both call this.
+double measure_copy_bandwidth_gbs(std::size_t bytes = std::size_t{2} << 30, int iters = 20);
 
-// Bytes a stage moves from/to global memory at least (KV read for the tokens
-// of every context + Q + output), for GB/s.
-std::int64_t stage_bytes(Stage stage, const PagedProblem& p);
+// Bytes a stage moves from/to global memory at least (Q, the KV it reads,
+// ProblemSpec::kv_bytes, and what it writes), for GB/s: the one traffic
+// formula of pa-lab run, for every stage.
+std::int64_t stage_bytes(Stage stage, const ProblemSpec& spec);
 
 }  // namespace pa::kernels

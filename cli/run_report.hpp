@@ -1,0 +1,17 @@
+// How `pa-lab run` reports a stage's speed, the same for every stage: the
+// median of the CUDA-event timings, the bytes the stage must move
+// (kernels::stage_bytes: Q, the KV it reads, what it writes), the GB/s that
+// makes and that as a share of the device-to-device copy bandwidth measured in
+// the same run (kernels::measure_copy_bandwidth_gbs), the ceiling a
+// memory-bound kernel is compared with.
+#pragma once
+#include "pa/core/problem.hpp"
+#include "pa/kernels/api.hpp"
+
+namespace pa::cli {
+
+// Prints the "time:" and "traffic:" lines. `what` names what was timed when
+// it is more than one kernel (e.g. "partition + reduce"); may be empty.
+void print_speed(kernels::Stage stage, const ProblemSpec& spec, double median_ms, int iters, const char* what);
+
+}  // namespace pa::cli
