@@ -4,10 +4,10 @@
 // checks each one against that file, at the file's precision. The convention
 // is described in lessons/README.md ("Measured figures"); in short:
 //
-//   [156.7 us](../assets/bench/h100-run9.json#rows:kernel=v1,dtype=fp16,seqs=8,context=4096:median_us)
-//   [2985 GB/s](../assets/bench/h100-run9.json#copy_gbps)
-//   [30.0x](../assets/bench/h100-run9.json#cascade:dtype=fp16:speedup)
-//   [16](../assets/bench/h100-run9.json#rows:kernel=optimized,dtype=fp16,seqs=1,context=4096:plan.splits)
+//   [156.7 us](../assets/bench/nvidia-h100.json#rows:kernel=v1,dtype=fp16,seqs=8,context=4096:median_us)
+//   [2985 GB/s](../assets/bench/nvidia-h100.json#copy_gbps)
+//   [30.0x](../assets/bench/nvidia-h100.json#cascade:dtype=fp16:speedup)
+//   [16](../assets/bench/nvidia-h100.json#rows:kernel=optimized,dtype=fp16,seqs=1,context=4096:plan.splits)
 //   [139.9 us](../trace/results/h100/stage_times_b0a9dbf.txt#run:stage=qk,seqs=8:median_ms)
 //
 // It also checks that every pa-bench file cited or named anywhere in the
