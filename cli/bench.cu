@@ -41,6 +41,7 @@
 #include "pa/kernels/cuda_check.hpp"
 #include "pa/kernels/event_timer.hpp"
 #include "pa/kernels/optimized.hpp"
+#include "pa/kernels/optimized_args.hpp"
 #if PA_BENCH_WITH_V2CASCADE
 #include "pa/kernels/v2_cascade.hpp"
 #endif
@@ -202,29 +203,8 @@ void time_kernel(BenchRow& row, const Problem& P, const BenchOptions& o, F&& lau
   row.p90_us = pct_of(ms, 0.9) * 1e3;
 }
 
-OptimizedArgs opt_args(const Problem& P, int r, void* out) {
-  OptimizedArgs a;
-  a.out = out;
-  a.q = q_of(P, r);
-  a.k_cache = P.k.get();
-  a.v_cache = P.v.get();
-  a.block_tables = table_of(P, r);
-  a.context_lens = static_cast<const int*>(P.ctx.get());
-  a.dtype = P.dt;
-  a.head_size = P.s.head_size;
-  a.block_size = P.s.block_size;
-  a.num_seqs = P.s.seqs;
-  a.num_heads = P.s.heads;
-  a.num_kv_heads = P.s.kv_heads;
-  a.q_stride = P.s.heads * P.s.head_size;
-  a.max_blocks_per_seq = P.blocks_per_seq;
-  a.num_blocks = P.R * P.set_blocks;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(P.s.head_size));
-  a.max_context_len = P.s.context;
-  return a;
-}
-
-#if PA_BENCH_WITH_V1 || PA_BENCH_WITH_V2CASCADE
+// Launch shape and device views of rotation r of the pool, for every kernel
+// (stage 8's through optimized_args).
 kernels::StageArgs stage_args(const Problem& P, int r, void* out) {
   kernels::StageArgs a;
   a.dtype = P.dt;
@@ -248,7 +228,7 @@ kernels::StageArgs stage_args(const Problem& P, int r, void* out) {
   a.out = out;
   return a;
 }
-#endif
+
 
 // Max |a - b| of two dtype outputs, decoded on the host.
 float to_float(std::uint16_t h, DType dt) {
@@ -305,13 +285,16 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
   {
     BenchRow row = new_row("optimized");
     try {
-      OptimizedArgs a0 = opt_args(P, 0, P.out.get());
+      OptimizedArgs a0 = kernels::optimized_args(stage_args(P, 0, P.out.get()));
       const OptimizedPlan plan = plan_optimized(a0, o.force_splits);
       row.plan = plan.describe();
       DeviceBuffer ws(std::max<std::size_t>(1, plan.workspace_bytes));
       PA_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.size()));
-      time_kernel(row, P, o, [&](int r) { launch_optimized(opt_args(P, r, P.out.get()), plan, ws.get()); });
-      launch_optimized(opt_args(P, 0, P.out.get()), plan, ws.get());  // set 0 kept in out for the cross-check
+      time_kernel(row, P, o, [&](int r) {
+        launch_optimized(kernels::optimized_args(stage_args(P, r, P.out.get())), plan, ws.get());
+      });
+      // Set 0 kept in out for the cross-check.
+      launch_optimized(kernels::optimized_args(stage_args(P, 0, P.out.get())), plan, ws.get());
       PA_CUDA_CHECK(cudaDeviceSynchronize());
     } catch (const std::exception& e) {
       row.status = std::string("error: ") + e.what();

@@ -12,6 +12,7 @@
 #include "no_gpu.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/optimized.hpp"
+#include "pa/kernels/optimized_args.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/core/dtype_convert.hpp"
 #include "pa/core/paged_cache.hpp"
@@ -51,35 +52,13 @@ int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters) {
   std::printf("gpu:     %s (sm_%d%d, %d SMs)\n", gpu.name.c_str(), gpu.cc_major, gpu.cc_minor, gpu.sm_count);
   std::printf("problem: %s\n", spec.describe().c_str());
 
-  kernels::DeviceBuffer q(p.q_bytes.size()), k(p.k_bytes.size()), v(p.v_bytes.size());
-  kernels::DeviceBuffer bt(p.block_tables.size() * sizeof(int)), cl(p.context_lens.size() * sizeof(int));
+  const kernels::DeviceInputs in(p);
   const std::size_t out_elems = static_cast<std::size_t>(p.num_seqs()) * spec.num_heads * spec.head_size;
   kernels::DeviceBuffer out(out_elems * dtype_bytes(spec.dtype));
-  q.upload(p.q_bytes.data(), p.q_bytes.size());
-  k.upload(p.k_bytes.data(), p.k_bytes.size());
-  v.upload(p.v_bytes.data(), p.v_bytes.size());
-  bt.upload(p.block_tables.data(), p.block_tables.size() * sizeof(int));
-  cl.upload(p.context_lens.data(), p.context_lens.size() * sizeof(int));
   out.fill_bytes(0xFF);  // NaN: every element must be written
-
-  OptimizedArgs a;
-  a.out = out.get();
-  a.q = q.get();
-  a.k_cache = k.get();
-  a.v_cache = v.get();
-  a.block_tables = static_cast<const int*>(bt.get());
-  a.context_lens = static_cast<const int*>(cl.get());
-  a.dtype = spec.dtype;
-  a.head_size = spec.head_size;
-  a.block_size = spec.block_size;
-  a.num_seqs = p.num_seqs();
-  a.num_heads = spec.num_heads;
-  a.num_kv_heads = spec.num_kv_heads;
-  a.q_stride = p.q_stride;
-  a.max_blocks_per_seq = p.max_blocks_per_seq;
-  a.num_blocks = p.num_blocks;
-  a.scale = spec.scale();
-  a.max_context_len = spec.max_context_len();
+  kernels::StageArgs base = in.args();
+  base.out = out.get();
+  OptimizedArgs a = kernels::optimized_args(base);
   const OptimizedPlan plan = plan_optimized(a, splits);
   std::printf("plan:    %s\n", plan.describe().c_str());
   kernels::DeviceBuffer ws(std::max<std::size_t>(plan.workspace_bytes, 1));

@@ -134,13 +134,17 @@ std::int64_t stage_out_elems(const PagedProblem& p) {
 }
 }  // namespace
 
-DeviceProblem::DeviceProblem(const PagedProblem& p) : host_(&p) {
-  const GpuInfo g = gpu_info();
-  // The most demanding stage (logits in shared memory) decides; stage 1 alone
-  // would fit any context, but one device problem serves every stage.
-  validate_problem(Stage::warp_reduce, p, g.smem_optin_bytes);
-  const std::size_t eb = dtype_bytes(p.spec.dtype);
-  const std::size_t rows = static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads;
+namespace {
+// Checks p for stages 1-5 before anything is allocated for it: the most
+// demanding stage (logits in shared memory) decides; stage 1 alone would fit
+// any context, but one device problem serves every stage.
+const PagedProblem& validated_for_stages_1_5(const PagedProblem& p) {
+  validate_problem(Stage::warp_reduce, p, gpu_info().smem_optin_bytes);
+  return p;
+}
+}  // namespace
+
+DeviceInputs::DeviceInputs(const PagedProblem& p) : host_(&p) {
   q = DeviceBuffer(p.q_bytes.size());
   q.upload(p.q_bytes.data(), p.q_bytes.size());
   k_cache = DeviceBuffer(p.k_bytes.size());
@@ -151,6 +155,21 @@ DeviceProblem::DeviceProblem(const PagedProblem& p) : host_(&p) {
   block_tables.upload(p.block_tables.data(), p.block_tables.size() * sizeof(int));
   context_lens = DeviceBuffer(p.context_lens.size() * sizeof(int));
   context_lens.upload(p.context_lens.data(), p.context_lens.size() * sizeof(int));
+}
+
+StageArgs DeviceInputs::args() const {
+  StageArgs a = problem_stage_args(*host_);
+  a.q = q.get();
+  a.k_cache = k_cache.get();
+  a.v_cache = v_cache.get();
+  a.block_tables = static_cast<const int*>(block_tables.get());
+  a.context_lens = static_cast<const int*>(context_lens.get());
+  return a;
+}
+
+DeviceProblem::DeviceProblem(const PagedProblem& p) : DeviceInputs(validated_for_stages_1_5(p)) {
+  const std::size_t eb = dtype_bytes(p.spec.dtype);
+  const std::size_t rows = static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads;
   out = DeviceBuffer(rows * p.spec.head_size * eb);
   stage_out_elems_ = stage_out_elems(p);
   stage_out = DeviceBuffer(static_cast<std::size_t>(stage_out_elems_) * sizeof(float));
@@ -159,14 +178,8 @@ DeviceProblem::DeviceProblem(const PagedProblem& p) : host_(&p) {
 }
 
 StageArgs DeviceProblem::args() const {
-  const PagedProblem& p = *host_;
-  StageArgs a = problem_stage_args(p);
+  StageArgs a = DeviceInputs::args();
   a.partition_size = 0;  // stages 1-5: one partition
-  a.q = q.get();
-  a.k_cache = k_cache.get();
-  a.v_cache = v_cache.get();
-  a.block_tables = static_cast<const int*>(block_tables.get());
-  a.context_lens = static_cast<const int*>(context_lens.get());
   a.out = out.get();
   a.stage_out = static_cast<float*>(stage_out.get());
   a.stage_max = static_cast<float*>(stage_max.get());

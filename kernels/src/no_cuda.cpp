@@ -34,7 +34,9 @@ void DeviceBuffer::upload(const void*, std::size_t) { no_cuda(); }
 void DeviceBuffer::download(void*, std::size_t) const { no_cuda(); }
 void DeviceBuffer::fill_bytes(int) { no_cuda(); }
 
-DeviceProblem::DeviceProblem(const PagedProblem& p) : host_(&p) { no_cuda(); }
+DeviceInputs::DeviceInputs(const PagedProblem& p) : host_(&p) { no_cuda(); }
+StageArgs DeviceInputs::args() const { no_cuda(); }
+DeviceProblem::DeviceProblem(const PagedProblem& p) : DeviceInputs(p) { no_cuda(); }
 StageArgs DeviceProblem::args() const { no_cuda(); }
 void DeviceProblem::poison_outputs() { no_cuda(); }
 

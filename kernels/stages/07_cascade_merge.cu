@@ -153,29 +153,6 @@ void launch_merge_states(const MergeArgs& m, void* stream) {
   }
 }
 
-OptimizedArgs optimized_args(const StageArgs& b, int first_token) {
-  OptimizedArgs o;
-  o.out = b.out;
-  o.q = b.q;
-  o.k_cache = b.k_cache;
-  o.v_cache = b.v_cache;
-  o.block_tables = b.block_tables;
-  o.context_lens = b.context_lens;
-  o.dtype = b.dtype;
-  o.head_size = b.head_size;
-  o.block_size = b.block_size;
-  o.num_seqs = b.num_seqs;
-  o.num_heads = b.num_heads;
-  o.num_kv_heads = b.num_kv_heads;
-  o.q_stride = b.qg.q_stride;
-  o.max_blocks_per_seq = b.btg.max_blocks_per_seq;
-  o.num_blocks = b.cg.num_blocks;
-  o.scale = b.scale;
-  o.max_context_len = b.max_context_len;
-  o.first_token = first_token;
-  return o;
-}
-
 CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len, const CascadeOptions& opt) {
   check_base(b);
   if (prefix_len < 0 || prefix_len % b.block_size != 0 || prefix_len > b.max_context_len)

@@ -23,6 +23,7 @@
 #include "pa/index/optimized.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/optimized.hpp"
+#include "pa/kernels/optimized_args.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/core/dtype_convert.hpp"
 #include "pa/core/paged_cache.hpp"
@@ -51,35 +52,13 @@ bool have_gpu(std::string& why) {
 // Runs stage 8 on the problem; returns the output decoded to float.
 std::vector<float> run_optimized(const PagedProblem& pp, int force_splits, OptimizedPlan* plan_out) {
   const ProblemSpec& s = pp.spec;
-  kernels::DeviceBuffer q(pp.q_bytes.size()), k(pp.k_bytes.size()), v(pp.v_bytes.size());
-  kernels::DeviceBuffer bt(pp.block_tables.size() * 4), cl(pp.context_lens.size() * 4);
+  const kernels::DeviceInputs in(pp);
   const std::size_t out_elems = static_cast<std::size_t>(pp.num_seqs()) * s.num_heads * s.head_size;
   kernels::DeviceBuffer out(out_elems * dtype_bytes(s.dtype));
-  ck(cudaMemcpy(q.get(), pp.q_bytes.data(), pp.q_bytes.size(), cudaMemcpyHostToDevice), "upload q");
-  ck(cudaMemcpy(k.get(), pp.k_bytes.data(), pp.k_bytes.size(), cudaMemcpyHostToDevice), "upload k");
-  ck(cudaMemcpy(v.get(), pp.v_bytes.data(), pp.v_bytes.size(), cudaMemcpyHostToDevice), "upload v");
-  ck(cudaMemcpy(bt.get(), pp.block_tables.data(), pp.block_tables.size() * 4, cudaMemcpyHostToDevice), "upload bt");
-  ck(cudaMemcpy(cl.get(), pp.context_lens.data(), pp.context_lens.size() * 4, cudaMemcpyHostToDevice), "upload cl");
-  ck(cudaMemset(out.get(), 0xFF, out_elems * dtype_bytes(s.dtype)), "poison out");  // NaN in fp16/bf16
-
-  OptimizedArgs a;
-  a.out = out.get();
-  a.q = q.get();
-  a.k_cache = k.get();
-  a.v_cache = v.get();
-  a.block_tables = static_cast<const int*>(bt.get());
-  a.context_lens = static_cast<const int*>(cl.get());
-  a.dtype = s.dtype;
-  a.head_size = s.head_size;
-  a.block_size = s.block_size;
-  a.num_seqs = pp.num_seqs();
-  a.num_heads = s.num_heads;
-  a.num_kv_heads = s.num_kv_heads;
-  a.q_stride = pp.q_stride;
-  a.max_blocks_per_seq = pp.max_blocks_per_seq;
-  a.num_blocks = pp.num_blocks;
-  a.scale = s.scale();
-  a.max_context_len = s.max_context_len();
+  out.fill_bytes(0xFF);  // NaN in fp16/bf16: every element must be written
+  kernels::StageArgs base = in.args();
+  base.out = out.get();
+  const OptimizedArgs a = kernels::optimized_args(base);
   const OptimizedPlan plan = plan_optimized(a, force_splits);
   if (plan_out) *plan_out = plan;
   kernels::DeviceBuffer ws(std::max<std::size_t>(1, plan.workspace_bytes));

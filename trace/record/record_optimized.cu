@@ -11,6 +11,7 @@
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/cuda_check.hpp"
 #include "pa/kernels/optimized.hpp"
+#include "pa/kernels/optimized_args.hpp"
 #include "pa/trace/record.hpp"
 #include "record_optimized.cuh"
 
@@ -33,20 +34,6 @@ bool opt_record_fns(DType dt, int head_size, int block_size, int head_tiles, Opt
 #undef PA_X
   return false;
 }
-
-namespace {
-struct OptDevMem {
-  void* p = nullptr;
-  explicit OptDevMem(std::size_t bytes) {
-    if (bytes) PA_CUDA_CHECK(cudaMalloc(&p, bytes));
-  }
-  ~OptDevMem() {
-    if (p) cudaFree(p);
-  }
-  OptDevMem(const OptDevMem&) = delete;
-  OptDevMem& operator=(const OptDevMem&) = delete;
-};
-}  // namespace
 
 bool can_record_optimized(const ProblemSpec& s) {
   if (s.num_threads != 128 || s.num_kv_heads < 1 || s.num_heads % s.num_kv_heads != 0) return false;
@@ -95,34 +82,12 @@ RecordResult record_optimized(const PagedProblem& p, const Selection& sel, int f
                                 " selected CTAs (accepted: at most " + std::to_string(kernels::kMaxTracedBlocks) + ")");
   }
 
-  kernels::DeviceBuffer q(p.q_bytes.size()), k(p.k_bytes.size()), v(p.v_bytes.size());
-  kernels::DeviceBuffer bt(p.block_tables.size() * sizeof(int)), cl(p.context_lens.size() * sizeof(int));
+  const kernels::DeviceInputs in(p);
   const std::size_t out_elems = static_cast<std::size_t>(p.num_seqs()) * s.num_heads * s.head_size;
   kernels::DeviceBuffer out(out_elems * dtype_bytes(s.dtype));
-  q.upload(p.q_bytes.data(), p.q_bytes.size());
-  k.upload(p.k_bytes.data(), p.k_bytes.size());
-  v.upload(p.v_bytes.data(), p.v_bytes.size());
-  bt.upload(p.block_tables.data(), p.block_tables.size() * sizeof(int));
-  cl.upload(p.context_lens.data(), p.context_lens.size() * sizeof(int));
-
-  OptimizedArgs a;
-  a.out = out.get();
-  a.q = q.get();
-  a.k_cache = k.get();
-  a.v_cache = v.get();
-  a.block_tables = static_cast<const int*>(bt.get());
-  a.context_lens = static_cast<const int*>(cl.get());
-  a.dtype = s.dtype;
-  a.head_size = s.head_size;
-  a.block_size = s.block_size;
-  a.num_seqs = p.num_seqs();
-  a.num_heads = s.num_heads;
-  a.num_kv_heads = s.num_kv_heads;
-  a.q_stride = p.q_stride;
-  a.max_blocks_per_seq = p.max_blocks_per_seq;
-  a.num_blocks = p.num_blocks;
-  a.scale = s.scale();
-  a.max_context_len = s.max_context_len();
+  kernels::StageArgs base = in.args();
+  base.out = out.get();
+  OptimizedArgs a = kernels::optimized_args(base);
   OptimizedPlan plan;
   plan.head_tiles = mp.head_tiles;
   plan.head_chunks = mp.head_chunks;
@@ -145,14 +110,14 @@ RecordResult record_optimized(const PagedProblem& p, const Selection& sel, int f
   const opt::OptParams prm = opt::opt_make_params(a, plan, ws.get());
   const dim3 grid(mp.splits, mp.units, a.num_seqs);
 
-  detail::OptDevMem counter(sizeof(unsigned long long));
+  kernels::DeviceBuffer counter(sizeof(unsigned long long));
   unsigned long long capacity = initial_capacity;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    detail::OptDevMem buf(capacity * sizeof(Event));
-    PA_CUDA_CHECK(cudaMemset(counter.p, 0, sizeof(unsigned long long)));
+    kernels::DeviceBuffer buf(capacity * sizeof(Event));
+    PA_CUDA_CHECK(cudaMemset(counter.get(), 0, sizeof(unsigned long long)));
     detail::OptRecordingTracer t{};
-    t.events = static_cast<Event*>(buf.p);
-    t.count = static_cast<unsigned long long*>(counter.p);
+    t.events = static_cast<Event*>(buf.get());
+    t.count = static_cast<unsigned long long*>(counter.get());
     t.capacity = capacity;
     t.num_blocks = static_cast<int>(blocks.size());
     t.group = group;
@@ -164,10 +129,10 @@ RecordResult record_optimized(const PagedProblem& p, const Selection& sel, int f
     PA_CUDA_CHECK(cudaDeviceSynchronize());
     ++res.launches;
     unsigned long long n = 0;
-    PA_CUDA_CHECK(cudaMemcpy(&n, counter.p, sizeof n, cudaMemcpyDeviceToHost));
+    PA_CUDA_CHECK(cudaMemcpy(&n, counter.get(), sizeof n, cudaMemcpyDeviceToHost));
     if (n <= capacity) {
       res.events.resize(static_cast<std::size_t>(n));
-      if (n) PA_CUDA_CHECK(cudaMemcpy(res.events.data(), buf.p, n * sizeof(Event), cudaMemcpyDeviceToHost));
+      if (n) PA_CUDA_CHECK(cudaMemcpy(res.events.data(), buf.get(), n * sizeof(Event), cudaMemcpyDeviceToHost));
       sort_replay_order(res.events);
       // Which CTA arrived last at each selected (sequence, unit): the one whose
       // split_arrive atomic reports 1; none selected: -1 (an unselected CTA).

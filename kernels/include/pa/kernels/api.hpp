@@ -132,24 +132,39 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
-// A PagedProblem on the device: inputs uploaded once, output buffers for
-// every stage 1-5. Construction validates (validate_problem for the most
-// demanding stage the problem fits, against this GPU's shared memory) and
-// throws before allocating anything on a bad problem.
-class DeviceProblem {
+// A PagedProblem's inputs on the device, uploaded once: Q, the K and V pool,
+// the block tables and the context lengths. Every stage reads these; the
+// stage 8 runs (pa-lab run, its recording, its tests) add only their output.
+class DeviceInputs {
+ public:
+  explicit DeviceInputs(const PagedProblem& p);
+  const PagedProblem& host() const { return *host_; }
+  // The problem's launch shape (problem_stage_args) with the input pointers
+  // set; every output pointer null (the caller wires its own).
+  StageArgs args() const;
+
+  DeviceBuffer q, k_cache, v_cache, block_tables, context_lens;
+
+ private:
+  const PagedProblem* host_;
+};
+
+// A PagedProblem on the device for stages 1-5: its inputs (DeviceInputs) and
+// output buffers for every stage 1-5. Construction validates
+// (validate_problem for the most demanding stage the problem fits, against
+// this GPU's shared memory) and throws before allocating anything on a bad
+// problem.
+class DeviceProblem : public DeviceInputs {
  public:
   explicit DeviceProblem(const PagedProblem& p);
-  const PagedProblem& host() const { return *host_; }
   // Device views for a stage's launch (outputs of stages 1-5 wired in).
   StageArgs args() const;
   // Fill every output buffer with NaN (0xFF bytes).
   void poison_outputs();
 
-  DeviceBuffer q, k_cache, v_cache, block_tables, context_lens;
   DeviceBuffer out, stage_out, stage_max, stage_sum;
 
  private:
-  const PagedProblem* host_;
   std::int64_t stage_out_elems_ = 0;
 };
 

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "pa/kernels/optimized.hpp"
+#include "pa/kernels/optimized_args.hpp"
 #include "pa/kernels/v2_cascade_args.hpp"
 
 namespace pa::kernels {
@@ -19,10 +20,6 @@ namespace pa::kernels {
 // reduce kernel. a.base.partition_size must be a positive multiple of the
 // block size; a.range.begin a multiple of the block size.
 void launch_v2(const V2Args& a, void* stream = nullptr);
-
-// Stage 8's arguments for the problem of `base` (its out included), attending
-// tokens [first_token, context) (the cascade suffix uses first_token = prefix).
-OptimizedArgs optimized_args(const StageArgs& base, int first_token = 0);
 
 // Stage 7 merge: out[row] = merge(a[row], b[row]) for num_seqs * num_heads rows.
 void launch_merge_states(const MergeArgs& m, void* stream = nullptr);
