@@ -58,28 +58,10 @@ std::string CascadePlan::describe() const {
 #if PA_HAVE_CUDA
 namespace {
 
-// The problem's inputs on the device (no v1 shared-memory validation: V2 and
-// the cascade take any context).
-struct Inputs {
-  DeviceBuffer q, k, v, bt, cl;
-  explicit Inputs(const PagedProblem& p)
-      : q(p.q_bytes.size()), k(p.k_bytes.size()), v(p.v_bytes.size()), bt(p.block_tables.size() * sizeof(int)),
-        cl(p.context_lens.size() * sizeof(int)) {
-    q.upload(p.q_bytes.data(), p.q_bytes.size());
-    k.upload(p.k_bytes.data(), p.k_bytes.size());
-    v.upload(p.v_bytes.data(), p.v_bytes.size());
-    bt.upload(p.block_tables.data(), p.block_tables.size() * sizeof(int));
-    cl.upload(p.context_lens.data(), p.context_lens.size() * sizeof(int));
-  }
-};
-
-StageArgs base_args(const PagedProblem& p, const Inputs& in, void* out) {
-  StageArgs a = problem_stage_args(p);
-  a.q = in.q.get();
-  a.k_cache = in.k.get();
-  a.v_cache = in.v.get();
-  a.block_tables = static_cast<const int*>(in.bt.get());
-  a.context_lens = static_cast<const int*>(in.cl.get());
+// The problem's inputs (DeviceInputs: no v1 shared-memory validation, V2 and
+// the cascade take any context) with `out` as the output.
+StageArgs base_args(const DeviceInputs& in, void* out) {
+  StageArgs a = in.args();
   a.out = out;
   return a;
 }
@@ -141,7 +123,7 @@ float time_median(F&& launch, int iters, int warmup) {
 }  // namespace
 
 V2Run run_v2(const PagedProblem& p, int partition_size, bool single_partition_direct, TokenRange range) {
-  const Inputs in(p);
+  const DeviceInputs in(p);
   const std::size_t rows = V2Buffers::rows(p);
   DeviceBuffer out(rows * p.spec.head_size * dtype_bytes(p.spec.dtype));
   DeviceBuffer lse(rows * sizeof(float));
@@ -149,7 +131,7 @@ V2Run run_v2(const PagedProblem& p, int partition_size, bool single_partition_di
   out.fill_bytes(0xFF);
   lse.fill_bytes(0xFF);
   bufs.poison();
-  V2Args a = bufs.args(base_args(p, in, out.get()), partition_size, range);
+  V2Args a = bufs.args(base_args(in, out.get()), partition_size, range);
   a.lse = static_cast<float*>(lse.get());
   a.single_partition_direct = single_partition_direct;
   launch_v2(a);
@@ -167,12 +149,12 @@ V2Run run_v2(const PagedProblem& p, int partition_size, bool single_partition_di
 }
 
 CascadeRun run_cascade(const PagedProblem& p, int chunk_len, const CascadeOptions& opt) {
-  const Inputs in(p);
+  const DeviceInputs in(p);
   const std::size_t rows = V2Buffers::rows(p);
   const std::size_t n = rows * p.spec.head_size;
   DeviceBuffer out(n * dtype_bytes(p.spec.dtype));
   DeviceBuffer lse(rows * sizeof(float));
-  const StageArgs base = base_args(p, in, out.get());
+  const StageArgs base = base_args(in, out.get());
   CascadeRun r;
   r.plan = plan_cascade(base, p.spec.shared_prefix_len, chunk_len, opt);
   DeviceBuffer ws(r.plan.workspace_bytes);
@@ -222,19 +204,19 @@ MergeRun run_merge(const std::vector<float>& a_out, const std::vector<float>& a_
 }
 
 float time_v2(const PagedProblem& p, int partition_size, int iters, int warmup) {
-  const Inputs in(p);
+  const DeviceInputs in(p);
   const std::size_t rows = V2Buffers::rows(p);
   DeviceBuffer out(rows * p.spec.head_size * dtype_bytes(p.spec.dtype));
   V2Buffers bufs(p, partition_size, {});
-  const V2Args a = bufs.args(base_args(p, in, out.get()), partition_size, {});
+  const V2Args a = bufs.args(base_args(in, out.get()), partition_size, {});
   return time_median([&] { launch_v2(a); }, iters, warmup);
 }
 
 CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup, bool baselines, const CascadeOptions& opt) {
-  const Inputs in(p);
+  const DeviceInputs in(p);
   const std::size_t rows = V2Buffers::rows(p);
   DeviceBuffer out(rows * p.spec.head_size * dtype_bytes(p.spec.dtype));
-  const StageArgs base = base_args(p, in, out.get());
+  const StageArgs base = base_args(in, out.get());
   CascadeTiming t;
   const CascadePlan plan = plan_cascade(base, p.spec.shared_prefix_len, 0, opt);
   t.plan = plan.describe();
