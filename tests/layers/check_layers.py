@@ -5,7 +5,8 @@
   kernels        kernels/include/pa/kernels, kernels/src, kernels/stages
   reference      reference/
   trace          trace/
-  top            cli/, viewer/, lessons/  (may include every layer)
+  lessons        lessons/ (the lesson parser: Markdown, markers, anchors)
+  top            cli/, viewer/  (may include every layer)
 
 Every #include "pa/<module>/..." in a file of one layer must name a module of
 that layer or a lower one. Prints each violation (file:line: include) and
@@ -19,12 +20,12 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Layer of each pa/<module> include prefix, bottom first.
-MODULE_LAYER = {"core": 0, "index": 0, "kernels": 1, "reference": 2, "trace": 3}
-LAYER_NAME = ["core + index", "kernels", "reference", "trace"]
+MODULE_LAYER = {"core": 0, "index": 0, "kernels": 1, "reference": 2, "trace": 3, "lessons": 4}
+LAYER_NAME = ["core + index", "kernels", "reference", "trace", "lessons"]
 SOURCES = [  # (folder, layer)
     ("kernels/include/pa/core", 0), ("kernels/include/pa/index", 0), ("kernels/src/core", 0),
     ("kernels/include/pa/kernels", 1), ("kernels/src", 1), ("kernels/stages", 1),
-    ("reference", 2), ("trace", 3),
+    ("reference", 2), ("trace", 3), ("lessons", 4),
 ]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"pa/(\w+)/')
 EXTS = {".hpp", ".cpp", ".cu", ".cuh", ".h", ".in"}
@@ -65,7 +66,8 @@ def self_test():
         root = pathlib.Path(d)
         cases = [("kernels/include/pa/core/a.hpp", "trace"), ("kernels/src/core/b.cpp", "kernels"),
                  ("kernels/stages/c.cuh", "reference"), ("kernels/src/d.cpp", "trace"),
-                 ("reference/src/e.cpp", "trace"), ("trace/src/ok.cpp", "kernels")]
+                 ("reference/src/e.cpp", "trace"), ("trace/src/f.cpp", "lessons"),
+                 ("lessons/src/ok.cpp", "trace")]
         for rel, module in cases:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             (root / rel).write_text(f'#include "pa/{module}/x.hpp"\n')

@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "lesson.hpp"
+#include "pa/lessons/lesson.hpp"
 #include "pa/index/config.hpp"
 #include "pa/index/dtype.hpp"
 #include "pa/index/optimized.hpp"

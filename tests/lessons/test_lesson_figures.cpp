@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "lesson.hpp"
+#include "pa/lessons/lesson.hpp"
 
 using namespace pa::lesson;
 namespace fs = std::filesystem;

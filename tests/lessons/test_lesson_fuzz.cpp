@@ -18,7 +18,7 @@
 #include <random>
 #include <sstream>
 
-#include "lesson.hpp"
+#include "pa/lessons/lesson.hpp"
 
 using namespace pa::lesson;
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lesson.hpp"
+#include "pa/lessons/lesson.hpp"
 
 using namespace pa::lesson;
 using Catch::Matchers::ContainsSubstring;

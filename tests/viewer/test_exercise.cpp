@@ -18,7 +18,7 @@
 #include "core/exercise.hpp"
 #include "core/lesson_problem.hpp"
 #include "core/trace_load.hpp"
-#include "lesson.hpp"
+#include "pa/lessons/lesson.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/trace/host_model.hpp"
 

@@ -15,7 +15,7 @@
 #include "core/lesson_problem.hpp"
 #include "core/trace_index.hpp"
 #include "core/trace_load.hpp"
-#include "lesson.hpp"
+#include "pa/lessons/lesson.hpp"
 #include "pa/trace/host_model.hpp"
 
 using namespace pa;

@@ -1,5 +1,10 @@
-// The viewer's state shared by the panels: the problem, the loaded trace and
-// its index, the replay position, the selection, the lesson and fonts.
+// The viewer's state shared by the panels, in three parts: the data loaded
+// (LoadedData: the trace shown with its problem and index, the lesson text,
+// the files read), what the learner chose and how the window shows it
+// (UiState: replay position, thread block, selection, tabs, scroll), and
+// AppState, which holds both with the command line, the fonts and the loads
+// running in the background. A load replaces LoadedData as a whole
+// (app/loader.cpp) and resets the parts of UiState that pointed into it.
 #pragma once
 #include <functional>
 #include <map>
@@ -10,6 +15,7 @@
 
 #include <imgui.h>
 
+#include "app/style.hpp"
 #include "core/args.hpp"
 #include "core/config_info.hpp"
 #include "core/highlight.hpp"
@@ -19,23 +25,12 @@
 #include "core/background.hpp"
 #include "core/exercise.hpp"
 #include "core/lesson_binding.hpp"
-#include "lesson.hpp"
+#include "pa/lessons/lesson.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/core/problem.hpp"
 #include "pa/core/event.hpp"
 
 namespace pa::viewer {
-
-struct Fonts {
-  ImFont* regular = nullptr;
-  ImFont* bold = nullptr;
-  ImFont* italic = nullptr;
-  ImFont* mono = nullptr;
-  ImFont* h1 = nullptr;
-  ImFont* h2 = nullptr;
-  ImFont* small = nullptr;
-  float scale = 1.0f;  // HiDPI content scale
-};
 
 // The CPU reference's values for the shown problem (values and partitions
 // panels), computed in the background: a problem of millions of elements
@@ -107,14 +102,13 @@ struct ExerciseUi {
   ExerciseAnswer answer;
 };
 
-// AppState is-a BlockCaches: the current thread block's caches (slot_physical,
-// k_first_step, logit_value, ...) are computed by compute_block_caches, in
-// the background at load, and read by the panels as s.slot_physical etc.
-struct AppState : BlockCaches {
-  Args args;
-  Fonts fonts;
-  bool screenshot_mode = false;
-
+// What was loaded: the trace shown (from the host model or a file) with the
+// problem and the thread block it was made for, its index, what the load
+// said, and the lesson text with the kernel files it quotes. A load writes it
+// when it is applied; the panels read it, except that the source panel reads
+// kernel files into the caches when first shown and the Problem tab sets the
+// thread block (and a message) for the next load.
+struct LoadedData {
   // ---- problem and trace
   ProblemSpec spec;
   trace::Stage stage = trace::Stage::q_to_smem;
@@ -123,41 +117,42 @@ struct AppState : BlockCaches {
   std::string trace_path;  // empty: host model
   std::vector<trace::Event> events;
   TraceIndex index;
-  Granularity granularity = Granularity::instruction;
   int sel_seq = 0, sel_head = 0, sel_partition = 0;  // the thread block the host model traces
-  // The thread block to show (--block, the Problem tab): its label in
-  // Event::partition, which may name a reduce, merge or prefix block that the
-  // model traces alongside partition sel_partition (model_partition_of_label).
-  int sel_label = 0;
-  bool block_requested = false;  // a trace file shows sel_label's block too (else its first)
   ConfigInfo cfg;
+  std::vector<std::vector<int>> tables;   // every sequence's block table (from the problem; empty if too large)
   std::string load_error;  // shown in the window
   std::string load_message;  // not an error (e.g. a stage without a host model)
   double load_ms = 0, index_ms = 0;
   int trace_generation = 0;  // counts the traces applied (caches keyed by the trace compare it)
 
+  // ---- lesson
+  std::vector<lesson::LessonEntry> lessons;
+  std::optional<lesson::Document> doc;
+  std::string lesson_error;
+  std::string lessons_dir, source_dir;
+  std::map<std::string, std::optional<lesson::AnchorRange>> anchor_cache;
+  // Markers of every lesson (stages compose: lesson 4's trace replays QK steps
+  // whose source anchors lesson 2 marks).
+  std::vector<LessonMarker> all_markers;
+  std::map<std::string, SourceFile> source_cache;
+};
+
+// What the learner chose and how the window shows it: the replay position,
+// the thread block and the selection, the lesson open, the tabs, the scroll
+// positions kept between frames, and the geometry the last frame drew.
+struct UiState {
   // ---- replay
+  Granularity granularity = Granularity::instruction;
   int block = 0;
   ReplayState replay;
   int last_step_seen = -1;  // panels scroll to the current step when it changes
   bool step_changed = false;
-
-  // ---- per block: the BlockCaches base; plus
-  std::vector<std::vector<int>> tables;   // every sequence's block table (from the problem; empty if too large)
-  int kv_show = 0;                        // 0 auto (what the trace reads), 1 K, 2 V, 3 both
-
-  // ---- loading in the background (app/loader.cpp)
-  BackgroundTask<LoadedTrace> loader;
-  LoadRequest loading;                    // what the loader is doing (valid while loader.running())
-  std::optional<ProblemSpec> loading_spec;  // the problem being generated (the Problem tab shows it)
-  bool initial_applied = false;
-  bool keep_lesson = false;               // a trace file opened with --lesson keeps that lesson           // the first trace has arrived (command-line --step/--select applied)
-  double last_total_load_ms = 0;
-  BackgroundTask<std::vector<std::vector<int>>> tables_task;  // block tables after a large load
-  std::string tables_key;
-  BackgroundTask<RefValues> ref_task;
-  std::string ref_loading_key;
-  std::shared_ptr<const RefValues> ref;
+  // The thread block to show (--block, the Problem tab): its label in
+  // Event::partition, which may name a reduce, merge or prefix block that the
+  // model traces alongside partition sel_partition (model_partition_of_label).
+  int sel_label = 0;
+  bool block_requested = false;  // a trace file shows sel_label's block too (else its first)
+  int kv_show = 0;               // 0 auto (what the trace reads), 1 K, 2 V, 3 both
 
   // ---- selection
   Focus focus;
@@ -168,16 +163,8 @@ struct AppState : BlockCaches {
 
   // ---- lesson
   int lesson = 1;
-  std::vector<lesson::LessonEntry> lessons;
-  std::optional<lesson::Document> doc;
-  std::string lesson_error;
-  std::string lessons_dir, source_dir;
   std::optional<trace::Step> open_step;  // the lesson opens at its first such step, once its trace is in
   trace::Tensor open_tensor = trace::Tensor::none;  // ... that accesses this tensor (none: any)
-  std::map<std::string, std::optional<lesson::AnchorRange>> anchor_cache;
-  // Markers of every lesson (stages compose: lesson 4's trace replays QK steps
-  // whose source anchors lesson 2 marks).
-  std::vector<LessonMarker> all_markers;
   // The binding of the step shown (core/lesson_binding.hpp), kept while the
   // step, block, lesson and trace stay the same: the lesson and source panels
   // both read it every frame.
@@ -185,7 +172,6 @@ struct AppState : BlockCaches {
     int trace_generation = -1, block = -1, step = -1, lesson = -1;
     StepBinding binding;
   } binding_cache;
-  std::map<std::string, SourceFile> source_cache;
   std::map<std::string, int> buffer_scrolled_step;  // shared-memory buffer title -> step it was scrolled to
   // The shared-memory panel's tint of earlier stores: first_store_steps of
   // each shared tensor of the shown block (core/highlight.hpp).
@@ -195,7 +181,7 @@ struct AppState : BlockCaches {
   } store_cache;
   std::map<std::string, ExerciseUi> exercises;  // by "lesson:id"
 
-  // ---- ui
+  // ---- window
   bool show_help = false;
   std::string tab_request;  // a tab to select (--tab, or a lesson's natural tab)
   int tab_request_frames = 0;
@@ -204,6 +190,30 @@ struct AppState : BlockCaches {
   int memory_tab = 0;  // 0 KV cache, 1 Q & shared
   bool memory_tab_request = false;
   DrawnGeometry drawn;
+};
+
+// AppState is-a LoadedData and a UiState, so the panels read s.events and
+// s.replay alike; and is-a BlockCaches: the current thread block's caches
+// (slot_physical, k_first_step, logit_value, ...) are computed by
+// compute_block_caches, in the background at load, and read by the panels as
+// s.slot_physical etc.
+struct AppState : LoadedData, UiState, BlockCaches {
+  Args args;
+  Fonts fonts;
+  bool screenshot_mode = false;
+
+  // ---- loading in the background (app/loader.cpp)
+  BackgroundTask<LoadedTrace> loader;
+  LoadRequest loading;                    // what the loader is doing (valid while loader.running())
+  std::optional<ProblemSpec> loading_spec;  // the problem being generated (the Problem tab shows it)
+  bool initial_applied = false;           // the first trace has arrived (command-line --step/--select applied)
+  bool keep_lesson = false;               // a trace file opened with --lesson keeps that lesson
+  double last_total_load_ms = 0;
+  BackgroundTask<std::vector<std::vector<int>>> tables_task;  // block tables after a large load
+  std::string tables_key;
+  BackgroundTask<RefValues> ref_task;
+  std::string ref_loading_key;
+  std::shared_ptr<const RefValues> ref;
 
   // ---- helpers
   const std::vector<ReplayStep>& steps() const { return index.steps(block); }

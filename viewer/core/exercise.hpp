@@ -1,8 +1,8 @@
 // Exercises that check themselves: the answer to a lesson's pa:exercise
-// (lesson.hpp), computed from the loaded trace by the analyses the panels
-// draw (pa::trace::memory_requests for sectors and wavefronts), or from the
-// problem's block tables. The lesson never writes the answer down, so it
-// follows the kernels and whatever problem the learner has loaded.
+// (pa/lessons/markers.hpp), computed from the loaded trace by the analyses
+// the panels draw (pa::trace::memory_requests for sectors and wavefronts), or
+// from the problem's block tables. The lesson never writes the answer down,
+// so it follows the kernels and whatever problem the learner has loaded.
 //
 // Which events an exercise is about: those of its step, narrowed by its
 // block role, op, tensor and select keys (warp, lane, iter, token, dim
@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "lesson.hpp"
+#include "pa/lessons/lesson.hpp"
 #include "pa/core/problem.hpp"
 #include "pa/core/event.hpp"
 

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "core/trace_index.hpp"
-#include "lesson.hpp"
+#include "pa/lessons/lesson.hpp"
 #include "pa/index/events.hpp"
 #include "pa/core/event.hpp"
 

@@ -1,0 +1,177 @@
+// The screenshot driver (driver.hpp): scripted input, the PNG, the layout
+// dump.
+#include "app/driver.hpp"
+
+#include <GLFW/glfw3.h>
+#include <imgui.h>
+#include <stb_image_write.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "pa/core/atomic_file.hpp"
+
+namespace pa::viewer {
+namespace {
+
+// --exercise-resize: the sizes of the first frames, down to 1x1.
+constexpr int kResizes[][2] = {{320, 200}, {200, 150}, {1, 1}, {640, 120}, {150, 900}};
+constexpr int kNumResizes = static_cast<int>(std::size(kResizes));
+
+// The keys --keys can press by name (the others are typed characters).
+constexpr int kScriptedKeys[] = {GLFW_KEY_RIGHT, GLFW_KEY_LEFT, GLFW_KEY_HOME, GLFW_KEY_END, GLFW_KEY_SPACE};
+
+// The framebuffer as a PNG: encoded in memory, then written with
+// pa::core::write_file_atomically, so a failed write keeps an earlier picture.
+// Returns "" or why it failed.
+std::string write_png(const std::string& path, int w, int h) {
+  if (w <= 0 || h <= 0) return "the window has no pixels (" + std::to_string(w) + "x" + std::to_string(h) + ")";
+  std::vector<unsigned char> px(static_cast<std::size_t>(w) * h * 4);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadBuffer(GL_BACK);
+  glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, px.data());
+  for (std::size_t i = 3; i < px.size(); i += 4) px[i] = 255;  // opaque
+  stbi_flip_vertically_on_write(1);
+  std::string png;
+  const auto append = [](void* ctx, void* data, int size) {
+    static_cast<std::string*>(ctx)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
+  };
+  if (!stbi_write_png_to_func(append, &png, w, h, 4, px.data(), w * 4)) return "PNG encoding failed";
+  try {
+    pa::core::write_file_atomically(path, png);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
+  std::ofstream out(path);
+  out << "fb_scale " << fb_scale << "\n";
+  out << "step " << s.replay.current() << " " << s.replay.count() << "\n";  // current, count
+  out << "lesson " << s.lesson << "\n";
+  out << "playing " << s.replay.playing() << "\n";
+  out << "help " << s.show_help << "\n";
+  out << "scale " << s.fonts.scale << "\n";
+  out << "font_size " << ImGui::GetFontSize() << "\n";
+  out << "events " << s.events.size() << "\n";
+  out << "stage " << static_cast<int>(s.stage) << "\n";
+  out << "loading " << s.loader.running() << "\n";
+  out << "load_error " << !s.load_error.empty() << "\n";
+  // State for the tests (every lesson loads): the lesson's own error, a note
+  // that is not an error (partial trace, stage without a host model), the
+  // problem shown, and the thread blocks' labels (partition: -1 reduce, ...).
+  out << "lesson_error " << !s.lesson_error.empty() << "\n";
+  out << "load_message " << !s.load_message.empty() << "\n";
+  out << "heads " << s.spec.num_heads << " " << s.spec.num_kv_heads << "\n";
+  out << "contexts";
+  for (int c : s.spec.context_lens) out << " " << c;
+  out << "\n";
+  out << "partition_size " << s.spec.partition_size << "\n";
+  out << "prefix " << s.spec.shared_prefix_len << "\n";
+  out << "block_labels";
+  for (int b = 0; b < s.index.num_blocks(); ++b) out << " " << s.index.block(b).partition;
+  out << "\n";
+  if (s.drawn.label_valid)
+    out << "lesson_label " << s.drawn.label_min.x << " " << s.drawn.label_min.y << " " << s.drawn.label_max.x << " "
+        << s.drawn.label_max.y << "\n";
+  out << "columns " << s.drawn.left_w << " " << s.drawn.mid_w << " " << s.drawn.right_w << " " << s.drawn.col_h << "\n";
+  if (s.drawn.smem_valid)
+    out << "kv_smem " << s.drawn.smem_origin.x << " " << s.drawn.smem_origin.y << " " << s.drawn.smem_cell_w << " "
+        << s.drawn.smem_cell_h << " " << s.drawn.smem_words << " " << s.drawn.smem_base << "\n"
+        << "kv_smem_view " << s.drawn.smem_scroll_y << " " << s.drawn.smem_view_top << " " << s.drawn.smem_view_h << "\n";
+  out << "blocks " << s.index.num_blocks() << " " << s.block << "\n";
+  // The lesson section and source region the panels show for the step
+  // (core/lesson_binding.hpp): the marker's lesson and section, whether it
+  // is the enclosing region of a step without one, and whose step it is.
+  if (const StepBinding& b = s.binding_cache.binding; b.marker && s.binding_cache.step == s.replay.current() &&
+                                                 s.binding_cache.block == s.block)
+    out << "binding " << b.marker->lesson << " " << b.marker->section << " " << b.enclosing << " " << b.marked_step << "\n";
+  // The lesson's code blocks (line, needed width, box width, scrollbar, on screen, scroll range).
+  for (const DrawnGeometry::CodeBlock& c : s.drawn.code_blocks)
+    out << "code_block " << c.line << " " << c.needed_w << " " << c.box_w << " " << c.scrollbar << " " << c.visible << " "
+        << c.scroll_max_x << "\n";
+  out << "memory_tab " << s.memory_tab << "\n";
+  // Checked exercises: "exercise:LESSON:ID verdict answer_ok answer" (Verdict of core/exercise.hpp).
+  for (const auto& [key, ui] : s.exercises)
+    if (ui.checks > 0)
+      out << "exercise:" << key << " " << static_cast<int>(check_answer(ui.checked, ui.answer)) << " " << ui.answer.ok
+          << " " << ui.answer.value << "\n";
+  if (s.drawn.kv_valid) {
+    const KvLayout& l = s.drawn.kv;
+    out << "kv_origin " << s.drawn.kv_origin.x << " " << s.drawn.kv_origin.y << "\n";
+    out << "kv_layout " << l.head_size << " " << l.block_size << " " << l.x << " " << l.band_rows << " " << l.slots
+        << " " << l.show_k << " " << l.show_v << " " << l.cell_w << " " << l.cell_h << " " << l.chunk_gap << " "
+        << l.label_w << " " << l.part_gap << " " << l.slot_gap << " " << l.title_h << "\n";
+    out << "kv_head " << s.drawn.kv_head << "\n";
+    out << "slots";
+    for (int p : s.drawn.slot_physical) out << " " << p;
+    out << "\n";
+  }
+  if (s.drawn.grid_valid) {
+    const ThreadGridLayout& g = s.drawn.grid;
+    out << "grid_origin " << s.drawn.grid_origin.x << " " << s.drawn.grid_origin.y << "\n";
+    out << "grid_layout " << g.warps << " " << g.lanes << " " << g.group_size << " " << g.cell << " " << g.label_w
+        << " " << g.header_h << " " << g.row_gap << "\n";
+  }
+}
+
+}  // namespace
+
+// The layout settles (tabs, scroll) over a few frames; a pointer's tooltip
+// and a resize need a few more, and each scripted key two (pressed, released).
+ScreenshotDriver::ScreenshotDriver(const Args& args)
+    : args_(args),
+      frames_to_draw_((args.exercise_resize ? 12 : args.mouse ? 6 : 4) + 2 * static_cast<int>(args.keys.size())) {}
+
+void ScreenshotDriver::resize(Window& window) const {
+  if (!args_.exercise_resize) return;
+  if (frames_drawn_ < kNumResizes) window.set_size(kResizes[frames_drawn_][0], kResizes[frames_drawn_][1]);
+  else if (frames_drawn_ == kNumResizes) window.set_size(args_.width, args_.height);
+  window.poll_events();
+}
+
+void ScreenshotDriver::inject_input() const {
+  ImGuiIO& io = ImGui::GetIO();
+  if (args_.mouse) {
+    // A synthetic pointer for tooltip and click pictures (the hidden window has no real one).
+    io.MousePos = ImVec2(static_cast<float>(args_.mouse->first), static_cast<float>(args_.mouse->second));
+    io.MouseDown[0] = args_.click && frames_drawn_ == 1;
+  }
+  // One key every other frame, so each is a fresh press that handle_keys
+  // sees exactly once.
+  if (args_.keys.empty()) return;
+  for (int k : kScriptedKeys) io.KeysDown[k] = false;
+  const int key_slot = frames_drawn_ / 2;
+  if (frames_drawn_ % 2 != 0 || key_slot >= static_cast<int>(args_.keys.size())) return;
+  const char c = args_.keys[key_slot];
+  if (c == 'R') io.KeysDown[GLFW_KEY_RIGHT] = true;
+  else if (c == 'L') io.KeysDown[GLFW_KEY_LEFT] = true;
+  else if (c == 'H') io.KeysDown[GLFW_KEY_HOME] = true;
+  else if (c == 'E') io.KeysDown[GLFW_KEY_END] = true;
+  else if (c == ' ') io.KeysDown[GLFW_KEY_SPACE] = true;
+  else io.AddInputCharacter(static_cast<unsigned>(c));
+}
+
+bool ScreenshotDriver::frame_drawn() { return ++frames_drawn_ >= frames_to_draw_; }
+
+int ScreenshotDriver::finish(const AppState& s, FramebufferSize fb) const {
+  int rc = 0;
+  glFinish();
+  if (const std::string why = write_png(args_.screenshot, fb.width, fb.height); !why.empty()) {
+    std::fprintf(stderr, "pa-viewer: screenshot %s: %s\n", args_.screenshot.c_str(), why.c_str());
+    rc = 1;
+  }
+  if (!args_.dump_layout.empty())
+    dump_layout(args_.dump_layout, s, fb.width / std::max(1.0f, ImGui::GetIO().DisplaySize.x));
+  if (!s.load_error.empty()) std::fprintf(stderr, "pa-viewer: %s\n", s.load_error.c_str());
+  if (!s.load_message.empty()) std::fprintf(stderr, "pa-viewer: %s\n", s.load_message.c_str());
+  if (!s.lesson_error.empty()) std::fprintf(stderr, "pa-viewer: %s\n", s.lesson_error.c_str());
+  return rc;
+}
+
+}  // namespace pa::viewer
