@@ -219,6 +219,12 @@ fi
 {
   echo
   echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%MZ), $(cat "$LOGDIR/gpu.txt" 2>/dev/null | head -1 || echo 'GPU unknown'))"
+  # The kernel set of the build the steps used (with --no-build: the existing one's).
+  if grep -q '^PA_QUICK_KERNELS:BOOL=ON' "$bdir/CMakeCache.txt" 2>/dev/null; then
+    echo "kernels: quick (fp16 and bf16, head 128, block 16)"
+  elif [[ -f $bdir/CMakeCache.txt ]]; then
+    echo "kernels: full (every dtype x head size x block size)"
+  fi
   if [[ $do_san -eq 1 && ${#cell_total[@]} -gt 0 ]]; then
     echo "configurations: $configs; problem: head 128, heads 4, kv-heads 2, context lens 1,17,100"
     echo "(v2_partition: partition size 64; cascade_merge: prefix 32 + suffixes 1,17,68;"

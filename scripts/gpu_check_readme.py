@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The README's "last full GPU check" paragraph, generated from the summary
+"""The README's "last GPU check" paragraph, generated from the summary
 files scripts/gpu-check.sh writes (OUT/gpu-check/summary.txt), never typed.
 
   gpu_check_readme.py --commit REV [--readme README.md] SUMMARY [SUMMARY...]
@@ -33,11 +33,13 @@ def parse_summary(text, name):
     if head is None:
         raise SummaryError(f"{name}: no 'gpu-check summary (DATE, GPU)' line: not a gpu-check summary.txt")
     out = {"date": head.group(1), "gpu": head.group(2).split(",")[0].strip(), "steps": [], "configs": None,
-           "cells": {}}
+           "cells": {}, "kernels": None}
     for l in lines:
         m = STEP_RE.match(l)
         if m:
             out["steps"].append((m.group(1), m.group(2).strip()))
+        if l.startswith("kernels: "):
+            out["kernels"] = l[len("kernels: "):].strip()
         if l.startswith("configurations: "):
             out["configs"] = l[len("configurations: "):].split(";")[0].strip()
         m = CELL_RE.match(l)
@@ -55,8 +57,10 @@ def paragraph(summaries, commit):
     parts = []
     for step, result in steps:
         parts.append(f"{step}: {result}")
-    text = (f"The last full check on the GPU (`scripts/gpu-check.sh`, {last['date']}, {last['gpu']}, "
-            f"commit {commit}, every kernel configuration built) "
+    kernels = next((s["kernels"] for s in reversed(summaries) if s["kernels"]), None)
+    kernel_text = f"kernels: {kernels}" if kernels else "kernel set not recorded in the summary"
+    text = (f"The last check on the GPU (`scripts/gpu-check.sh`, {last['date']}, {last['gpu']}, "
+            f"commit {commit}, {kernel_text}) "
             + ("passed every step" if ok else "did NOT pass every step") + ": " + "; ".join(parts) + ".")
     sans = [s for s in summaries if s["cells"]]
     if sans:

@@ -12,6 +12,7 @@ SCRIPT = os.path.join(ROOT, "scripts", "gpu_check_readme.py")
 BUILD = """NVIDIA H100 80GB HBM3, 580.65.06, 81559 MiB
 
 gpu-check summary (2026-11-25T08:30Z, NVIDIA H100 80GB HBM3, 580.65.06, 81559 MiB)
+kernels: full (every dtype x head size x block size)
 build                                    PASS (231s)
 total: 231s; logs: /tmp/gc/gpu-check
 """
@@ -53,6 +54,21 @@ class GpuCheckReadme(unittest.TestCase):
         self.assertIn("did NOT pass every step", p)  # the sanitizers failed
         self.assertIn("configurations fp32:8 fp16:16 bf16:32: 19 of 20 runs clean", p)
 
+    def test_kernel_set_is_stated_never_assumed(self):
+        r = run("--commit", "abc1234", self.build, self.tests)
+        self.assertIn("kernels: full (every dtype x head size x block size)", r.stdout)
+        quick = BUILD.replace("full (every dtype x head size x block size)", "quick (fp16 and bf16, head 128, block 16)")
+        with open(self.build, "w") as f:
+            f.write(quick)
+        r = run("--commit", "abc1234", self.build, self.tests)
+        self.assertIn("kernels: quick (fp16 and bf16, head 128, block 16)", r.stdout)
+        self.assertNotIn("every dtype", r.stdout)
+        # A summary from before the kernels line: said so, not guessed.
+        with open(self.build, "w") as f:
+            f.write(BUILD.replace("kernels: full (every dtype x head size x block size)\n", ""))
+        r = run("--commit", "abc1234", self.build, self.tests)
+        self.assertIn("kernel set not recorded in the summary", r.stdout)
+
     def test_all_passed(self):
         ok = TESTS.replace("FAIL 1/2", "PASS 2/2").replace("FAIL (19/20", "PASS (20/20")
         with open(self.tests, "w") as f:
@@ -69,7 +85,7 @@ class GpuCheckReadme(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         text = open(readme).read()
         self.assertNotIn("old text", text)
-        self.assertTrue(text.startswith("before\n<!-- gpu-check:begin -->\nThe last full check"))
+        self.assertTrue(text.startswith("before\n<!-- gpu-check:begin -->\nThe last check on the GPU"))
         self.assertTrue(text.endswith("<!-- gpu-check:end -->\nafter\n"))
         self.assertFalse(os.path.exists(readme + ".tmp"))
 
