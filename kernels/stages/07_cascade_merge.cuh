@@ -171,7 +171,7 @@ struct PrefixVariant {
   static constexpr int kMaxRegs = kSmall ? 168 : 255;
 };
 
-// The prefix kernel, step by step (the host model's steps:
+// The prefix kernel, step by step (the steps the host model replays:
 // trace/src/host_model_cascade_prefix.cpp). PrefixCta holds what a block
 // decides once; PrefixAccum a warp's running state over its 16 query rows
 // (this lane's part of the mma accumulator fragments). Each step is a
@@ -182,6 +182,12 @@ struct PrefixVariant {
 // event of a block is labelled with the block's first query row
 // (prefix_block_label) and partition = chunk (the recording tracer relabels it
 // kPrefixBlockBase + chunk).
+namespace cascade_prefix {
+
+using trace::Op;
+using trace::Step;
+using trace::Tensor;
+
 template <class Cfg, int VARIANT>
 struct PrefixCta {
   using Tl = typename PrefixVariant<Cfg, VARIANT>::Tiling;
@@ -243,9 +249,6 @@ __device__ __forceinline__ void prefix_load_tile(const PrefixArgs& a, const Pref
                                                  int stage, Tracer& tracer) {
   using Tl = typename PrefixCta<Cfg, VARIANT>::Tl;
   using T = typename PrefixCta<Cfg, VARIANT>::T;
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   constexpr int kEb = PrefixCta<Cfg, VARIANT>::kEb;
   const T* k_cache = static_cast<const T*>(a.k_cache);
   const T* v_cache = static_cast<const T*>(a.v_cache);
@@ -293,9 +296,6 @@ __device__ __forceinline__ void prefix_q_to_smem(const PrefixArgs& a, const Pref
                                                  Tracer& tracer) {
   using Tl = typename PrefixCta<Cfg, VARIANT>::Tl;
   using T = typename PrefixCta<Cfg, VARIANT>::T;
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   constexpr int kEb = PrefixCta<Cfg, VARIANT>::kEb;
   const TraceCtx& tc = c.tc;
   const T* q = static_cast<const T*>(a.q);
@@ -322,9 +322,6 @@ template <class Cfg, int VARIANT, class Tracer>
 __device__ __forceinline__ void prefix_q_frag(const PrefixCta<Cfg, VARIANT>& c, int kk, int it, std::uint32_t (&qa)[4],
                                               Tracer& tracer) {
   using Tl = typename PrefixCta<Cfg, VARIANT>::Tl;
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   constexpr int kEb = PrefixCta<Cfg, VARIANT>::kEb;
   const TraceCtx& tc = c.tc;
   const int elem = Tl::q_smem_elem(c.warp * 16 + Tl::lda_row(c.lane), kk * 16 + Tl::lda_dim(c.lane));
@@ -345,9 +342,6 @@ __device__ __forceinline__ void prefix_qk_mma(const PrefixCta<Cfg, VARIANT>& c, 
   using C = PrefixCta<Cfg, VARIANT>;
   using Tl = typename C::Tl;
   using T = typename C::T;
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   const TraceCtx& tc = c.tc;
   const int lane = c.lane;
 #pragma unroll
@@ -391,9 +385,6 @@ __device__ __forceinline__ void prefix_online_softmax(const PrefixCta<Cfg, VARIA
   using C = PrefixCta<Cfg, VARIANT>;
   using Tl = typename C::Tl;
   using T = typename C::T;
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   const TraceCtx& tc = c.tc;
   const int lane = c.lane;
   float mx[2] = {-INFINITY, -INFINITY};
@@ -448,9 +439,6 @@ __device__ __forceinline__ void prefix_pv_mma(const PrefixCta<Cfg, VARIANT>& c, 
   using C = PrefixCta<Cfg, VARIANT>;
   using Tl = typename C::Tl;
   using T = typename C::T;
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   const TraceCtx& tc = c.tc;
   const int lane = c.lane;
 #pragma unroll
@@ -485,9 +473,6 @@ __device__ __forceinline__ void prefix_store(const PrefixArgs& a, const PrefixCt
                                              PrefixAccum<Cfg, VARIANT>& acc, Tracer& tracer) {
   using C = PrefixCta<Cfg, VARIANT>;
   using Tl = typename C::Tl;
-  using trace::Op;
-  using trace::Step;
-  using trace::Tensor;
   const TraceCtx& tc = c.tc;
   const int lane = c.lane, chunk = c.chunk;
 #pragma unroll
@@ -522,14 +507,16 @@ __device__ __forceinline__ void prefix_store(const PrefixArgs& a, const PrefixCt
 }
 // LESSON-END(cascade_merge.prefix_store)
 
+}  // namespace cascade_prefix
+
 // The kernel: the steps above, composed. A cp.async pipeline of kStages tile
 // buffers (kStages - 1 tiles in flight), one barrier per tile.
 template <class Cfg, int VARIANT, class Tracer = NullTracer>
 __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThreads))
     __maxnreg__((PrefixVariant<Cfg, VARIANT>::kMaxRegs)) cascade_prefix_kernel(PrefixArgs a, Tracer tracer = {}) {
-  using C = PrefixCta<Cfg, VARIANT>;
+  using C = cascade_prefix::PrefixCta<Cfg, VARIANT>;
   using Tl = typename C::Tl;
-  const C c = prefix_cta<Cfg, VARIANT>(a);
+  const C c = cascade_prefix::prefix_cta<Cfg, VARIANT>(a);
   if (c.chunk_begin >= c.chunk_end) return;  // whole block: no barrier skipped by half of it
 
   const int n_tiles = ceil_div(c.chunk_end - c.chunk_begin, Tl::kTileTokens);
@@ -537,10 +524,10 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
   // empty past the chunk, so the group count stays in step with the tiles).
 #pragma unroll
   for (int t = 0; t < Tl::kStages - 1; ++t) {
-    if (t < n_tiles) prefix_load_tile(a, c, t, t, tracer);
+    if (t < n_tiles) cascade_prefix::prefix_load_tile(a, c, t, t, tracer);
     ptx::cp_async_commit();
   }
-  prefix_q_to_smem(a, c, tracer);
+  cascade_prefix::prefix_q_to_smem(a, c, tracer);
 
   const bool warp_active = c.row0 + c.warp * Tl::kRowsPerWarp < c.num_rows;
   // Q A-fragments for all head dims, in registers for the whole chunk (mma_8warps).
@@ -549,10 +536,10 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
     __syncthreads();  // the Q tile is in shared memory
     PA_TRACE_BARRIER(tracer, barrier_event(c.tc));
 #pragma unroll
-    for (int kk = 0; kk < Tl::kHead / 16; ++kk) prefix_q_frag(c, kk, kk, qreg[kk], tracer);
+    for (int kk = 0; kk < Tl::kHead / 16; ++kk) cascade_prefix::prefix_q_frag(c, kk, kk, qreg[kk], tracer);
   }
   const float scale_log2 = a.scale * 1.4426950408889634f;  // exp(x) = exp2(x * log2 e)
-  PrefixAccum<Cfg, VARIANT> acc;
+  cascade_prefix::PrefixAccum<Cfg, VARIANT> acc;
 #pragma unroll
   for (int dn = 0; dn < C::kDN; ++dn) acc.o[dn][0] = acc.o[dn][1] = acc.o[dn][2] = acc.o[dn][3] = 0.f;
   acc.m[0] = acc.m[1] = -INFINITY;
@@ -568,7 +555,7 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
     PA_TRACE_BARRIER(tracer, barrier_event(c.tc));
     {
       const int ahead = tile + Tl::kStages - 1;
-      if (ahead < n_tiles) prefix_load_tile(a, c, ahead, ahead % Tl::kStages, tracer);
+      if (ahead < n_tiles) cascade_prefix::prefix_load_tile(a, c, ahead, ahead % Tl::kStages, tracer);
       ptx::cp_async_commit();  // always: the group count stays in step with the tiles
     }
     if (warp_active) {
@@ -576,15 +563,15 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
       const std::uint32_t vs = c.smem_base + Tl::v_tile_byte(tile % Tl::kStages);
       const int valid = min(Tl::kTileTokens, c.chunk_end - (c.chunk_begin + tile * Tl::kTileTokens));
       float s[C::kNT][4];
-      prefix_qk_mma(c, tile, ks, qreg, s, tracer);
-      prefix_online_softmax(c, tile, valid, scale_log2, s, acc, tracer);
-      prefix_pv_mma(c, tile, vs, s, acc, tracer);
+      cascade_prefix::prefix_qk_mma(c, tile, ks, qreg, s, tracer);
+      cascade_prefix::prefix_online_softmax(c, tile, valid, scale_log2, s, acc, tracer);
+      cascade_prefix::prefix_pv_mma(c, tile, vs, s, acc, tracer);
     }
   }
   ptx::cp_async_wait<0>();
 
   if (!warp_active) return;
-  prefix_store(a, c, acc, tracer);
+  cascade_prefix::prefix_store(a, c, acc, tracer);
 }
 
 }  // namespace pa::kernels
