@@ -137,3 +137,28 @@ TEST_CASE("missing buffers are rejected before any launch", "[kernels]") {
   bad_geom.cg.head_size = a.head_size + 16;
   expect(Stage::qk, bad_geom, "cache geometry does not match");
 }
+
+TEST_CASE("stage_bytes: Q, the KV each stage reads and what it writes, exactly", "[kernels]") {
+  ProblemSpec s;
+  s.dtype = DType::f16;
+  s.head_size = 64;
+  s.num_heads = 8;
+  s.num_kv_heads = 2;
+  s.context_lens = {40, 100};
+  const std::int64_t rows = 2 * 8, tokens = 140;
+  const std::int64_t q = rows * 64 * 2;                 // Q in fp16
+  const std::int64_t kv = tokens * 2 * 2 * 64 * 2;      // K and V, 2 KV heads, head 64, fp16
+  const std::int64_t out = rows * 64 * 2;               // the output in fp16
+  REQUIRE(s.kv_bytes() == kv);
+  CHECK(kernels::stage_bytes(kernels::Stage::q_to_smem, s) == q + rows * 64 * 4);
+  CHECK(kernels::stage_bytes(kernels::Stage::qk, s) == q + kv / 2 + 8 * tokens * 4);
+  CHECK(kernels::stage_bytes(kernels::Stage::softmax, s) == q + kv / 2 + 8 * tokens * 4);
+  CHECK(kernels::stage_bytes(kernels::Stage::lv, s) == q + kv + rows * 4 * 64 * 4);
+  CHECK(kernels::stage_bytes(kernels::Stage::warp_reduce, s) == q + kv + out);
+  CHECK(kernels::stage_bytes(kernels::Stage::v2_partition, s) == q + kv + out);
+  CHECK(kernels::stage_bytes(kernels::Stage::optimized, s) == q + kv + out);
+  // The cascade reads the shared prefix once: 32 tokens shared by both sequences.
+  s.shared_prefix_len = 32;
+  CHECK(kernels::stage_bytes(kernels::Stage::cascade_merge, s) == q + (tokens - 32) * 2 * 2 * 64 * 2 + out);
+  CHECK(kernels::stage_bytes(kernels::Stage::warp_reduce, s) == q + kv + out);  // v1 reads it per sequence
+}
