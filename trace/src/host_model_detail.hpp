@@ -137,12 +137,12 @@ struct V2Launch {
   Tensor state_lse_as = Tensor::state_lse;
 };
 
-// Per-stage model entry points. Stages 1-5: host_model_v1.cpp (stage 6 goes
+// Per-stage model entry points. Stages 1-5: host_model_decode_steps.cpp (stage 6 goes
 // through the V2 functions below).
 void model_v1_block(const PagedProblem& p, Stage stage, const BlockId& b, ModelValues& vals,
                     std::vector<Event>& out);
 // Stage 6's partition kernel, block (seq, head, partition p) of launch l
-// (host_model_v1.cpp: the same steps as v1 on the partition's range).
+// (host_model_decode_steps.cpp: the same steps as v1 on the partition's range).
 void model_v2_partition_block(const PagedProblem& p, const V2Launch& l, int seq, int head, int part,
                               ModelValues& vals, std::vector<Event>& out);
 // Stage 6's reduce kernel, block (seq, head) of launch l (host_model_v2.cpp).

@@ -1,4 +1,4 @@
-// Host model of the v1-style stage kernels 1-5 (kernels/stages/01..05_*.cuh)
+// Host model of the decode steps of stages 1-5 (kernels/stages/01..05_*.cuh)
 // and of stage 6's partition kernel (06_v2_partition.cuh), which runs the same
 // steps on one partition's token range:
 // for one thread block, every thread's events in program order, enumerated
