@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -117,10 +118,12 @@ std::vector<DType> parse_dtypes(const std::string& v) {
   static const std::string accepted = "a comma list of fp16 and bf16 (each once, timed in that order) is accepted";
   std::vector<DType> out;
   for (const std::string& tok : split(v, ',')) {
-    DType d;
-    if (tok == dtype_name(DType::f16)) d = DType::f16;
-    else if (tok == dtype_name(DType::bf16)) d = DType::bf16;
-    else bad("--dtypes", v, (tok.empty() ? std::string("empty item; ") : "unknown dtype '" + tok + "'; ") + accepted);
+    const std::optional<DType> parsed = dtype_from_name(tok);
+    // pa-bench times the tensor-core dtypes only (no fp32 stage 8 or cascade).
+    if (!parsed)
+      bad("--dtypes", v, (tok.empty() ? std::string("empty item; ") : "unknown dtype '" + tok + "'; ") + accepted);
+    if (*parsed == DType::f32) bad("--dtypes", v, "fp32 is not timed (stage 8 and the cascade have no fp32 path); " + accepted);
+    const DType d = *parsed;
     if (std::find(out.begin(), out.end(), d) != out.end()) bad("--dtypes", v, tok + " twice; " + accepted);
     out.push_back(d);
   }

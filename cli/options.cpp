@@ -108,10 +108,8 @@ void Flags::finish(const std::string& command) const {
 }
 
 DType parse_dtype(const std::string& s) {
-  if (s == "fp32" || s == "f32" || s == "float") return DType::f32;
-  if (s == "fp16" || s == "f16" || s == "half") return DType::f16;
-  if (s == "bf16") return DType::bf16;
-  throw UsageError("option --dtype: unknown dtype '" + s + "' (accepted: fp32, fp16, bf16)");
+  if (const auto d = dtype_from_name(s)) return *d;
+  throw UsageError("option --dtype: unknown dtype '" + s + "' (accepted: " + kDTypeNamesText + ")");
 }
 
 ProblemSpec take_problem_flags(Flags& f) {

@@ -164,3 +164,20 @@ TEST_CASE("encode/decode buffers and round_to_dtype", "[reference][dtype]") {
     REQUIRE(std::isnan(n));
   }
 }
+
+TEST_CASE("dtype names: one parse, round trip through dtype_name, aliases, and nothing else", "[core][dtype]") {
+  int n = 0;
+  for (const DType t : kAllDTypes) {
+    REQUIRE(dtype_from_name(dtype_name(t)) == t);
+    ++n;
+  }
+  CHECK(n == 3);
+  CHECK(dtype_from_name("f32") == DType::f32);
+  CHECK(dtype_from_name("float") == DType::f32);
+  CHECK(dtype_from_name("f16") == DType::f16);
+  CHECK(dtype_from_name("half") == DType::f16);
+  for (const char* bad : {"", "FP16", "fp8", "bf16 ", "b16", "double", "int8"}) {
+    INFO(bad);
+    CHECK_FALSE(dtype_from_name(bad).has_value());
+  }
+}

@@ -202,10 +202,8 @@ Args parse_args(const std::vector<std::string>& av) {
       }
     } else if (f == "--dtype") {
       const std::string v = value();
-      if (v == "fp32" || v == "f32") a.dtype = DType::f32;
-      else if (v == "fp16" || v == "f16") a.dtype = DType::f16;
-      else if (v == "bf16") a.dtype = DType::bf16;
-      else throw UsageError("--dtype: '" + v + "' (accepted: fp32, fp16, bf16)");
+      a.dtype = dtype_from_name(v);
+      if (!a.dtype) throw UsageError("--dtype: '" + v + "' (accepted: " + kDTypeNamesText + ")");
     } else if (f == "--head-size") a.head_size = to_int(f, value(), 1, 4096);
     else if (f == "--block-size") a.block_size = to_int(f, value(), 1, 4096);
     else if (f == "--heads") a.num_heads = to_int(f, value(), 1, 4096);

@@ -25,7 +25,7 @@ void draw_config_panel(AppState& s) {
   ImGui::Spacing();
 
   int dt = static_cast<int>(sp.dtype);
-  const char* dts[] = {"fp32", "fp16", "bf16"};
+  const char* dts[] = {dtype_name(DType::f32), dtype_name(DType::f16), dtype_name(DType::bf16)};
   ImGui::SetNextItemWidth(w);
   if (ImGui::Combo("dtype", &dt, dts, 3)) { sp.dtype = static_cast<DType>(dt); changed = true; }
 
