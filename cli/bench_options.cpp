@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "pa/core/config_dispatch.hpp"
 #include "pa/index/config.hpp"
 
 namespace pa::bench {
@@ -151,7 +152,7 @@ std::string bench_usage() {
          "  --splits N            stage 8: force N splits, 0.." + std::to_string(kMaxSplits) +
          " (default 0: the heuristic)\n"
          "  --shape S,H,KV,C,D    one shape instead of the set: seqs, heads, kv heads (divides heads), context,\n"
-         "                        head size (64 80 96 112 128 192 256)\n"
+         "                        head size (" + head_sizes_text() + ")\n"
          "  --dtypes LIST         fp16,bf16 (default), or one of them\n"
          "  --help                this text\n"
          "exit: 0 written, 1 error while running, 2 bad usage, 3 no GPU\n";

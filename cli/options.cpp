@@ -1,6 +1,8 @@
 // Flag parsing for pa-lab: see options.hpp.
 #include "options.hpp"
 
+#include "pa/core/config_dispatch.hpp"
+
 #include <algorithm>
 #include <charconv>
 
@@ -172,10 +174,13 @@ void validate_problem_flags(const ProblemSpec& spec) {
 }
 
 const char* problem_flags_help() {
-  return "problem:\n"
-         "  --dtype fp32|fp16|bf16     storage type of Q, K, V and the output (default fp16)\n"
-         "  --head-size N              64 80 96 112 128 192 256 (default 128)\n"
-         "  --block-size N             tokens per KV block: 8 16 32 (default 16)\n"
+  // Built once; the head and block sizes come from the configuration registry.
+  static const std::string text =
+      std::string("problem:\n"
+                  "  --dtype fp32|fp16|bf16     storage type of Q, K, V and the output (default fp16)\n"
+                  "  --head-size N              ") +
+      head_sizes_text() + " (default 128)\n"
+         "  --block-size N             tokens per KV block: " + block_sizes_text() + " (default 16)\n"
          "  --threads N                threads per block: 128 (default)\n"
          "  --seqs N                   sequences (default 4)\n"
          "  --heads N                  query heads (default 8)\n"
@@ -186,6 +191,7 @@ const char* problem_flags_help() {
          "  --extra-q-stride N         padding elements after each Q row (default 0)\n"
          "  --seed S                   random inputs seed (default 1)\n"
          "  --spread F                 logit spread: larger = softmax further from uniform (default 4)\n";
+  return text.c_str();
 }
 
 }  // namespace pa::cli

@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "host_model_detail.hpp"
+#include "pa/core/config_dispatch.hpp"
 #include "pa/index/optimized.hpp"
 
 namespace pa::trace::detail {
@@ -414,7 +415,8 @@ void with_opt_config(const ProblemSpec& s, int head_tiles, F&& f) {
     throw std::invalid_argument(std::string("stage optimized: no model for dtype ") + dtype_name(s.dtype) +
                                 ", head size " + std::to_string(s.head_size) + ", block size " +
                                 std::to_string(s.block_size) +
-                                " (accepted: fp16 or bf16, head sizes 64 80 96 112 128 192 256, block sizes 8 16 32)");
+                                " (accepted: fp16 or bf16, head sizes " + head_sizes_text() + ", block sizes " +
+                                block_sizes_text() + ")");
   }
 }
 

@@ -1,5 +1,6 @@
 #include "core/args.hpp"
 
+#include "pa/core/config_dispatch.hpp"
 #include "pa/index/events.hpp"
 #include "pa/trace/trace_file.hpp"
 
@@ -72,7 +73,7 @@ int model_partition_of_label(int label) {
 }
 
 std::string usage() {
-  return
+  return std::string(
       "usage: pa-viewer [options]\n"
       "  --lesson N            open lesson N (0-8; default 1)\n"
       "  --step K              replay step K (0-based) of the lesson's trace\n"
@@ -82,8 +83,8 @@ std::string usage() {
       "  --follow-selection    Left/Right (and < >) step only through the selection's steps\n"
       "  --granularity G       instruction (one warp instruction per step, default) | step\n"
       "  --dtype T             fp32 | fp16 | bf16        (host model problem)\n"
-      "  --head-size N         64 80 96 112 128 192 256\n"
-      "  --block-size N        8 16 32\n"
+      "  --head-size N         ") + head_sizes_text() + "\n"
+      "  --block-size N        " + block_sizes_text() + "\n"
       "  --context L[,L...]    context length of each sequence\n"
       "  --heads N --kv-heads N --partition-size N --prefix N\n"
       "  --block SEQ,HEAD[,BLOCK] the thread block to trace and show (default 0,0,0), fields as in the Problem tab;\n"

@@ -1,8 +1,9 @@
 // The kernel configuration's derived constants at run time. KernelConfig
 // (pa/index/config.hpp) is compile-time; the viewer lets the user pick dtype,
-// head size and block size in a panel, so it instantiates KernelConfig for
-// every supported combination once and copies the constants out. Nothing is
-// recomputed here: the numbers are KernelConfig's.
+// head size and block size in a panel, so it takes the constants from the one
+// run-time dispatch over every supported combination (make_runtime_config,
+// pa/core/config_dispatch.hpp). Nothing is recomputed here: the numbers are
+// KernelConfig's.
 #pragma once
 #include <string>
 

@@ -10,6 +10,7 @@
 
 #include "app/state.hpp"
 #include "core/names.hpp"
+#include "pa/index/config.hpp"
 
 namespace pa::viewer {
 
@@ -29,7 +30,8 @@ void draw_config_panel(AppState& s) {
   ImGui::SetNextItemWidth(w);
   if (ImGui::Combo("dtype", &dt, dts, 3)) { sp.dtype = static_cast<DType>(dt); changed = true; }
 
-  auto int_combo = [&](const char* label, int& v, std::initializer_list<int> opts) {
+  // Choices from the supported-configuration registry (pa/index/config.hpp).
+  auto int_combo = [&](const char* label, int& v, const auto& opts) {
     ImGui::SetNextItemWidth(w);
     if (ImGui::BeginCombo(label, std::to_string(v).c_str())) {
       for (int o : opts)
@@ -37,8 +39,8 @@ void draw_config_panel(AppState& s) {
       ImGui::EndCombo();
     }
   };
-  int_combo("head size", sp.head_size, {64, 80, 96, 112, 128, 192, 256});
-  int_combo("block size", sp.block_size, {8, 16, 32});
+  int_combo("head size", sp.head_size, kSupportedHeadSizes);
+  int_combo("block size", sp.block_size, kSupportedBlockSizes);
   ImGui::SetNextItemWidth(w);
   ImGui::BeginDisabled();
   ImGui::InputInt("threads", &sp.num_threads, 0);
