@@ -1,4 +1,4 @@
-# pa-bench (issue 8): the decode benchmark, its own binary. Times stage 8 and,
+# pa-bench: the decode benchmark, its own binary. Times stage 8 and,
 # when their libraries are in the build, v1 (pa_kernels), v2 and cascade
 # (pa_kernels_v2cascade); kernels not built are reported as missing.
 # CMake 3.25 does not know nvcc's C++20 flag; nvcc 13 accepts -std=c++20.

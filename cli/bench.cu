@@ -1,4 +1,4 @@
-// pa-bench: the decode-attention benchmark (issue 8).
+// pa-bench: the decode-attention benchmark.
 //
 // For each shape and dtype it times v1 (stage 5), v2 (stage 6), the
 // optimized kernel (stage 8) and, on the shared-prefix problem, cascade
