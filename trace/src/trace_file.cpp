@@ -125,18 +125,6 @@ class Reader {
   std::size_t pos_ = 0;
 };
 
-template <class T, std::size_t N>
-bool contains(const T (&arr)[N], T v) {
-  return std::find(std::begin(arr), std::end(arr), v) != std::end(arr);
-}
-
-template <std::size_t N>
-std::string list(const int (&arr)[N]) {
-  std::string s;
-  for (std::size_t i = 0; i < N; ++i) s += (i ? ", " : "") + std::to_string(arr[i]);
-  return s;
-}
-
 void check_range(long long v, long long lo, long long hi, const std::string& what) {
   if (v < lo || v > hi) {
     fail(what + " = " + std::to_string(v) + " is out of range (accepted: " + std::to_string(lo) +
@@ -164,21 +152,8 @@ void validate_header(const TraceHeader& h) {
   }
   const auto dt = static_cast<unsigned>(s.dtype);
   if (dt > 2) fail("dtype value " + std::to_string(dt) + " is not a dtype (accepted: 0=fp32, 1=fp16, 2=bf16)");
-  if (!contains(kSupportedHeadSizes, s.head_size)) {
-    fail("head_size = " + std::to_string(s.head_size) + " (accepted: " + list(kSupportedHeadSizes) + ")");
-  }
-  if (!contains(kSupportedBlockSizes, s.block_size)) {
-    fail("block_size = " + std::to_string(s.block_size) + " (accepted: " + list(kSupportedBlockSizes) + ")");
-  }
-  if (!contains(kSupportedThreadCounts, s.num_threads)) {
-    fail("num_threads = " + std::to_string(s.num_threads) + " (accepted: " + list(kSupportedThreadCounts) + ")");
-  }
   check_range(s.num_heads, 1, kMaxHeads, "num_heads");
   check_range(s.num_kv_heads, 1, s.num_heads, "num_kv_heads");
-  if (s.num_heads % s.num_kv_heads != 0) {
-    fail("num_heads = " + std::to_string(s.num_heads) + " is not a multiple of num_kv_heads = " +
-         std::to_string(s.num_kv_heads));
-  }
   check_range(static_cast<long long>(s.context_lens.size()), 1, kMaxSeqs, "number of sequences");
   int min_ctx = kMaxContextLen;
   for (std::size_t i = 0; i < s.context_lens.size(); ++i) {
@@ -186,22 +161,16 @@ void validate_header(const TraceHeader& h) {
     min_ctx = std::min(min_ctx, s.context_lens[i]);
   }
   check_range(s.partition_size, 0, kMaxContextLen, "partition_size");
-  if (s.partition_size % s.block_size != 0) {
-    fail("partition_size = " + std::to_string(s.partition_size) + " is not a multiple of block_size = " +
-         std::to_string(s.block_size));
-  }
   check_range(s.shared_prefix_len, 0, min_ctx, "shared_prefix_len");
-  if (s.shared_prefix_len % s.block_size != 0) {
-    fail("shared_prefix_len = " + std::to_string(s.shared_prefix_len) +
-         " is not a multiple of block_size = " + std::to_string(s.block_size));
-  }
   check_range(s.extra_q_stride, 0, kMaxExtraStride, "extra_q_stride");
   check_range(s.spare_blocks, 0, kMaxSpareBlocks, "spare_blocks");
   if (!std::isfinite(s.logit_spread)) fail("logit_spread is not finite");
-  // Every field may be in range and the problem still too large for any
-  // reader to build (the viewer builds its reference values and host model
-  // from the header): the problem's own rules, host memory included, refuse
-  // it here, naming the limit, before anything is allocated from it.
+  // The format's own bounds above; the problem's rules (supported head,
+  // block and thread counts, GQA divisibility, partition and prefix
+  // multiples) are ProblemSpec::validate's, once. Every field may be in range
+  // and the problem still too large for any reader to build (the viewer builds
+  // its reference values and host model from the header): validate refuses
+  // that too, naming the limit, before anything is allocated from it.
   try {
     s.validate();
   } catch (const ProblemError& e) {
