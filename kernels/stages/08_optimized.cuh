@@ -576,19 +576,21 @@ __device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<
 }
 
 // Several splits: the last CTA of this (sequence, unit) to arrive merges
-// every split's state from the workspace into the output.
+// every split's state from the workspace into the output. The steps below
+// run in this order; opt_split_merge, after them, composes them.
+// LESSON-BEGIN(optimized.split_merge)
+
+// Arrival at the counter of this (sequence, unit): every thread waits at the
+// barrier and sets n_active (the splits that hold tokens: the arrivals the
+// counter counts); thread 0 alone adds 1 to the counter and, in the CTA that
+// arrives last, resets it for the next launch; the second barrier hands every
+// thread the answer (s_is_last, in shared memory). Returns whether this CTA
+// merges.
 template <class Cfg, class Tracer>
-__device__ __forceinline__ void opt_split_merge(const OptParams& p, const OptCta<Cfg>& c, unsigned char* smem_raw,
-                                                int& s_is_last, Tracer& tracer) {
-  using T = typename OptElem<Cfg::kDType>::T;
-  constexpr int HS = Cfg::kHeadSize;
-  constexpr int BS = Cfg::kBlockSize;
-  constexpr int kNW = Cfg::kNumWarps;
-  const int unit = c.unit, seq = c.seq, warp = c.warp, lane = c.lane, ctx = c.ctx, head0 = c.head0, nh = c.nh;
+__device__ __forceinline__ bool opt_split_arrive(const OptParams& p, const OptCta<Cfg>& c, int& s_is_last,
+                                                 int& n_active, Tracer& tracer) {
+  const int unit = c.unit, seq = c.seq;
   const TraceCtx& tc = c.tc;
-  float* red = reinterpret_cast<float*>(smem_raw);
-  T* out = static_cast<T*>(p.out);
-  // LESSON-BEGIN(optimized.split_merge)
   // Last CTA of this (sequence, unit) to arrive merges every split's state.
   // Memory order without a fence in every thread: the barrier orders all of
   // this CTA's state stores before thread 0's arrival, whose acq_rel atomic
@@ -597,7 +599,7 @@ __device__ __forceinline__ void opt_split_merge(const OptParams& p, const OptCta
   // threads that merge (their loads go to L2: __ldcg).
   __syncthreads();
   PA_TRACE_BARRIER(tracer, barrier_event(tc));
-  const int n_active = opt_active_splits(ctx, BS, p.split_blocks);
+  n_active = opt_active_splits(c.ctx, Cfg::kBlockSize, p.split_blocks);
   if (threadIdx.x == 0) {
     int* counter = p.ws_counter + p.wsg.counter_offset(seq, unit);
     const int prev = ptx::atomic_add_acq_rel_gpu(counter, 1);
@@ -613,16 +615,45 @@ __device__ __forceinline__ void opt_split_merge(const OptParams& p, const OptCta
   }
   __syncthreads();
   PA_TRACE_BARRIER(tracer, barrier_event(tc));
-  if (!s_is_last) return;
-  // Stats of every split into shared memory (one load per thread, all in flight),
-  // then the weights 2^(m_s - M) per (split, head), then the weighted sum with
-  // every thread's loads of one split issued together (L2 latency, not HBM
-  // bandwidth, is what this phase costs).
+  return s_is_last;
+}
+
+// The merging CTA's shared memory (the pipeline's, free again), per split and
+// head of the unit: the split's max, later its weight, and its exp sum; per
+// head: 1/L and log2 L. Byte offsets: opt_merge_*_byte (pa/index/optimized.hpp).
+struct OptMergeSmem {
+  float* sm_m;   // [n_active][16]: the max, then the weight 2^(m_s - M)
+  float* sm_l;   // [n_active][16]: the exp sum
+  float* inv_l;  // [16]
+  float* lse2;   // [16] (state output only): log2 of the exp sum
+};
+
+// Where those arrays lie for n_active splits, from the start of the CTA's
+// dynamic shared memory (every thread computes the same pointers; nothing is
+// read or written).
+__device__ __forceinline__ OptMergeSmem opt_merge_smem(unsigned char* smem_raw, int n_active) {
   constexpr int kUH = OptWorkspaceGeometry::kUnitHeads;
-  float* sm_m = red;                        // [n_active][16]
-  float* sm_l = sm_m + n_active * kUH;      // [n_active][16]
-  float* inv_l = sm_l + n_active * kUH;     // [16]
-  float* lse2 = inv_l + kUH;                // [16] (state output only): log2 of the exp sum
+  OptMergeSmem s;
+  s.sm_m = reinterpret_cast<float*>(smem_raw);
+  s.sm_l = s.sm_m + n_active * kUH;
+  s.inv_l = s.sm_l + n_active * kUH;
+  s.lse2 = s.inv_l + kUH;
+  return s;
+}
+
+// Stats of every split into shared memory: the (split, head) items i =
+// split * nh + head are spread over the CTA's threads (thread t: items t,
+// t + kNumThreads, ...); each thread loads its items' max and exp sum from the
+// workspace (L2 loads, __ldcg: one load per thread, all in flight) and
+// stores them to sm_m and sm_l. A barrier ends the step.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void opt_merge_load_stats(const OptParams& p, const OptCta<Cfg>& c, int n_active,
+                                                     const OptMergeSmem& s, Tracer& tracer) {
+  constexpr int kUH = OptWorkspaceGeometry::kUnitHeads;
+  const int unit = c.unit, seq = c.seq, nh = c.nh;
+  const TraceCtx& tc = c.tc;
+  float* sm_m = s.sm_m;
+  float* sm_l = s.sm_l;
   for (int i = threadIdx.x; i < n_active * nh; i += Cfg::kNumThreads) {
     const int sp = i / nh, g = i % nh;
     const int it_t = (i - static_cast<int>(threadIdx.x)) / Cfg::kNumThreads;  // traced iteration
@@ -639,6 +670,25 @@ __device__ __forceinline__ void opt_split_merge(const OptParams& p, const OptCta
   }
   __syncthreads();
   PA_TRACE_BARRIER(tracer, barrier_event(tc));
+}
+
+// The weights 2^(m_s - M) per (split, head) and 1/L per head: warp w takes
+// heads w, w + kNumWarps, ...; for each, its lanes stride over the splits
+// (lane l: splits l, l + 32, ...) for the max M (shuffles reduce it), then
+// overwrite each split's max in sm_m with its weight and sum the weighted exp
+// sums into L (shuffles again); lane 0 stores 1/L to inv_l (and, for a state
+// output, log2 L to lse2). A barrier ends the step.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void opt_merge_weights(const OptParams& p, const OptCta<Cfg>& c, int n_active,
+                                                  const OptMergeSmem& s, Tracer& tracer) {
+  constexpr int kNW = Cfg::kNumWarps;
+  constexpr int kUH = OptWorkspaceGeometry::kUnitHeads;
+  const int warp = c.warp, lane = c.lane, nh = c.nh;
+  const TraceCtx& tc = c.tc;
+  float* sm_m = s.sm_m;
+  const float* sm_l = s.sm_l;
+  float* inv_l = s.inv_l;
+  float* lse2 = s.lse2;
   // One warp per head: lanes stride over the splits, shuffles reduce. Events
   // carry the head loop's round (g - warp) / kNW as iter; in the split loops
   // also that loop's iteration sp / 32 as lane_iter (lanes run different
@@ -682,6 +732,26 @@ __device__ __forceinline__ void opt_split_merge(const OptParams& p, const OptCta
   }
   __syncthreads();
   PA_TRACE_BARRIER(tracer, barrier_event(tc));
+}
+
+// The weighted sum over the splits and the store: thread t owns the
+// (head, dim) items i = head * HS + dim = t, t + kNumThreads, ... (kItems of
+// them; those past nh * HS idle); split by split it loads its items' partial
+// outputs from the workspace (L2) and adds them times the split's weight from
+// sm_m, then stores each item times 1/L to the output (or, for a cascade
+// suffix, the state; the thread of dim 0 also writes the head's lse).
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void opt_merge_sum_store(const OptParams& p, const OptCta<Cfg>& c, int n_active,
+                                                    const OptMergeSmem& s, Tracer& tracer) {
+  using T = typename OptElem<Cfg::kDType>::T;
+  constexpr int HS = Cfg::kHeadSize;
+  constexpr int kUH = OptWorkspaceGeometry::kUnitHeads;
+  const int unit = c.unit, seq = c.seq, head0 = c.head0, nh = c.nh;
+  const TraceCtx& tc = c.tc;
+  const float* sm_m = s.sm_m;
+  const float* inv_l = s.inv_l;
+  const float* lse2 = s.lse2;
+  T* out = static_cast<T*>(p.out);
   constexpr int kItems = Cfg::kMaxUnitHeads * HS / Cfg::kNumThreads;
   static_assert(kItems * Cfg::kNumThreads == Cfg::kMaxUnitHeads * HS, "items must tile the threads");
   // kU splits' loads issued together: about 32 L2 loads in flight per thread.
@@ -752,8 +822,24 @@ __device__ __forceinline__ void opt_split_merge(const OptParams& p, const OptCta
                            .val(acc[it] * inv_l[g]));
     }
   }
-  // LESSON-END(optimized.split_merge)
 }
+
+// The split merge, step by step: the arrival (every CTA but the last ends
+// here); then, in the last CTA, the stats of every split into shared memory
+// (one load per thread, all in flight), the weights 2^(m_s - M) per (split,
+// head), and the weighted sum with every thread's loads of one split issued
+// together (L2 latency, not HBM bandwidth, is what this phase costs).
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void opt_split_merge(const OptParams& p, const OptCta<Cfg>& c, unsigned char* smem_raw,
+                                                int& s_is_last, Tracer& tracer) {
+  int n_active = 0;  // set by the arrival: the splits that hold tokens
+  if (!opt_split_arrive<Cfg>(p, c, s_is_last, n_active, tracer)) return;
+  const OptMergeSmem s = opt_merge_smem(smem_raw, n_active);
+  opt_merge_load_stats<Cfg>(p, c, n_active, s, tracer);
+  opt_merge_weights<Cfg>(p, c, n_active, s, tracer);
+  opt_merge_sum_store<Cfg>(p, c, n_active, s, tracer);
+}
+// LESSON-END(optimized.split_merge)
 
 // ---------------------------------------------------------------- the kernel
 // Trace hooks (PA_TRACE, nothing at all with NullTracer): the contract is
