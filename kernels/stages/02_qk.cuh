@@ -17,6 +17,8 @@
 //
 // Range: the step takes a PartitionRange (config.hpp) so V2 (stage 6) calls
 // it on one partition; logits[] is indexed by token - range.token_begin.
+// The later kernels start with stages 1-2 as one call: v1_logits (the whole
+// context) or q_and_logits (a given range, V2).
 //
 // Observable output (stage 2 kernel): logits [seq][head][max_context_len]
 // (StageOutGeometry::logit_offset), tokens >= context not written.
@@ -154,16 +156,37 @@ __device__ __forceinline__ void store_logits_row(const float* logits, const Part
   }
 }
 
+// Steps q_to_smem then qk on range r: what every v1-style kernel does first
+// once it knows its range (stages 2-5: the whole context; stage 6: one
+// partition). Leaves the logits in sm.logits[0, r tokens).
+// Events: q_to_smem's (01_q_to_smem.cuh), then qk_logits'.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void q_and_logits(const StageArgs& a, const PartitionRange& r, const ThreadCtx<Cfg>& c,
+                                             SharedV1<Cfg>& sm, Tracer& tracer) {
+  q_to_smem<Cfg>(static_cast<const Elem<Cfg>*>(a.q), a.qg, c, sm, tracer);
+  qk_logits<Cfg>(static_cast<const Elem<Cfg>*>(a.k_cache), a.cg, a.block_tables, a.btg, r, a.scale, c, sm,
+                 tracer);
+}
+
+// The steps every v1 kernel (stages 2-5) starts with: the context length,
+// the whole context as the one range (partition 0), then q_and_logits.
+// Returns the range, which the later steps walk again.
+// Events: load_context_len's, then q_and_logits'.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ PartitionRange v1_logits(const StageArgs& a, const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm,
+                                                    Tracer& tracer) {
+  const int ctx = load_context_len<Cfg>(a.context_lens, c, tracer);
+  const PartitionRange r = partition_range(ctx, Cfg::kBlockSize, 0, 0);
+  q_and_logits<Cfg>(a, r, c, sm, tracer);
+  return r;
+}
+
 // Stage 2 kernel: q_to_smem + qk over the whole context (v1: one partition).
 template <class Cfg, class Tracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) stage2_qk_kernel(StageArgs a, Tracer tracer) {
   const auto c = ThreadCtx<Cfg>::make(trace::Stage::qk, a.num_heads, a.num_kv_heads);
   auto sm = shared_v1<Cfg>();
-  const int ctx = load_context_len<Cfg>(a.context_lens, c, tracer);
-  const PartitionRange r = partition_range(ctx, Cfg::kBlockSize, 0, 0);
-  q_to_smem<Cfg>(static_cast<const Elem<Cfg>*>(a.q), a.qg, c, sm, tracer);
-  qk_logits<Cfg>(static_cast<const Elem<Cfg>*>(a.k_cache), a.cg, a.block_tables, a.btg, r, a.scale, c, sm,
-                 tracer);
+  const PartitionRange r = v1_logits<Cfg>(a, c, sm, tracer);
   store_logits_row<Cfg>(sm.logits, r, a.stage_out, a.sg, c, tracer);
 }
 

@@ -135,11 +135,7 @@ template <class Cfg, class Tracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) stage3_softmax_kernel(StageArgs a, Tracer tracer) {
   const auto c = ThreadCtx<Cfg>::make(trace::Stage::softmax, a.num_heads, a.num_kv_heads);
   auto sm = shared_v1<Cfg>();
-  const int ctx = load_context_len<Cfg>(a.context_lens, c, tracer);
-  const PartitionRange r = partition_range(ctx, Cfg::kBlockSize, 0, 0);
-  q_to_smem<Cfg>(static_cast<const Elem<Cfg>*>(a.q), a.qg, c, sm, tracer);
-  qk_logits<Cfg>(static_cast<const Elem<Cfg>*>(a.k_cache), a.cg, a.block_tables, a.btg, r, a.scale, c, sm,
-                 tracer);
+  const PartitionRange r = v1_logits<Cfg>(a, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
   const SoftmaxStats st = softmax_block<Cfg>(r, c, sm, tracer);
   store_logits_row<Cfg>(sm.logits, r, a.stage_out, a.sg, c, tracer);
   if (c.tid == 0) {

@@ -15,6 +15,8 @@
 // each warp holds one partial output over the blocks it walked.
 //
 // Range: like qk_logits, takes a PartitionRange (V2 calls it per partition).
+// The later kernels run stages 3-4 as one call, softmax_times_v, and write
+// their rows with this stage's row-owner store, store_owned_rows.
 //
 // Observable output (stage 4 kernel): per-warp partial outputs
 // [seq][head][warp][head_size] (StageOutGeometry::partial_offset): warp w's
@@ -131,37 +133,62 @@ __device__ __forceinline__ void lv_reduce_rows(RowAcc<Cfg>& acc, const ThreadCtx
   // LESSON-END(lv.row_reduce)
 }
 
+// Steps softmax and lv as every v1-style kernel runs them on range r: the
+// logits become probabilities (softmax_block), then acc = this warp's sum of
+// prob * V rows (lv_accumulate), reduced into the row owners (lv_reduce_rows).
+// Returns the softmax's max and exp sum (V2 stores them per partition).
+// Events: softmax_block's (03_softmax.cuh), lv_accumulate's, lv_reduce_rows'.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ SoftmaxStats softmax_times_v(const StageArgs& a, const PartitionRange& r,
+                                                        const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm,
+                                                        RowAcc<Cfg>& acc, Tracer& tracer) {
+  const SoftmaxStats st = softmax_block<Cfg>(r, c, sm, tracer);
+  lv_accumulate<Cfg>(static_cast<const Elem<Cfg>*>(a.v_cache), a.cg, a.block_tables, a.btg, r, c, sm, acc,
+                     tracer);
+  lv_reduce_rows<Cfg>(acc, c, tracer);
+  return st;
+}
+
+// The row owners' store: if this warp stores (stage 4: every warp; after
+// warp_tree_reduce: warp 0), each row-owner lane (lv_row_owner) writes its
+// valid rows i, in order of i, as T to dst[dst_offset(row)].
+// Events: step `step`, global_store `tensor`, iter = i, dims [row, 1),
+// byte_offset = dst_offset(row) * sizeof(T), bytes sizeof(T), value = the
+// row's float (before rounding to T).
+template <class Cfg, class T, class Offset, class Tracer>
+__device__ __forceinline__ void store_owned_rows(bool warp_stores, T* __restrict__ dst, Offset dst_offset, Step step,
+                                                 Tensor tensor, const RowAcc<Cfg>& acc, const ThreadCtx<Cfg>& c,
+                                                 Tracer& tracer) {
+  using Map = ThreadMapping<Cfg>;
+  constexpr int kBytes = static_cast<int>(sizeof(T));
+  if (warp_stores && Map::lv_row_owner(c.lane)) {
+#pragma unroll
+    for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+      const int row = Map::lv_row(c.lane, i);
+      if (Map::lv_row_valid(row)) {
+        const std::int64_t off = dst_offset(row);
+        dst[off] = from_float<T>(acc.v[i]);
+        PA_TRACE(tracer, ev(c.tc, step, Op::global_store, tensor)
+                             .it(i).dims(row, 1).at(off * kBytes, kBytes).val(acc.v[i]));
+      }
+    }
+  }
+}
+
 // Stage 4 kernel: stages 1-3, then LV; each warp's partial rows written by
 // their owners. Output events (step stage_output): row-owner lanes, each valid
 // row i (iter = i): global_store stage_out, dims [row, 1), byte_offset =
 // partial_offset(seq, head, warp, row) * 4, bytes 4, value.
 template <class Cfg, class Tracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) stage4_lv_kernel(StageArgs a, Tracer tracer) {
-  using Map = ThreadMapping<Cfg>;
   const auto c = ThreadCtx<Cfg>::make(trace::Stage::lv, a.num_heads, a.num_kv_heads);
   auto sm = shared_v1<Cfg>();
-  const int ctx = load_context_len<Cfg>(a.context_lens, c, tracer);
-  const PartitionRange r = partition_range(ctx, Cfg::kBlockSize, 0, 0);
-  q_to_smem<Cfg>(static_cast<const Elem<Cfg>*>(a.q), a.qg, c, sm, tracer);
-  qk_logits<Cfg>(static_cast<const Elem<Cfg>*>(a.k_cache), a.cg, a.block_tables, a.btg, r, a.scale, c, sm,
-                 tracer);
-  softmax_block<Cfg>(r, c, sm, tracer);
+  const PartitionRange r = v1_logits<Cfg>(a, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
   RowAcc<Cfg> acc;
-  lv_accumulate<Cfg>(static_cast<const Elem<Cfg>*>(a.v_cache), a.cg, a.block_tables, a.btg, r, c, sm, acc,
-                     tracer);
-  lv_reduce_rows<Cfg>(acc, c, tracer);
-  if (Map::lv_row_owner(c.lane)) {
-#pragma unroll
-    for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
-      const int row = Map::lv_row(c.lane, i);
-      if (Map::lv_row_valid(row)) {
-        const std::int64_t off = a.sg.partial_offset(c.seq, c.head, c.warp, row);
-        a.stage_out[off] = acc.v[i];
-        PA_TRACE(tracer, ev(c.tc, Step::stage_output, Op::global_store, Tensor::stage_out)
-                             .it(i).dims(row, 1).at(off * 4, 4).val(acc.v[i]));
-      }
-    }
-  }
+  softmax_times_v<Cfg>(a, r, c, sm, acc, tracer);              // stages 3-4
+  store_owned_rows<Cfg>(true, a.stage_out,
+                        [&](int row) { return a.sg.partial_offset(c.seq, c.head, c.warp, row); },
+                        Step::stage_output, Tensor::stage_out, acc, c, tracer);
 }
 
 }  // namespace pa::kernels

@@ -64,27 +64,17 @@ __device__ __forceinline__ void warp_tree_reduce(RowAcc<Cfg>& acc, const ThreadC
   // LESSON-END(warp_reduce.warp_reduce)
 }
 
-// Step out_store: warp 0's row owners write their valid rows (iter = i):
-// global_store output, dims [row, 1), byte_offset = out_offset(seq, head, row)
-// * elem bytes, bytes = elem bytes, value = the output (before rounding).
+// Step out_store: warp 0's row owners write their valid rows (iter = i) in the
+// cache's dtype (store_owned_rows, 04_lv.cuh): global_store output, dims
+// [row, 1), byte_offset = out_offset(seq, head, row) * elem bytes, bytes =
+// elem bytes, value = the output (before rounding).
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void store_output_row(Elem<Cfg>* __restrict__ out, const QueryGeometry& qg,
                                                  const RowAcc<Cfg>& acc, const ThreadCtx<Cfg>& c,
                                                  Tracer& tracer) {
-  using Map = ThreadMapping<Cfg>;
   // LESSON-BEGIN(warp_reduce.out_store)
-  if (c.warp == 0 && Map::lv_row_owner(c.lane)) {
-#pragma unroll
-    for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
-      const int row = Map::lv_row(c.lane, i);
-      if (Map::lv_row_valid(row)) {
-        const std::int64_t off = qg.out_offset(c.seq, c.head, row);
-        out[off] = from_float<Elem<Cfg>>(acc.v[i]);
-        PA_TRACE(tracer, ev(c.tc, Step::out_store, Op::global_store, Tensor::output)
-                             .it(i).dims(row, 1).at(off * Cfg::kElemBytes, Cfg::kElemBytes).val(acc.v[i]));
-      }
-    }
-  }
+  store_owned_rows<Cfg>(c.warp == 0, out, [&](int row) { return qg.out_offset(c.seq, c.head, row); },
+                        Step::out_store, Tensor::output, acc, c, tracer);
   // LESSON-END(warp_reduce.out_store)
 }
 
@@ -93,17 +83,10 @@ template <class Cfg, class Tracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) stage5_v1_kernel(StageArgs a, Tracer tracer) {
   const auto c = ThreadCtx<Cfg>::make(trace::Stage::warp_reduce, a.num_heads, a.num_kv_heads);
   auto sm = shared_v1<Cfg>();
-  const int ctx = load_context_len<Cfg>(a.context_lens, c, tracer);
-  const PartitionRange r = partition_range(ctx, Cfg::kBlockSize, 0, 0);
-  q_to_smem<Cfg>(static_cast<const Elem<Cfg>*>(a.q), a.qg, c, sm, tracer);
-  qk_logits<Cfg>(static_cast<const Elem<Cfg>*>(a.k_cache), a.cg, a.block_tables, a.btg, r, a.scale, c, sm,
-                 tracer);
-  softmax_block<Cfg>(r, c, sm, tracer);
+  const PartitionRange r = v1_logits<Cfg>(a, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
   RowAcc<Cfg> acc;
-  lv_accumulate<Cfg>(static_cast<const Elem<Cfg>*>(a.v_cache), a.cg, a.block_tables, a.btg, r, c, sm, acc,
-                     tracer);
-  lv_reduce_rows<Cfg>(acc, c, tracer);
-  warp_tree_reduce<Cfg>(acc, c, sm, tracer);
+  softmax_times_v<Cfg>(a, r, c, sm, acc, tracer);              // stages 3-4 (04_lv.cuh)
+  warp_tree_reduce<Cfg>(acc, c, sm, tracer);                   // stage 5
   store_output_row<Cfg>(static_cast<Elem<Cfg>*>(a.out), a.qg, acc, c, tracer);
 }
 

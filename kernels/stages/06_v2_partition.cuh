@@ -4,11 +4,13 @@
 // sequences still fill the GPU and no block's logits outgrow shared memory.
 //
 // What it adds to stage 5: grid z = partition. The partition kernel runs the
-// SAME step functions as v1 (q_to_smem, qk_logits, softmax_block,
-// lv_accumulate, lv_reduce_rows, warp_tree_reduce from stages 1-5) on the
-// partition's PartitionRange (partition_range_in, pa/index/cascade.hpp) and
-// writes the partition's output (normalized within the partition), its max
-// logit and its exp sum (PartitionGeometry, layout.hpp). The reduce kernel
+// SAME step functions as v1 (q_and_logits = q_to_smem + qk_logits,
+// softmax_times_v = softmax_block + lv_accumulate + lv_reduce_rows, then
+// warp_tree_reduce, from stages 1-5) on the partition's PartitionRange
+// (partition_range_in, pa/index/cascade.hpp) instead of v1_logits' whole
+// context, and writes the partition's output (normalized within the
+// partition), its max logit and its exp sum (PartitionGeometry, layout.hpp)
+// with the row owners' store of v1 (store_owned_rows). The reduce kernel
 // (one thread block per (head, sequence)) then combines the partitions:
 //   M = max_p max_p,  w_p = exp(max_p - M) * sum_p,
 //   out = sum_p w_p out_p / sum_p w_p,  lse = M + log(sum_p w_p)  (natural log).
@@ -43,28 +45,6 @@
 
 namespace pa::kernels {
 
-// Warp 0's row owners write the reduced rows (already normalized by the
-// partition's sum) as float to `dst` at dst_offset(row). Events: partition_store
-// global_store part_out (or state_out), iter = i, dims [row, 1).
-template <class Cfg, class Tracer, class Offset>
-__device__ __forceinline__ void store_rows_f32(float* __restrict__ dst, Offset dst_offset, trace::Tensor tensor,
-                                               const RowAcc<Cfg>& acc, const ThreadCtx<Cfg>& c,
-                                               Tracer& tracer) {
-  using Map = ThreadMapping<Cfg>;
-  if (c.warp == 0 && Map::lv_row_owner(c.lane)) {
-#pragma unroll
-    for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
-      const int row = Map::lv_row(c.lane, i);
-      if (Map::lv_row_valid(row)) {
-        const std::int64_t off = dst_offset(row);
-        dst[off] = acc.v[i];
-        PA_TRACE(tracer, ev(c.tc, Step::partition_store, Op::global_store, tensor)
-                             .it(i).dims(row, 1).at(off * 4, 4).val(acc.v[i]));
-      }
-    }
-  }
-}
-
 // Stage 6 partition kernel: grid (head, seq, partition).
 template <class Cfg, class Tracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V2Args a, Tracer tracer) {
@@ -76,15 +56,10 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V
   const PartitionRange r = partition_range_in(a.range, ctx, Cfg::kBlockSize, a.base.partition_size, c.partition);
   // LESSON-END(v2_partition.range)
   auto sm = shared_v1<Cfg>();
-  q_to_smem<Cfg>(static_cast<const Elem<Cfg>*>(a.base.q), a.base.qg, c, sm, tracer);
-  qk_logits<Cfg>(static_cast<const Elem<Cfg>*>(a.base.k_cache), a.base.cg, a.base.block_tables, a.base.btg, r,
-                 a.base.scale, c, sm, tracer);
-  const SoftmaxStats st = softmax_block<Cfg>(r, c, sm, tracer);
+  q_and_logits<Cfg>(a.base, r, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
   RowAcc<Cfg> acc;
-  lv_accumulate<Cfg>(static_cast<const Elem<Cfg>*>(a.base.v_cache), a.base.cg, a.base.block_tables, a.base.btg,
-                     r, c, sm, acc, tracer);
-  lv_reduce_rows<Cfg>(acc, c, tracer);
-  warp_tree_reduce<Cfg>(acc, c, sm, tracer);
+  const SoftmaxStats st = softmax_times_v<Cfg>(a.base, r, c, sm, acc, tracer);  // stages 3-4 (04_lv.cuh)
+  warp_tree_reduce<Cfg>(acc, c, sm, tracer);  // stage 5
 
   // LESSON-BEGIN(v2_partition.partition_store)
   if (n_parts == 1 && a.single_partition_direct) {
@@ -92,8 +67,8 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V
     if (a.base.out != nullptr)
       store_output_row<Cfg>(static_cast<Elem<Cfg>*>(a.base.out), a.base.qg, acc, c, tracer);
     if (a.out_state != nullptr)
-      store_rows_f32<Cfg>(a.out_state, [&](int row) { return a.stg.out_offset(c.seq, c.head, row); },
-                          trace::Tensor::state_out, acc, c, tracer);
+      store_owned_rows<Cfg>(c.warp == 0, a.out_state, [&](int row) { return a.stg.out_offset(c.seq, c.head, row); },
+                            Step::partition_store, trace::Tensor::state_out, acc, c, tracer);
     if (a.lse != nullptr && c.tid == 0) {
       const std::int64_t off = a.stg.lse_offset(c.seq, c.head);
       a.lse[off] = st.max + logf(st.sum);
@@ -102,8 +77,10 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V
     }
     return;
   }
-  store_rows_f32<Cfg>(a.part_out, [&](int row) { return a.pg.out_offset(c.seq, c.head, c.partition, row); },
-                      trace::Tensor::part_out, acc, c, tracer);
+  // Warp 0's row owners hold the partition's rows (normalized by its own sum).
+  store_owned_rows<Cfg>(c.warp == 0, a.part_out,
+                        [&](int row) { return a.pg.out_offset(c.seq, c.head, c.partition, row); },
+                        Step::partition_store, trace::Tensor::part_out, acc, c, tracer);
   if (c.tid == 0) {
     const std::int64_t off = a.pg.stat_offset(c.seq, c.head, c.partition);
     a.part_max[off] = st.max;
