@@ -42,9 +42,7 @@
 #include "pa/kernels/event_timer.hpp"
 #include "pa/kernels/optimized.hpp"
 #include "pa/kernels/optimized_args.hpp"
-#if PA_BENCH_WITH_V2CASCADE
 #include "pa/kernels/v2_cascade.hpp"
-#endif
 
 namespace {
 
@@ -308,7 +306,6 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
   // --- v1 (stage 5) ---
   {
     BenchRow row = new_row("v1");
-#if PA_BENCH_WITH_V1
     try {
       time_kernel(row, P, o, [&](int r) {
         kernels::launch_stage(kernels::Stage::warp_reduce, stage_args(P, r, P.out2.get()));
@@ -320,9 +317,6 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
       row.status = std::string("unsupported: ") + e.what();
       cudaGetLastError();
     }
-#else
-    row.status = "missing: v1 (stage 5) not in this build";
-#endif
     finish_row(row, copy_gbps);
     rows.push_back(row);
   }
@@ -330,7 +324,6 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
   // --- v2 (stage 6) ---
   {
     BenchRow row = new_row("v2");
-#if PA_BENCH_WITH_V2CASCADE
     try {
       const int psize = 512;
       const int maxp = ceil_div(s.context, psize);
@@ -357,9 +350,6 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
       row.status = std::string("unsupported: ") + e.what();
       cudaGetLastError();
     }
-#else
-    row.status = "missing: v2 (stage 6) not in this build";
-#endif
     finish_row(row, copy_gbps);
     rows.push_back(row);
   }
@@ -368,7 +358,6 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
   if (cascade_shape) {
     BenchRow row = new_row("cascade");
     row.kv_bytes = P.kv_unique;  // what cascade must read: the prefix once
-#if PA_BENCH_WITH_V2CASCADE
     try {
       auto cargs = [&](int r) {
         kernels::StageArgs a = stage_args(P, r, P.out2.get());
@@ -389,12 +378,8 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
       row.status = std::string("unsupported: ") + e.what();
       cudaGetLastError();
     }
-#else
-    row.status = "missing: cascade (stage 7) not in this build";
-#endif
     finish_row(row, copy_gbps);
     rows.push_back(row);
-#if PA_BENCH_WITH_V2CASCADE
     // Experiments (not rows of the JSON): other plans (kernels::CascadeOptions),
     // each timed whole, prefix alone (kernel + chunk reduce) and suffix alone,
     // on the same rotated data.
@@ -428,7 +413,6 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
         cudaGetLastError();
       }
     }
-#endif
   }
 }
 

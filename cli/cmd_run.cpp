@@ -2,12 +2,13 @@
 #include <cstdio>
 
 #include "cmd_run_optimized.hpp"
-#include "cmd_run_v2cascade.hpp"
+#include "cmd_run_split_kv.hpp"
 #include "commands.hpp"
 #include "no_gpu.hpp"
 #include "options.hpp"
 #include "run_report.hpp"
 #include "pa/kernels/api.hpp"
+#include "pa/kernels/runner.hpp"
 #include "pa/reference/check_stage.hpp"
 #include "pa/core/config_dispatch.hpp"
 #include "pa/core/paged_cache.hpp"
@@ -26,7 +27,7 @@ void help_run() {
       "%s\n%s\n%s\n"
       "exit: 0 PASS, 1 FAIL, 2 no GPU (built without CUDA, or no CUDA driver or GPU found), 3 bad usage or\n"
       "unsupported problem\n",
-      kernels::stage_names_text().c_str(), problem_flags_help(), help_run_v2cascade(),
+      kernels::stage_names_text().c_str(), problem_flags_help(), help_run_split_kv(),
       help_run_optimized());
 }
 
@@ -39,9 +40,9 @@ int cmd_run(Args args) {
   const auto stage_name = f.take("stage");
   const int iters = f.take_int("iters", 20, 0);
   ProblemSpec spec = take_problem_flags(f);
-  if (stage_name) {  // stages 6-7 take more flags: cli/cmd_run_v2cascade.cpp
+  if (stage_name) {  // stages 6-7 take more flags: cli/cmd_run_split_kv.cpp
     const auto st = kernels::parse_stage(*stage_name);
-    if (st && is_v2cascade_stage(*st)) return cmd_run_v2cascade(*st, f, spec, iters);
+    if (st && is_split_kv_stage(*st)) return cmd_run_split_kv(*st, f, spec, iters);
     if (st && *st == kernels::Stage::optimized) return cmd_run_optimized(f, spec, iters);  // cli/cmd_run_optimized.cpp
   }
   f.finish("run");
@@ -72,15 +73,11 @@ int cmd_run(Args args) {
               rc.thread_group_size, rc.vec_size, rc.vec_bytes, rc.v_vec_size, rc.v_vec_bytes,
               rc.num_vecs_per_thread, rc.num_rows_per_thread);
 
-  kernels::DeviceProblem d(p);
-  const kernels::StageOutput out = kernels::run_stage(*stage, d);
-  const StageCheck check = check_stage(p, out);
+  kernels::StageRunner runner(p, *stage);
+  const StageCheck check = check_stage(p, runner.run().stage_output);
   std::printf("check (vs CPU reference, float64):\n%s", check.summary().c_str());
   std::printf("max abs err %.3e, max rel err %.3e\n", check.max_abs_err, check.max_rel_err);
-  if (iters > 0) {
-    const auto t = kernels::time_stage(*stage, d, iters);
-    print_speed(*stage, spec, t.median_ms, iters, "");
-  }
+  if (iters > 0) print_speed(*stage, spec, runner.time(iters).median_ms, iters, "");
   std::printf("%s\n", check.pass ? "PASS" : "FAIL");
   return check.pass ? kExitOk : kExitFail;
 }

@@ -12,17 +12,11 @@
 #include "no_gpu.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/optimized.hpp"
-#include "pa/kernels/optimized_args.hpp"
+#include "pa/kernels/runner.hpp"
 #include "pa/reference/attention.hpp"
-#include "pa/core/dtype_convert.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/core/tolerance.hpp"
 
-#if PA_HAVE_CUDA
-#include <cuda_runtime.h>
-
-#include "pa/kernels/event_timer.hpp"
-#endif
 
 namespace pa::cli {
 
@@ -52,36 +46,16 @@ int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters) {
   std::printf("gpu:     %s (sm_%d%d, %d SMs)\n", gpu.name.c_str(), gpu.cc_major, gpu.cc_minor, gpu.sm_count);
   std::printf("problem: %s\n", spec.describe().c_str());
 
-  const kernels::DeviceInputs in(p);
-  const std::size_t out_elems = static_cast<std::size_t>(p.num_seqs()) * spec.num_heads * spec.head_size;
-  kernels::DeviceBuffer out(out_elems * dtype_bytes(spec.dtype));
-  out.fill_bytes(0xFF);  // NaN: every element must be written
-  kernels::StageArgs base = in.args();
-  base.out = out.get();
-  OptimizedArgs a = kernels::optimized_args(base);
-  const OptimizedPlan plan = plan_optimized(a, splits);
-  std::printf("plan:    %s\n", plan.describe().c_str());
-  kernels::DeviceBuffer ws(std::max<std::size_t>(plan.workspace_bytes, 1));
-  ws.fill_bytes(0);  // arrival counters start at 0; the kernel leaves them there
-  launch_optimized(a, plan, ws.get());
-  if (cudaDeviceSynchronize() != cudaSuccess) {
-    std::fprintf(stderr, "pa-lab run: stage 8 failed: %s\n", cudaGetErrorString(cudaGetLastError()));
-    return kExitFail;
-  }
-  std::vector<std::uint8_t> bytes(out_elems * dtype_bytes(spec.dtype));
-  out.download(bytes.data(), bytes.size());
-  std::vector<float> got(out_elems);
-  decode(spec.dtype, bytes.data(), out_elems, got.data());
+  kernels::RunOptions opt;
+  opt.splits = splits;
+  kernels::StageRunner runner(p, kernels::Stage::optimized, opt);
+  std::printf("plan:    %s\n", runner.plan().c_str());
+  const std::vector<float> got = runner.run().out;
   const std::vector<double> ref = ref_output(p);
-  const CompareResult r = compare(ref.data(), got.data(), out_elems, tolerance_for(spec.dtype));
+  const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(spec.dtype));
   std::printf("check (vs CPU reference, float64): %s\n", r.summary().c_str());
   std::printf("max abs err %.3e, max rel err %.3e\n", r.max_abs_err, r.max_rel_err);
-
-  if (iters > 0) {
-    const double med = pa::kernels::median_of(
-        pa::kernels::time_launches_ms([&] { launch_optimized(a, plan, ws.get()); }, iters, /*warmup=*/3));
-    print_speed(kernels::Stage::optimized, spec, med, iters, "");
-  }
+  if (iters > 0) print_speed(kernels::Stage::optimized, spec, runner.time(iters).median_ms, iters, "");
   std::printf("%s\n", r.pass ? "PASS" : "FAIL");
   return r.pass ? kExitOk : kExitFail;
 #else

@@ -237,12 +237,20 @@ void launch_stage(Stage stage, const StageArgs& a, void* stream) {
 }
 
 namespace {
+}  // namespace
+
 std::vector<float> download_floats(const DeviceBuffer& b, std::size_t n) {
   std::vector<float> v(n);
   b.download(v.data(), n * sizeof(float));
   return v;
 }
-}  // namespace
+std::vector<float> download_decoded(const DeviceBuffer& b, std::size_t n, DType t) {
+  std::vector<std::uint8_t> bytes(n * dtype_bytes(t));
+  b.download(bytes.data(), bytes.size());
+  std::vector<float> v(n);
+  decode(t, bytes.data(), n, v.data());
+  return v;
+}
 
 StageOutput run_stage(Stage stage, DeviceProblem& d) {
   const PagedProblem& p = d.host();
@@ -265,14 +273,7 @@ StageOutput run_stage(Stage stage, DeviceProblem& d) {
       o.sum = download_floats(d.stage_sum, rows);
       break;
     case Stage::lv: o.values = download_floats(d.stage_out, rows * a.sg.num_warps * a.head_size); break;
-    case Stage::warp_reduce: {
-      const std::size_t n = rows * a.head_size;
-      std::vector<std::uint8_t> bytes(n * dtype_bytes(a.dtype));
-      d.out.download(bytes.data(), bytes.size());
-      o.values.resize(n);
-      decode(a.dtype, bytes.data(), n, o.values.data());
-      break;
-    }
+    case Stage::warp_reduce: o.values = download_decoded(d.out, rows * a.head_size, a.dtype); break;
     default: throw std::invalid_argument(std::string("run_stage: stage ") + stage_name(stage) + " not available");
   }
   return o;

@@ -33,6 +33,8 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 void DeviceBuffer::upload(const void*, std::size_t) { no_cuda(); }
 void DeviceBuffer::download(void*, std::size_t) const { no_cuda(); }
 void DeviceBuffer::fill_bytes(int) { no_cuda(); }
+std::vector<float> download_floats(const DeviceBuffer&, std::size_t) { no_cuda(); }
+std::vector<float> download_decoded(const DeviceBuffer&, std::size_t, DType) { no_cuda(); }
 
 DeviceInputs::DeviceInputs(const PagedProblem& p) : host_(&p) { no_cuda(); }
 StageArgs DeviceInputs::args() const { no_cuda(); }

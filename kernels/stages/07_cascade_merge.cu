@@ -1,6 +1,7 @@
-// Host side of stages 6 and 7: argument validation, dtype dispatch to the
-// instance files (06_v2_partition_<dtype>.cu, 07_cascade_prefix_<dtype>.cu),
-// the merge launch and the cascade pipeline (v2_cascade.hpp).
+// Host side of stage 7: argument validation, dtype dispatch to the prefix
+// kernel's instance files (07_cascade_prefix_<dtype>.cu, the wgmma kernel's
+// 07_cascade_prefix_wgmma.cu), the merge launch and the cascade pipeline
+// (v2_cascade.hpp). Stage 6's launch is in 06_v2_partition.cu.
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
@@ -8,12 +9,10 @@
 #include <string>
 
 #include "07_cascade_merge.cuh"
+#include "host_checks.hpp"
 #include "pa/kernels/v2_cascade.hpp"
 
 namespace pa::kernels::detail {
-bool launch_v2_f32(int, int, const V2Args&, cudaStream_t);
-bool launch_v2_f16(int, int, const V2Args&, cudaStream_t);
-bool launch_v2_bf16(int, int, const V2Args&, cudaStream_t);
 bool launch_cascade_prefix_f16(int, int, int, const PrefixArgs&, cudaStream_t);
 bool launch_cascade_prefix_bf16(int, int, int, const PrefixArgs&, cudaStream_t);
 #if PA_CASCADE_WGMMA
@@ -24,6 +23,10 @@ bool cascade_wgmma_built(int, int);
 
 namespace pa::kernels {
 namespace {
+
+using detail::bad;
+using detail::check_base;
+using detail::config_text;
 
 // The defaults are the fastest of what was measured on an H100 (kernels/NOTES.md,
 // "cascade changes", each with its figures). The prefix kernel: variant 8
@@ -38,24 +41,6 @@ constexpr PrefixKernel kDefaultPrefix = PrefixKernel::wgmma;  // where usable, e
 // registers are full, so a plain side stream (streams 1) is the better one.
 constexpr CascadeOptions::Suffix kDefaultSuffix = CascadeOptions::Suffix::optimized_lean;
 constexpr int kDefaultStreamsLean = 2, kDefaultStreams = 1;
-
-[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
-
-std::string config_text(const StageArgs& b) {
-  return std::string(dtype_name(b.dtype)) + " head " + std::to_string(b.head_size) + " block " +
-         std::to_string(b.block_size);
-}
-
-void check_base(const StageArgs& b) {
-  if (b.num_seqs < 1 || b.num_heads < 1 || b.num_kv_heads < 1 || b.num_heads % b.num_kv_heads != 0)
-    bad("v2/cascade: num_seqs " + std::to_string(b.num_seqs) + ", num_heads " + std::to_string(b.num_heads) +
-        ", num_kv_heads " + std::to_string(b.num_kv_heads) +
-        ": need >= 1 each and num_kv_heads dividing num_heads");
-  if (b.num_seqs > 65535) bad("v2/cascade: num_seqs " + std::to_string(b.num_seqs) + " > 65535 (grid y)");
-  if (b.q == nullptr || b.k_cache == nullptr || b.v_cache == nullptr || b.block_tables == nullptr ||
-      b.context_lens == nullptr)
-    bad("v2/cascade: null input pointer (q, k_cache, v_cache, block_tables, context_lens are required)");
-}
 
 constexpr std::size_t kAlign = 256;
 std::size_t carve(std::size_t& cursor, std::size_t bytes) {
@@ -116,30 +101,6 @@ int device_sm_count() {
 }
 
 }  // namespace
-
-void launch_v2(const V2Args& a, void* stream) {
-  const StageArgs& b = a.base;
-  check_base(b);
-  if (b.partition_size <= 0 || b.partition_size % b.block_size != 0)
-    bad("v2_partition: partition size " + std::to_string(b.partition_size) +
-        " must be a positive multiple of the block size " + std::to_string(b.block_size));
-  if (a.range.begin < 0 || a.range.begin % b.block_size != 0)
-    bad("v2_partition: range begin " + std::to_string(a.range.begin) +
-        " must be >= 0 and a multiple of the block size " + std::to_string(b.block_size));
-  if (a.max_partitions < 1 || a.max_partitions > 65535)
-    bad("v2_partition: max_partitions " + std::to_string(a.max_partitions) + " must be in [1, 65535]");
-  if (a.pg.max_partitions < a.max_partitions)
-    bad("v2_partition: partition buffers hold " + std::to_string(a.pg.max_partitions) +
-        " partitions, the launch needs " + std::to_string(a.max_partitions));
-  const auto s = static_cast<cudaStream_t>(stream);
-  bool ok = false;
-  switch (b.dtype) {
-    case DType::f32: ok = detail::launch_v2_f32(b.head_size, b.block_size, a, s); break;
-    case DType::f16: ok = detail::launch_v2_f16(b.head_size, b.block_size, a, s); break;
-    case DType::bf16: ok = detail::launch_v2_bf16(b.head_size, b.block_size, a, s); break;
-  }
-  if (!ok) bad("v2_partition: configuration " + config_text(b) + " is not built (PA_V2C_FOR_EACH_HEAD_BLOCK)");
-}
 
 void launch_merge_states(const MergeArgs& m, void* stream) {
   if (m.head_size % 4 != 0) bad("merge: head size " + std::to_string(m.head_size) + " must be a multiple of 4");

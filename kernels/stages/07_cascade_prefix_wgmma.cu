@@ -1,6 +1,6 @@
 // Stage 7's wgmma prefix kernel instances: fp16 and bf16, head 128 of
 // PA_V2C_FOR_EACH_HEAD_BLOCK. Compiled for sm_90a only
-// (kernels/stages/v2cascade.cmake); the planner uses it when
+// (kernels/stages/cascade_merge.cmake); the planner uses it when
 // cascade_wgmma_built() says this build has it and the device is compute 9.0.
 #include <cuda_runtime.h>
 

@@ -3,7 +3,7 @@
 if(PA_HAVE_CUDA AND TARGET pa_kernels_optimized)
   pa_add_test(pa_optimized_tests
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_optimized.cpp
-    LIBS pa_kernels_optimized pa_reference CUDA::cudart
+    LIBS pa_kernels pa_kernels_optimized pa_reference CUDA::cudart
     LABELS gpu)
   # The head sizes stage 8 is compiled for, read off pa_kernels_optimized's
   # instance files (kernels/stages/optimized.cmake: 08_optimized_inst_hs<H>.cu),

@@ -9,7 +9,6 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 
-#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -23,57 +22,30 @@
 #include "pa/index/optimized.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/optimized.hpp"
-#include "pa/kernels/optimized_args.hpp"
+#include "pa/kernels/runner.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/core/dtype_convert.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/core/tolerance.hpp"
+#include "../support/gpu_skip.hpp"
 
 namespace {
 
 using namespace pa;
 
-void ck(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) FAIL(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-bool have_gpu(std::string& why) {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    why = e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device";
-    cudaGetLastError();
-    return false;
-  }
-  return true;
-}
 
 
-// Runs stage 8 on the problem; returns the output decoded to float.
+// Runs stage 8 on the problem through the runner; returns the output decoded
+// to float. Twice: the second run proves the arrival counters were reset
+// (the runner zeroes the workspace once, and poisons the output before each run).
 std::vector<float> run_optimized(const PagedProblem& pp, int force_splits, OptimizedPlan* plan_out) {
-  const ProblemSpec& s = pp.spec;
-  const kernels::DeviceInputs in(pp);
-  const std::size_t out_elems = static_cast<std::size_t>(pp.num_seqs()) * s.num_heads * s.head_size;
-  kernels::DeviceBuffer out(out_elems * dtype_bytes(s.dtype));
-  out.fill_bytes(0xFF);  // NaN in fp16/bf16: every element must be written
-  kernels::StageArgs base = in.args();
-  base.out = out.get();
-  const OptimizedArgs a = kernels::optimized_args(base);
-  const OptimizedPlan plan = plan_optimized(a, force_splits);
-  if (plan_out) *plan_out = plan;
-  kernels::DeviceBuffer ws(std::max<std::size_t>(1, plan.workspace_bytes));
-  ck(cudaMemset(ws.get(), 0, ws.size()), "zero workspace");
-  // Twice: the second launch proves the arrival counters were reset.
-  launch_optimized(a, plan, ws.get());
-  ck(cudaDeviceSynchronize(), "stage 8 (first launch)");
-  ck(cudaMemset(out.get(), 0xFF, out_elems * dtype_bytes(s.dtype)), "poison out");
-  launch_optimized(a, plan, ws.get());
-  ck(cudaDeviceSynchronize(), "stage 8");
-  std::vector<std::uint8_t> bytes(out_elems * dtype_bytes(s.dtype));
-  ck(cudaMemcpy(bytes.data(), out.get(), bytes.size(), cudaMemcpyDeviceToHost), "download out");
-  std::vector<float> got(out_elems);
-  decode(s.dtype, bytes.data(), out_elems, got.data());
-  return got;
+  kernels::RunOptions o;
+  o.splits = force_splits;
+  kernels::StageRunner runner(pp, kernels::Stage::optimized, o);
+  (void)runner.run();
+  const kernels::RunResult r = runner.run();
+  if (plan_out) *plan_out = *r.optimized;
+  return r.out;
 }
 
 void check_case(const ProblemSpec& spec, int force_splits) {
@@ -210,8 +182,7 @@ TEST_CASE("stage 8 rejects a bad cascade-suffix range or half a state", "[optimi
 }
 
 TEST_CASE("stage 8 matches the reference: every dtype x head size x block size", "[optimized][gpu]") {
-  std::string why;
-  if (!have_gpu(why)) SKIP("no GPU: " << why);
+  PA_REQUIRE_GPU();
   const int sample = GENERATE(0, 1);
   std::size_t ran = 0;
   for (DType dt : kOptDTypes)
@@ -236,8 +207,7 @@ TEST_CASE("stage 8 matches the reference: every dtype x head size x block size",
 }
 
 TEST_CASE("stage 8: GQA ratios incl. MQA and groups over 16", "[optimized][gpu]") {
-  std::string why;
-  if (!have_gpu(why)) SKIP("no GPU: " << why);
+  PA_REQUIRE_GPU();
   const auto [heads, kv_heads] = GENERATE(table<int, int>(
       {{8, 8}, {8, 1}, {12, 4}, {32, 8}, {32, 2}, {40, 4}, {64, 2}, {48, 1}}));
   for (DType dt : {DType::f16, DType::bf16}) {
@@ -255,8 +225,7 @@ TEST_CASE("stage 8: GQA ratios incl. MQA and groups over 16", "[optimized][gpu]"
 }
 
 TEST_CASE("stage 8: split counts and long ragged contexts", "[optimized][gpu]") {
-  std::string why;
-  if (!have_gpu(why)) SKIP("no GPU: " << why);
+  PA_REQUIRE_GPU();
   const int splits = GENERATE(1, 2, 3, 7, 64, 256);
   for (DType dt : {DType::f16, DType::bf16}) {
     ProblemSpec s;
@@ -272,8 +241,7 @@ TEST_CASE("stage 8: split counts and long ragged contexts", "[optimized][gpu]") 
 }
 
 TEST_CASE("stage 8: heuristic split on one long sequence", "[optimized][gpu]") {
-  std::string why;
-  if (!have_gpu(why)) SKIP("no GPU: " << why);
+  PA_REQUIRE_GPU();
   for (DType dt : {DType::f16, DType::bf16}) {
     ProblemSpec s;
     s.dtype = dt;

@@ -465,7 +465,7 @@ TEST_CASE("cascade equals plain attention over prefix + suffix", "[gpu][cascade]
 }
 
 // The suffix through stage 8 (first_token = the prefix, state output), full
-// and lean footprint, every stream mode: empty suffixes (the empty state),
+// and lean footprint, each in every stream mode: empty suffixes (the empty state),
 // one token, ragged tails, a long suffix on few sequences (stage 8 splits it:
 // its arrival counters live in the cascade workspace), GQA groups of 8 (lean
 // built), 16 (head tiles 2: lean falls back to full) and 32 (two CTAs per KV
@@ -473,44 +473,52 @@ TEST_CASE("cascade equals plain attention over prefix + suffix", "[gpu][cascade]
 TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
   require_gpu();
   std::uint64_t salt = 1300;
+  // Both footprints on every configuration; the stream mode rotates with the
+  // configuration (as in the prefix kernel test below).
+  int config_index = 0;
+  std::set<std::pair<int, int>> suffix_streams;
   for (const KernelKey& k : v2c_configs()) {
     if (k.dtype == DType::f32) continue;  // stage 8 is fp16/bf16 only
     const int bs = k.block_size;
-    for (int suffix = 1; suffix <= 2; ++suffix)
-      for (int st = 0; st <= 2; ++st) {
-        SECTION(describe(k) + " suffix " + std::to_string(suffix) + " streams " + std::to_string(st)) {
-          CascadeOptions opt;
-          opt.suffix = suffix == 1 ? CascadeOptions::Suffix::optimized : CascadeOptions::Suffix::optimized_lean;
-          opt.streams = st;
-          check_cascade(k, bs, {1, 0, 5, bs}, 8, 8, ++salt, 0, opt);                 // one-block prefix, an empty suffix
-          check_cascade(k, 3 * bs, {0, 0}, 4, 4, ++salt, 0, opt);                    // every suffix empty
-          check_cascade(k, 1024, {5000, 0, 3}, 8, 2, ++salt, 0, opt);                // long suffix: splits
-          check_cascade(k, 512 + bs, {37, 1, 2 * bs + 3}, 32, 4, ++salt, 0, opt);    // group 8
-          check_cascade(k, 256, {100, 17}, 32, 2, ++salt, 0, opt);                   // group 16
-          check_cascade(k, 256, {100, 17, 1}, 64, 2, ++salt, 0, opt);                // group 32
-          check_cascade(k, 1024 + 3 * bs, {37, 1, 513, 0}, 8, 1, ++salt, 0, opt);    // MQA
-          // The plan really took stage 8 where it is built.
-          ProblemSpec sp = spec_for(k, {64 + bs}, 8, 8, salt);
-          sp.shared_prefix_len = 64;
-          const PagedProblem pp = make_problem(sp);
-          const CascadeRun r = run_cascade(pp, 0, opt);
+    ++config_index;
+    for (int suffix = 1; suffix <= 2; ++suffix) {
+      const int st = (config_index + suffix) % 3;
+      suffix_streams.insert({suffix, st});
+      SECTION(describe(k) + " suffix " + std::to_string(suffix) + " streams " + std::to_string(st)) {
+        CascadeOptions opt;
+        opt.suffix = suffix == 1 ? CascadeOptions::Suffix::optimized : CascadeOptions::Suffix::optimized_lean;
+        opt.streams = st;
+        check_cascade(k, bs, {1, 0, 5, bs}, 8, 8, ++salt, 0, opt);                 // one-block prefix, an empty suffix
+        check_cascade(k, 3 * bs, {0, 0}, 4, 4, ++salt, 0, opt);                    // every suffix empty
+        check_cascade(k, 1024, {5000, 0, 3}, 8, 2, ++salt, 0, opt);                // long suffix: splits
+        check_cascade(k, 512 + bs, {37, 1, 2 * bs + 3}, 32, 4, ++salt, 0, opt);    // group 8
+        check_cascade(k, 256, {100, 17}, 32, 2, ++salt, 0, opt);                   // group 16
+        check_cascade(k, 256, {100, 17, 1}, 64, 2, ++salt, 0, opt);                // group 32
+        check_cascade(k, 1024 + 3 * bs, {37, 1, 513, 0}, 8, 1, ++salt, 0, opt);    // MQA
+        // The plan really took stage 8 where it is built.
+        ProblemSpec sp = spec_for(k, {64 + bs}, 8, 8, salt);
+        sp.shared_prefix_len = 64;
+        const PagedProblem pp = make_problem(sp);
+        const CascadeRun r = run_cascade(pp, 0, opt);
 #if PA_HAVE_CUDA  // (stage 8's library exists in CUDA builds only)
-          const bool built = optimized_supported(k.dtype, k.head_size, k.block_size);
+        const bool built = optimized_supported(k.dtype, k.head_size, k.block_size);
 #else
-          const bool built = false;
+        const bool built = false;
 #endif
 #if PA_HAVE_CUDA
-          if (k.head_size == 128 && k.block_size == 16) CHECK(built);  // in every CUDA build
+        if (k.head_size == 128 && k.block_size == 16) CHECK(built);  // in every CUDA build
 #endif
-          if (built) {
-            CHECK(r.plan.suffix != CascadePlan::Suffix::v2);
-            CHECK((r.plan.suffix_opt.pipeline == OptPipeline::lean) == (suffix == 2 && k.head_size == 128));
-          } else {
-            CHECK(r.plan.suffix == CascadePlan::Suffix::v2);
-          }
+        if (built) {
+          CHECK(r.plan.suffix != CascadePlan::Suffix::v2);
+          CHECK((r.plan.suffix_opt.pipeline == OptPipeline::lean) == (suffix == 2 && k.head_size == 128));
+        } else {
+          CHECK(r.plan.suffix == CascadePlan::Suffix::v2);
         }
       }
+    }
   }
+  REQUIRE(config_index == 2 * static_cast<int>(v2c_configs().size() / 3));
+  if (config_index >= 3) REQUIRE(suffix_streams.size() == 6);
 }
 
 // Every prefix kernel (PrefixKernel: 4 or 8 warps of mma.sync, the wgmma
@@ -523,33 +531,47 @@ TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
 TEST_CASE("cascade: every prefix kernel and stream mode", "[gpu][cascade]") {
   require_gpu();
   std::uint64_t salt = 900;
+  // Every configuration runs every prefix kernel; the stream mode rotates
+  // with the configuration, so each (prefix kernel, stream mode) pair runs on
+  // a third of the configurations (the stream mode orders launches, it does
+  // not change what a kernel computes).
+  constexpr PrefixKernel kKernels[] = {PrefixKernel::mma_4warps, PrefixKernel::mma_8warps, PrefixKernel::wgmma};
+  int config_index = 0;
+  std::set<std::pair<int, int>> kernel_streams;
   for (const KernelKey& k : v2c_configs()) {
     if (k.dtype == DType::f32) continue;  // no tensor-core prefix
     const int bs = k.block_size;
-    for (PrefixKernel pk : {PrefixKernel::mma_4warps, PrefixKernel::mma_8warps, PrefixKernel::wgmma})
-      for (int st = 0; st <= 2; ++st) {
-        SECTION(describe(k) + " prefix " + prefix_kernel_name(pk) + " streams " + std::to_string(st)) {
-          CascadeOptions opt;
-          opt.prefix = pk;
-          opt.streams = st;
-          check_cascade(k, bs, {1, 0, 5, bs}, 8, 8, ++salt, 0, opt);                    // one block
-          check_cascade(k, 7 * bs, {0, 3, 2 * bs + 3}, 8, 2, ++salt, 0, opt);           // not a multiple of a tile
-          check_cascade(k, 1024 + 3 * bs, {37, 1, 513, 0}, 8, 1, ++salt, 0, opt);       // MQA
-          check_cascade(k, 2048, std::vector<int>(130, 9), 2, 2, ++salt, 0, opt);       // 130 seqs MHA
-          check_cascade(k, 4096 + bs, {100, 3, 900}, 32, 4, ++salt, 0, opt);            // group 8
-          opt.chunks = 5;
-          check_cascade(k, 2048 + 5 * bs, {5, 600, 9}, 8, 2, ++salt, 0, opt);           // 5 forced chunks
-          opt.chunks = 1;
-          check_cascade(k, 2048 + 5 * bs, {5, 0, 9}, 8, 2, ++salt, 0, opt);             // one chunk
-          // The plan ran the kernel asked for, or (wgmma where it is not built
-          // or not usable) its mma.sync form.
-          ProblemSpec sp = spec_for(k, {64 + bs}, 8, 8, salt);
-          sp.shared_prefix_len = 64;
-          const CascadeRun r = run_cascade(make_problem(sp), 0, opt);
-          CHECK((r.plan.prefix_kernel == pk ||
-                 (pk == PrefixKernel::wgmma && r.plan.prefix_kernel == PrefixKernel::mma_8warps)));
-          CHECK(r.plan.streams == st);
-        }
+    ++config_index;
+    for (int ki = 0; ki < 3; ++ki) {
+      const PrefixKernel pk = kKernels[ki];
+      const int st = (config_index + ki) % 3;
+      kernel_streams.insert({ki, st});
+      SECTION(describe(k) + " prefix " + prefix_kernel_name(pk) + " streams " + std::to_string(st)) {
+        CascadeOptions opt;
+        opt.prefix = pk;
+        opt.streams = st;
+        check_cascade(k, bs, {1, 0, 5, bs}, 8, 8, ++salt, 0, opt);                    // one block
+        check_cascade(k, 7 * bs, {0, 3, 2 * bs + 3}, 8, 2, ++salt, 0, opt);           // not a multiple of a tile
+        check_cascade(k, 1024 + 3 * bs, {37, 1, 513, 0}, 8, 1, ++salt, 0, opt);       // MQA
+        check_cascade(k, 2048, std::vector<int>(130, 9), 2, 2, ++salt, 0, opt);       // 130 seqs MHA
+        check_cascade(k, 4096 + bs, {100, 3, 900}, 32, 4, ++salt, 0, opt);            // group 8
+        opt.chunks = 5;
+        check_cascade(k, 2048 + 5 * bs, {5, 600, 9}, 8, 2, ++salt, 0, opt);           // 5 forced chunks
+        opt.chunks = 1;
+        check_cascade(k, 2048 + 5 * bs, {5, 0, 9}, 8, 2, ++salt, 0, opt);             // one chunk
+        // The plan ran the kernel asked for, or (wgmma where it is not built
+        // or not usable) its mma.sync form.
+        ProblemSpec sp = spec_for(k, {64 + bs}, 8, 8, salt);
+        sp.shared_prefix_len = 64;
+        const CascadeRun r = run_cascade(make_problem(sp), 0, opt);
+        CHECK((r.plan.prefix_kernel == pk ||
+               (pk == PrefixKernel::wgmma && r.plan.prefix_kernel == PrefixKernel::mma_8warps)));
+        CHECK(r.plan.streams == st);
       }
+    }
   }
+  // Two 16-bit types x every built (head, block); every kernel met every stream
+  // mode (the quick build has two configurations: each kernel meets two modes).
+  REQUIRE(config_index == 2 * static_cast<int>(v2c_configs().size() / 3));
+  if (config_index >= 3) REQUIRE(kernel_streams.size() == 9);
 }

@@ -132,6 +132,10 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
+// A device buffer's first n floats; its first n elements of dtype t decoded to float.
+std::vector<float> download_floats(const DeviceBuffer& b, std::size_t n);
+std::vector<float> download_decoded(const DeviceBuffer& b, std::size_t n, DType t);
+
 // A PagedProblem's inputs on the device, uploaded once: Q, the K and V pool,
 // the block tables and the context lengths. Every stage reads these; the
 // stage 8 runs (pa-lab run, its recording, its tests) add only their output.

@@ -7,12 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "cmd_run_v2cascade.hpp"
+#include "cmd_run_split_kv.hpp"
 #include "commands.hpp"
 #include "no_gpu.hpp"
 #include "options.hpp"
 #include "run_report.hpp"
 #include "pa/kernels/api.hpp"
+#include "pa/kernels/runner.hpp"
 #include "pa/kernels/v2_cascade_run.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/core/paged_cache.hpp"
@@ -52,8 +53,9 @@ int run_v2(const PagedProblem& p, int iters, int check_seqs) {
                                                     gpu.sm_count, v1_max);
   std::printf("rule:    choose_decode_kernel -> %s (v1 holds contexts up to %d tokens here)\n",
               choice == kernels::DecodeKernel::v2 ? "V2" : "V1", v1_max);
-  const kernels::V2Run got = kernels::run_v2(p, s.partition_size, true);
-  std::printf("v2:      %d partitions of %d tokens at most per sequence\n", got.max_partitions, s.partition_size);
+  kernels::StageRunner runner(p, kernels::Stage::v2_partition);
+  std::printf("plan:    %s\n", runner.plan().c_str());
+  const kernels::RunResult got = runner.run();
   std::optional<PagedProblem> sub;
   if (check_seqs > 0 && check_seqs < p.num_seqs()) {
     sub = first_seqs(p, check_seqs);
@@ -66,18 +68,17 @@ int run_v2(const PagedProblem& p, int iters, int check_seqs) {
   std::printf("check (vs CPU reference, float64):\n");
   bool pass = report("output", ref.out, got.out, tolerance_for(s.dtype));
   pass = report("lse", ref_lse, got.lse, lse_tolerance(DType::f32)) && pass;
-  if (iters > 0) {
-    const float ms = kernels::time_v2(p, s.partition_size, iters);
-    print_speed(kernels::Stage::v2_partition, s, ms, iters, "partition + reduce");
-  }
+  if (iters > 0) print_speed(kernels::Stage::v2_partition, s, runner.time(iters).median_ms, iters, "partition + reduce");
   std::printf("%s\n", pass ? "PASS" : "FAIL");
   return pass ? kExitOk : kExitFail;
 }
 
 int run_cascade(const PagedProblem& p, int iters, int check_seqs, bool baselines, const kernels::CascadeOptions& opt) {
   const ProblemSpec& s = p.spec;
-  const kernels::CascadeRun got = kernels::run_cascade(p, 0, opt);
-  std::printf("plan:    %s\n", got.plan.describe().c_str());
+  kernels::RunOptions ro;
+  ro.cascade = opt;
+  const kernels::RunResult got = kernels::StageRunner(p, kernels::Stage::cascade_merge, ro).run();
+  std::printf("plan:    %s\n", got.plan.c_str());
   bool pass = true;
   if (check_seqs != 0) {
     std::optional<PagedProblem> sub;
@@ -121,11 +122,11 @@ int run_cascade(const PagedProblem& p, int iters, int check_seqs, bool baselines
 
 }  // namespace
 
-bool is_v2cascade_stage(kernels::Stage s) {
+bool is_split_kv_stage(kernels::Stage s) {
   return s == kernels::Stage::v2_partition || s == kernels::Stage::cascade_merge;
 }
 
-const char* help_run_v2cascade() {
+const char* help_run_split_kv() {
   return "stages v2_partition and cascade_merge:\n"
          "  --check-seqs K             check the first K sequences against the CPU reference\n"
          "                             (default: all; 0 = no check, cascade only)\n"
@@ -142,7 +143,7 @@ const char* help_run_v2cascade() {
          "  --prefix-chunks N          cut the prefix into N chunks (default 0: the planner's)\n";
 }
 
-int cmd_run_v2cascade(kernels::Stage stage, Flags& f, ProblemSpec spec, int iters) {
+int cmd_run_split_kv(kernels::Stage stage, Flags& f, ProblemSpec spec, int iters) {
   const int check_seqs = f.take_int("check-seqs", -1, -1);
   if (stage == kernels::Stage::cascade_merge) {
     const bool seqs_given = f.has("seqs") || f.has("context-lens");

@@ -1,0 +1,45 @@
+// Host side of stage 6: the launch's argument checks and the dtype dispatch
+// to the instance files (06_v2_partition_<dtype>.cu), which launch the
+// partition kernel and then the reduce kernel (06_v2_partition.cuh).
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "host_checks.hpp"
+#include "pa/kernels/v2_cascade.hpp"
+
+namespace pa::kernels::detail {
+bool launch_v2_f32(int, int, const V2Args&, cudaStream_t);
+bool launch_v2_f16(int, int, const V2Args&, cudaStream_t);
+bool launch_v2_bf16(int, int, const V2Args&, cudaStream_t);
+}  // namespace pa::kernels::detail
+
+namespace pa::kernels {
+
+using detail::bad;
+
+void launch_v2(const V2Args& a, void* stream) {
+  const StageArgs& b = a.base;
+  detail::check_base(b);
+  if (b.partition_size <= 0 || b.partition_size % b.block_size != 0)
+    bad("v2_partition: partition size " + std::to_string(b.partition_size) +
+        " must be a positive multiple of the block size " + std::to_string(b.block_size));
+  if (a.range.begin < 0 || a.range.begin % b.block_size != 0)
+    bad("v2_partition: range begin " + std::to_string(a.range.begin) +
+        " must be >= 0 and a multiple of the block size " + std::to_string(b.block_size));
+  if (a.max_partitions < 1 || a.max_partitions > 65535)
+    bad("v2_partition: max_partitions " + std::to_string(a.max_partitions) + " must be in [1, 65535]");
+  if (a.pg.max_partitions < a.max_partitions)
+    bad("v2_partition: partition buffers hold " + std::to_string(a.pg.max_partitions) +
+        " partitions, the launch needs " + std::to_string(a.max_partitions));
+  const auto s = static_cast<cudaStream_t>(stream);
+  bool ok = false;
+  switch (b.dtype) {
+    case DType::f32: ok = detail::launch_v2_f32(b.head_size, b.block_size, a, s); break;
+    case DType::f16: ok = detail::launch_v2_f16(b.head_size, b.block_size, a, s); break;
+    case DType::bf16: ok = detail::launch_v2_bf16(b.head_size, b.block_size, a, s); break;
+  }
+  if (!ok) bad("v2_partition: configuration " + detail::config_text(b) + " is not built (PA_V2C_FOR_EACH_HEAD_BLOCK)");
+}
+
+}  // namespace pa::kernels
