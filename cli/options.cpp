@@ -165,12 +165,7 @@ void validate_problem_flags(const ProblemSpec& spec) {
       {"logit_spread", "--spread"},
       {"host_memory", "--seqs, --context-lens / --context-len, --kv-heads, --head-size"},
   };
-  try {
-    spec.validate();
-  } catch (const ProblemError& e) {
-    const auto it = flag_of.find(e.field);
-    throw UsageError("option " + (it != flag_of.end() ? it->second : e.field) + ": " + e.what());
-  }
+  if (const auto error = problem_flag_error(spec, flag_of)) throw UsageError("option " + *error);
 }
 
 const char* problem_flags_help() {

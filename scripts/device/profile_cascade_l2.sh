@@ -5,11 +5,8 @@
 # at (64,32,8,8192), which reaches the copy bandwidth. A table last; logs in
 # $OUT/l2.tgz.
 set -u
-FINAL_OUT=${OUT:-/tmp/pa-out}
-W=/tmp/l2; rm -rf "$W"; mkdir -p "$W" "$FINAL_OUT"
 source scripts/device/quick_build.sh
-device_quick_build "$W" pa-bench
-P=/tmp/q/cli/pa-bench
+device_bench_setup /tmp/l2
 M=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_read.sum,lts__t_requests_op_read.sum,\
 lts__t_sectors_srcunit_ltcfabric.sum,lts__t_sectors_srcunit_tex.sum,lts__t_sector_op_read_hit_rate.pct,\
 lts__t_sectors_op_write.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,\

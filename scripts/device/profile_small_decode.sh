@@ -5,11 +5,8 @@
 # its launches (speed of light, warp states, launch stats, per-instruction
 # stall samples as CSV). Everything in $OUT/small.tgz; a summary last.
 set -u
-FINAL_OUT=${OUT:-/tmp/pa-out}
-W=/tmp/small; rm -rf "$W"; mkdir -p "$W" "$FINAL_OUT"
 source scripts/device/quick_build.sh
-device_quick_build "$W" pa-bench
-P=/tmp/q/cli/pa-bench
+device_bench_setup /tmp/small
 for i in 1 2 3; do "$P" --only optimized --shape "${SHAPE:-1,32,8,4096,128}" >>"$W/alone.txt" 2>&1; done
 timeout 200 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section LaunchStats \
   --section Occupancy --section SourceCounters --import-source no -k regex:opt_decode --launch-skip 30 --launch-count 1 \

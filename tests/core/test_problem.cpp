@@ -5,7 +5,9 @@
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <cmath>
+#include <map>
 #include <set>
+#include <string>
 
 #include "pa/core/config_dispatch.hpp"
 #include "pa/core/dtype_convert.hpp"
@@ -130,6 +132,28 @@ TEST_CASE("validation says which field is at fault (front ends name their flag f
     ++n;
   }
   CHECK(n == 15);
+}
+
+TEST_CASE("problem_flag_error: validate's message under the front end's flag for the field", "[core][problem]") {
+  const std::map<std::string, std::string> flag_of = {{"head_size", "--head-size"}, {"num_kv_heads", "--kv-heads"}};
+  ProblemSpec s = small_spec(1);
+  CHECK_FALSE(problem_flag_error(s, flag_of).has_value());
+
+  s.head_size = 100;
+  std::string what;
+  try {
+    s.validate();
+  } catch (const ProblemError& e) {
+    what = e.what();
+  }
+  REQUIRE_FALSE(what.empty());
+  CHECK(problem_flag_error(s, flag_of) == "--head-size: " + what);
+
+  s = small_spec(1);
+  s.partition_size = 100;  // a field flag_of does not name: the field's own name
+  const auto error = problem_flag_error(s, flag_of);
+  REQUIRE(error.has_value());
+  CHECK_THAT(*error, Catch::Matchers::StartsWith("partition_size: invalid problem: "));
 }
 
 TEST_CASE("a problem too large for host memory is refused before anything is allocated", "[reference][problem]") {

@@ -53,6 +53,20 @@ bool launch_v2_traced(const ProblemSpec& s, const kernels::V2Args& a, const kern
   return record_launch_v2(s.dtype, s.head_size, s.block_size, a, t, nullptr);
 }
 
+// v2 as one stage-6 pass of the cascade over `range`, its partitions in the
+// workspace at the plan's offsets for that pass.
+kernels::V2Args v2_pass(const kernels::V2Args& v2, const Mem& ws, TokenRange range, int partitions,
+                        std::size_t part_out, std::size_t part_max, std::size_t part_sum) {
+  kernels::V2Args v = v2;
+  v.range = range;
+  v.max_partitions = partitions;
+  v.part_out = ws.at<float>(part_out);
+  v.part_max = ws.at<float>(part_max);
+  v.part_sum = ws.at<float>(part_sum);
+  v.pg = PartitionGeometry{v.stg.num_heads, partitions, v.stg.head_size};
+  return v;
+}
+
 template <class F>
 void by_dtype(DType t, F&& f) {
   switch (t) {
@@ -88,15 +102,11 @@ bool record_cascade_launch(const PagedProblem& p, const kernels::StageArgs& args
   v2.base.out = nullptr;
   v2.stg = stg;
   if (tp.prefix_len == 0) {  // launch_cascade: plain V2 into the output, with lse
-    v2.base.out = args.out;
-    v2.range = TokenRange{0, -1};
-    v2.max_partitions = plan.suffix_partitions;
-    v2.part_out = ws.at<float>(plan.suffix_part_out);
-    v2.part_max = ws.at<float>(plan.suffix_part_max);
-    v2.part_sum = ws.at<float>(plan.suffix_part_sum);
-    v2.pg = PartitionGeometry{s.num_heads, plan.suffix_partitions, s.head_size};
-    v2.lse = lse.at<float>(0);
-    const bool ok = launch_v2_traced(s, v2, t);
+    kernels::V2Args whole = v2_pass(v2, ws, TokenRange{0, -1}, plan.suffix_partitions, plan.suffix_part_out,
+                                    plan.suffix_part_max, plan.suffix_part_sum);
+    whole.base.out = args.out;
+    whole.lse = lse.at<float>(0);
+    const bool ok = launch_v2_traced(s, whole, t);
     PA_CUDA_CHECK(cudaDeviceSynchronize());
     return ok;
   }
@@ -106,13 +116,8 @@ bool record_cascade_launch(const PagedProblem& p, const kernels::StageArgs& args
   if (!record_cascade_prefix(p, base, plan, ws.p, t))
     kernels::launch_cascade(base, plan, ws.p, lse.at<float>(0), nullptr, kernels::CascadeParts::prefix_only);
   PA_CUDA_CHECK(cudaDeviceSynchronize());
-  kernels::V2Args pre = v2;
-  pre.range = TokenRange{0, plan.prefix_len};
-  pre.max_partitions = plan.prefix_partitions;
-  pre.part_out = ws.at<float>(plan.prefix_part_out);
-  pre.part_max = ws.at<float>(plan.prefix_part_max);
-  pre.part_sum = ws.at<float>(plan.prefix_part_sum);
-  pre.pg = PartitionGeometry{s.num_heads, plan.prefix_partitions, s.head_size};
+  kernels::V2Args pre = v2_pass(v2, ws, TokenRange{0, plan.prefix_len}, plan.prefix_partitions, plan.prefix_part_out,
+                                plan.prefix_part_max, plan.prefix_part_sum);
   pre.out_state = ws.at<float>(plan.prefix_state_out);
   pre.lse = ws.at<float>(plan.prefix_state_lse);
   kernels::RecordingTracer tpre = t;
@@ -129,13 +134,8 @@ bool record_cascade_launch(const PagedProblem& p, const kernels::StageArgs& args
     ok = launch_v2_traced(s, pre, tpre);
   }
   // 2. Suffix state.
-  kernels::V2Args suf = v2;
-  suf.range = TokenRange{plan.prefix_len, -1};
-  suf.max_partitions = plan.suffix_partitions;
-  suf.part_out = ws.at<float>(plan.suffix_part_out);
-  suf.part_max = ws.at<float>(plan.suffix_part_max);
-  suf.part_sum = ws.at<float>(plan.suffix_part_sum);
-  suf.pg = PartitionGeometry{s.num_heads, plan.suffix_partitions, s.head_size};
+  kernels::V2Args suf = v2_pass(v2, ws, TokenRange{plan.prefix_len, -1}, plan.suffix_partitions, plan.suffix_part_out,
+                                plan.suffix_part_max, plan.suffix_part_sum);
   suf.out_state = ws.at<float>(plan.suffix_state_out);
   suf.lse = ws.at<float>(plan.suffix_state_lse);
   kernels::RecordingTracer tsuf = t;

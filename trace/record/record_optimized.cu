@@ -13,6 +13,7 @@
 #include "pa/kernels/optimized.hpp"
 #include "pa/kernels/optimized_args.hpp"
 #include "pa/trace/record.hpp"
+#include "record_events.cuh"
 #include "record_optimized.cuh"
 
 namespace pa::trace {
@@ -110,49 +111,30 @@ RecordResult record_optimized(const PagedProblem& p, const Selection& sel, int f
   const opt::OptParams prm = opt::opt_make_params(a, plan, ws.get());
   const dim3 grid(mp.splits, mp.units, a.num_seqs);
 
-  kernels::DeviceBuffer counter(sizeof(unsigned long long));
-  unsigned long long capacity = initial_capacity;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    kernels::DeviceBuffer buf(capacity * sizeof(Event));
-    PA_CUDA_CHECK(cudaMemset(counter.get(), 0, sizeof(unsigned long long)));
-    detail::OptRecordingTracer t{};
-    t.events = static_cast<Event*>(buf.get());
-    t.count = static_cast<unsigned long long*>(counter.get());
-    t.capacity = capacity;
-    t.num_blocks = static_cast<int>(blocks.size());
-    t.group = group;
-    t.head_chunks = mp.head_chunks;
-    for (std::size_t i = 0; i < blocks.size(); ++i) t.blocks[i] = {blocks[i].seq, blocks[i].head, blocks[i].partition};
-    out.fill_bytes(0xFF);
-    fns.launch(prm, grid, t, nullptr);
-    PA_CUDA_CHECK(cudaGetLastError());
-    PA_CUDA_CHECK(cudaDeviceSynchronize());
-    ++res.launches;
-    unsigned long long n = 0;
-    PA_CUDA_CHECK(cudaMemcpy(&n, counter.get(), sizeof n, cudaMemcpyDeviceToHost));
-    if (n <= capacity) {
-      res.events.resize(static_cast<std::size_t>(n));
-      if (n) PA_CUDA_CHECK(cudaMemcpy(res.events.data(), buf.get(), n * sizeof(Event), cudaMemcpyDeviceToHost));
-      sort_replay_order(res.events);
-      // Which CTA arrived last at each selected (sequence, unit): the one whose
-      // split_arrive atomic reports 1; none selected: -1 (an unselected CTA).
-      for (const BlockId& b : blocks) {
-        const int unit = opt_unit_of_head(b.head, mp.group, mp.head_chunks);
-        auto& la = opts.optimized.last_arrivals;
-        if (std::any_of(la.begin(), la.end(), [&](const auto& x) { return x.seq == b.seq && x.unit == unit; })) continue;
-        int merger = -1;
-        for (const Event& e : res.events) {
-          if (e.step == Step::split_arrive && e.op == Op::atomic && e.value == 1.f && e.seq == b.seq && e.head == b.head)
-            merger = e.partition;
-        }
-        la.push_back({b.seq, unit, merger});
-      }
-      res.model_options = opts;
-      return res;
+  detail::OptRecordingTracer proto{};
+  proto.group = group;
+  proto.head_chunks = mp.head_chunks;
+  detail::record_events(proto, blocks, initial_capacity, "record_optimized: the event count changed between two runs",
+                        res, [&](const detail::OptRecordingTracer& t) {
+                          out.fill_bytes(0xFF);
+                          fns.launch(prm, grid, t, nullptr);
+                          PA_CUDA_CHECK(cudaGetLastError());
+                        });
+  // Which CTA arrived last at each selected (sequence, unit): the one whose
+  // split_arrive atomic reports 1; none selected: -1 (an unselected CTA).
+  for (const BlockId& b : blocks) {
+    const int unit = opt_unit_of_head(b.head, mp.group, mp.head_chunks);
+    auto& la = opts.optimized.last_arrivals;
+    if (std::any_of(la.begin(), la.end(), [&](const auto& x) { return x.seq == b.seq && x.unit == unit; })) continue;
+    int merger = -1;
+    for (const Event& e : res.events) {
+      if (e.step == Step::split_arrive && e.op == Op::atomic && e.value == 1.f && e.seq == b.seq && e.head == b.head)
+        merger = e.partition;
     }
-    capacity = n;  // overflow: counted exactly, rerun with a buffer that fits
+    la.push_back({b.seq, unit, merger});
   }
-  throw std::runtime_error("record_optimized: the event count changed between two runs");
+  res.model_options = opts;
+  return res;
 }
 
 }  // namespace pa::trace

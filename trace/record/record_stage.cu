@@ -13,6 +13,7 @@
 #include "pa/trace/record.hpp"
 #include "record_configs.hpp"
 #include "record_dispatch.hpp"
+#include "record_events.cuh"
 
 namespace pa::trace {
 namespace detail {
@@ -74,17 +75,8 @@ RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& s
 
   kernels::DeviceProblem d(p);
   const kernels::StageArgs args = d.args();
-  kernels::DeviceBuffer counter(sizeof(unsigned long long));
-  unsigned long long capacity = initial_capacity;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    kernels::DeviceBuffer buf(capacity * sizeof(Event));
-    PA_CUDA_CHECK(cudaMemset(counter.get(), 0, sizeof(unsigned long long)));
-    kernels::RecordingTracer t{};
-    t.events = static_cast<Event*>(buf.get());
-    t.count = static_cast<unsigned long long*>(counter.get());
-    t.capacity = capacity;
-    t.num_blocks = static_cast<int>(blocks.size());
-    for (std::size_t i = 0; i < blocks.size(); ++i) t.blocks[i] = {blocks[i].seq, blocks[i].head, blocks[i].partition};
+  // One run: the outputs poisoned, then the stage's kernels with the recording tracer t.
+  const auto launch = [&](const kernels::RecordingTracer& t) {
     d.poison_outputs();
     bool launched = false;
     if (stage == Stage::cascade_merge) {
@@ -117,19 +109,10 @@ RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& s
           detail::record_launch_stage(stage, p.spec.dtype, p.spec.head_size, p.spec.block_size, args, t, nullptr);
     }
     if (!launched) throw std::logic_error("record_stage: can_record and the instance list disagree");
-    PA_CUDA_CHECK(cudaDeviceSynchronize());
-    ++res.launches;
-    unsigned long long n = 0;
-    PA_CUDA_CHECK(cudaMemcpy(&n, counter.get(), sizeof n, cudaMemcpyDeviceToHost));
-    if (n <= capacity) {
-      res.events.resize(static_cast<std::size_t>(n));
-      if (n) PA_CUDA_CHECK(cudaMemcpy(res.events.data(), buf.get(), n * sizeof(Event), cudaMemcpyDeviceToHost));
-      sort_replay_order(res.events);
-      return res;
-    }
-    capacity = n;  // overflow: counted exactly, rerun with a buffer that fits
-  }
-  throw std::runtime_error("record_stage: the event count changed between two runs of the same stage");
+  };
+  detail::record_events(kernels::RecordingTracer{}, blocks, initial_capacity,
+                        "record_stage: the event count changed between two runs of the same stage", res, launch);
+  return res;
 }
 
 }  // namespace pa::trace

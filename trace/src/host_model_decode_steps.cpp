@@ -17,20 +17,16 @@ namespace pa::trace::detail {
 namespace {
 
 template <class Cfg>
-struct V1Model {
+struct V1Model : BlockModel {
   using Map = ThreadMapping<Cfg>;
   static constexpr int kThreads = Cfg::kNumThreads;
   static constexpr int kWarps = Cfg::kNumWarps;
 
-  const PagedProblem& p;
-  ModelValues& vals;
-  BlockEmitter& em;
   BlockId b;
   int kv_head;
   StageOutGeometry sg;
 
   int ctx_len() const { return p.context_lens[b.seq]; }
-  EventBuilder ev_(int tid, Step s, Op o, Tensor t) const { return ev(em.ctx(tid), s, o, t); }
 
   // load_context_len (02_qk.cuh)
   void context_len() {
@@ -83,15 +79,25 @@ struct V1Model {
                        .it(n).blk(lblock, phys_block(lblock)).at(p.table.offset(b.seq, lblock) * 4, 4));
   }
 
+  // The loop of qk_logits and lv_accumulate over the range's blocks that
+  // thread tid's warp handles: each iteration n starts with
+  // load_physical_block, then body(n, logical block, physical block).
+  template <class Body>
+  void warp_blocks(int tid, const PartitionRange& r, Body&& body) {
+    const int warp = Map::warp_of(tid);
+    for (int n = 0, lblock = Map::warp_block(r.block_begin, warp, 0); lblock < r.block_end;
+         lblock = Map::warp_block(r.block_begin, warp, ++n)) {
+      block_table_load(tid, lblock, n);
+      body(n, lblock, phys_block(lblock));
+    }
+  }
+
   // qk_logits (02_qk.cuh)
   void qk(const PartitionRange& r) {
     for (int tid = 0; tid < kThreads; ++tid) {
-      const int warp = Map::warp_of(tid), lane = Map::lane_of(tid), g_off = Map::thread_group_offset_of(tid);
+      const int lane = Map::lane_of(tid), g_off = Map::thread_group_offset_of(tid);
       const int t_in_block = Map::qk_token_in_block(lane);
-      for (int n = 0, lblock = Map::warp_block(r.block_begin, warp, 0); lblock < r.block_end;
-           lblock = Map::warp_block(r.block_begin, warp, ++n)) {
-        block_table_load(tid, lblock, n);
-        const int phys = phys_block(lblock);
+      warp_blocks(tid, r, [&](int n, int lblock, int phys) {
         const int token = Map::token_of(lblock, t_in_block);
         for (int i = 0; i < Cfg::kNumVecsPerThread; ++i) {
           const int dim = Map::qk_vec_dim(g_off, i);
@@ -117,7 +123,7 @@ struct V1Model {
                              .at(logits_smem_byte(token - r.token_begin), 4)
                              .val(vals.logit(b.seq, b.head, token)));
         }
-      }
+      });
     }
     em.barrier_all();
   }
@@ -220,12 +226,9 @@ struct V1Model {
   void lv(const PartitionRange& r) {
     constexpr int kN = Cfg::kVVecSize;
     for (int tid = 0; tid < kThreads; ++tid) {
-      const int warp = Map::warp_of(tid), lane = Map::lane_of(tid);
+      const int lane = Map::lane_of(tid);
       const int t_in_block = Map::lv_token_in_block(lane);
-      for (int n = 0, lblock = Map::warp_block(r.block_begin, warp, 0); lblock < r.block_end;
-           lblock = Map::warp_block(r.block_begin, warp, ++n)) {
-        block_table_load(tid, lblock, n);
-        const int phys = phys_block(lblock);
+      warp_blocks(tid, r, [&](int n, int lblock, int phys) {
         const int token0 = Map::token_of(lblock, t_in_block);
         const int idx0 = token0 - r.token_begin;
         const int valid = r.token_end - token0;
@@ -243,7 +246,7 @@ struct V1Model {
           em.record(tid, ev_(tid, Step::accumulate, Op::compute, Tensor::none)
                              .it(n).tok(token0).blk(lblock, phys).dims(row, 1));
         }
-      }
+      });
       for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
         const int row = Map::lv_row(lane, i);
         for (int mask = Cfg::kNumVVecsPerRow / 2; mask >= 1; mask /= 2) {
@@ -410,7 +413,7 @@ void model_v2_partition_block(const PagedProblem& p, const V2Launch& l, int seq,
     const BlockId b{seq, head, l.partition_base + part};
     BlockEmitter em(out, Stage::v2_partition, b, kv_head, Cfg::kNumThreads);
     const int max_ctx = *std::max_element(p.context_lens.begin(), p.context_lens.end());
-    V1Model<Cfg> m{p, vals, em, b, kv_head,
+    V1Model<Cfg> m{{p, vals, em}, b, kv_head,
                    StageOutGeometry{p.spec.num_heads, p.spec.head_size, max_ctx, Cfg::kNumWarps}};
     m.l = &l;
     m.part = part;
@@ -425,7 +428,7 @@ void model_v1_block(const PagedProblem& p, Stage stage, const BlockId& b, ModelV
     const int kv_head = kv_head_of(b.head, p.spec.num_heads, p.spec.num_kv_heads);
     BlockEmitter em(out, stage, b, kv_head, Cfg::kNumThreads);
     const int max_ctx = *std::max_element(p.context_lens.begin(), p.context_lens.end());
-    V1Model<Cfg> m{p, vals, em, b, kv_head,
+    V1Model<Cfg> m{{p, vals, em}, b, kv_head,
                    StageOutGeometry{p.spec.num_heads, p.spec.head_size, max_ctx, Cfg::kNumWarps}};
     m.run(stage);
   });

@@ -121,6 +121,19 @@ struct ModelValues {
   std::map<std::pair<int, int>, std::vector<AttentionState>> states_;
 };
 
+// The part of a thread block's model that does not depend on the kernel
+// (V1Model: stages 1-5 and stage 6's partition kernel; OptModel: stage 8):
+// the problem, its reference values and the block's emitter. A model derives
+// from it and adds its block's coordinates and the steps it mirrors.
+struct BlockModel {
+  const PagedProblem& p;
+  ModelValues& vals;
+  BlockEmitter& em;
+
+  // An event of thread tid of this block.
+  EventBuilder ev_(int tid, Step s, Op o, Tensor t) const { return ev(em.ctx(tid), s, o, t); }
+};
+
 // One launch of stage 6's kernels (partition kernel + reduce) as a stage 6 or
 // stage 7 run makes it: the V2Args that matter for the events, and the
 // relabelling the recording tracer applies (RecordingTracer: partition label

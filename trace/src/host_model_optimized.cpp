@@ -29,7 +29,7 @@ struct CtaPlan {
 };
 
 template <class Cfg>
-struct OptModel {
+struct OptModel : BlockModel {
   static constexpr int kThreads = Cfg::kNumThreads;
   static constexpr int kNW = Cfg::kNumWarps;
   static constexpr int BS = Cfg::kBlockSize;
@@ -37,15 +37,11 @@ struct OptModel {
   static constexpr int HS = Cfg::kHeadSize;
   static constexpr int HT = Cfg::kHeadTiles;
 
-  const PagedProblem& p;
-  ModelValues& vals;
-  BlockEmitter& em;
   CtaPlan c;
   OptWorkspaceGeometry wsg;
   int head0 = 0, nh = 0, kvh = 0;
   int ctx = 0, nblocks = 0, blk_begin = 0, blk_end = 0, nsteps = 0;
 
-  EventBuilder ev_(int tid, Step s, Op o, Tensor t) const { return ev(em.ctx(tid), s, o, t); }
   int table(int lb) const { return p.block_tables[p.table.offset(c.seq, lb)]; }
   std::int64_t table_byte(int lb) const { return p.table.offset(c.seq, lb) * 4; }
 
@@ -517,7 +513,7 @@ void model_optimized(const PagedProblem& p, const std::vector<BlockId>& blocks, 
       const int kvh = opt_unit_kv_head(c.unit, plan.head_chunks);
       BlockEmitter em(out, Stage::optimized, BlockId{b.seq, opt_unit_first_head(c.unit, plan.head_chunks, plan.group), b.partition},
                       kvh, Cfg::kNumThreads);
-      OptModel<Cfg> m{p, vals, em, c, OptWorkspaceGeometry{p.num_seqs(), plan.units, plan.splits, p.spec.head_size}};
+      OptModel<Cfg> m{{p, vals, em}, c, OptWorkspaceGeometry{p.num_seqs(), plan.units, plan.splits, p.spec.head_size}};
       m.run();
     }
   });

@@ -11,14 +11,9 @@
 # PA_OVERHEAD_SKIP_OPTIMIZED is set, and the stage 6 reduce / stage 7 merge /
 # stage 1 one (tracer_overhead_v2.sh) unless PA_OVERHEAD_SKIP_V2 is set.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-ARCH="${1:-90}"
-OUTDIR="${2:-$ROOT/out/tracer-overhead}"
-NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+source "$(dirname "${BASH_SOURCE[0]}")/tracer_overhead_common.sh"
+overhead_setup out/tracer-overhead "$@"
 CUOBJDUMP="$(dirname "$NVCC")/cuobjdump"
-mkdir -p "$OUTDIR"
-INC=(-I"$ROOT/kernels/include" -I"$ROOT/kernels/stages" -I"$ROOT/trace/include" -I"$ROOT/reference/include")
-FLAGS=(-std=c++20 --expt-relaxed-constexpr -O3 -arch=sm_$ARCH -cubin)
 "$NVCC" "${FLAGS[@]}" "${INC[@]}" -o "$OUTDIR/null_tracer.cubin" "$ROOT/trace/tools/overhead_instances.cu"
 "$NVCC" "${FLAGS[@]}" "${INC[@]}" -DPA_NO_TRACE_HOOKS -o "$OUTDIR/no_hooks.cubin" "$ROOT/trace/tools/overhead_instances.cu"
 

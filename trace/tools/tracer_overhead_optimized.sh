@@ -12,15 +12,10 @@
 #   trace/tools/tracer_overhead_optimized.sh [arch=90] [outdir=out/tracer-overhead-opt] [base_rev=6b98d0c]
 # No GPU needed. Exit 1 on any difference.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-ARCH="${1:-90}"
-OUTDIR="${2:-$ROOT/out/tracer-overhead-opt}"
-BASE_REV="${3:-6b98d0c}"
-NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
+source "$(dirname "${BASH_SOURCE[0]}")/tracer_overhead_common.sh"
+overhead_setup out/tracer-overhead-opt "$@"
 BIN="$(dirname "$NVCC")"
-mkdir -p "$OUTDIR"
-INC=(-I"$ROOT/kernels/include" -I"$ROOT/kernels/stages" -I"$ROOT/trace/include" -I"$ROOT/reference/include")
-FLAGS=(-std=c++20 --expt-relaxed-constexpr -O3 -arch=sm_$ARCH -cubin -Xptxas -v)
+FLAGS+=(-Xptxas -v)
 SRC="$ROOT/trace/tools/overhead_optimized.cu"
 
 # (c): the pre-hook stage 8 sources shadow the current ones.

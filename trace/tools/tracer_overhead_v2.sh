@@ -9,19 +9,14 @@
 #   trace/tools/tracer_overhead_v2.sh [arch=90] [outdir=out/tracer-overhead-v2] [base_rev=6b98d0c]
 # No GPU needed. Exit 1 on any difference.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-ARCH="${1:-90}"
-OUTDIR="${2:-$ROOT/out/tracer-overhead-v2}"
-BASE_REV="${3:-6b98d0c}"
-NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
-mkdir -p "$OUTDIR"
+source "$(dirname "${BASH_SOURCE[0]}")/tracer_overhead_common.sh"
+overhead_setup out/tracer-overhead-v2 "$@"
 rm -rf "$OUTDIR/base" && mkdir -p "$OUTDIR/base"
 git -C "$ROOT" archive "$BASE_REV" kernels trace reference | tar -x -C "$OUTDIR/base"
-FLAGS=(-std=c++20 --expt-relaxed-constexpr -O3 -arch=sm_$ARCH -cubin)
 for t in now base; do
   R="$ROOT"; [[ $t == base ]] && R="$OUTDIR/base"
-  "$NVCC" "${FLAGS[@]}" -I"$R/kernels/include" -I"$R/kernels/stages" -I"$R/trace/include" -I"$R/reference/include" \
-    -o "$OUTDIR/$t.cubin" "$ROOT/trace/tools/overhead_v2_merge.cu" &
+  overhead_includes "$R"
+  "$NVCC" "${FLAGS[@]}" "${INC[@]}" -o "$OUTDIR/$t.cubin" "$ROOT/trace/tools/overhead_v2_merge.cu" &
 done
 wait
 KEY='(stage6_v2_reduce_kernel|merge_states_kernel)I[0-9]*[A-Za-z_0-9]*?(?=NS_10NullTracer|EEv|Ev)|stage1_q_to_smem_kernelINS_12KernelConfigILNS_5DTypeE[0-9]ELi[0-9]+ELi[0-9]+'

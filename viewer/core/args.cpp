@@ -242,12 +242,7 @@ void check_args_problem(const Args& a, const ProblemSpec& spec) {
       {"shared_prefix_len", "--prefix"},
       {"host_memory", "--context, --kv-heads, --head-size"},
   };
-  try {
-    spec.validate();
-  } catch (const ProblemError& e) {
-    const auto it = flag_of.find(e.field);
-    throw UsageError((it != flag_of.end() ? it->second : e.field) + ": " + e.what());
-  }
+  if (const auto error = problem_flag_error(spec, flag_of)) throw UsageError(*error);
   if (!a.trace_file.empty()) {
     try {
       trace::check_trace_file(a.trace_file);

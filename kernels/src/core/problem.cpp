@@ -184,6 +184,17 @@ std::string ProblemSpec::describe() const {
   return os.str();
 }
 
+std::optional<std::string> problem_flag_error(const ProblemSpec& spec,
+                                              const std::map<std::string, std::string>& flag_of) {
+  try {
+    spec.validate();
+  } catch (const ProblemError& e) {
+    const auto it = flag_of.find(e.field);
+    return (it != flag_of.end() ? it->second : e.field) + ": " + e.what();
+  }
+  return std::nullopt;
+}
+
 RuntimeConfig make_runtime_config(DType dtype, int head_size, int block_size, int num_threads) {
   RuntimeConfig rc;
   with_kernel_config(dtype, head_size, block_size, num_threads,

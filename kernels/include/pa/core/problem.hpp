@@ -3,6 +3,8 @@
 // from which every input is drawn.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -75,5 +77,12 @@ struct ProblemSpec {
   std::int64_t kv_bytes(bool shared_prefix_once = false) const;
   std::string describe() const;  // one line, for logs and trace headers
 };
+
+// spec.validate() for a command-line front end, whose flags name the fields
+// differently (pa-lab's --prefix-len, pa-viewer's --prefix): nullopt when the
+// problem is valid, else "<flag>: <message>", <flag> being flag_of's entry
+// for ProblemError::field, or the field's own name where flag_of has none.
+std::optional<std::string> problem_flag_error(const ProblemSpec& spec,
+                                              const std::map<std::string, std::string>& flag_of);
 
 }  // namespace pa
