@@ -281,23 +281,7 @@ CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws,
   pre.out_state = at<float>(ws, p.prefix_state_out);
   pre.lse = at<float>(ws, p.prefix_state_lse);
   if (p.tensor_cores) {
-    PrefixArgs pa;
-    pa.q = b.q;
-    pa.k_cache = b.k_cache;
-    pa.v_cache = b.v_cache;
-    pa.prefix_blocks = b.block_tables + b.btg.offset(0, 0);
-    pa.qg = b.qg;
-    pa.cg = b.cg;
-    pa.num_seqs = b.num_seqs;
-    pa.num_heads = b.num_heads;
-    pa.num_kv_heads = b.num_kv_heads;
-    pa.prefix_len = p.prefix_len;
-    pa.chunk_len = p.chunk_len;
-    pa.scale = b.scale;
-    pa.part_out = pre.part_out;
-    pa.part_max = pre.part_max;
-    pa.part_sum = pre.part_sum;
-    pa.pg = pre.pg;
+    const PrefixArgs pa = prefix_args(b, p, ws);
     const int v = static_cast<int>(p.prefix_kernel);
     const cudaStream_t ps = prefix_stream;
     bool ok = false;

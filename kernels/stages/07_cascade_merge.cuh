@@ -47,6 +47,7 @@
 #include "ptx.cuh"
 #include "pa/index/cascade.hpp"
 #include "pa/index/merge.hpp"
+#include "pa/kernels/v2_cascade.hpp"
 
 namespace pa::kernels {
 
@@ -146,6 +147,31 @@ struct PrefixArgs {
   float* part_sum = nullptr;
   PartitionGeometry pg;
 };
+
+// The prefix kernel's arguments for a cascade plan: the problem's inputs (b),
+// the prefix's blocks (sequence 0's table row: every sequence shares them) and
+// the chunk partitions at the plan's offsets in the cascade's workspace.
+inline PrefixArgs prefix_args(const StageArgs& b, const CascadePlan& plan, void* ws) {
+  PrefixArgs pa;
+  pa.q = b.q;
+  pa.k_cache = b.k_cache;
+  pa.v_cache = b.v_cache;
+  pa.prefix_blocks = b.block_tables + b.btg.offset(0, 0);
+  pa.qg = b.qg;
+  pa.cg = b.cg;
+  pa.num_seqs = b.num_seqs;
+  pa.num_heads = b.num_heads;
+  pa.num_kv_heads = b.num_kv_heads;
+  pa.prefix_len = plan.prefix_len;
+  pa.chunk_len = plan.chunk_len;
+  pa.scale = b.scale;
+  char* w = static_cast<char*>(ws);
+  pa.part_out = reinterpret_cast<float*>(w + plan.prefix_part_out);
+  pa.part_max = reinterpret_cast<float*>(w + plan.prefix_part_max);
+  pa.part_sum = reinterpret_cast<float*>(w + plan.prefix_part_sum);
+  pa.pg = PartitionGeometry{b.num_heads, plan.prefix_partitions, b.head_size};
+  return pa;
+}
 
 // The two mma.sync forms of the prefix kernel (PrefixKernel in cascade.hpp;
 // the host view is prefix_rows_per_block / prefix_variant_tile_tokens there):

@@ -53,7 +53,7 @@ TEST_CASE("recorded GPU events equal the host model, stages 1-7", "[gpu][trace][
       {DType::bf16, 64, 8, {9, 100}, 4, 4, {{{0, 0, 0}, {1, 2, 0}}}},
       {DType::bf16, 96, 32, {5, 33}, 2, 1, {{{0, 0, 0}, {1, 1, 0}}}},
       {DType::f32, 128, 16, {100, 7}, 4, 4, {{{1, 1, 0}}}},
-      {DType::f32, 256, 32, {70}, 2, 2, {}},
+      {DType::f32, 256, 8, {70}, 2, 2, {}},
       {DType::f32, 80, 16, {19, 200}, 4, 1, {{{0, 3, 0}, {1, 1, 0}}}},
       {DType::f32, 64, 8, {64}, 4, 4, {}},
   };
@@ -101,7 +101,7 @@ TEST_CASE("recorded GPU events equal the host model, stage 6 with several partit
       {DType::f16, 128, 32, 32, {100}, {{{0, 0, 0}, {0, 0, 3}}}},
       {DType::f16, 128, 8, 128, {300, 129}, {{{0, 3, 2}, {1, 0, 1}}}},
       {DType::bf16, 64, 8, 16, {50}, {{{0, 1, 0}, {0, 1, 3}}}},
-      {DType::f32, 256, 32, 64, {129}, {{{0, 0, 2}}}},
+      {DType::f32, 256, 8, 64, {129}, {{{0, 0, 2}}}},
   };
   int expected = 0, compared = 0;
   for (const V2Case& c : cases) {
@@ -148,7 +148,7 @@ TEST_CASE("recorded GPU events equal the host model, stage 6 reduce kernel with 
       {DType::bf16, 64, 8, 8, 4, 2, {250, 8}, {{{0, 1, 31}, {1, 0, 0}}}},
       {DType::f16, 192, 32, 32, 2, 1, {400}, {{{0, 1, 12}}}},
       {DType::f32, 64, 8, 64, 2, 2, {129, 500}, {{{1, 1, 7}}}},
-      {DType::f32, 256, 32, 64, 2, 2, {129, 500}, {{{0, 0, 2}}}},
+      {DType::f32, 256, 8, 64, 2, 2, {129, 500}, {{{0, 0, 2}}}},
   };
   int expected = 0, compared = 0;
   for (const V2Case& c : cases) {

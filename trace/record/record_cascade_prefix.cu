@@ -10,50 +10,40 @@
 #include "07_cascade_merge.cuh"
 #include "pa/kernels/recording_tracer.cuh"
 #include "pa/kernels/v2_cascade.hpp"
-#include "pa/kernels/v2_cascade_instances.hpp"
 #include "pa/core/paged_cache.hpp"
 
 namespace pa::trace::detail {
 
+// One per entry of record_configs.hpp (generated: record_prefix_instances.cu.in).
+#define PA_REC_PART(STAGE, K)
+#define PA_REC_PART_V2(K)
+#define PA_REC_PART_PREFIX(K)                                                                       \
+  bool record_launch_cascade_prefix_part##K(DType, int, int, const kernels::PrefixArgs&,          \
+                                            const kernels::RecordingTracer&);
+#include "record_parts.inc"
+#undef PA_REC_PART
+#undef PA_REC_PART_V2
+#undef PA_REC_PART_PREFIX
+
 // Writes the prefix chunks' partitions (part_out/max/sum) into the cascade's
-// workspace `ws` as launch_cascade would; false when the configuration is not
-// built (PA_V2C_FOR_EACH_HEAD_BLOCK) or the dtype has no prefix kernel (fp32).
+// workspace `ws` as launch_cascade would; false when the configuration has no
+// recording instance (record_configs.hpp) or the dtype no prefix kernel (fp32).
 bool record_cascade_prefix(const PagedProblem& p, const kernels::StageArgs& b, const kernels::CascadePlan& plan,
                            void* ws, const kernels::RecordingTracer& t) {
   (void)p;
   if (!plan.tensor_cores || plan.prefix_len == 0) return false;
-  kernels::PrefixArgs pa;
-  pa.q = b.q;
-  pa.k_cache = b.k_cache;
-  pa.v_cache = b.v_cache;
-  pa.prefix_blocks = b.block_tables + b.btg.offset(0, 0);
-  pa.qg = b.qg;
-  pa.cg = b.cg;
-  pa.num_seqs = b.num_seqs;
-  pa.num_heads = b.num_heads;
-  pa.num_kv_heads = b.num_kv_heads;
-  pa.prefix_len = plan.prefix_len;
-  pa.chunk_len = plan.chunk_len;
-  pa.scale = b.scale;
-  char* w = static_cast<char*>(ws);
-  pa.part_out = reinterpret_cast<float*>(w + plan.prefix_part_out);
-  pa.part_max = reinterpret_cast<float*>(w + plan.prefix_part_max);
-  pa.part_sum = reinterpret_cast<float*>(w + plan.prefix_part_sum);
-  pa.pg = PartitionGeometry{b.num_heads, plan.prefix_partitions, b.head_size};
+  const kernels::PrefixArgs pa = kernels::prefix_args(b, plan, ws);
   kernels::RecordingTracer tp = t;
   tp.partition_base = kPrefixBlockBase;
-  constexpr int V = kCascadeTracePrefixVariant;
   bool ok = false;
-#define PA_X(H, B)                                                                                          \
-  if (!ok && b.head_size == H && b.block_size == B) {                                                      \
-    if (b.dtype == DType::f16)                                                                             \
-      kernels::launch_cascade_prefix<KernelConfig<DType::f16, H, B, 128>, V, kernels::RecordingTracer>(pa, nullptr, tp); \
-    else                                                                                                   \
-      kernels::launch_cascade_prefix<KernelConfig<DType::bf16, H, B, 128>, V, kernels::RecordingTracer>(pa, nullptr, tp); \
-    ok = true;                                                                                             \
-  }
-  PA_V2C_FOR_EACH_HEAD_BLOCK(PA_X)
-#undef PA_X
+#define PA_REC_PART(STAGE, K)
+#define PA_REC_PART_V2(K)
+#define PA_REC_PART_PREFIX(K) \
+  ok = ok || record_launch_cascade_prefix_part##K(b.dtype, b.head_size, b.block_size, pa, tp);
+#include "record_parts.inc"
+#undef PA_REC_PART
+#undef PA_REC_PART_V2
+#undef PA_REC_PART_PREFIX
   return ok;
 }
 

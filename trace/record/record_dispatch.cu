@@ -13,7 +13,9 @@ namespace pa::trace::detail {
 #define PA_REC_PART_V2(K)                                                                             \
   bool record_launch_v2_partition_part##K(DType, int, int, const kernels::V2Args&,                   \
                                           const kernels::RecordingTracer&, cudaStream_t);
+#define PA_REC_PART_PREFIX(K)
 #include "record_parts.inc"
+#undef PA_REC_PART_PREFIX
 #undef PA_REC_PART
 #undef PA_REC_PART_V2
 
@@ -28,7 +30,9 @@ bool record_launch_stage(Stage stage, DType dtype, int head_size, int block_size
 #define PA_REC_PART(STAGE, K) \
   if (stage == Stage::STAGE && record_launch_##STAGE##_part##K(dtype, head_size, block_size, a, t, s)) return true;
 #define PA_REC_PART_V2(K)
+#define PA_REC_PART_PREFIX(K)
 #include "record_parts.inc"
+#undef PA_REC_PART_PREFIX
 #undef PA_REC_PART
 #undef PA_REC_PART_V2
   return false;
@@ -39,7 +43,9 @@ bool record_launch_v2(DType dtype, int head_size, int block_size, const kernels:
 #define PA_REC_PART(STAGE, K)
 #define PA_REC_PART_V2(K) \
   if (record_launch_v2_partition_part##K(dtype, head_size, block_size, a, t, s)) return true;
+#define PA_REC_PART_PREFIX(K)
 #include "record_parts.inc"
+#undef PA_REC_PART_PREFIX
 #undef PA_REC_PART
 #undef PA_REC_PART_V2
   return false;
