@@ -1,22 +1,31 @@
 // The (dtype, head size, block size) configurations that get a recording
-// instance of stages 1-5 (X-macro shared by the instance files and the
-// dispatcher). A subset of the kernels' list keeps the build fast; it covers
-// each dtype, each block size and small, odd and large head sizes. Its costly
-// corner stays out: fp32 with block 32 gives every thread a whole head of K
-// (thread group 1, 64 vectors per token at head 256), and its recording
-// instances took over 4 minutes each to compile (fp32 head 256 records with
-// block 8 instead).
+// instance (X-macro shared by the instance files and the dispatcher). A subset
+// of the kernels' list keeps the build fast; it covers each dtype, each block
+// size and small, odd and large head sizes.
+//
+// Stages 5-7 record every entry; stages 1-4 only the first
+// kNumAllStageRecordConfigs (each dtype and each block size, heads 64, 96
+// and 128): their kernels run the first steps of stage 5's, which records the
+// rest, and recording all four on every entry was a quarter of the full
+// build's compile time. The costly corner stays out altogether: fp32 with
+// block 32 gives every thread a whole head of K (thread group 1, 64 vectors
+// per token at head 256), and its recording instances took over 4 minutes
+// each to compile (fp32 head 256 records with block 8 instead).
 #pragma once
 
 // PA_QUICK_KERNELS builds keep 3 configurations, unless PA_TRACE_FULL_RECORD
 // (CMake option PA_TRACE_FULL_RECORDING) asks for the whole list anyway.
+// trace/CMakeLists.txt's PA_TRACE_RECORD_PARTS and PA_TRACE_RECORD_ALL_STAGE_PARTS
+// must match the two counts (record_dispatch.cu checks).
 #if defined(PA_QUICK_KERNELS) && PA_QUICK_KERNELS && !(defined(PA_TRACE_FULL_RECORD) && PA_TRACE_FULL_RECORD)
 #define PA_TRACE_FOR_EACH_CONFIG(X) X(f16, 128, 16) X(bf16, 128, 16) X(f32, 128, 16)
+#define PA_TRACE_ALL_STAGE_CONFIGS 3
 #else
 #define PA_TRACE_FOR_EACH_CONFIG(X)                                                                  \
-  X(f16, 128, 8) X(f16, 128, 16) X(f16, 128, 32) X(f16, 64, 16) X(f16, 256, 16) X(f16, 80, 8)       \
-  X(f16, 96, 32) X(f16, 112, 16) X(f16, 192, 32) X(bf16, 128, 16) X(bf16, 64, 8) X(bf16, 96, 32)   \
-  X(f32, 128, 16) X(f32, 256, 8) X(f32, 80, 16) X(f32, 64, 8)
+  X(f16, 128, 16) X(bf16, 128, 16) X(f32, 128, 16) X(f16, 128, 8) X(f16, 96, 32) X(f32, 64, 8)     \
+  X(f16, 128, 32) X(f16, 64, 16) X(f16, 256, 16) X(f16, 80, 8) X(f16, 112, 16) X(f16, 192, 32)     \
+  X(bf16, 64, 8) X(bf16, 96, 32) X(f32, 256, 8) X(f32, 80, 16)
+#define PA_TRACE_ALL_STAGE_CONFIGS 6
 #endif
 
 #include "pa/index/dtype.hpp"
@@ -38,6 +47,8 @@ inline constexpr RecordConfig kRecordConfigs[] = {
 #undef PA_X
 };
 inline constexpr int kNumRecordConfigs = static_cast<int>(sizeof(kRecordConfigs) / sizeof(kRecordConfigs[0]));
+// Entries [0, kNumAllStageRecordConfigs) are recorded for stages 1-4 too.
+inline constexpr int kNumAllStageRecordConfigs = PA_TRACE_ALL_STAGE_CONFIGS;
 
 }  // namespace pa::trace::detail
 

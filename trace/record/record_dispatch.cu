@@ -24,6 +24,9 @@ namespace pa::trace::detail {
 static_assert(kNumRecordConfigs == PA_TRACE_RECORD_PARTS,
               "trace/CMakeLists.txt's part count differs from record_configs.hpp's list: update "
               "PA_TRACE_RECORD_PARTS there");
+static_assert(kNumAllStageRecordConfigs == PA_TRACE_RECORD_ALL_STAGE_PARTS,
+              "trace/CMakeLists.txt's count of entries recorded for stages 1-4 differs from "
+              "record_configs.hpp's kNumAllStageRecordConfigs: update PA_TRACE_RECORD_ALL_STAGE_PARTS there");
 
 bool record_launch_stage(Stage stage, DType dtype, int head_size, int block_size, const kernels::StageArgs& a,
                          const kernels::RecordingTracer& t, cudaStream_t s) {

@@ -32,7 +32,10 @@ bool can_record(Stage stage, const ProblemSpec& spec) {
   if (stage == Stage::optimized) return detail::can_record_optimized(spec);
   const int s = static_cast<int>(stage);
   if (s < 1 || s > 7 || spec.num_threads != 128) return false;
-  const bool listed = std::any_of(std::begin(detail::kRecordConfigs), std::end(detail::kRecordConfigs),
+  // Stages 1-4 record the first kNumAllStageRecordConfigs entries only.
+  const auto end = s <= 4 ? std::begin(detail::kRecordConfigs) + detail::kNumAllStageRecordConfigs
+                          : std::end(detail::kRecordConfigs);
+  const bool listed = std::any_of(std::begin(detail::kRecordConfigs), end,
                                   [&](const detail::RecordConfig& c) {
                                     return c.dtype == spec.dtype && c.head_size == spec.head_size &&
                                            c.block_size == spec.block_size;
@@ -48,9 +51,20 @@ bool can_record(Stage stage, const ProblemSpec& spec) {
 }
 
 std::string recordable_configs_text() {
-  std::string s = "stages q_to_smem, qk, softmax, lv, warp_reduce, v2_partition, cascade_merge (its tensor-core prefix kernel as mma.sync variant 1); configurations (dtype head block):";
-  for (const detail::RecordConfig& c : detail::kRecordConfigs)
-    s += std::string(" ") + dtype_name(c.dtype) + "/" + std::to_string(c.head_size) + "/" + std::to_string(c.block_size);
+  auto list = [](int from, int to) {
+    std::string l;
+    for (int i = from; i < to; ++i) {
+      const detail::RecordConfig& c = detail::kRecordConfigs[i];
+      l += std::string(" ") + dtype_name(c.dtype) + "/" + std::to_string(c.head_size) + "/" + std::to_string(c.block_size);
+    }
+    return l;
+  };
+  std::string s = "stages q_to_smem, qk, softmax, lv, warp_reduce, v2_partition, cascade_merge (its tensor-core prefix "
+                  "kernel as mma.sync variant 1) in the configurations (dtype/head/block)" +
+                  list(0, detail::kNumAllStageRecordConfigs);
+  if (detail::kNumAllStageRecordConfigs < detail::kNumRecordConfigs)
+    s += "; warp_reduce, v2_partition and cascade_merge also in" +
+         list(detail::kNumAllStageRecordConfigs, detail::kNumRecordConfigs);
   return s + "; " + detail::recordable_optimized_text();
 }
 
