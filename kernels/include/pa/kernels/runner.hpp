@@ -2,10 +2,12 @@
 // builds the stage's arguments (StageArgs, V2Args, the cascade plan or stage
 // 8's OptimizedArgs and plan) once, and then runs it: outputs poisoned with
 // NaN, one launch, a synchronize, the outputs copied back and decoded; or
-// times it: the same launch under CUDA events. pa-lab run, the stage 6-8
-// helpers (run_v2, run_cascade, time_v2) and the tests go through it, so each
-// stage's launch is wired in exactly one place. Plain C++ (no CUDA headers):
-// without CUDA the constructor throws NoGpuError.
+// times it: the same launch under CUDA events. pa-lab run, the stage 6-7
+// helpers (run_v2, run_cascade, time_v2), the cascade's baselines and the
+// tests go through it. pa-bench (which rotates over copies of the KV) and
+// trace recording (which launches the recording instances) still build their
+// own arguments. Plain C++ (no CUDA headers): without CUDA the constructor
+// throws NoGpuError.
 //
 //   StageRunner r(problem, Stage::optimized, {.splits = 4});
 //   RunResult got = r.run();            // got.out: [seq][head][head_size]
