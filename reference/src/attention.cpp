@@ -1,5 +1,6 @@
 // Dense attention and every stage's expected output, float64 accumulation.
 #include "pa/reference/attention.hpp"
+#include "pa/reference/kv_layouts.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -262,6 +263,62 @@ std::vector<double> ref_output(const PagedProblem& p) {
     const auto sm = paged_softmax(p, seq, h, 0, p.context_len(seq));
     const auto o = paged_lv(p, seq, h, 0, sm);
     for (int d = 0; d < p.spec.head_size; ++d) out[p.query.out_offset(seq, h, d)] = o[d];
+  });
+  return out;
+}
+
+// ---- any KV layout, any page table (kv_layouts.hpp) -------------------------------------------
+LayoutCache to_layout(const PagedProblem& p, KvLayout layout) {
+  LayoutCache c;
+  c.geo = KvLayoutGeometry{layout, p.cache};
+  c.k.assign(static_cast<std::size_t>(c.geo.k_tensor_elems()), 0.f);
+  if (!c.geo.one_tensor()) c.v.assign(p.v_cache.size(), 0.f);
+  float* v = c.geo.one_tensor() ? c.k.data() : c.v.data();
+  for (int page = 0; page < p.cache.num_blocks; ++page)
+    for (int kvh = 0; kvh < p.cache.num_kv_heads; ++kvh)
+      for (int d = 0; d < p.cache.head_size; ++d)
+        for (int t = 0; t < p.cache.block_size; ++t) {
+          c.k[c.geo.k_offset(page, kvh, d, t)] = p.k_cache[p.cache.k_offset(page, kvh, d, t)];
+          v[c.geo.v_offset(page, kvh, d, t)] = p.v_cache[p.cache.v_offset(page, kvh, d, t)];
+        }
+  return c;
+}
+
+CsrTables csr_from_block_tables(const PagedProblem& p) {
+  CsrTables t;
+  t.indptr.push_back(0);
+  for (int s = 0; s < p.num_seqs(); ++s) {
+    const int n = p.num_logical_blocks(s);
+    for (int b = 0; b < n; ++b) t.indices.push_back(p.physical_block(s, b));
+    t.indptr.push_back(static_cast<int>(t.indices.size()));
+    t.last_page_len.push_back(p.context_len(s) - (n - 1) * p.spec.block_size);
+  }
+  return t;
+}
+
+std::vector<double> ref_output_paged(const PagedProblem& p, const LayoutCache& cache,
+                                     const std::function<int(int, int)>& page_of, const std::vector<int>& lens) {
+  if (lens.size() != static_cast<std::size_t>(p.num_seqs()))
+    throw std::invalid_argument("ref_output_paged: " + std::to_string(lens.size()) + " lengths for " +
+                                std::to_string(p.num_seqs()) + " sequences (accepted: one per sequence)");
+  const int hs = p.spec.head_size, bs = p.spec.block_size;
+  const float* k = cache.k_data();
+  const float* v = cache.v_data();
+  std::vector<double> out(out_size(p));
+  for_each_row(p, [&](int seq, int h) {
+    const int kvh = p.kv_head(h);
+    const Softmaxed sm = softmax_core(lens[seq], scale_of(p.spec), [&](int t) {
+      const int page = page_of(seq, t);
+      double acc = 0.0;
+      for (int d = 0; d < hs; ++d)
+        acc += static_cast<double>(p.q_at(seq, h, d)) * static_cast<double>(k[cache.geo.k_offset(page, kvh, d, t % bs)]);
+      return acc;
+    });
+    const std::vector<double> o = lv_core(sm, hs, [&](int t, double w, std::vector<double>& acc) {
+      const int page = page_of(seq, t);
+      for (int d = 0; d < hs; ++d) acc[d] += w * static_cast<double>(v[cache.geo.v_offset(page, kvh, d, t % bs)]);
+    });
+    for (int d = 0; d < hs; ++d) out[p.query.out_offset(seq, h, d)] = o[d];
   });
   return out;
 }

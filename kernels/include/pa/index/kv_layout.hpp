@@ -1,0 +1,108 @@
+// KV cache layouts and page tables side by side: where the K or V element
+// (page, kv head, dim d, slot t) lives in each layout serving systems use, and
+// which page holds a sequence's token under each page-table form. Compiled by
+// g++ and nvcc (PA_HD); the vLLM layout's formulas are CacheGeometry's
+// (layout.hpp), not written again here.
+//
+//   vllm  K [pages, kv_heads, head/x, page, x] and V [pages, kv_heads, head, page]:
+//         two tensors; x elements (16 bytes) of one token's K contiguous, so a
+//         thread group's 16-byte load takes one token's dims, and V transposed
+//         so a thread's 16-byte load takes consecutive tokens of one dim.
+//   nhd   one tensor [pages, 2, page, kv_heads, head] (index 0: K, 1: V):
+//         a token's whole head contiguous, every kv head of a token together.
+//   hnd   one tensor [pages, 2, kv_heads, page, head]: one kv head's tokens of
+//         a page contiguous, each token's head contiguous inside.
+//
+// Page tables: vLLM pads every sequence's list of pages to the longest
+// (block_tables [seqs, max_blocks_per_seq]); FlashInfer and SGLang keep them
+// in CSR form: the pages of sequence s are indices[indptr[s] .. indptr[s+1]),
+// its last page holds last_page_len[s] tokens (1 .. page size), and a
+// sequence with no pages has none.
+#pragma once
+#include <cstdint>
+
+#include "pa/index/hd.hpp"
+#include "pa/index/layout.hpp"
+
+namespace pa {
+
+enum class KvLayout : std::uint8_t { vllm, nhd, hnd };
+inline constexpr KvLayout kAllKvLayouts[] = {KvLayout::vllm, KvLayout::nhd, KvLayout::hnd};
+
+constexpr const char* kv_layout_name(KvLayout l) {
+  return l == KvLayout::vllm ? "vllm" : l == KvLayout::nhd ? "nhd" : "hnd";
+}
+
+// Element offsets of K and V in `layout`, over the pages of `cache` (num_blocks
+// pages of block_size slots, num_kv_heads, head_size, and x for vllm). For nhd
+// and hnd both offsets index the one K/V tensor.
+struct KvLayoutGeometry {
+  KvLayout layout = KvLayout::vllm;
+  CacheGeometry cache;
+
+  // Elements of one page's K (or V) for every kv head (CacheGeometry::block_elems,
+  // here constexpr for the static checks below).
+  constexpr PA_HD std::int64_t page_elems() const {
+    return static_cast<std::int64_t>(cache.num_kv_heads) * cache.head_size * cache.block_size;
+  }
+  // True when K and V share one tensor (nhd, hnd).
+  constexpr PA_HD bool one_tensor() const { return layout != KvLayout::vllm; }
+  // Elements of the tensor K lives in (for nhd/hnd: K and V together).
+  constexpr PA_HD std::int64_t k_tensor_elems() const { return page_elems() * cache.num_blocks * (one_tensor() ? 2 : 1); }
+
+  constexpr PA_HD std::int64_t k_offset(int page, int kv_head, int d, int t) const {
+    if (layout == KvLayout::vllm) return cache.k_offset(page, kv_head, d, t);
+    return paged(page, 0, kv_head, d, t);
+  }
+  constexpr PA_HD std::int64_t v_offset(int page, int kv_head, int d, int t) const {
+    if (layout == KvLayout::vllm) return cache.v_offset(page, kv_head, d, t);
+    return paged(page, 1, kv_head, d, t);
+  }
+
+ private:
+  // nhd / hnd: page, then K or V (kv = 0 or 1), then the layout's order inside.
+  constexpr PA_HD std::int64_t paged(int page, int kv, int kv_head, int d, int t) const {
+    const std::int64_t base = (static_cast<std::int64_t>(page) * 2 + kv) * page_elems();
+    const int hs = cache.head_size;
+    if (layout == KvLayout::nhd)
+      return base + (static_cast<std::int64_t>(t) * cache.num_kv_heads + kv_head) * hs + d;
+    return base + (static_cast<std::int64_t>(kv_head) * cache.block_size + t) * hs + d;  // hnd
+  }
+};
+
+// vLLM's padded block table: token -> page.
+struct PaddedPageTable {
+  const int* block_tables = nullptr;  // [num_seqs, table.max_blocks_per_seq]
+  BlockTableGeometry table;
+  int page_size = 0;
+  PA_HD int page(int seq, int token) const { return block_tables[table.offset(seq, token / page_size)]; }
+};
+
+// The CSR page table: token -> page, and each sequence's length.
+struct CsrPageTable {
+  const int* indptr = nullptr;         // [num_seqs + 1], indptr[0] = 0, non-decreasing
+  const int* indices = nullptr;        // [indptr[num_seqs]] pages, any order, may repeat across sequences
+  const int* last_page_len = nullptr;  // [num_seqs], 1 .. page_size (read only for a sequence with pages)
+  int page_size = 0;
+  constexpr PA_HD int num_pages(int seq) const { return indptr[seq + 1] - indptr[seq]; }
+  constexpr PA_HD int seq_len(int seq) const {
+    const int n = num_pages(seq);
+    return n == 0 ? 0 : (n - 1) * page_size + last_page_len[seq];
+  }
+  constexpr PA_HD int page(int seq, int token) const { return indices[indptr[seq] + token / page_size]; }
+};
+
+// Static checks of the layouts' shapes (every element has exactly one slot:
+// the tests walk them; these pin the strides).
+namespace kv_layout_check {
+constexpr CacheGeometry kCache{4, 2, 8, 4, 2};  // 4 pages, 2 kv heads, head 8, page 4, x 2
+constexpr KvLayoutGeometry kNhd{KvLayout::nhd, kCache};
+constexpr KvLayoutGeometry kHnd{KvLayout::hnd, kCache};
+static_assert(kNhd.k_offset(0, 0, 1, 0) == 1 && kNhd.k_offset(0, 1, 0, 0) == 8 && kNhd.k_offset(0, 0, 0, 1) == 16,
+              "nhd: dims, then kv heads, then slots");
+static_assert(kNhd.v_offset(0, 0, 0, 0) == 64 && kNhd.k_offset(1, 0, 0, 0) == 128, "nhd: V after K in each page");
+static_assert(kHnd.k_offset(0, 0, 0, 1) == 8 && kHnd.k_offset(0, 1, 0, 0) == 32, "hnd: dims, then slots, then kv heads");
+static_assert(kHnd.v_offset(3, 1, 7, 3) + 1 == kHnd.k_tensor_elems(), "hnd: the last element ends the tensor");
+}  // namespace kv_layout_check
+
+}  // namespace pa
