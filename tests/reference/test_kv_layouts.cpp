@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -31,6 +32,11 @@ ProblemSpec spec_of(DType t, int head, int block, int heads, int kv_heads, std::
   s.context_lens = std::move(ctx);
   s.seed = seed;
   return s;
+}
+
+// Bit for bit (the pool's unused slots hold NaN, which == never matches).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 std::vector<double> through_padded(const PagedProblem& p, const LayoutCache& c) {
@@ -165,6 +171,29 @@ TEST_CASE("CSR page tables: empty requests, last pages, shared pages, pages out 
     CHECK(through_csr(p, c, shared) == want);
     CHECK(std::equal(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(2 * row), ref.begin()));
   }
+}
+
+TEST_CASE("layouts and page tables convert into one another and back exactly", "[reference][layout]") {
+  const PagedProblem p = make_problem(spec_of(DType::bf16, 96, 32, 6, 3, {1, 31, 32, 33, 200}, 41));
+  const LayoutCache vllm = to_layout(p, KvLayout::vllm);
+  REQUIRE(same_bits(vllm.k, p.k_cache));
+  REQUIRE(same_bits(vllm.v, p.v_cache));
+  int pairs = 0;
+  for (KvLayout a : kAllKvLayouts)
+    for (KvLayout b : kAllKvLayouts) {
+      INFO(kv_layout_name(a) << " -> " << kv_layout_name(b) << " -> vllm");
+      const LayoutCache back = convert_layout(convert_layout(to_layout(p, a), b), KvLayout::vllm);
+      CHECK(same_bits(back.k, p.k_cache));
+      CHECK(same_bits(back.v, p.v_cache));
+      ++pairs;
+    }
+  CHECK(pairs == 9);
+  const CsrTables csr = csr_from_block_tables(p);
+  CHECK(csr.indptr.back() == static_cast<int>(csr.indices.size()));
+  const std::vector<int> padded = block_tables_from_csr(csr, p.max_blocks_per_seq);
+  // The problem's rows hold kNoBlock past each context: the same table.
+  CHECK(padded == p.block_tables);
+  CHECK_THROWS_AS(block_tables_from_csr(csr, 1), std::invalid_argument);
 }
 
 TEST_CASE("ref_output_paged refuses a length list of the wrong size", "[reference][layout]") {

@@ -22,6 +22,8 @@ struct LayoutCache {
   const float* v_data() const { return geo.one_tensor() ? k.data() : v.data(); }
 };
 LayoutCache to_layout(const PagedProblem& p, KvLayout layout);
+// The same cache in another layout (any to any; every element moved once).
+LayoutCache convert_layout(const LayoutCache& from, KvLayout to);
 
 // A CSR page table and its arrays.
 struct CsrTables {
@@ -30,6 +32,9 @@ struct CsrTables {
 };
 // The problem's block tables as CSR: each sequence's first ceil(context / block) pages, in order.
 CsrTables csr_from_block_tables(const PagedProblem& p);
+// CSR as a padded table [seqs, max_blocks_per_seq] (unused entries kNoBlock).
+// Throws std::invalid_argument when a sequence has more pages than max_blocks_per_seq.
+std::vector<int> block_tables_from_csr(const CsrTables& t, int max_blocks_per_seq);
 
 // Attention output [seq][head][head_size] (p.query.out_offset) of p's queries
 // over `cache`: sequence s attends tokens 0 .. lens[s] - 1, token t on page
