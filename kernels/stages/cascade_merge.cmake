@@ -2,20 +2,11 @@
 # built from the stage 1-6 step headers. The cascade runs its suffix through
 # stage 6 or stage 8 (CascadePlan::Suffix), so it links both; pa_kernels links
 # it and dispatches cascade_merge to it.
-add_library(pa_kernels_cascade_merge STATIC
-  ${CMAKE_CURRENT_LIST_DIR}/07_cascade_prefix_f16.cu
-  ${CMAKE_CURRENT_LIST_DIR}/07_cascade_prefix_bf16.cu
-  ${CMAKE_CURRENT_LIST_DIR}/07_cascade_merge.cu)
-target_link_libraries(pa_kernels_cascade_merge PUBLIC pa_index pa_kernels_v2_partition pa_kernels_optimized
-                                                      CUDA::cudart)
-target_include_directories(pa_kernels_cascade_merge PRIVATE ${CMAKE_CURRENT_LIST_DIR})
-set_target_properties(pa_kernels_cascade_merge PROPERTIES CUDA_SEPARABLE_COMPILATION OFF
-                                                          POSITION_INDEPENDENT_CODE ON)
-target_compile_options(pa_kernels_cascade_merge PRIVATE
-  $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
-if(PA_QUICK_KERNELS)
-  target_compile_definitions(pa_kernels_cascade_merge PRIVATE PA_QUICK_KERNELS=1)
-endif()
+pa_stage_library(pa_kernels_cascade_merge
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/07_cascade_prefix_f16.cu
+          ${CMAKE_CURRENT_LIST_DIR}/07_cascade_prefix_bf16.cu
+          ${CMAKE_CURRENT_LIST_DIR}/07_cascade_merge.cu
+  LINK pa_index pa_kernels_v2_partition pa_kernels_optimized CUDA::cudart)
 
 # Stage 7 wgmma prefix kernel needs the sm_90a target: its own
 # object library, built for compute_90a/sm_90a only, whenever sm_90 is among
