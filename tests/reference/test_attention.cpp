@@ -12,22 +12,16 @@
 #include "pa/reference/attention.hpp"
 #include "pa/core/dtype_convert.hpp"
 #include "require_close.hpp"
+#include "spec_of.hpp"
 
 using namespace pa;
 
 namespace {
 const Tolerance kRef = reference_tolerance();
 
+// Fresh random values on every run (the seed is printed on failure).
 ProblemSpec spec_of(DType t, int head, int block, int heads, int kv_heads, std::vector<int> ctx, std::uint64_t salt) {
-  ProblemSpec s;
-  s.dtype = t;
-  s.head_size = head;
-  s.block_size = block;
-  s.num_heads = heads;
-  s.num_kv_heads = kv_heads;
-  s.context_lens = std::move(ctx);
-  s.seed = test::fresh_seed(salt);
-  return s;
+  return test::spec_of(t, head, block, heads, kv_heads, std::move(ctx), test::fresh_seed(salt));
 }
 
 std::vector<double> flat_out(const std::vector<AttentionState>& st) {

@@ -17,22 +17,12 @@
 #include "pa/index/kv_layout.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/reference/kv_layouts.hpp"
+#include "spec_of.hpp"
 
 using namespace pa;
+using pa::test::spec_of;
 
 namespace {
-
-ProblemSpec spec_of(DType t, int head, int block, int heads, int kv_heads, std::vector<int> ctx, std::uint64_t seed) {
-  ProblemSpec s;
-  s.dtype = t;
-  s.head_size = head;
-  s.block_size = block;
-  s.num_heads = heads;
-  s.num_kv_heads = kv_heads;
-  s.context_lens = std::move(ctx);
-  s.seed = seed;
-  return s;
-}
 
 // Bit for bit (the pool's unused slots hold NaN, which == never matches).
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
