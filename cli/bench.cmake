@@ -1,10 +1,5 @@
 # pa-bench: the decode benchmark, its own binary. Times v1 (stage 5), v2
 # (stage 6), the cascade (stage 7) and stage 8, every one through pa_kernels.
-# CMake 3.25 does not know nvcc's C++20 flag; nvcc 13 accepts -std=c++20.
-if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
-  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
-  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
-endif()
 if(PA_HAVE_CUDA AND TARGET pa_kernels_optimized)
   add_executable(pa-bench ${CMAKE_CURRENT_LIST_DIR}/bench.cu)
   # pa_kernels: the device buffer, the CUDA check, the timer and the copy

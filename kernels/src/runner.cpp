@@ -23,6 +23,11 @@ namespace pa::kernels {
 
 namespace {
 
+// Stage 6's tokens per partition: the option, or the problem's own.
+int partition_size_of(const PagedProblem& p, const RunOptions& o) {
+  return o.partition_size != 0 ? o.partition_size : p.spec.partition_size;
+}
+
 // The options a stage reads, checked before anything touches the device.
 void check_options(const PagedProblem& p, Stage s, const RunOptions& o) {
   auto bad = [&](const std::string& what) {
@@ -30,7 +35,7 @@ void check_options(const PagedProblem& p, Stage s, const RunOptions& o) {
   };
   const int bs = p.spec.block_size;
   if (s == Stage::v2_partition) {
-    const int ps = o.partition_size != 0 ? o.partition_size : p.spec.partition_size;
+    const int ps = partition_size_of(p, o);
     if (ps <= 0 || ps % bs != 0)
       bad("partition size " + std::to_string(ps) + " (accepted: a positive multiple of the block size " +
           std::to_string(bs) + ")");
@@ -110,7 +115,7 @@ struct StageRunner::Impl {
   }
 
   void plan_v2() {
-    const int ps = opt.partition_size > 0 ? opt.partition_size : p.spec.partition_size;
+    const int ps = partition_size_of(p, opt);  // check_options refused anything but a positive multiple
     const int max_ctx = *std::max_element(p.context_lens.begin(), p.context_lens.end());
     const int max_partitions = std::max(1, num_partitions_in(opt.range, max_ctx, ps));
     const std::size_t rows = rows_of(p);
@@ -132,11 +137,12 @@ struct StageRunner::Impl {
            " tokens per sequence, then the reduce";
   }
 
-  // The stage's launch on the default stream (stage 7: lse_out as given).
-  void launch(float* cascade_lse = nullptr) {
+  // The stage's launch on the default stream (stage 7 without lse: run()
+  // launches the cascade itself, for its lse and the states it returns).
+  void launch() {
     switch (stage) {
       case Stage::v2_partition: launch_v2(v2); break;
-      case Stage::cascade_merge: (void)launch_cascade(base, cascade, ws.get(), cascade_lse); break;
+      case Stage::cascade_merge: (void)launch_cascade(base, cascade, ws.get(), nullptr); break;
       case Stage::optimized: launch_optimized(opt_args, opt_plan, ws.get()); break;
       default: launch_stage(stage, stages_1_5->args(), nullptr); break;
     }

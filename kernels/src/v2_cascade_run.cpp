@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "pa/core/dtype_convert.hpp"
 
 #if PA_HAVE_CUDA
 #include <cuda_runtime.h>
