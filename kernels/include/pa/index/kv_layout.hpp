@@ -40,11 +40,8 @@ struct KvLayoutGeometry {
   KvLayout layout = KvLayout::vllm;
   CacheGeometry cache;
 
-  // Elements of one page's K (or V) for every kv head (CacheGeometry::block_elems,
-  // here constexpr for the static checks below).
-  constexpr PA_HD std::int64_t page_elems() const {
-    return static_cast<std::int64_t>(cache.num_kv_heads) * cache.head_size * cache.block_size;
-  }
+  // Elements of one page's K (or V) for every kv head.
+  constexpr PA_HD std::int64_t page_elems() const { return cache.block_elems(); }
   // True when K and V share one tensor (nhd, hnd).
   constexpr PA_HD bool one_tensor() const { return layout != KvLayout::vllm; }
   // Elements of the tensor K lives in (for nhd/hnd: K and V together).

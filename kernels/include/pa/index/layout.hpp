@@ -23,10 +23,10 @@ struct CacheGeometry {
   int block_size = 0;
   int x = 0;  // elements per 16 bytes
 
-  PA_HD std::int64_t block_elems() const {
+  constexpr PA_HD std::int64_t block_elems() const {
     return static_cast<std::int64_t>(num_kv_heads) * head_size * block_size;
   }
-  PA_HD std::int64_t total_elems() const { return block_elems() * num_blocks; }
+  constexpr PA_HD std::int64_t total_elems() const { return block_elems() * num_blocks; }
 
   // K element (dim d, token t within the block) of (physical block, kv head).
   PA_HD std::int64_t k_offset(int physical_block, int kv_head, int d, int t) const {
