@@ -17,6 +17,7 @@
 #include "pa/reference/check_stage.hpp"
 #include "../support/gpu_skip.hpp"
 #include "../support/random_seed.hpp"
+#include "../support/spec_of.hpp"
 
 using namespace pa;
 using kernels::RunOptions;
@@ -27,15 +28,9 @@ using Catch::Matchers::ContainsSubstring;
 namespace {
 
 ProblemSpec small_spec(std::uint64_t salt) {
-  ProblemSpec s;
-  s.dtype = DType::f16;
-  s.head_size = 128;
-  s.block_size = 16;
-  s.num_heads = 4;
-  s.num_kv_heads = 2;
-  s.context_lens = {1, 17, 100, 600};  // one token, a partial block, several blocks, several partitions
+  // One token, a partial block, several blocks, several partitions.
+  ProblemSpec s = test::spec_of(DType::f16, 128, 16, 4, 2, {1, 17, 100, 600}, test::fresh_seed(salt));
   s.partition_size = 256;
-  s.seed = test::fresh_seed(salt);
   return s;
 }
 

@@ -22,6 +22,7 @@
 #include "pa/trace/compare.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/trace_file.hpp"
+#include "../support/spec_of.hpp"
 
 using namespace pa;
 using namespace pa::trace;
@@ -29,14 +30,7 @@ using namespace pa::trace;
 namespace {
 
 ProblemSpec spec_of(DType dt, int head, int block, std::vector<int> ctx, int heads = 4, int kv_heads = 4) {
-  ProblemSpec s;
-  s.dtype = dt;
-  s.head_size = head;
-  s.block_size = block;
-  s.num_heads = heads;
-  s.num_kv_heads = kv_heads;
-  s.context_lens = std::move(ctx);
-  return s;
+  return test::spec_of(dt, head, block, heads, kv_heads, std::move(ctx), ProblemSpec{}.seed);
 }
 
 std::vector<Event> only(const std::vector<Event>& ev, Step step, Op op) {

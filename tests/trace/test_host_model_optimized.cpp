@@ -17,6 +17,7 @@
 #include "pa/trace/analysis.hpp"
 #include "pa/trace/host_model.hpp"
 #include "pa/trace/trace_file.hpp"
+#include "../support/spec_of.hpp"
 
 using namespace pa;
 using namespace pa::trace;
@@ -24,14 +25,7 @@ using namespace pa::trace;
 namespace {
 
 ProblemSpec opt_spec(DType dt, int head, int block, std::vector<int> ctx, int heads, int kv_heads) {
-  ProblemSpec s;
-  s.dtype = dt;
-  s.head_size = head;
-  s.block_size = block;
-  s.num_heads = heads;
-  s.num_kv_heads = kv_heads;
-  s.context_lens = std::move(ctx);
-  return s;
+  return test::spec_of(dt, head, block, heads, kv_heads, std::move(ctx), ProblemSpec{}.seed);
 }
 ModelOptions splits(int n) {
   ModelOptions o;
