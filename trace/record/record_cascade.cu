@@ -111,8 +111,8 @@ bool record_cascade_launch(const PagedProblem& p, const kernels::StageArgs& args
     return ok;
   }
 
-  // 1. Prefix state: fp16/bf16: cascade_prefix_kernel traced (record_cascade_prefix.cu, H2's
-  // hook-up); fp32: the cascade's own launches. Then the traced rerun below.
+  // 1. Prefix state: fp16/bf16: cascade_prefix_kernel traced (record_cascade_prefix.cu);
+  // fp32: the cascade's own launches. Then the traced rerun below.
   if (!record_cascade_prefix(p, base, plan, ws.p, t))
     kernels::launch_cascade(base, plan, ws.p, lse.at<float>(0), nullptr, kernels::CascadeParts::prefix_only);
   PA_CUDA_CHECK(cudaDeviceSynchronize());

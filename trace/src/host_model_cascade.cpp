@@ -30,7 +30,7 @@ namespace {
 // the selection's (seq, head) rows need. Not modelled yet (no hooks).
 void model_cascade_prefix_kernel(const PagedProblem& p, const CascadeTracePlan& plan, const std::vector<BlockId>& blocks,
                                  ModelValues& vals, std::vector<Event>& out) {
-  model_cascade_prefix_blocks(p, plan, blocks, vals, out);  // host_model_cascade_prefix.cpp (H2's hook-up)
+  model_cascade_prefix_blocks(p, plan, blocks, vals, out);  // host_model_cascade_prefix.cpp
 }
 
 // merge_states_kernel over the selected rows (sorted, unique).
