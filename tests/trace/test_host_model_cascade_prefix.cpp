@@ -12,22 +12,17 @@
 #include "pa/index/events.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/trace/host_model.hpp"
+#include "../support/spec_of.hpp"
 
 using namespace pa;
 using namespace pa::trace;
 
 namespace {
+// Every context is the shared prefix followed by its own suffix.
 ProblemSpec cascade_spec(DType dt, int head, int block, int heads, int kv, int prefix, std::vector<int> suffixes) {
-  ProblemSpec s;
-  s.dtype = dt;
-  s.head_size = head;
-  s.block_size = block;
-  s.num_heads = heads;
-  s.num_kv_heads = kv;
+  for (int& x : suffixes) x += prefix;
+  ProblemSpec s = test::spec_of(dt, head, block, heads, kv, std::move(suffixes), 5);
   s.shared_prefix_len = prefix;
-  s.context_lens.clear();
-  for (int x : suffixes) s.context_lens.push_back(prefix + x);
-  s.seed = 5;
   return s;
 }
 }  // namespace
