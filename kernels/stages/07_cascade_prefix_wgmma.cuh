@@ -1,6 +1,6 @@
 // Stage 7 cascade prefix kernel on Hopper's warpgroup tensor-core
 // instructions (wgmma, sm_90a): the same computation as cascade_prefix_kernel
-// (07_cascade_merge.cuh: chunked S = Q K^T, online softmax, O += P V, a
+// (07_cascade_prefix_mma.cuh: chunked S = Q K^T, online softmax, O += P V, a
 // V2-style partition per chunk), the default prefix kernel where wgmma runs.
 //
 // Why: with mma.sync every warp ldmatrix-reads the whole K and V tile for its
@@ -25,7 +25,7 @@
 // through the async proxy, so the producer fences (fence.proxy.async) its
 // copies once they landed and before it arrives on the tile's mbarrier.
 #pragma once
-#include "07_cascade_merge.cuh"
+#include "07_cascade_prefix_mma.cuh"
 
 namespace pa::kernels {
 

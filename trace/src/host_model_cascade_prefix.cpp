@@ -1,5 +1,5 @@
 // Host model of cascade_prefix_kernel (stage 7's tensor-core prefix kernel,
-// kernels/stages/07_cascade_merge.cuh) as the traces run it: variant
+// kernels/stages/07_cascade_prefix_mma.cuh) as the traces run it: variant
 // kCascadeTracePrefixVariant (pa/index/cascade.hpp), chunks of
 // CascadeTracePlan::chunk_len. It enumerates, for each selected prefix block,
 // every thread's events in program order with the same index functions the

@@ -183,7 +183,7 @@ PA_HD PrefixBlockLabel prefix_block_label_of(int seq, int head, int ratio, int r
 }
 // The cascade's prefix kernels (CascadeOptions::prefix). Each is a variant of
 // the same computation; the numbers are the kernels' template arguments
-// (PrefixVariant in 07_cascade_merge.cuh), the names what a caller picks:
+// (PrefixVariant in 07_cascade_prefix_mma.cuh), the names what a caller picks:
 //   mma_4warps (1): mma.sync, 4 warps x 16 query rows = 64 rows per block,
 //      32-token tiles, 3 buffers. The one traces show (it has trace hooks).
 //   mma_8warps (3): mma.sync, 8 warps = 128 rows (every K/V tile feeds twice
@@ -328,7 +328,7 @@ PA_HD constexpr int prefix_query_tiles(int num_seqs, int ratio, int rows_per_blo
 }
 
 // The tiling of the mma.sync prefix kernels, mma_4warps (1) and mma_8warps
-// (3) (PrefixVariant in 07_cascade_merge.cuh adds the register caps): one
+// (3) (PrefixVariant in 07_cascade_prefix_mma.cuh adds the register caps): one
 // definition for the kernel and the host model of its trace.
 template <class Cfg, int VARIANT>
 struct PrefixVariantTiling {

@@ -1,0 +1,87 @@
+// Stage 8, optimized: the kernel's parameters and what one CTA holds while it
+// runs (its work assignment, OptCta, and its running attention state,
+// OptAccum). Every step function of 08_optimized.cuh and
+// 08_optimized_epilogue.cuh takes these; the stage's description and thread
+// mapping are at the top of 08_optimized.cuh.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "pa/index/cascade.hpp"
+#include "pa/index/config.hpp"
+#include "pa/index/events.hpp"
+#include "pa/index/layout.hpp"
+#include "pa/index/optimized.hpp"
+#include "pa/index/tracer.hpp"
+
+namespace pa::opt {
+
+struct OptParams {
+  void* out;
+  const void* q;
+  const void* k_cache;
+  const void* v_cache;
+  const int* block_tables;
+  const int* context_lens;
+  float* ws_out;
+  float* ws_stat;
+  int* ws_counter;
+  CacheGeometry cache;
+  QueryGeometry qg;
+  BlockTableGeometry btg;
+  OptWorkspaceGeometry wsg;
+  int group;        // query heads per kv head
+  int head_chunks;  // units per kv head
+  int split_blocks;
+  float scale_log2;  // softmax scale * log2(e): the kernel works in base 2
+  // Cascade suffix (OptimizedArgs::first_token / state_out): logical blocks
+  // before first_block are skipped (0 otherwise), and when state_out is set the
+  // CTA writes the attention state (fp32 normalized out + natural-log lse, in
+  // StateGeometry's layout) instead of `out`. Recorded launches (the trace
+  // module) always have first_block 0 and no state: the state stores have no
+  // trace events.
+  int first_block;
+  float* state_out;
+  float* state_lse;
+  StateGeometry stg;
+};
+
+// ---------------------------------------------------------------- element type
+// ---------------------------------------------------------------- element type
+template <DType DT> struct OptElem;
+template <> struct OptElem<DType::f16> { using T = __half; };
+template <> struct OptElem<DType::bf16> { using T = __nv_bfloat16; };
+
+// ---------------------------------------------------------------- shared by the steps
+// ---------------------------------------------------------------- the steps
+using trace::Op;
+using trace::Step;
+using trace::Tensor;
+inline constexpr unsigned kFull = 0xffffffffu;           // every lane of the warp takes part
+inline constexpr float kNegInf = -__builtin_huge_valf();
+inline constexpr float kLn2 = 0.6931471805599453f;      // base-2 lse -> natural log
+
+// What one CTA works on, decided by opt_prologue and read by every step.
+template <class Cfg>
+struct OptCta {
+  int split, unit, seq;    // blockIdx.x, .y, .z
+  int warp, lane;
+  int blk_begin, blk_end;  // the split's logical blocks [blk_begin, blk_end) of the attended range
+  int ctx;                 // tokens of the attended range
+  int tok_limit;           // tokens at or past it are masked (past the context or the split)
+  int nsteps;              // steps of the split (16 tokens, or one block of 32), over all warps
+  int kvh, head0, nh;      // the unit's KV head, first query head and number of query heads
+  TraceCtx tc;             // trace identity: head = the unit's first head, partition = the split
+};
+
+// A thread's running attention state: O^T fragments (mma C, per dim tile and
+// head tile), the running max (base 2) of its heads and its partial exp sum
+// (summed over the row's lanes in the warp merge).
+template <class Cfg>
+struct OptAccum {
+  float o[Cfg::kDimTiles][Cfg::kHeadTiles][4];
+  float m_run[Cfg::kHeadTiles], l_run[Cfg::kHeadTiles];
+};
+
+}  // namespace pa::opt
