@@ -42,7 +42,7 @@
 #include "pa/kernels/event_timer.hpp"
 #include "pa/kernels/optimized.hpp"
 #include "pa/kernels/optimized_args.hpp"
-#include "pa/kernels/v2_cascade.hpp"
+#include "pa/kernels/cascade.hpp"
 
 namespace {
 

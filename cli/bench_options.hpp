@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "pa/index/dtype.hpp"
-#include "pa/kernels/v2_cascade.hpp"
+#include "pa/kernels/cascade.hpp"
 
 namespace pa::bench {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "host_checks.hpp"
-#include "pa/kernels/v2_cascade.hpp"
+#include "pa/kernels/v2_partition.hpp"
 
 namespace pa::kernels::detail {
 bool launch_v2_f32(int, int, const V2Args&, cudaStream_t);
@@ -39,7 +39,7 @@ void launch_v2(const V2Args& a, void* stream) {
     case DType::f16: ok = detail::launch_v2_f16(b.head_size, b.block_size, a, s); break;
     case DType::bf16: ok = detail::launch_v2_bf16(b.head_size, b.block_size, a, s); break;
   }
-  if (!ok) bad("v2_partition: configuration " + detail::config_text(b) + " is not built (PA_V2C_FOR_EACH_HEAD_BLOCK)");
+  if (!ok) bad("v2_partition: configuration " + detail::config_text(b) + " is not built (PA_V2_FOR_EACH_HEAD_BLOCK)");
 }
 
 }  // namespace pa::kernels

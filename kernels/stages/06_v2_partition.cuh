@@ -41,7 +41,7 @@
 #include "05_warp_reduce.cuh"
 #include "pa/index/cascade.hpp"
 #include "pa/kernels/cuda_check.hpp"
-#include "pa/kernels/v2_cascade_args.hpp"
+#include "pa/kernels/v2_partition_args.hpp"
 
 namespace pa::kernels {
 

@@ -1,7 +1,7 @@
 // Host side of stage 7: argument validation, dtype dispatch to the prefix
 // kernel's instance files (07_cascade_prefix_<dtype>.cu, the wgmma kernel's
 // 07_cascade_prefix_wgmma.cu), the merge launch and the cascade pipeline
-// (v2_cascade.hpp). Stage 6's launch is in 06_v2_partition.cu.
+// (pa/kernels/cascade.hpp). Stage 6's launch is in 06_v2_partition.cu.
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
@@ -10,7 +10,7 @@
 
 #include "07_cascade_merge.cuh"
 #include "host_checks.hpp"
-#include "pa/kernels/v2_cascade.hpp"
+#include "pa/kernels/cascade.hpp"
 
 namespace pa::kernels::detail {
 bool launch_cascade_prefix_f16(int, int, int, const PrefixArgs&, cudaStream_t);
@@ -292,7 +292,7 @@ CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws,
 #endif
       ok = b.dtype == DType::f16 ? detail::launch_cascade_prefix_f16(b.head_size, b.block_size, v, pa, ps)
                                  : detail::launch_cascade_prefix_bf16(b.head_size, b.block_size, v, pa, ps);
-    if (!ok) bad("cascade: configuration " + config_text(b) + " is not built (PA_V2C_FOR_EACH_HEAD_BLOCK)");
+    if (!ok) bad("cascade: configuration " + config_text(b) + " is not built (PA_V2_FOR_EACH_HEAD_BLOCK)");
     pre.base.partition_size = p.chunk_len;  // the reduce counts chunks with the chunk length
     pre.single_partition_direct = false;    // the prefix kernel never writes a final state
     if (high) launch_suffix();  // after the prefix kernel: its blocks are placed first

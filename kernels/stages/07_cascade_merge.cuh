@@ -43,7 +43,7 @@
 #include "07_cascade_prefix_mma.cuh"
 #include "pa/index/cascade.hpp"
 #include "pa/index/merge.hpp"
-#include "pa/kernels/v2_cascade.hpp"
+#include "pa/kernels/cascade_args.hpp"
 #include "ptx.cuh"
 
 namespace pa::kernels {

@@ -20,7 +20,7 @@
 
 #include "06_v2_partition.cuh"
 #include "pa/index/cascade.hpp"
-#include "pa/kernels/v2_cascade.hpp"
+#include "pa/kernels/cascade.hpp"
 #include "ptx.cuh"
 
 namespace pa::kernels {

@@ -1,11 +1,11 @@
 // Stage 7's wgmma prefix kernel instances: fp16 and bf16, head 128 of
-// PA_V2C_FOR_EACH_HEAD_BLOCK. Compiled for sm_90a only
+// PA_V2_FOR_EACH_HEAD_BLOCK. Compiled for sm_90a only
 // (kernels/stages/cascade_merge.cmake); the planner uses it when
 // cascade_wgmma_built() says this build has it and the device is compute 9.0.
 #include <cuda_runtime.h>
 
 #include "07_cascade_prefix_wgmma.cuh"
-#include "pa/kernels/v2_cascade_instances.hpp"
+#include "pa/kernels/v2_partition_instances.hpp"
 
 namespace pa::kernels::detail {
 
@@ -19,7 +19,7 @@ bool launch_cascade_prefix_wgmma_any(DType dtype, int head_size, int block_size,
       return true;                                                                       \
     }                                                                                    \
   }
-  PA_V2C_FOR_EACH_HEAD_BLOCK(PA_X)
+  PA_V2_FOR_EACH_HEAD_BLOCK(PA_X)
 #undef PA_X
   return false;
 }
@@ -27,7 +27,7 @@ bool launch_cascade_prefix_wgmma_any(DType dtype, int head_size, int block_size,
 bool cascade_wgmma_built(int head_size, int block_size) {
 #define PA_X(H, B) \
   if (prefix_wgmma_head_ok(H) && head_size == H && block_size == B) return true;
-  PA_V2C_FOR_EACH_HEAD_BLOCK(PA_X)
+  PA_V2_FOR_EACH_HEAD_BLOCK(PA_X)
 #undef PA_X
   return false;
 }

@@ -14,14 +14,14 @@ B=/tmp/q  # device_quick_build's build folder
 t0=$(date +%s)
 nvidia-smi -L
 source scripts/device/quick_build.sh
-BUILD_LIMIT=${BUILD_LIMIT:-400} device_quick_build "$OUT" pa_v2_cascade_tests pa_optimized_tests pa-bench pa-lab
+BUILD_LIMIT=${BUILD_LIMIT:-400} device_quick_build "$OUT" pa_split_kv_tests pa_optimized_tests pa-bench pa-lab
 run() {  # label, timeout, command...
   local label=$1 limit=$2; shift 2
   timeout "$limit" "$@" >"$OUT/$label.log" 2>&1
   echo "$label rc=$? | $(grep -E '^(test cases|All tests)' "$OUT/$label.log" | tail -1)"
 }
 run opt_tests 120 "$B/tests/kernels/pa_optimized_tests" --reporter compact
-run cascade_tests 240 "$B/tests/kernels/pa_v2_cascade_tests" "[cascade]" --reporter compact
+run cascade_tests 240 "$B/tests/kernels/pa_split_kv_tests" "[cascade]" --reporter compact
 for tool in memcheck racecheck initcheck synccheck; do
   timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 99 "$B/cli/pa-lab" run --stage cascade_merge \
     --dtype fp16 --head-size 128 --block-size 16 --heads 4 --kv-heads 4 --seed 7 --iters 0 --seqs 3 \

@@ -21,7 +21,7 @@
 
 #include "07_cascade_merge.cuh"
 #include "pa/kernels/recording_tracer.cuh"
-#include "pa/kernels/v2_cascade.hpp"
+#include "pa/kernels/cascade.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/trace/host_model.hpp"
 #include "record_dispatch.hpp"

@@ -9,7 +9,7 @@
 
 #include "07_cascade_merge.cuh"
 #include "pa/kernels/recording_tracer.cuh"
-#include "pa/kernels/v2_cascade.hpp"
+#include "pa/kernels/cascade.hpp"
 #include "pa/core/paged_cache.hpp"
 
 namespace pa::trace::detail {

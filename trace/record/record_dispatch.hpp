@@ -7,7 +7,7 @@
 #include "pa/index/dtype.hpp"
 #include "pa/kernels/recording_tracer.cuh"
 #include "pa/kernels/stage_args.hpp"
-#include "pa/kernels/v2_cascade_args.hpp"
+#include "pa/kernels/v2_partition_args.hpp"
 #include "pa/core/event.hpp"
 
 namespace pa::trace::detail {

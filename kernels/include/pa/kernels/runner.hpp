@@ -21,7 +21,7 @@
 #include "pa/core/paged_cache.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/optimized.hpp"
-#include "pa/kernels/v2_cascade.hpp"
+#include "pa/kernels/cascade.hpp"
 
 namespace pa::kernels {
 

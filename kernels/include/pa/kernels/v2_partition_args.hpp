@@ -1,6 +1,7 @@
-// Device views of stages 6 (V2) and 7 (cascade): StageArgs (the paged inputs)
-// plus the partition buffers, the token range and the attention-state
-// outputs. Plain data, built on the host without nvcc.
+// Device view of stage 6 (V2 split-KV): StageArgs (the paged inputs) plus
+// the partition buffers, the token range and the attention-state outputs
+// (stage 7 reuses them for the cascade's suffix). Plain data, built on the
+// host without nvcc.
 #pragma once
 #include <cstdint>
 
@@ -53,19 +54,6 @@ struct V2Args {
   // then not written). false: every partition goes through part_* (tests use
   // it to see partition outputs of single-partition sequences).
   bool single_partition_direct = true;
-};
-
-// Stage 7 merge: out = merge(a, b) elementwise over rows = num_seqs * num_heads.
-struct MergeArgs {
-  const float* a_out = nullptr;
-  const float* a_lse = nullptr;
-  const float* b_out = nullptr;
-  const float* b_lse = nullptr;
-  void* out = nullptr;        // dtype (out_dtype) or float
-  DType out_dtype = DType::f32;
-  float* out_lse = nullptr;   // optional
-  int num_seqs = 0, num_heads = 0, head_size = 0;
-  StateGeometry stg;
 };
 
 }  // namespace pa::kernels

@@ -1,25 +1,21 @@
-// Host API of stages 6 (V2 split-KV) and 7 (attention-state merge, cascade
-// decoding). Plain C++ (no CUDA headers): pointers are device pointers in the
-// layouts of pa/index/layout.hpp and pa/index/cascade.hpp; `stream` is a
-// cudaStream_t (nullptr = default stream). Every launch is checked; errors are
-// std::invalid_argument (bad configuration, naming it and what is accepted) or
-// std::runtime_error (CUDA).
+// Host API of stage 7 (attention-state merge, cascade decoding). Plain C++
+// (no CUDA headers): pointers are device pointers in the layouts of
+// pa/index/layout.hpp and pa/index/cascade.hpp; `stream` is a cudaStream_t
+// (nullptr = default stream). Every launch is checked; errors are
+// std::invalid_argument (bad configuration, naming it and what is accepted)
+// or std::runtime_error (CUDA).
 #pragma once
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "pa/kernels/cascade_args.hpp"
 #include "pa/kernels/optimized.hpp"
 #include "pa/kernels/optimized_args.hpp"
-#include "pa/kernels/v2_cascade_args.hpp"
+#include "pa/kernels/v2_partition.hpp"
 
 namespace pa::kernels {
-
-// Stage 6: the partition kernel (grid head x seq x a.max_partitions) then the
-// reduce kernel. a.base.partition_size must be a positive multiple of the
-// block size; a.range.begin a multiple of the block size.
-void launch_v2(const V2Args& a, void* stream = nullptr);
 
 // Stage 7 merge: out[row] = merge(a[row], b[row]) for num_seqs * num_heads rows.
 void launch_merge_states(const MergeArgs& m, void* stream = nullptr);
@@ -101,9 +97,5 @@ struct CascadeStates {
 enum class CascadeParts { all, prefix_only, suffix_only };
 CascadeStates launch_cascade(const StageArgs& base, const CascadePlan& plan, void* workspace, float* lse_out,
                              void* stream = nullptr, CascadeParts parts = CascadeParts::all);
-
-// The largest context v1 (stage 5) can take on this device (shared-memory
-// logits), for choose_decode_kernel().
-int max_v1_context_len(int head_size, int num_warps = 4);
 
 }  // namespace pa::kernels

@@ -1,7 +1,6 @@
-// Host runners and timers for stages 6 and 7 (v2_cascade_run.hpp).
-#include "pa/kernels/v2_cascade_run.hpp"
-
-#include "pa/kernels/runner.hpp"
+// Host runners and timers of stage 7 (cascade_run.hpp), and the names and
+// description of a cascade plan.
+#include "pa/kernels/cascade_run.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "pa/kernels/runner.hpp"
 
 #if PA_HAVE_CUDA
 #include <cuda_runtime.h>
@@ -66,24 +66,6 @@ float time_median(F&& launch, int iters, int warmup) {
 
 }  // namespace
 
-V2Run run_v2(const PagedProblem& p, int partition_size, bool single_partition_direct, TokenRange range) {
-  RunOptions o;
-  o.partition_size = partition_size;
-  o.single_partition_direct = single_partition_direct;
-  o.range = range;
-  RunResult got = StageRunner(p, Stage::v2_partition, o).run();
-  V2Run r;
-  r.partition_size = partition_size;
-  r.max_partitions = got.max_partitions;
-  r.pg = got.pg;
-  r.out = std::move(got.out);
-  r.lse = std::move(got.lse);
-  r.part_out = std::move(got.part_out);
-  r.part_max = std::move(got.part_max);
-  r.part_sum = std::move(got.part_sum);
-  return r;
-}
-
 CascadeRun run_cascade(const PagedProblem& p, int chunk_len, const CascadeOptions& opt) {
   RunOptions o;
   o.chunk_len = chunk_len;
@@ -129,12 +111,6 @@ MergeRun run_merge(const std::vector<float>& a_out, const std::vector<float>& a_
   return {download_decoded(out, n, out_dtype), download_floats(lse, rows)};
 }
 
-float time_v2(const PagedProblem& p, int partition_size, int iters, int warmup) {
-  RunOptions o;
-  o.partition_size = partition_size;
-  return StageRunner(p, Stage::v2_partition, o).time(iters, warmup).median_ms;
-}
-
 CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup, bool baselines, const CascadeOptions& opt) {
   CascadeTiming t;
   {  // the cascade, and each of its sides alone (CascadeParts), on one upload
@@ -174,7 +150,6 @@ CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup, bool ba
 
 #else  // no CUDA: say so
 
-V2Run run_v2(const PagedProblem&, int, bool, TokenRange) { throw NoGpuError("built without CUDA"); }
 CascadeRun run_cascade(const PagedProblem&, int, const CascadeOptions&) { throw NoGpuError("built without CUDA"); }
 MergeRun run_merge(const std::vector<float>&, const std::vector<float>&, const std::vector<float>&,
                    const std::vector<float>&, int, int, int, DType) {
@@ -183,7 +158,6 @@ MergeRun run_merge(const std::vector<float>&, const std::vector<float>&, const s
 CascadeTiming time_cascade(const PagedProblem&, int, int, bool, const CascadeOptions&) {
   throw NoGpuError("built without CUDA");
 }
-float time_v2(const PagedProblem&, int, int, int) { throw NoGpuError("built without CUDA"); }
 
 #endif
 

@@ -1,31 +1,17 @@
-// Running stages 6 (V2) and 7 (merge, cascade) on a PagedProblem: upload,
-// poison the outputs with NaN, launch, synchronize, copy back; and CUDA-event
-// timings. Used by the tests and `pa-lab run`. Plain C++ (no CUDA headers);
-// without CUDA every call throws NoGpuError.
+// Running stage 7 (merge, cascade) on a PagedProblem through the runner
+// (runner.hpp): upload, poison the outputs with NaN, launch, synchronize,
+// copy back; and CUDA-event timings of the cascade beside stages 5, 6 and 8.
+// Used by the tests and `pa-lab run`. Plain C++ (no CUDA headers); without
+// CUDA every call throws NoGpuError.
 #pragma once
 #include <string>
 #include <vector>
 
-#include "pa/kernels/api.hpp"
-#include "pa/kernels/v2_cascade.hpp"
 #include "pa/core/paged_cache.hpp"
+#include "pa/kernels/api.hpp"
+#include "pa/kernels/cascade.hpp"
 
 namespace pa::kernels {
-
-struct V2Run {
-  int partition_size = 0;
-  int max_partitions = 0;
-  PartitionGeometry pg;
-  std::vector<float> out;  // [seq][head][head_size], the dtype output decoded
-  std::vector<float> lse;  // [seq][head], natural log
-  // Partition buffers as the kernel left them (NaN where it wrote nothing:
-  // partitions past a context, and single-partition sequences when
-  // single_partition_direct).
-  std::vector<float> part_out, part_max, part_sum;
-};
-// range: the tokens to decode ({0, -1} = whole contexts).
-V2Run run_v2(const PagedProblem& p, int partition_size, bool single_partition_direct = true,
-             TokenRange range = {});
 
 struct CascadeRun {
   CascadePlan plan;
@@ -54,6 +40,5 @@ struct CascadeTiming {
 };
 CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup = 3, bool baselines = true,
                             const CascadeOptions& opt = {});
-float time_v2(const PagedProblem& p, int partition_size, int iters, int warmup = 3);
 
 }  // namespace pa::kernels

@@ -23,9 +23,11 @@
 #include "pa/index/cascade.hpp"
 #include "pa/index/optimized.hpp"
 #include "pa/kernels/api.hpp"
-#include "pa/kernels/v2_cascade_args.hpp"
-#include "pa/kernels/v2_cascade_instances.hpp"
-#include "pa/kernels/v2_cascade_run.hpp"
+#include "pa/kernels/cascade_args.hpp"
+#include "pa/kernels/cascade_run.hpp"
+#include "pa/kernels/v2_partition_args.hpp"
+#include "pa/kernels/v2_partition_instances.hpp"
+#include "pa/kernels/v2_partition_run.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/core/tolerance.hpp"
@@ -67,12 +69,12 @@ std::vector<KernelKey> one_config_per_dtype() {
   return out;
 }
 
-// Every (dtype, head, block) compiled for stages 6-7 (v2_cascade_instances.hpp).
+// Every (dtype, head, block) compiled for stages 6-7 (v2_partition_instances.hpp).
 std::vector<KernelKey> v2c_configs() {
   std::vector<KernelKey> out;
   for (DType dt : kAllDTypes) {
 #define PA_X(H, B) out.push_back({dt, H, B, 128});
-    PA_V2C_FOR_EACH_HEAD_BLOCK(PA_X)
+    PA_V2_FOR_EACH_HEAD_BLOCK(PA_X)
 #undef PA_X
   }
   return out;
