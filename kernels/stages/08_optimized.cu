@@ -4,26 +4,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
-#include "08_optimized.cuh"
+#include "08_optimized_cta.cuh"
+#include "opt_built_sizes.hpp"
 #include "pa/kernels/optimized.hpp"
 
 namespace pa {
 namespace opt {
-#if defined(PA_QUICK_KERNELS)
-PA_OPT_EXTERN(f16, 64, 16) PA_OPT_EXTERN(bf16, 64, 16)
-PA_OPT_EXTERN(f16, 128, 16) PA_OPT_EXTERN(bf16, 128, 16)
-PA_OPT_EXTERN(f16, 256, 16) PA_OPT_EXTERN(bf16, 256, 16)
-PA_OPT_EXTERN_LEAN(16)
-#else
-PA_OPT_EXTERN_HS(64) PA_OPT_EXTERN_HS(80) PA_OPT_EXTERN_HS(96) PA_OPT_EXTERN_HS(112)
-PA_OPT_EXTERN_HS(128) PA_OPT_EXTERN_HS(192) PA_OPT_EXTERN_HS(256)
-PA_OPT_EXTERN_LEAN(8) PA_OPT_EXTERN_LEAN(16) PA_OPT_EXTERN_LEAN(32)
-#endif
-
 // The kernel's parameters for a plan (also used by the trace module's
 // recording launch, so both launch the same grid with the same arguments).
 OptParams opt_make_params(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace) {
@@ -64,67 +56,54 @@ void check_cuda(cudaError_t e, const char* what) {
     throw std::runtime_error(std::string("stage 8: ") + what + ": " + cudaGetErrorString(e));
 }
 
-#if defined(PA_QUICK_KERNELS)
-constexpr int kHeadSizes[] = {64, 128, 256};
-constexpr int kBlockSizes[] = {16};
-#else
-constexpr int kHeadSizes[] = {64, 80, 96, 112, 128, 192, 256};
-constexpr int kBlockSizes[] = {8, 16, 32};
-#endif
+// The head and block sizes stage 8 is built for (opt_built_sizes.hpp, generated
+// by optimized.cmake, which also compiles one instance file per head size of
+// the list): the registry's (pa/index/config.hpp) in full builds, fewer in
+// quick builds. The dispatch below names an instance for every pair of the
+// lists, so the link fails if an instance file misses one.
+constexpr int kHeadSizes[] = {PA_OPT_HEAD_SIZES};
+constexpr int kBlockSizes[] = {PA_OPT_BLOCK_SIZES};
 
-template <DType DT, int HS>
-bool entry_bs(int bs, int ht, OptEntry& e) {
-#if defined(PA_QUICK_KERNELS)
-  if (bs == 16) { e = ht == 1 ? opt::opt_entry<DT, HS, 16, 1>() : opt::opt_entry<DT, HS, 16, 2>(); return true; }
-  return false;
-#else
-  switch (bs) {
-    case 8: e = ht == 1 ? opt::opt_entry<DT, HS, 8, 1>() : opt::opt_entry<DT, HS, 8, 2>(); return true;
-    case 16: e = ht == 1 ? opt::opt_entry<DT, HS, 16, 1>() : opt::opt_entry<DT, HS, 16, 2>(); return true;
-    case 32: e = ht == 1 ? opt::opt_entry<DT, HS, 32, 1>() : opt::opt_entry<DT, HS, 32, 2>(); return true;
-    default: return false;
-  }
-#endif
+// Calls pick.operator()<HS, BS>() for the built pair equal to (hs, bs);
+// false if none is.
+template <int HS, class Pick, std::size_t... B>
+bool dispatch_block(int bs, Pick& pick, std::index_sequence<B...>) {
+  return ((bs == kBlockSizes[B] && (pick.template operator()<HS, kBlockSizes[B]>(), true)) || ...);
+}
+template <class Pick, std::size_t... H>
+bool dispatch_head(int hs, int bs, Pick& pick, std::index_sequence<H...>) {
+  return ((hs == kHeadSizes[H] &&
+           dispatch_block<kHeadSizes[H]>(bs, pick, std::make_index_sequence<std::size(kBlockSizes)>{})) ||
+          ...);
+}
+template <class Pick>
+bool dispatch_sizes(int hs, int bs, Pick&& pick) {
+  return dispatch_head(hs, bs, pick, std::make_index_sequence<std::size(kHeadSizes)>{});
 }
 
 template <DType DT>
-bool entry_hs(int hs, int bs, int ht, OptEntry& e) {
-  switch (hs) {
-    case 64: return entry_bs<DT, 64>(bs, ht, e);
-    case 128: return entry_bs<DT, 128>(bs, ht, e);
-    case 256: return entry_bs<DT, 256>(bs, ht, e);
-#if !defined(PA_QUICK_KERNELS)
-    case 80: return entry_bs<DT, 80>(bs, ht, e);
-    case 96: return entry_bs<DT, 96>(bs, ht, e);
-    case 112: return entry_bs<DT, 112>(bs, ht, e);
-    case 192: return entry_bs<DT, 192>(bs, ht, e);
-#endif
-    default: return false;
-  }
+bool entry_of(int hs, int bs, int ht, OptEntry& e) {
+  return dispatch_sizes(hs, bs, [&]<int HS, int BS>() {
+    e = ht == 1 ? opt::opt_entry<DT, HS, BS, 1>() : opt::opt_entry<DT, HS, BS, 2>();
+  });
 }
-
 bool find_entry(DType dt, int hs, int bs, int ht, OptEntry& e) {
-  if (dt == DType::f16) return entry_hs<DType::f16>(hs, bs, ht, e);
-  if (dt == DType::bf16) return entry_hs<DType::bf16>(hs, bs, ht, e);
+  if (dt == DType::f16) return entry_of<DType::f16>(hs, bs, ht, e);
+  if (dt == DType::bf16) return entry_of<DType::bf16>(hs, bs, ht, e);
   return false;
 }
 
-// The lean instances (head 128, head tiles 1, the built block sizes).
+// The lean instances: head 128, head tiles 1, every built block size.
 template <DType DT>
-bool lean_entry_bs(int bs, OptEntry& e) {
-  switch (bs) {
-#if !defined(PA_QUICK_KERNELS)
-    case 8: e = opt::opt_entry_lean<DT, 128, 8, 1>(); return true;
-    case 32: e = opt::opt_entry_lean<DT, 128, 32, 1>(); return true;
-#endif
-    case 16: e = opt::opt_entry_lean<DT, 128, 16, 1>(); return true;
-    default: return false;
-  }
+bool lean_entry_of(int bs, OptEntry& e) {
+  return dispatch_sizes(128, bs, [&]<int HS, int BS>() {
+    if constexpr (HS == 128) e = opt::opt_entry_lean<DT, 128, BS, 1>();
+  });
 }
 bool find_lean_entry(DType dt, int hs, int bs, int ht, OptEntry& e) {
   if (hs != 128 || ht != 1) return false;
-  if (dt == DType::f16) return lean_entry_bs<DType::f16>(bs, e);
-  if (dt == DType::bf16) return lean_entry_bs<DType::bf16>(bs, e);
+  if (dt == DType::f16) return lean_entry_of<DType::f16>(bs, e);
+  if (dt == DType::bf16) return lean_entry_of<DType::bf16>(bs, e);
   return false;
 }
 

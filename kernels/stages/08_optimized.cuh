@@ -44,29 +44,10 @@
 #include "pa/index/layout.hpp"
 #include "pa/index/optimized.hpp"
 #include "pa/index/tracer.hpp"
-#include "pa/kernels/optimized.hpp"
 #include "ptx.cuh"
 
 namespace pa::opt {
 
-// The kernel's parameters for a plan (08_optimized.cu; launch_optimized and
-// the trace module's recording launch use it).
-OptParams opt_make_params(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace);
-
-// What the host needs to know about one instantiated configuration.
-struct OptEntry {
-  void (*launch)(const OptParams&, dim3 grid, cudaStream_t stream);
-  int smem_bytes;
-  int stages;
-  int blocks_per_step;
-  int ctas_per_sm;  // occupancy, 0 if it could not be queried
-};
-
-template <DType DT, int HS, int BS, int HT>
-OptEntry opt_entry();  // defined below, instantiated in 08_optimized_inst_hs*.cu
-// The same with the lean pipeline (pa/index/optimized.hpp; head 128 only).
-template <DType DT, int HS, int BS, int HT>
-OptEntry opt_entry_lean();
 
 // ---------------------------------------------------------------- the steps
 // Each step of the kernel is a function below, in the order the kernel runs
@@ -522,14 +503,6 @@ OptEntry opt_entry_lean() {
   PA_OPT_INSTANTIATE(f16, HS, 32) PA_OPT_INSTANTIATE(bf16, HS, 8)                  \
   PA_OPT_INSTANTIATE(bf16, HS, 16) PA_OPT_INSTANTIATE(bf16, HS, 32)
 
-// The dispatcher declares the instances extern so it does not compile them again.
-#define PA_OPT_EXTERN(DT, HS, BS)                                  \
-  extern template OptEntry opt_entry<DType::DT, HS, BS, 1>();      \
-  extern template OptEntry opt_entry<DType::DT, HS, BS, 2>();
-#define PA_OPT_EXTERN_HS(HS)                                                 \
-  PA_OPT_EXTERN(f16, HS, 8) PA_OPT_EXTERN(f16, HS, 16) PA_OPT_EXTERN(f16, HS, 32) \
-  PA_OPT_EXTERN(bf16, HS, 8) PA_OPT_EXTERN(bf16, HS, 16) PA_OPT_EXTERN(bf16, HS, 32)
-
 #define PA_OPT_INSTANTIATE_HS_QUICK(HS) \
   PA_OPT_INSTANTIATE(f16, HS, 16) PA_OPT_INSTANTIATE(bf16, HS, 16)
 
@@ -538,8 +511,4 @@ OptEntry opt_entry_lean() {
 #define PA_OPT_INSTANTIATE_LEAN(BS)                          \
   template OptEntry opt_entry_lean<DType::f16, 128, BS, 1>(); \
   template OptEntry opt_entry_lean<DType::bf16, 128, BS, 1>();
-#define PA_OPT_EXTERN_LEAN(BS)                                       \
-  extern template OptEntry opt_entry_lean<DType::f16, 128, BS, 1>(); \
-  extern template OptEntry opt_entry_lean<DType::bf16, 128, BS, 1>();
-
 }  // namespace pa::opt

@@ -1,6 +1,7 @@
 // Stage 8, optimized: the kernel's parameters and what one CTA holds while it
 // runs (its work assignment, OptCta, and its running attention state,
-// OptAccum). Every step function of 08_optimized.cuh and
+// OptAccum), and what the host dispatcher (08_optimized.cu) sees of an
+// instance. Every step function of 08_optimized.cuh and
 // 08_optimized_epilogue.cuh takes these; the stage's description and thread
 // mapping are at the top of 08_optimized.cuh.
 #pragma once
@@ -14,6 +15,7 @@
 #include "pa/index/layout.hpp"
 #include "pa/index/optimized.hpp"
 #include "pa/index/tracer.hpp"
+#include "pa/kernels/optimized.hpp"
 
 namespace pa::opt {
 
@@ -47,14 +49,32 @@ struct OptParams {
   StateGeometry stg;
 };
 
-// ---------------------------------------------------------------- element type
+// ---------------------------------------------------------------- the host's view
+// The kernel's parameters for a plan (08_optimized.cu; launch_optimized and
+// the trace module's recording launch use it).
+OptParams opt_make_params(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace);
+
+// What the host needs to know about one instantiated configuration.
+struct OptEntry {
+  void (*launch)(const OptParams&, dim3 grid, cudaStream_t stream);
+  int smem_bytes;
+  int stages;
+  int blocks_per_step;
+  int ctas_per_sm;  // occupancy, 0 if it could not be queried
+};
+
+template <DType DT, int HS, int BS, int HT>
+OptEntry opt_entry();  // defined in 08_optimized.cuh, instantiated in 08_optimized_inst_hs*.cu
+// The same with the lean pipeline (pa/index/optimized.hpp; head 128 only).
+template <DType DT, int HS, int BS, int HT>
+OptEntry opt_entry_lean();
+
 // ---------------------------------------------------------------- element type
 template <DType DT> struct OptElem;
 template <> struct OptElem<DType::f16> { using T = __half; };
 template <> struct OptElem<DType::bf16> { using T = __nv_bfloat16; };
 
 // ---------------------------------------------------------------- shared by the steps
-// ---------------------------------------------------------------- the steps
 using trace::Op;
 using trace::Step;
 using trace::Tensor;
