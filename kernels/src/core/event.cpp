@@ -1,7 +1,10 @@
-// Names of the event enums. The Step and Stage names are the ones lessons use
-// in their markers (<!-- pa:step stage=qk step=k_load ... -->), so they must
-// match the enumerator spelling exactly.
+// Names of the event enums and of the timeline's kernel roles. The Step and
+// Stage names are the ones lessons use in their markers (<!-- pa:step
+// stage=qk step=k_load ... -->), so they must match the enumerator spelling
+// exactly.
 #include "pa/core/event.hpp"
+
+#include "pa/core/timeline.hpp"
 
 #include <string>
 
@@ -107,6 +110,19 @@ bool is_valid(Step s) { return static_cast<unsigned>(s) < static_cast<unsigned>(
 bool is_valid(Op o) { return static_cast<unsigned>(o) <= static_cast<unsigned>(Op::atomic); }
 bool is_valid(Tensor t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(Tensor::suffix_lse); }
 
+const char* to_string(KernelRole k) {
+  switch (k) {
+    case KernelRole::main: return "main";
+    case KernelRole::reduce: return "reduce";
+    case KernelRole::prefix: return "prefix";
+    case KernelRole::prefix_reduce: return "prefix_reduce";
+    case KernelRole::suffix: return "suffix";
+    case KernelRole::merge: return "merge";
+    case KernelRole::count_: break;
+  }
+  return "invalid_kernel_role";
+}
+
 namespace {
 template <class E>
 std::optional<E> parse_enum(std::string_view name, unsigned first, unsigned last) {
@@ -128,6 +144,9 @@ std::optional<Op> op_from_string(std::string_view name) {
 }
 std::optional<Tensor> tensor_from_string(std::string_view name) {
   return parse_enum<Tensor>(name, 0, static_cast<unsigned>(Tensor::suffix_lse));
+}
+std::optional<KernelRole> kernel_role_from_string(std::string_view name) {
+  return parse_enum<KernelRole>(name, 0, static_cast<unsigned>(KernelRole::count_) - 1);
 }
 
 std::string describe(const Event& e) {
