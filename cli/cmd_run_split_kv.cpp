@@ -15,7 +15,6 @@
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/runner.hpp"
 #include "pa/kernels/cascade_run.hpp"
-#include "pa/kernels/v2_partition_run.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/core/tolerance.hpp"

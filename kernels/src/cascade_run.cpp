@@ -1,5 +1,5 @@
-// Host runners and timers of stage 7 (cascade_run.hpp), and the names and
-// description of a cascade plan.
+// Stage 7's merge runner and cascade timings (cascade_run.hpp), and the
+// names and description of a cascade plan.
 #include "pa/kernels/cascade_run.hpp"
 
 #include <algorithm>
@@ -65,22 +65,6 @@ float time_median(F&& launch, int iters, int warmup) {
 }
 
 }  // namespace
-
-CascadeRun run_cascade(const PagedProblem& p, int chunk_len, const CascadeOptions& opt) {
-  RunOptions o;
-  o.chunk_len = chunk_len;
-  o.cascade = opt;
-  RunResult got = StageRunner(p, Stage::cascade_merge, o).run();
-  CascadeRun r;
-  r.plan = *got.cascade;
-  r.out = std::move(got.out);
-  r.lse = std::move(got.lse);
-  r.prefix_out = std::move(got.prefix_out);
-  r.prefix_lse = std::move(got.prefix_lse);
-  r.suffix_out = std::move(got.suffix_out);
-  r.suffix_lse = std::move(got.suffix_lse);
-  return r;
-}
 
 MergeRun run_merge(const std::vector<float>& a_out, const std::vector<float>& a_lse, const std::vector<float>& b_out,
                    const std::vector<float>& b_lse, int num_seqs, int num_heads, int head_size, DType out_dtype) {
@@ -150,7 +134,6 @@ CascadeTiming time_cascade(const PagedProblem& p, int iters, int warmup, bool ba
 
 #else  // no CUDA: say so
 
-CascadeRun run_cascade(const PagedProblem&, int, const CascadeOptions&) { throw NoGpuError("built without CUDA"); }
 MergeRun run_merge(const std::vector<float>&, const std::vector<float>&, const std::vector<float>&,
                    const std::vector<float>&, int, int, int, DType) {
   throw NoGpuError("built without CUDA");

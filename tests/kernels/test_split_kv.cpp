@@ -25,9 +25,9 @@
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/cascade_args.hpp"
 #include "pa/kernels/cascade_run.hpp"
+#include "pa/kernels/runner.hpp"
 #include "pa/kernels/v2_partition_args.hpp"
 #include "pa/kernels/v2_partition_instances.hpp"
-#include "pa/kernels/v2_partition_run.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/core/tolerance.hpp"
@@ -107,11 +107,25 @@ std::vector<double> out_of(const PagedProblem& p, const std::vector<AttentionSta
   return v;
 }
 
+// Stages 6 and 7 through the one runner (pa/kernels/runner.hpp), as pa-lab runs them.
+RunResult run_v2(const PagedProblem& p, int partition_size, bool single_partition_direct) {
+  RunOptions o;
+  o.partition_size = partition_size;
+  o.single_partition_direct = single_partition_direct;
+  return StageRunner(p, Stage::v2_partition, o).run();
+}
+RunResult run_cascade(const PagedProblem& p, int chunk_len, const CascadeOptions& opt) {
+  RunOptions o;
+  o.chunk_len = chunk_len;
+  o.cascade = opt;
+  return StageRunner(p, Stage::cascade_merge, o).run();
+}
+
 // Checks run_v2 against ref_v2 (partitions when they were written, the reduced
 // output, the lse).
 void check_v2(const PagedProblem& p, int ps, bool direct) {
   const V2Ref ref = ref_v2(p, ps);
-  const V2Run got = run_v2(p, ps, direct);
+  const RunResult got = run_v2(p, ps, direct);
   REQUIRE(got.max_partitions == ref.max_partitions);
   INFO(p.spec.describe() << " partition " << ps << (direct ? " direct" : " all-partitions"));
   require_close(ref.out, got.out, tolerance_for(p.spec.dtype), "output");
@@ -363,7 +377,7 @@ TEST_CASE("v2: a 131072-token context", "[gpu][v2][long]") {
   for (const KernelKey& k : one_config_per_dtype()) {
     if (k.dtype == DType::f32) continue;  // the long case in the two 16-bit types keeps the test short
     const PagedProblem p = make_problem(spec_for(k, {131072}, 8, 2, 400 + static_cast<int>(k.dtype)));
-    const V2Run got = run_v2(p, 512, true);
+    const RunResult got = run_v2(p, 512, true);
     REQUIRE(got.max_partitions == 256);
     REQUIRE(no_nan(got.out));
     require_close(ref_output(p), got.out, tolerance_for(k.dtype), "131072-token output");
@@ -426,8 +440,9 @@ void check_cascade(const KernelKey& k, int prefix, std::vector<int> suffixes, in
   s.shared_prefix_len = prefix;
   const PagedProblem p = make_problem(s);
   const CascadeRef ref = ref_cascade(p);
-  const CascadeRun got = run_cascade(p, chunk_len, opt);
-  INFO(s.describe() << " | " << got.plan.describe());
+  const RunResult got = run_cascade(p, chunk_len, opt);
+  const CascadePlan& plan = *got.cascade;
+  INFO(s.describe() << " | " << plan.describe());
   // Cascade == plain attention over prefix + suffix (the reference's dense output).
   require_close(ref.out, got.out, tolerance_for(k.dtype), "cascade output");
   require_close(ref_output(p), got.out, tolerance_for(k.dtype), "cascade output vs plain attention");
@@ -439,7 +454,7 @@ void check_cascade(const KernelKey& k, int prefix, std::vector<int> suffixes, in
     require_close(lse_of(ref.prefix), got.prefix_lse, lse_tolerance(k.dtype), "prefix state lse");
     // V2 computes the suffix in float; stage 8 (CascadePlan::Suffix) feeds its
     // tensor cores probabilities rounded to the 16-bit type.
-    const DType suffix_math = got.plan.suffix == CascadePlan::Suffix::v2 ? DType::f32 : k.dtype;
+    const DType suffix_math = plan.suffix == CascadePlan::Suffix::v2 ? DType::f32 : k.dtype;
     require_close(out_of(p, ref.suffix), got.suffix_out, tolerance_for(suffix_math), "suffix state out");
     require_close(lse_of(ref.suffix), got.suffix_lse, lse_tolerance(suffix_math), "suffix state lse");
   }
@@ -501,7 +516,7 @@ TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
         ProblemSpec sp = spec_for(k, {64 + bs}, 8, 8, salt);
         sp.shared_prefix_len = 64;
         const PagedProblem pp = make_problem(sp);
-        const CascadeRun r = run_cascade(pp, 0, opt);
+        const RunResult r = run_cascade(pp, 0, opt);
 #if PA_HAVE_CUDA  // (stage 8's library exists in CUDA builds only)
         const bool built = optimized_supported(k.dtype, k.head_size, k.block_size);
 #else
@@ -511,10 +526,10 @@ TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
         if (k.head_size == 128 && k.block_size == 16) CHECK(built);  // in every CUDA build
 #endif
         if (built) {
-          CHECK(r.plan.suffix != CascadePlan::Suffix::v2);
-          CHECK((r.plan.suffix_opt.pipeline == OptPipeline::lean) == (suffix == 2 && k.head_size == 128));
+          CHECK(r.cascade->suffix != CascadePlan::Suffix::v2);
+          CHECK((r.cascade->suffix_opt.pipeline == OptPipeline::lean) == (suffix == 2 && k.head_size == 128));
         } else {
-          CHECK(r.plan.suffix == CascadePlan::Suffix::v2);
+          CHECK(r.cascade->suffix == CascadePlan::Suffix::v2);
         }
       }
     }
@@ -565,10 +580,10 @@ TEST_CASE("cascade: every prefix kernel and stream mode", "[gpu][cascade]") {
         // or not usable) its mma.sync form.
         ProblemSpec sp = spec_for(k, {64 + bs}, 8, 8, salt);
         sp.shared_prefix_len = 64;
-        const CascadeRun r = run_cascade(make_problem(sp), 0, opt);
-        CHECK((r.plan.prefix_kernel == pk ||
-               (pk == PrefixKernel::wgmma && r.plan.prefix_kernel == PrefixKernel::mma_8warps)));
-        CHECK(r.plan.streams == st);
+        const RunResult r = run_cascade(make_problem(sp), 0, opt);
+        CHECK((r.cascade->prefix_kernel == pk ||
+               (pk == PrefixKernel::wgmma && r.cascade->prefix_kernel == PrefixKernel::mma_8warps)));
+        CHECK(r.cascade->streams == st);
       }
     }
   }

@@ -96,7 +96,7 @@ RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& s
     if (stage == Stage::cascade_merge) {
       launched = detail::record_cascade_launch(p, args, t);  // record_cascade.cu
     } else if (stage == Stage::v2_partition) {
-      // The launch pa-lab run uses (kernels/src/v2_partition_run.cpp): the whole
+      // The launch pa-lab run uses (StageRunner, kernels/src/runner.cpp): the whole
       // context, out (dtype) and lse written, single-partition sequences direct.
       const int parts = std::max(1, p.spec.max_partitions());
       const std::size_t rows = static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads;

@@ -1,8 +1,9 @@
-// Running stage 7 (merge, cascade) on a PagedProblem through the runner
-// (runner.hpp): upload, poison the outputs with NaN, launch, synchronize,
-// copy back; and CUDA-event timings of the cascade beside stages 5, 6 and 8.
-// Used by the tests and `pa-lab run`. Plain C++ (no CUDA headers); without
-// CUDA every call throws NoGpuError.
+// Stage 7 beyond what the runner (runner.hpp) does for every stage: the merge
+// kernel on states given on the host (upload, poison the output with NaN,
+// launch, copy back), and CUDA-event timings of the cascade, of each of its
+// sides alone and of stages 5, 6 and 8 on the same tables. Used by the tests
+// and `pa-lab run`. Plain C++ (no CUDA headers); without CUDA every call
+// throws NoGpuError.
 #pragma once
 #include <string>
 #include <vector>
@@ -12,15 +13,6 @@
 #include "pa/kernels/cascade.hpp"
 
 namespace pa::kernels {
-
-struct CascadeRun {
-  CascadePlan plan;
-  std::vector<float> out;  // [seq][head][head_size], decoded
-  std::vector<float> lse;  // [seq][head]
-  std::vector<float> prefix_out, prefix_lse, suffix_out, suffix_lse;  // the two states (float)
-};
-// Uses p.spec.shared_prefix_len and p.spec.partition_size; opt as plan_cascade's.
-CascadeRun run_cascade(const PagedProblem& p, int chunk_len = 0, const CascadeOptions& opt = {});
 
 // The merge kernel on host states: out (rounded to out_dtype, decoded) and lse.
 struct MergeRun {
