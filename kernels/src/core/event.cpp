@@ -123,6 +123,38 @@ const char* to_string(KernelRole k) {
   return "invalid_kernel_role";
 }
 
+const char* to_string(Phase ph) {
+  switch (ph) {
+    case Phase::q_to_smem: return "q_to_smem";
+    case Phase::qk: return "qk";
+    case Phase::softmax: return "softmax";
+    case Phase::lv: return "lv";
+    case Phase::warp_reduce: return "warp_reduce";
+    case Phase::partition_store: return "partition_store";
+    case Phase::partition_reduce: return "partition_reduce";
+    case Phase::prefix_load: return "prefix_load";
+    case Phase::prefix_qk: return "prefix_qk";
+    case Phase::prefix_softmax: return "prefix_softmax";
+    case Phase::prefix_pv: return "prefix_pv";
+    case Phase::prefix_store: return "prefix_store";
+    case Phase::merge: return "merge";
+    case Phase::opt_prologue: return "opt_prologue";
+    case Phase::opt_q_frag: return "opt_q_frag";
+    case Phase::opt_pipeline_issue: return "opt_pipeline_issue";
+    case Phase::opt_pipeline_wait: return "opt_pipeline_wait";
+    case Phase::opt_qk_mma: return "opt_qk_mma";
+    case Phase::opt_online_softmax: return "opt_online_softmax";
+    case Phase::opt_pv_mma: return "opt_pv_mma";
+    case Phase::opt_warp_merge: return "opt_warp_merge";
+    case Phase::opt_split_arrive: return "opt_split_arrive";
+    case Phase::opt_merge_load_stats: return "opt_merge_load_stats";
+    case Phase::opt_merge_weights: return "opt_merge_weights";
+    case Phase::opt_merge_sum_store: return "opt_merge_sum_store";
+    case Phase::count_: break;
+  }
+  return "invalid_phase";
+}
+
 namespace {
 template <class E>
 std::optional<E> parse_enum(std::string_view name, unsigned first, unsigned last) {
@@ -147,6 +179,9 @@ std::optional<Tensor> tensor_from_string(std::string_view name) {
 }
 std::optional<KernelRole> kernel_role_from_string(std::string_view name) {
   return parse_enum<KernelRole>(name, 0, static_cast<unsigned>(KernelRole::count_) - 1);
+}
+std::optional<Phase> phase_from_string(std::string_view name) {
+  return parse_enum<Phase>(name, 0, static_cast<unsigned>(Phase::count_) - 1);
 }
 
 std::string describe(const Event& e) {
