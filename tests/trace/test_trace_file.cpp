@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <string>
 
+#include "pa/core/timeline.hpp"
 #include "pa/index/events.hpp"
 #include "pa/trace/trace_file.hpp"
 #include "trace_samples.hpp"
@@ -76,6 +77,20 @@ TEST_CASE("enum names round trip", "[trace][event]") {
   CHECK_FALSE(is_valid(static_cast<Step>(Step::count_)));
   CHECK_FALSE(is_valid(static_cast<Op>(10)));
   CHECK_FALSE(is_valid(static_cast<Tensor>(24)));
+}
+
+TEST_CASE("timeline enum names round trip", "[trace][timeline]") {
+  int phases = 0, roles = 0;
+  for (int v = 0; v < static_cast<int>(Phase::count_); ++v, ++phases)
+    REQUIRE(phase_from_string(to_string(static_cast<Phase>(v))) == static_cast<Phase>(v));
+  for (int v = 0; v < static_cast<int>(KernelRole::count_); ++v, ++roles)
+    REQUIRE(kernel_role_from_string(to_string(static_cast<KernelRole>(v))) == static_cast<KernelRole>(v));
+  CHECK(phases == 25);
+  CHECK(roles == 6);
+  CHECK(std::string(to_string(Phase::opt_qk_mma)) == "opt_qk_mma");
+  CHECK(std::string(to_string(static_cast<Phase>(Phase::count_))) == "invalid_phase");
+  CHECK_FALSE(phase_from_string("invalid_phase"));
+  CHECK_FALSE(kernel_role_from_string("Main"));
 }
 
 TEST_CASE("trace round trip in memory and on disk", "[trace][file]") {
