@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <string>
 
+#include "pa/core/fp8.hpp"
 #include "pa/index/dtype.hpp"
 
 namespace pa {
@@ -41,6 +42,25 @@ Tolerance lse_tolerance(DType math);
 // Tolerance for comparing two float64 reference computations that sum in a
 // different order (e.g. merged states vs one pass over the whole context).
 Tolerance reference_tolerance();
+
+// How far an fp8 cache element read back, fp8_dequantize(fp8_quantize(x, s), s),
+// may lie from the x that was stored, as abs + rel * |x|, while |x / s| is in
+// the format's range (up to a float rounding: no saturation, no overflow).
+// Derivation, with u = fp8_unit_roundoff and h = fp8_min_subnormal / 2:
+//   y = fl(x / s) = (x / s)(1 + e1)        |e1| <= 2^-24 (the float division)
+//   c = fp8(y):  |c - y| <= u |y| + h       (normal range: half an ulp is at
+//                                           most u |y|; subnormals: half the
+//                                           spacing, h)
+//   d = fl(c * s) = c s (1 + e2)           |e2| <= 2^-24 (the float product)
+// so |d - x| <= (u + 2^-22) |x| + s h (1 + 2^-22): 2^-22 covers the two float
+// roundings and their products with u <= 1/8. Inline: pure arithmetic on
+// fp8.hpp's constants.
+inline Tolerance fp8_quantization_tolerance(Fp8Format f, float scale) {
+  constexpr double kFloatSlack = 2.384185791015625e-07;  // 2^-22
+  const double h = 0.5 * static_cast<double>(fp8_min_subnormal(f));
+  return {static_cast<double>(scale) * h * (1.0 + kFloatSlack),
+          static_cast<double>(fp8_unit_roundoff(f)) + kFloatSlack};
+}
 
 // The acceptance rule for one finite pair: |got - ref| <= tol.abs + tol.rel * |ref|.
 bool within(double ref, double got, Tolerance tol);
