@@ -384,7 +384,10 @@ __device__ __forceinline__ void opt_pv_mma(const OptCta<Cfg>& c, std::uint32_t s
 // ---------------------------------------------------------------- the kernel
 // Trace hooks (PA_TRACE, nothing at all with NullTracer): the contract is
 // kernels/stages/EVENTS.md, section "Stage 8"; the host model that produces
-// the same events is trace/src/host_model_optimized.cpp.
+// the same events is trace/src/host_model_optimized.cpp. Timing hooks
+// (PA_TIME_*, nothing at all without a timing tracer) end a span after each
+// step function: the timeline's phases (pa/core/timeline.hpp), in the order
+// the warp runs them; issue spans are numbered by the step they issue.
 template <class Cfg, class Tracer = NullTracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptParams p, Tracer tracer) {
   constexpr int HT = Cfg::kHeadTiles;
@@ -393,11 +396,15 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   __shared__ int s_is_last;
   const std::uint32_t smem_base = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem_raw));
 
+  PA_TIME_START(tracer);
   OptCta<Cfg> c;
   int tbl = 0;  // lane l: physical block of step (l / BPS) of the current table window
-  if (!opt_prologue<Cfg>(p, c, tbl, tracer)) return;
+  const bool has_work = opt_prologue<Cfg>(p, c, tbl, tracer);
+  PA_TIME_PHASE(tracer, trace::Phase::opt_prologue, -1);
+  if (!has_work) return;
   std::uint32_t qf[Cfg::kQkKSteps][4];
   opt_q_frags<Cfg>(p, c, qf, tracer);
+  PA_TIME_PHASE(tracer, trace::Phase::opt_q_frag, -1);
   const int my_steps = Cfg::warp_steps(c.nsteps, c.warp);
 
   OptAccum<Cfg> acc;
@@ -419,21 +426,29 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   for (int j = 0; j < kStages - 1; ++j) {
     if (j < my_steps) opt_pipeline_issue<Cfg>(p, c, smem_base, j, tbl, tracer);
     ptx::cp_async_commit();  // empty groups keep the wait_group count uniform
+    PA_TIME_PHASE(tracer, trace::Phase::opt_pipeline_issue, j);
   }
   for (int j = 0; j < my_steps; ++j) {
     if (j + kStages - 1 < my_steps) opt_pipeline_issue<Cfg>(p, c, smem_base, j + kStages - 1, tbl, tracer);
     ptx::cp_async_commit();
+    PA_TIME_PHASE(tracer, trace::Phase::opt_pipeline_issue, j + kStages - 1);
     ptx::cp_async_wait<kStages - 1>();  // step j has landed
     __syncwarp();
+    PA_TIME_PHASE(tracer, trace::Phase::opt_pipeline_wait, j);
     float s[Cfg::kQkNTiles][4];
     opt_qk_mma<Cfg>(c, smem_base, qf, j, s, tracer);
+    PA_TIME_PHASE(tracer, trace::Phase::opt_qk_mma, j);
     opt_online_softmax<Cfg>(p, c, j, s, acc, tracer);
+    PA_TIME_PHASE(tracer, trace::Phase::opt_online_softmax, j);
     opt_pv_mma<Cfg>(c, smem_base, j, s, acc, tracer);
     __syncwarp();  // every lane is done with this stage before it is refilled
+    PA_TIME_PHASE(tracer, trace::Phase::opt_pv_mma, j);
   }
 
   // ------------------------------------------------------------ epilogue
-  if (opt_warp_merge<Cfg>(p, c, acc, smem_raw, tracer)) return;  // one split: the output is written
+  const bool single = opt_warp_merge<Cfg>(p, c, acc, smem_raw, tracer);
+  PA_TIME_PHASE(tracer, trace::Phase::opt_warp_merge, -1);
+  if (single) return;  // one split: the output is written
   opt_split_merge<Cfg>(p, c, smem_raw, s_is_last, tracer);
 }
 

@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "pa/core/timeline.hpp"
 #include "pa/index/cascade.hpp"
 #include "pa/index/config.hpp"
 #include "pa/index/events.hpp"

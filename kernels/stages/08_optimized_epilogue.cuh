@@ -392,11 +392,16 @@ template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_split_merge(const OptParams& p, const OptCta<Cfg>& c, unsigned char* smem_raw,
                                                 int& s_is_last, Tracer& tracer) {
   int n_active = 0;  // set by the arrival: the splits that hold tokens
-  if (!opt_split_arrive<Cfg>(p, c, s_is_last, n_active, tracer)) return;
+  const bool merges = opt_split_arrive<Cfg>(p, c, s_is_last, n_active, tracer);
+  PA_TIME_PHASE(tracer, trace::Phase::opt_split_arrive, -1);
+  if (!merges) return;
   const OptMergeSmem s = opt_merge_smem(smem_raw, n_active);
   opt_merge_load_stats<Cfg>(p, c, n_active, s, tracer);
+  PA_TIME_PHASE(tracer, trace::Phase::opt_merge_load_stats, -1);
   opt_merge_weights<Cfg>(p, c, n_active, s, tracer);
+  PA_TIME_PHASE(tracer, trace::Phase::opt_merge_weights, -1);
   opt_merge_sum_store<Cfg>(p, c, n_active, s, tracer);
+  PA_TIME_PHASE(tracer, trace::Phase::opt_merge_sum_store, -1);
 }
 // LESSON-END(optimized.split_merge)
 

@@ -1,0 +1,160 @@
+// Timelines recorded on the GPU (label gpu; SKIPPED without a GPU or a CUDA
+// build): stage 8 run with the timing tracer.
+//
+// What a timeline must be to be true of the kernel:
+//  - the timed kernel computes what the untimed one does (its output equals
+//    the reference within the dtype's tolerance);
+//  - every warp of every block of the planned grid has spans, and each warp's
+//    phases come in the kernel's program order (opt_decode_kernel): prologue;
+//    then, with work, q_frag, the pipeline's first issues (iters 0..k-1), per
+//    step j: issue (iter j + k), wait, qk_mma, online_softmax, pv_mma (iter j);
+//    then warp_merge; with several splits the arrival, and in the CTA that
+//    merges the three merge steps. k (stages - 1) is the same for every warp;
+//  - time only moves forward within a warp, on both clocks, and a warp stays
+//    on one SM (< the GPU's SM count);
+//  - no span is dropped, and the overhead figures are real medians.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstdio>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "gpu_skip.hpp"
+#include "pa/core/paged_cache.hpp"
+#include "pa/core/tolerance.hpp"
+#include "pa/reference/attention.hpp"
+#include "pa/trace/timeline_record.hpp"
+#include "require_close.hpp"
+#include "spec_of.hpp"
+
+using namespace pa;
+using namespace pa::trace;
+
+namespace {
+
+// Checks one warp's phases against the kernel's order; returns the number of
+// prologue issues (k), or -1 for a warp of a CTA without work.
+int check_warp_order(const std::vector<Span>& w) {
+  REQUIRE(!w.empty());
+  std::size_t i = 0;
+  const auto next = [&](Phase ph, int iter) {
+    INFO("span " << i << " of " << w.size() << ": expected " << to_string(ph) << " iter " << iter << ", found "
+                  << (i < w.size() ? to_string(w[i].phase) : "the end") << " iter "
+                  << (i < w.size() ? w[i].iter : 0));
+    REQUIRE(i < w.size());
+    REQUIRE(w[i].phase == ph);
+    REQUIRE(w[i].iter == iter);
+    ++i;
+  };
+  next(Phase::opt_prologue, -1);
+  if (w.size() == 1) return -1;
+  next(Phase::opt_q_frag, -1);
+  // The issues run on with iters 0, 1, ...: the first k are the pipeline's
+  // prologue, the next (if the warp has steps) opens step 0 of the loop.
+  const std::size_t first_issue = i;
+  int n = 0;
+  while (i < w.size() && w[i].phase == Phase::opt_pipeline_issue) {
+    REQUIRE(w[i].iter == n);
+    ++i, ++n;
+  }
+  int k = n;
+  if (i < w.size() && w[i].phase == Phase::opt_pipeline_wait) {
+    k = n - 1;
+    i = first_issue + static_cast<std::size_t>(k);
+  }
+  for (int j = 0; i < w.size() && w[i].phase == Phase::opt_pipeline_issue; ++j) {
+    next(Phase::opt_pipeline_issue, j + k);
+    next(Phase::opt_pipeline_wait, j);
+    next(Phase::opt_qk_mma, j);
+    next(Phase::opt_online_softmax, j);
+    next(Phase::opt_pv_mma, j);
+  }
+  next(Phase::opt_warp_merge, -1);
+  if (i < w.size()) next(Phase::opt_split_arrive, -1);
+  if (i < w.size()) {
+    next(Phase::opt_merge_load_stats, -1);
+    next(Phase::opt_merge_weights, -1);
+    next(Phase::opt_merge_sum_store, -1);
+  }
+  REQUIRE(i == w.size());
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("stage 8 timeline: every warp's phases in program order, clocks forward, output unchanged",
+          "[gpu][timeline][optimized]") {
+  PA_REQUIRE_GPU();
+  struct Case {
+    ProblemSpec spec;
+    int force_splits;  // 0: the planner's choice on this GPU
+  };
+  const Case cases[] = {
+      // GQA 4:1, ragged contexts with a context of 1, 4 splits: CTAs without
+      // work, CTAs that merge and CTAs that only arrive.
+      {test::spec_of(DType::f16, 128, 16, 8, 2, {600, 1, 37}, 11), 4},
+      // The planner's own grid at a README-like shape, bf16.
+      {test::spec_of(DType::bf16, 128, 16, 32, 8, {4096}, 12), 0},
+      // MHA, one split: no arrival, no merge.
+      {test::spec_of(DType::f16, 128, 16, 4, 4, {200, 17}, 13), 1},
+  };
+  int ran = 0;
+  for (const Case& c : cases) {
+    const PagedProblem p = make_problem(c.spec);
+    INFO(c.spec.describe() << " splits " << c.force_splits);
+    REQUIRE(can_record_timeline(Stage::optimized, c.spec));
+    TimelineOptions o;
+    o.force_splits = c.force_splits;
+    o.timing_iters = 5;
+    const TimelineRecording r = record_timeline(Stage::optimized, p, o);
+    INFO(r.plan);
+    CHECK(r.launches == 1);
+    test::require_close(ref_output(p), r.out, tolerance_for(c.spec.dtype));
+
+    std::map<std::pair<std::uint32_t, std::uint16_t>, std::vector<Span>> by_warp;
+    for (const Span& s : r.spans) {
+      REQUIRE(s.stage == Stage::optimized);
+      REQUIRE(s.kernel == KernelRole::main);
+      REQUIRE(s.block < static_cast<std::uint32_t>(r.grid_blocks));
+      REQUIRE(s.warp < r.warps_per_block);
+      REQUIRE(s.sm < r.sm_count);
+      REQUIRE(s.t_begin_ns <= s.t_end_ns);
+      REQUIRE(s.clk_begin <= s.clk_end);
+      by_warp[{s.block, s.warp}].push_back(s);  // record_timeline sorts by (block, warp, begin)
+    }
+    REQUIRE(by_warp.size() == static_cast<std::size_t>(r.grid_blocks) * r.warps_per_block);
+    int k_all = -1, merging_warps = 0;
+    for (const auto& [key, w] : by_warp) {
+      INFO("block " << key.first << " warp " << key.second);
+      for (std::size_t i = 1; i < w.size(); ++i) {
+        REQUIRE(w[i].sm == w[0].sm);
+        REQUIRE(w[i].t_begin_ns >= w[i - 1].t_end_ns);
+        REQUIRE(w[i].clk_begin >= w[i - 1].clk_end);
+      }
+      const int k = check_warp_order(w);
+      if (k >= 0) {
+        if (k_all < 0) k_all = k;
+        REQUIRE(k == k_all);
+      }
+      if (w.back().phase == Phase::opt_merge_sum_store) ++merging_warps;
+    }
+    REQUIRE(k_all >= 1);
+    if (c.force_splits == 1) CHECK(merging_warps == 0);
+    if (c.force_splits == 4) CHECK(merging_warps > 0);
+    CHECK(r.untimed_ms > 0.f);
+    CHECK(r.timed_ms > 0.f);
+    std::printf("timeline %s: %zu spans, untimed %.4f ms, timed %.4f ms (%s, %s)\n", c.spec.describe().c_str(),
+                r.spans.size(), r.untimed_ms, r.timed_ms, r.plan.c_str(), r.gpu_name.c_str());
+    ++ran;
+  }
+  CHECK(ran == 3);
+}
+
+TEST_CASE("timeline recording refuses what it cannot time, naming what it can", "[timeline]") {
+  const ProblemSpec fp32 = test::spec_of(DType::f32, 128, 16, 8, 2, {10}, 1);
+  CHECK_FALSE(can_record_timeline(Stage::optimized, fp32));
+  CHECK_FALSE(can_record_timeline(Stage::qk, test::spec_of(DType::f16, 128, 16, 8, 2, {10}, 1)));
+  const std::string timed = timeline_instances_text();
+  CHECK_FALSE(timed.empty());
+}
