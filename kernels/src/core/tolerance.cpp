@@ -99,4 +99,11 @@ CompareResult compare(const double* ref, const double* got, std::size_t n, Toler
   return compare_impl(ref, got, n, tol);
 }
 
+Tolerance fp8_quantization_tolerance(Fp8Format f, float scale) {
+  constexpr double kFloatSlack = 2.384185791015625e-07;  // 2^-22
+  const double h = 0.5 * static_cast<double>(fp8_min_subnormal(f));
+  return {static_cast<double>(scale) * h * (1.0 + kFloatSlack),
+          static_cast<double>(fp8_unit_roundoff(f)) + kFloatSlack};
+}
+
 }  // namespace pa

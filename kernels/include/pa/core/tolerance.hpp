@@ -53,14 +53,8 @@ Tolerance reference_tolerance();
 //                                           spacing, h)
 //   d = fl(c * s) = c s (1 + e2)           |e2| <= 2^-24 (the float product)
 // so |d - x| <= (u + 2^-22) |x| + s h (1 + 2^-22): 2^-22 covers the two float
-// roundings and their products with u <= 1/8. Inline: pure arithmetic on
-// fp8.hpp's constants.
-inline Tolerance fp8_quantization_tolerance(Fp8Format f, float scale) {
-  constexpr double kFloatSlack = 2.384185791015625e-07;  // 2^-22
-  const double h = 0.5 * static_cast<double>(fp8_min_subnormal(f));
-  return {static_cast<double>(scale) * h * (1.0 + kFloatSlack),
-          static_cast<double>(fp8_unit_roundoff(f)) + kFloatSlack};
-}
+// roundings and their products with u <= 1/8.
+Tolerance fp8_quantization_tolerance(Fp8Format f, float scale);
 
 // The acceptance rule for one finite pair: |got - ref| <= tol.abs + tol.rel * |ref|.
 bool within(double ref, double got, Tolerance tol);
