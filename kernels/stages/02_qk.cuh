@@ -164,17 +164,22 @@ template <class Cfg, class Tracer>
 __device__ __forceinline__ void q_and_logits(const StageArgs& a, const PartitionRange& r, const ThreadCtx<Cfg>& c,
                                              SharedV1<Cfg>& sm, Tracer& tracer) {
   q_to_smem<Cfg>(static_cast<const Elem<Cfg>*>(a.q), a.qg, c, sm, tracer);
+  PA_TIME_PHASE(tracer, trace::Phase::q_to_smem, -1);
   qk_logits<Cfg>(static_cast<const Elem<Cfg>*>(a.k_cache), a.cg, a.block_tables, a.btg, r, a.scale, c, sm,
                  tracer);
+  PA_TIME_PHASE(tracer, trace::Phase::qk, -1);
 }
 
 // The steps every v1 kernel (stages 2-5) starts with: the context length,
-// the whole context as the one range (partition 0), then q_and_logits.
+// the whole context as the one range (partition 0), then q_and_logits. A
+// timing tracer's first span starts here (the context length counts into the
+// q_to_smem phase).
 // Returns the range, which the later steps walk again.
 // Events: load_context_len's, then q_and_logits'.
 template <class Cfg, class Tracer>
 __device__ __forceinline__ PartitionRange v1_logits(const StageArgs& a, const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm,
                                                     Tracer& tracer) {
+  PA_TIME_START(tracer);
   const int ctx = load_context_len<Cfg>(a.context_lens, c, tracer);
   const PartitionRange r = partition_range(ctx, Cfg::kBlockSize, 0, 0);
   q_and_logits<Cfg>(a, r, c, sm, tracer);

@@ -143,9 +143,11 @@ __device__ __forceinline__ SoftmaxStats softmax_times_v(const StageArgs& a, cons
                                                         const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm,
                                                         RowAcc<Cfg>& acc, Tracer& tracer) {
   const SoftmaxStats st = softmax_block<Cfg>(r, c, sm, tracer);
+  PA_TIME_PHASE(tracer, trace::Phase::softmax, -1);
   lv_accumulate<Cfg>(static_cast<const Elem<Cfg>*>(a.v_cache), a.cg, a.block_tables, a.btg, r, c, sm, acc,
                      tracer);
   lv_reduce_rows<Cfg>(acc, c, tracer);
+  PA_TIME_PHASE(tracer, trace::Phase::lv, -1);
   return st;
 }
 

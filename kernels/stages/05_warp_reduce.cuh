@@ -79,6 +79,8 @@ __device__ __forceinline__ void store_output_row(Elem<Cfg>* __restrict__ out, co
 }
 
 // Stage 5 kernel = the complete v1 kernel: one thread block per (head, seq).
+// Timed (PA_TIME_*: nothing without a timing tracer), its warps' phases are
+// q_to_smem, qk, softmax, lv, warp_reduce, one span each.
 template <class Cfg, class Tracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) stage5_v1_kernel(StageArgs a, Tracer tracer) {
   const auto c = ThreadCtx<Cfg>::make(trace::Stage::warp_reduce, a.num_heads, a.num_kv_heads);
@@ -88,6 +90,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage5_v1_kernel(StageArgs a
   softmax_times_v<Cfg>(a, r, c, sm, acc, tracer);              // stages 3-4 (04_lv.cuh)
   warp_tree_reduce<Cfg>(acc, c, sm, tracer);                   // stage 5
   store_output_row<Cfg>(static_cast<Elem<Cfg>*>(a.out), a.qg, acc, c, tracer);
+  PA_TIME_PHASE(tracer, trace::Phase::warp_reduce, -1);
 }
 
 }  // namespace pa::kernels

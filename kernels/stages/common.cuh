@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "pa/core/timeline.hpp"
 #include "pa/index/config.hpp"
 #include "pa/index/events.hpp"
 #include "pa/index/layout.hpp"

@@ -1,5 +1,5 @@
 // Timelines recorded on the GPU (label gpu; SKIPPED without a GPU or a CUDA
-// build): stage 8 run with the timing tracer.
+// build): stages 5 and 8 run with the timing tracer.
 //
 // What a timeline must be to be true of the kernel:
 //  - the timed kernel computes what the untimed one does (its output equals
@@ -13,7 +13,10 @@
 //  - time only moves forward within a warp, on both clocks, and a warp stays
 //    on one SM (< the GPU's SM count);
 //  - no span is dropped, and the overhead figures are real medians.
+// Stage 5 (the v1 kernel): every warp of every (head, sequence) block runs
+// q_to_smem, qk, softmax, lv, warp_reduce, once each, in that order.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <cstdio>
 #include <map>
@@ -151,10 +154,65 @@ TEST_CASE("stage 8 timeline: every warp's phases in program order, clocks forwar
   CHECK(ran == 3);
 }
 
+TEST_CASE("stage 5 timeline: every warp runs the five v1 steps once, in order", "[gpu][timeline][v1]") {
+  PA_REQUIRE_GPU();
+  const ProblemSpec specs[] = {
+      test::spec_of(DType::f16, 128, 16, 8, 2, {600, 1, 37}, 21),
+      test::spec_of(DType::bf16, 128, 16, 4, 4, {100}, 22),
+  };
+  const Phase order[] = {Phase::q_to_smem, Phase::qk, Phase::softmax, Phase::lv, Phase::warp_reduce};
+  int ran = 0;
+  for (const ProblemSpec& spec : specs) {
+    const PagedProblem p = make_problem(spec);
+    INFO(spec.describe());
+    REQUIRE(can_record_timeline(Stage::warp_reduce, spec));
+    TimelineOptions o;
+    o.timing_iters = 5;
+    const TimelineRecording r = record_timeline(Stage::warp_reduce, p, o);
+    CHECK(r.launches == 1);
+    test::require_close(ref_output(p), r.out, tolerance_for(spec.dtype));
+    REQUIRE(r.grid_blocks == spec.num_heads * p.num_seqs());
+    REQUIRE(r.spans.size() == static_cast<std::size_t>(r.grid_blocks) * r.warps_per_block * 5);
+    for (std::size_t i = 0; i < r.spans.size(); ++i) {  // sorted by (block, warp, begin)
+      const Span& sp = r.spans[i];
+      INFO("span " << i);
+      REQUIRE(sp.stage == Stage::warp_reduce);
+      REQUIRE(sp.block == i / (5 * r.warps_per_block));
+      REQUIRE(sp.warp == (i / 5) % r.warps_per_block);
+      REQUIRE(sp.phase == order[i % 5]);
+      REQUIRE(sp.iter == -1);
+      REQUIRE(sp.sm < r.sm_count);
+      REQUIRE(sp.t_begin_ns <= sp.t_end_ns);
+      REQUIRE(sp.clk_begin <= sp.clk_end);
+      if (i % 5 != 0) {
+        REQUIRE(sp.sm == r.spans[i - 1].sm);
+        REQUIRE(sp.t_begin_ns >= r.spans[i - 1].t_end_ns);
+        REQUIRE(sp.clk_begin >= r.spans[i - 1].clk_end);
+      }
+    }
+    CHECK(r.untimed_ms > 0.f);
+    CHECK(r.timed_ms > 0.f);
+    std::printf("timeline %s: %zu spans, untimed %.4f ms, timed %.4f ms (%s)\n", spec.describe().c_str(),
+                r.spans.size(), r.untimed_ms, r.timed_ms, r.gpu_name.c_str());
+    ++ran;
+  }
+  CHECK(ran == 2);
+}
+
 TEST_CASE("timeline recording refuses what it cannot time, naming what it can", "[timeline]") {
   const ProblemSpec fp32 = test::spec_of(DType::f32, 128, 16, 8, 2, {10}, 1);
   CHECK_FALSE(can_record_timeline(Stage::optimized, fp32));
   CHECK_FALSE(can_record_timeline(Stage::qk, test::spec_of(DType::f16, 128, 16, 8, 2, {10}, 1)));
+  CHECK_FALSE(can_record_timeline(Stage::warp_reduce, fp32));
   const std::string timed = timeline_instances_text();
-  CHECK_FALSE(timed.empty());
+  CHECK(timed.find("stage warp_reduce") != std::string::npos);
+  CHECK(timed.find("stage optimized") != std::string::npos);
+#if PA_HAVE_CUDA
+  CHECK(can_record_timeline(Stage::optimized, test::spec_of(DType::f16, 128, 16, 8, 2, {10}, 1)));
+  CHECK(can_record_timeline(Stage::warp_reduce, test::spec_of(DType::bf16, 128, 16, 8, 8, {10}, 1)));
+  const PagedProblem p = make_problem(fp32);
+  CHECK_THROWS_WITH(record_timeline(Stage::optimized, p),
+                    Catch::Matchers::ContainsSubstring("no timing instance") &&
+                        Catch::Matchers::ContainsSubstring("fp16/128/16/1"));
+#endif
 }

@@ -3,8 +3,10 @@
 // the same launch timed with and without the tracer so that its overhead is
 // known for the very run that produced the timeline.
 //
-// Stage 8 is timed so far (its instances: timeline_instances_text()); its
-// grid is the plan pa-lab run launches (plan_optimized on this GPU).
+// Timed so far: stage 5 (the complete v1 kernel: v1's load-then-use steps)
+// and stage 8 (its pipeline), for the instances timeline_instances_text()
+// names; each launched as pa-lab run launches it (stage 8: plan_optimized's
+// grid on this GPU).
 #pragma once
 #include <string>
 #include <vector>
@@ -15,7 +17,7 @@
 namespace pa::trace {
 
 struct TimelineOptions {
-  int force_splits = 0;                          // as pa-lab run --splits; 0: the planner's choice
+  int force_splits = 0;                          // stage 8, as pa-lab run --splits; 0: the planner's choice
   unsigned long long initial_capacity = 1 << 20;  // spans; a run that overflows is repeated once with room for all
   int timing_iters = 20;                         // CUDA-event launches of each kernel for the overhead
   int timing_warmup = 3;
@@ -26,7 +28,7 @@ struct TimelineRecording {
   int sm_count = 0;
   int sm_clock_khz = 0;         // the SM clock the device reports (cudaDevAttrClockRate)
   Stage stage = Stage::optimized;
-  std::string plan;             // the launch, in words (OptimizedPlan::describe)
+  std::string plan;             // the launch, in words (stage 8: OptimizedPlan::describe)
   int grid_blocks = 0;          // blocks of the timed launch
   int warps_per_block = 0;
   std::vector<Span> spans;      // every span of the timed launch, sorted by (block, warp, begin)

@@ -1,0 +1,211 @@
+// record_timeline: a stage's kernel instantiated with the timing tracer for a
+// few configurations, launched as pa-lab run launches it (stage 5: one block
+// per (head, sequence); stage 8: the grid plan_optimized chooses on this GPU),
+// its spans copied back; and the same launch timed with the normal
+// (NullTracer) kernel and with the timing one, on the same device buffers, for
+// the tracer's overhead.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+#include "08_optimized.cuh"
+#include "launch.cuh"
+#include "pa/kernels/api.hpp"
+#include "pa/kernels/cuda_check.hpp"
+#include "pa/kernels/event_timer.hpp"
+#include "pa/kernels/optimized.hpp"
+#include "pa/kernels/optimized_args.hpp"
+#include "pa/kernels/timing_tracer.cuh"
+#include "pa/trace/timeline_record.hpp"
+
+namespace pa::trace {
+namespace {
+
+// The timed instances: the README's benchmark shapes (head 128, block 16; for
+// stage 8 GQA groups of at most 8 heads: head tiles 1). Each is a whole kernel
+// instance to compile, so the lists stay short. X(dtype, head, block[, tiles]).
+#define PA_TIMELINE_V1_CONFIGS(X) X(f16, 128, 16) X(bf16, 128, 16)
+#define PA_TIMELINE_OPT_CONFIGS(X) X(f16, 128, 16, 1) X(bf16, 128, 16, 1)
+
+using V1Launch = void (*)(const kernels::StageArgs&, kernels::TimingTracer, cudaStream_t);
+bool timed_v1(DType dt, int head_size, int block_size, V1Launch& f) {
+#define PA_X(DT, HS, BS)                                                                          \
+  if (dt == DType::DT && head_size == HS && block_size == BS) {                                   \
+    f = &kernels::launch_stage_kernel<Stage::warp_reduce, KernelConfig<DType::DT, HS, BS, 128>,   \
+                                      kernels::TimingTracer>;                                     \
+    return true;                                                                                  \
+  }
+  PA_TIMELINE_V1_CONFIGS(PA_X)
+#undef PA_X
+  return false;
+}
+
+struct TimedOptFns {
+  int (*prepare)();
+  void (*launch)(const opt::OptParams&, dim3, const kernels::TimingTracer&, cudaStream_t);
+};
+bool timed_opt(DType dt, int head_size, int block_size, int head_tiles, TimedOptFns& f) {
+#define PA_X(DT, HS, BS, HT)                                                                     \
+  if (dt == DType::DT && head_size == HS && block_size == BS && head_tiles == HT) {             \
+    using Cfg = OptConfig<DType::DT, HS, BS, HT>;                                                \
+    f = {&opt::opt_prepare_traced<Cfg, kernels::TimingTracer>,                                   \
+         &opt::opt_launch_traced<Cfg, kernels::TimingTracer>};                                   \
+    return true;                                                                                 \
+  }
+  PA_TIMELINE_OPT_CONFIGS(PA_X)
+#undef PA_X
+  return false;
+}
+
+kernels::TimingTracer tracer_for(Stage stage, kernels::DeviceBuffer& buf, kernels::DeviceBuffer& counter,
+                                 unsigned long long capacity) {
+  kernels::TimingTracer t;
+  t.spans = static_cast<Span*>(buf.get());
+  t.count = static_cast<unsigned long long*>(counter.get());
+  t.capacity = capacity;
+  t.stage = stage;
+  t.kernel = KernelRole::main;
+  return t;
+}
+
+// Runs launch(tracer) with a span buffer of `capacity`, and once more with
+// exactly the counted size when it overflowed; fills r.spans (sorted by
+// block, warp and time) and r.launches. reset() runs before each launch (it
+// poisons the outputs).
+template <class Launch, class Reset>
+void collect_spans(TimelineRecording& r, Stage stage, unsigned long long capacity, kernels::DeviceBuffer& counter,
+                   Reset&& reset, Launch&& launch) {
+  for (int attempt = 0;; ++attempt) {
+    kernels::DeviceBuffer buf(capacity * sizeof(Span));
+    PA_CUDA_CHECK(cudaMemset(counter.get(), 0, sizeof(unsigned long long)));
+    reset();
+    launch(tracer_for(stage, buf, counter, capacity));
+    PA_CUDA_CHECK(cudaDeviceSynchronize());
+    ++r.launches;
+    unsigned long long n = 0;
+    PA_CUDA_CHECK(cudaMemcpy(&n, counter.get(), sizeof n, cudaMemcpyDeviceToHost));
+    if (n <= capacity) {
+      r.spans.resize(static_cast<std::size_t>(n));
+      if (n) PA_CUDA_CHECK(cudaMemcpy(r.spans.data(), buf.get(), n * sizeof(Span), cudaMemcpyDeviceToHost));
+      break;
+    }
+    if (attempt == 1) throw std::runtime_error("record_timeline: the span count changed between two runs");
+    capacity = n;  // counted exactly: once more with a buffer that fits
+  }
+  std::sort(r.spans.begin(), r.spans.end(), [](const Span& x, const Span& y) {
+    return std::tie(x.block, x.warp, x.t_begin_ns, x.clk_begin) < std::tie(y.block, y.warp, y.t_begin_ns, y.clk_begin);
+  });
+}
+
+}  // namespace
+
+std::string timeline_instances_text() {
+  std::string s = "stage warp_reduce (dtype head block):";
+#define PA_X(DT, HS, BS) s += std::string(" ") + dtype_name(DType::DT) + "/" #HS "/" #BS;
+  PA_TIMELINE_V1_CONFIGS(PA_X)
+#undef PA_X
+  s += "; stage optimized (dtype head block head-tiles):";
+#define PA_X(DT, HS, BS, HT) s += std::string(" ") + dtype_name(DType::DT) + "/" #HS "/" #BS "/" #HT;
+  PA_TIMELINE_OPT_CONFIGS(PA_X)
+#undef PA_X
+  return s + " (head tiles 1: GQA groups of at most 8 heads)";
+}
+
+bool can_record_timeline(Stage stage, const ProblemSpec& s) {
+  if (s.num_threads != 128 || s.num_kv_heads < 1 || s.num_heads % s.num_kv_heads != 0) return false;
+  if (stage == Stage::warp_reduce) {
+    V1Launch f = nullptr;
+    return timed_v1(s.dtype, s.head_size, s.block_size, f);
+  }
+  if (stage == Stage::optimized) {
+    TimedOptFns f{};
+    return timed_opt(s.dtype, s.head_size, s.block_size, opt_head_tiles(s.num_heads / s.num_kv_heads), f);
+  }
+  return false;
+}
+
+TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const TimelineOptions& o) {
+  const ProblemSpec& s = p.spec;
+  s.validate();
+  if (!can_record_timeline(stage, s)) {
+    throw std::invalid_argument(std::string("record_timeline: no timing instance for stage ") + to_string(stage) +
+                                ", " + dtype_name(s.dtype) + " head " + std::to_string(s.head_size) + " block " +
+                                std::to_string(s.block_size) + " with " + std::to_string(s.num_heads) + "/" +
+                                std::to_string(s.num_kv_heads) + " heads (timed: " + timeline_instances_text() + ")");
+  }
+  if (o.initial_capacity < 1 || o.timing_iters < 1 || o.timing_warmup < 0) {
+    throw std::invalid_argument("record_timeline: initial_capacity=" + std::to_string(o.initial_capacity) +
+                                ", timing_iters=" + std::to_string(o.timing_iters) + ", timing_warmup=" +
+                                std::to_string(o.timing_warmup) + ": need >= 1, >= 1 and >= 0");
+  }
+  const kernels::GpuInfo gi = kernels::gpu_info();  // throws NoGpuError without a GPU
+  TimelineRecording r;
+  r.gpu_name = gi.name;
+  r.sm_count = gi.sm_count;
+  r.stage = stage;
+  int dev = 0;
+  PA_CUDA_CHECK(cudaGetDevice(&dev));
+  PA_CUDA_CHECK(cudaDeviceGetAttribute(&r.sm_clock_khz, cudaDevAttrClockRate, dev));
+  r.warps_per_block = s.num_threads / 32;
+
+  const kernels::DeviceInputs in(p);
+  const std::size_t out_elems = static_cast<std::size_t>(p.num_seqs()) * s.num_heads * s.head_size;
+  kernels::DeviceBuffer out(out_elems * dtype_bytes(s.dtype));
+  kernels::StageArgs base = in.args();
+  base.out = out.get();
+  kernels::DeviceBuffer counter(sizeof(unsigned long long));
+  const auto poison = [&] { out.fill_bytes(0xFF); };
+
+  // The launch with a given tracer, and the normal one, for this stage.
+  std::function<void(const kernels::TimingTracer&)> timed;
+  std::function<void()> untimed;
+  OptimizedPlan plan;
+  kernels::DeviceBuffer ws(1);
+  opt::OptParams prm{};
+  if (stage == Stage::warp_reduce) {
+    V1Launch f = nullptr;
+    timed_v1(s.dtype, s.head_size, s.block_size, f);
+    r.plan = "v1: one block per (head, sequence), " + std::to_string(s.num_threads) + " threads";
+    r.grid_blocks = s.num_heads * p.num_seqs();
+    timed = [&, f](const kernels::TimingTracer& t) { f(base, t, nullptr); };
+    untimed = [&] { kernels::launch_stage(Stage::warp_reduce, base); };
+  } else {
+    TimedOptFns f{};
+    timed_opt(s.dtype, s.head_size, s.block_size, opt_head_tiles(s.num_heads / s.num_kv_heads), f);
+    if (f.prepare() <= 0) PA_CUDA_CHECK(cudaGetLastError());
+    const OptimizedArgs a = kernels::optimized_args(base);
+    plan = plan_optimized(a, o.force_splits);  // the grid pa-lab run launches
+    r.plan = plan.describe();
+    ws = kernels::DeviceBuffer(std::max<std::size_t>(plan.workspace_bytes, 1));
+    ws.fill_bytes(0);  // arrival counters start at 0 (the last CTA leaves them at 0)
+    prm = opt::opt_make_params(a, plan, ws.get());
+    const dim3 grid(plan.splits, plan.units, a.num_seqs);
+    r.grid_blocks = static_cast<int>(grid.x * grid.y * grid.z);
+    timed = [&, f, grid](const kernels::TimingTracer& t) { f.launch(prm, grid, t, nullptr); };
+    untimed = [&, a] { launch_optimized(a, plan, ws.get(), nullptr); };
+  }
+
+  collect_spans(r, stage, o.initial_capacity, counter, poison, [&](const kernels::TimingTracer& t) {
+    timed(t);
+    PA_CUDA_CHECK(cudaGetLastError());
+  });
+  r.out = kernels::download_decoded(out, out_elems, s.dtype);
+
+  // The overhead: the same launch, untimed (the normal instance) and timed
+  // into a buffer with room for every span. The counter is reset before each
+  // timed launch's start event, so every launch stores all its spans and the
+  // reset is not measured.
+  const auto capacity_all = static_cast<unsigned long long>(std::max<std::size_t>(r.spans.size(), 1));
+  kernels::DeviceBuffer buf(capacity_all * sizeof(Span));
+  r.untimed_ms = kernels::median_of(kernels::time_launches_ms(untimed, o.timing_iters, o.timing_warmup));
+  r.timed_ms = kernels::median_of(kernels::time_indexed_launches_ms(
+      [&](int) { timed(tracer_for(stage, buf, counter, capacity_all)); }, o.timing_iters, o.timing_warmup,
+      [&](int) { PA_CUDA_CHECK(cudaMemsetAsync(counter.get(), 0, sizeof(unsigned long long))); }));
+  return r;
+}
+
+}  // namespace pa::trace
