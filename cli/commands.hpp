@@ -30,5 +30,7 @@ int cmd_list(Args);
 void help_list();
 int cmd_trace(Args);
 void help_trace();
+int cmd_timeline(Args);
+void help_timeline();
 
 }  // namespace pa::cli

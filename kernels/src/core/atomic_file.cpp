@@ -39,7 +39,12 @@ void check_can_write(const std::string& path) {
   std::remove(tmp.c_str());
 }
 
-void write_file_atomically(const std::string& path, std::string_view bytes, const WriteBytes& write) {
+namespace {
+
+// The steps both forms share: a fresh temporary beside `path`, `fill` writes
+// it (returns 0 or the errno of a failed write), then flush, fsync, close and
+// rename; on any failure the temporary is removed and `path` is untouched.
+void replace_file(const std::string& path, const std::function<int(std::FILE*)>& fill) {
   refuse_folder(path);
   std::string tmp;
   const int fd = make_temporary(path, tmp);
@@ -50,9 +55,14 @@ void write_file_atomically(const std::string& path, std::string_view bytes, cons
     std::remove(tmp.c_str());
     throw write_error(path, "fdopen", err);
   }
-  errno = 0;
-  const std::size_t n = write ? write(bytes.data(), bytes.size(), f) : std::fwrite(bytes.data(), 1, bytes.size(), f);
-  int err = n == bytes.size() ? 0 : (errno ? errno : EIO);
+  int err = 0;
+  try {
+    err = fill(f);
+  } catch (...) {
+    std::fclose(f);
+    std::remove(tmp.c_str());
+    throw;
+  }
   if (!err && std::fflush(f) != 0) err = errno ? errno : EIO;
   if (!err && ::fsync(::fileno(f)) != 0) err = errno;
   if (std::fclose(f) != 0 && !err) err = errno ? errno : EIO;
@@ -68,6 +78,24 @@ void write_file_atomically(const std::string& path, std::string_view bytes, cons
     std::remove(tmp.c_str());
     throw write_error(path, "renaming " + tmp + " onto it", err);
   }
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, std::string_view bytes, const WriteBytes& write) {
+  replace_file(path, [&](std::FILE* f) {
+    errno = 0;
+    const std::size_t n = write ? write(bytes.data(), bytes.size(), f) : std::fwrite(bytes.data(), 1, bytes.size(), f);
+    return n == bytes.size() ? 0 : (errno ? errno : EIO);
+  });
+}
+
+void write_file_atomically_streamed(const std::string& path, const ProduceFile& produce) {
+  replace_file(path, [&](std::FILE* f) {
+    errno = 0;
+    produce(f);
+    return std::ferror(f) ? (errno ? errno : EIO) : 0;
+  });
 }
 
 }  // namespace pa::core

@@ -34,6 +34,13 @@ using WriteBytes = std::function<std::size_t(const void* data, std::size_t size,
 // (0666 less the umask), not the temporary file's private 0600.
 void write_file_atomically(const std::string& path, std::string_view bytes, const WriteBytes& write = {});
 
+// The same for a file too large to hold in memory first (a timeline's JSON
+// export): `produce` writes it to the open temporary file in pieces. A write
+// error there (std::ferror) or an exception from `produce` leaves `path` as it
+// was and no temporary file behind; the exception propagates unchanged.
+using ProduceFile = std::function<void(std::FILE* f)>;
+void write_file_atomically_streamed(const std::string& path, const ProduceFile& produce);
+
 // Throws what write_file_atomically would when `path`'s folder is missing or
 // does not take new files, or `path` is a folder: a command that runs for
 // minutes checks first. Creates and removes a temporary file; `path` itself is
