@@ -68,7 +68,7 @@ TEST_CASE("pa-lab timeline refuses wrong command lines and files, saying what is
   const std::string good = (dir / "good.patl").string(), trace = (dir / "a.patrace").string();
   write_timeline(good, sample_timeline(3));
   write_trace(trace, sample_trace(2));
-  const std::string out_json = (dir / "o.json").string();
+  const std::string out_json = (dir / "o.json").string(), out_patl = (dir / "o.patl").string();
   struct Case {
     std::string args;
     int status;
@@ -90,8 +90,13 @@ TEST_CASE("pa-lab timeline refuses wrong command lines and files, saying what is
       {"timeline --from " + good + " --from " + good + " -o " + out_json, kUsage, {"option --from given twice"}},
       {"timeline --from", kUsage, {"option --from needs a value"}},
       {"timeline " + good, kUsage, {"unexpected argument", "options are --name value"}},
-      {"timeline --stage optimized -o " + out_json, kUsage,
-       {"option --stage", "'optimized'", "GPU build with the timing tracer", "accepted: --from FILE.patl"}},
+      {"timeline --stage nope -o " + out_patl, kUsage, {"option --stage", "unknown stage 'nope'", "timed:"}},
+      {"timeline --stage qk --context-lens 10 -o " + out_patl, kUsage,
+       {"stage qk", "cannot be timed in this build", "timed:"}},
+      {"timeline --stage optimized --context-lens 10", kUsage, {"-o FILE.patl (or --output FILE.patl) is required"}},
+      {"timeline --stage optimized --from " + good + " -o " + out_patl, kUsage,
+       {"--from and --stage do not go together"}},
+      {"timeline --stage optimized --heads 0 -o " + out_patl, kUsage, {"--heads"}},
   };
   int ran = 0;
   for (const Case& c : cases) {
@@ -104,14 +109,15 @@ TEST_CASE("pa-lab timeline refuses wrong command lines and files, saying what is
     for (const std::string& s : c.must_say) CHECK_THAT(out, ContainsSubstring(s));
     ++ran;
   }
-  CHECK(ran == 12);
+  CHECK(ran == 16);
   CHECK_FALSE(fs::exists(out_json));  // no case wrote anything
+  CHECK_FALSE(fs::exists(out_patl));
 
   std::string help;
   CHECK(run_lab("timeline --help", help) == kOk);
   CHECK_THAT(help, ContainsSubstring("--from FILE") && ContainsSubstring("ui.perfetto.dev") &&
-                       ContainsSubstring("needs a GPU build with the timing tracer") &&
-                       ContainsSubstring("not in pa-lab yet"));
+                       ContainsSubstring("--stage NAME") && ContainsSubstring("timed:") &&
+                       ContainsSubstring("--context-lens"));
   CHECK(run_lab("--help", help) == kOk);
   CHECK_THAT(help, ContainsSubstring("timeline") && ContainsSubstring("Perfetto"));
   fs::remove_all(dir);
