@@ -8,12 +8,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "pa/core/parallel.hpp"
+#include "attention_core.hpp"
 
 namespace pa {
 namespace {
 
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+using namespace ref_core;
 
 void check_slopes(const PagedProblem& p, const std::vector<float>& slopes, const char* who) {
   if (slopes.size() != static_cast<std::size_t>(p.spec.num_heads)) {
@@ -31,50 +31,21 @@ void check_slopes(const PagedProblem& p, const std::vector<float>& slopes, const
   }
 }
 
-// Tokens [begin, end) of (seq, head) with the bias, in ref_output's order:
-// q . k summed over d in float64, times the scale, plus the bias; then the
-// max and the sum of exp(l - max) in token order.
-struct BiasedRow {
-  int begin = 0;
-  std::vector<double> logits;
-  double max = kNegInf;
-  double sum = 0.0;
-};
-
-BiasedRow biased_row(const PagedProblem& p, int seq, int head, double slope, int begin, int end) {
-  BiasedRow r;
-  r.begin = begin;
-  const double scale = static_cast<double>(p.spec.scale());
-  const int kvh = p.kv_head(head), ctx = p.context_len(seq);
-  for (int t = begin; t < end; ++t) {
-    double acc = 0.0;
-    for (int d = 0; d < p.spec.head_size; ++d)
-      acc += static_cast<double>(p.q_at(seq, head, d)) * static_cast<double>(p.k_at(seq, kvh, t, d));
-    // A zero slope adds +-0, which leaves every logit as it was.
-    const double l = scale * acc + slope * static_cast<double>(t - ctx + 1);
-    r.logits.push_back(l);
-    r.max = std::max(r.max, l);
-  }
-  for (double l : r.logits) r.sum += std::exp(l - r.max);
-  return r;
+// Tokens [begin, end) of (seq, head) with the bias, through ref_output's own
+// core (attention_core.hpp): the logit is scale * (q . k) plus the bias, so a
+// zero slope (adding +-0) leaves every logit, and the output, as ref_output's.
+Softmaxed biased_softmax(const PagedProblem& p, int seq, int head, double slope, int begin, int end) {
+  const PagedRow row{p, seq, head, p.kv_head(head), begin};
+  const double scale = scale_of(p.spec);
+  const int ctx = p.context_len(seq);
+  return softmax_of_logits(std::max(end - begin, 0), [&](int i) {
+    return scale * row.kdot(i) + slope * static_cast<double>(begin + i - ctx + 1);
+  });
 }
 
-std::vector<double> row_output(const PagedProblem& p, int seq, int head, const BiasedRow& r) {
-  std::vector<double> out(p.spec.head_size, 0.0);
-  const int kvh = p.kv_head(head);
-  for (std::size_t i = 0; i < r.logits.size(); ++i) {
-    const double w = std::exp(r.logits[i] - r.max) / r.sum;
-    const int t = r.begin + static_cast<int>(i);
-    for (int d = 0; d < p.spec.head_size; ++d) out[d] += w * static_cast<double>(p.v_at(seq, kvh, t, d));
-  }
-  return out;
-}
-
-template <class F>
-void for_each_row(const PagedProblem& p, F&& f) {
-  const int nh = p.spec.num_heads;
-  detail::parallel_for(static_cast<std::int64_t>(p.num_seqs()) * nh,
-                       [&](std::int64_t i) { f(static_cast<int>(i / nh), static_cast<int>(i % nh)); });
+std::vector<double> row_output(const PagedProblem& p, int seq, int head, int begin, const Softmaxed& sm) {
+  const PagedRow row{p, seq, head, p.kv_head(head), begin};
+  return lv_core(sm, p.spec.head_size, [&](int i, double w, std::vector<double>& out) { row.vadd(i, w, out); });
 }
 
 }  // namespace
@@ -95,17 +66,9 @@ std::vector<float> alibi_slopes(int num_heads) {
 
 TokenTensor ref_logits_alibi(const PagedProblem& p, const std::vector<float>& slopes) {
   check_slopes(p, slopes, "ref_logits_alibi");
-  TokenTensor tt;
-  tt.num_heads = p.spec.num_heads;
-  tt.lens = p.context_lens;
-  std::int64_t off = 0;
-  for (int c : p.context_lens) {
-    tt.seq_offset.push_back(off);
-    off += static_cast<std::int64_t>(c) * p.spec.num_heads;
-  }
-  tt.values.assign(static_cast<std::size_t>(off), 0.0);
+  TokenTensor tt = empty_token_tensor(p);
   for_each_row(p, [&](int seq, int h) {
-    const BiasedRow r = biased_row(p, seq, h, slopes[h], 0, p.context_len(seq));
+    const Softmaxed r = biased_softmax(p, seq, h, slopes[h], 0, p.context_len(seq));
     std::copy(r.logits.begin(), r.logits.end(), tt.values.begin() + tt.index(seq, h, 0));
   });
   return tt;
@@ -123,8 +86,8 @@ std::vector<AttentionState> ref_states_alibi(const PagedProblem& p, const std::v
       st.out.assign(p.spec.head_size, 0.0);
       return;  // the empty state: lse stays -inf
     }
-    const BiasedRow r = biased_row(p, seq, h, slopes[h], b, e);
-    st.out = row_output(p, seq, h, r);
+    const Softmaxed r = biased_softmax(p, seq, h, slopes[h], b, e);
+    st.out = row_output(p, seq, h, b, r);
     st.lse = r.max + std::log(r.sum);
   });
   return states;
@@ -132,10 +95,10 @@ std::vector<AttentionState> ref_states_alibi(const PagedProblem& p, const std::v
 
 std::vector<double> ref_output_alibi(const PagedProblem& p, const std::vector<float>& slopes) {
   check_slopes(p, slopes, "ref_output_alibi");
-  std::vector<double> out(static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads * p.spec.head_size);
+  std::vector<double> out(out_size(p));
   for_each_row(p, [&](int seq, int h) {
-    const BiasedRow r = biased_row(p, seq, h, slopes[h], 0, p.context_len(seq));
-    const std::vector<double> o = row_output(p, seq, h, r);
+    const Softmaxed r = biased_softmax(p, seq, h, slopes[h], 0, p.context_len(seq));
+    const std::vector<double> o = row_output(p, seq, h, 0, r);
     for (int d = 0; d < p.spec.head_size; ++d) out[p.query.out_offset(seq, h, d)] = o[d];
   });
   return out;

@@ -11,67 +11,12 @@
 #include "pa/core/config_dispatch.hpp"
 #include "pa/core/dtype_convert.hpp"
 #include "pa/core/parallel.hpp"
+#include "attention_core.hpp"
 
 namespace pa {
 namespace {
 
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-// One attention core for both the paged and the dense reference, so that the
-// two differ only in how they find K and V (and must agree bit for bit).
-// kdot(t) = sum_d q[d] * k_t[d] (double), vrow(t, out_acc, w) adds w * v_t.
-struct Softmaxed {
-  std::vector<double> logits;  // scaled
-  double max = kNegInf;
-  double sum = 0.0;            // sum exp(l - max)
-};
-
-template <class KDot>
-Softmaxed softmax_core(int n, double scale, KDot&& kdot) {
-  Softmaxed r;
-  r.logits.resize(n);
-  for (int t = 0; t < n; ++t) {
-    r.logits[t] = scale * kdot(t);
-    r.max = std::max(r.max, r.logits[t]);
-  }
-  for (int t = 0; t < n; ++t) r.sum += std::exp(r.logits[t] - r.max);
-  return r;
-}
-
-template <class VAdd>
-std::vector<double> lv_core(const Softmaxed& sm, int head_size, VAdd&& vadd) {
-  std::vector<double> out(head_size, 0.0);
-  const int n = static_cast<int>(sm.logits.size());
-  for (int t = 0; t < n; ++t) vadd(t, std::exp(sm.logits[t] - sm.max) / sm.sum, out);
-  return out;
-}
-
-double scale_of(const ProblemSpec& s) { return static_cast<double>(s.scale()); }
-
-// Paged accessors for tokens [begin, begin + n) of (seq, head): each token's
-// physical block comes from the block table, each element's offset from
-// CacheGeometry.
-struct PagedRow {
-  const PagedProblem& p;
-  int seq, head, kv_head, begin;
-  double kdot(int i) const {
-    const int token = begin + i, bs = p.spec.block_size;
-    const int phys = p.physical_block(seq, token / bs), t = token % bs;
-    double acc = 0.0;
-    for (int d = 0; d < p.spec.head_size; ++d) {
-      acc += static_cast<double>(p.q_at(seq, head, d)) *
-             static_cast<double>(p.k_cache[p.cache.k_offset(phys, kv_head, d, t)]);
-    }
-    return acc;
-  }
-  void vadd(int i, double w, std::vector<double>& out) const {
-    const int token = begin + i, bs = p.spec.block_size;
-    const int phys = p.physical_block(seq, token / bs), t = token % bs;
-    for (int d = 0; d < p.spec.head_size; ++d) {
-      out[d] += w * static_cast<double>(p.v_cache[p.cache.v_offset(phys, kv_head, d, t)]);
-    }
-  }
-};
+using namespace ref_core;
 
 Softmaxed paged_softmax(const PagedProblem& p, int seq, int head, int begin, int end) {
   const PagedRow row{p, seq, head, p.kv_head(head), begin};
@@ -81,31 +26,6 @@ Softmaxed paged_softmax(const PagedProblem& p, int seq, int head, int begin, int
 std::vector<double> paged_lv(const PagedProblem& p, int seq, int head, int begin, const Softmaxed& sm) {
   const PagedRow row{p, seq, head, p.kv_head(head), begin};
   return lv_core(sm, p.spec.head_size, [&](int i, double w, std::vector<double>& out) { row.vadd(i, w, out); });
-}
-
-TokenTensor empty_token_tensor(const PagedProblem& p) {
-  TokenTensor tt;
-  tt.num_heads = p.spec.num_heads;
-  tt.lens = p.context_lens;
-  std::int64_t off = 0;
-  for (int c : p.context_lens) {
-    tt.seq_offset.push_back(off);
-    off += static_cast<std::int64_t>(c) * p.spec.num_heads;
-  }
-  tt.values.assign(static_cast<std::size_t>(off), 0.0);
-  return tt;
-}
-
-// Runs f(seq, head) for every row, in parallel (rows write disjoint outputs).
-template <class F>
-void for_each_row(const PagedProblem& p, F&& f) {
-  const int nh = p.spec.num_heads;
-  detail::parallel_for(static_cast<std::int64_t>(p.num_seqs()) * nh,
-                       [&](std::int64_t i) { f(static_cast<int>(i / nh), static_cast<int>(i % nh)); });
-}
-
-std::size_t out_size(const PagedProblem& p) {
-  return static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads * p.spec.head_size;
 }
 
 }  // namespace
