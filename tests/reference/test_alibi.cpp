@@ -14,6 +14,7 @@
 #include "pa/reference/fp8_cache.hpp"
 #include "require_close.hpp"
 #include "spec_of.hpp"
+#include "states.hpp"
 
 using namespace pa;
 using Catch::Matchers::ContainsSubstring;
@@ -21,7 +22,7 @@ using Catch::Matchers::ContainsSubstring;
 namespace {
 
 ProblemSpec spec_of(DType t, int head, int block, int heads, int kv_heads, std::vector<int> ctx, std::uint64_t salt) {
-  return test::spec_of(t, head, block, heads, kv_heads, std::move(ctx), test::fresh_seed(salt));
+  return test::fresh_spec_of(t, head, block, heads, kv_heads, std::move(ctx), salt);
 }
 
 // Attention with the bias through the public accessors only, written apart
@@ -50,16 +51,8 @@ std::vector<double> naive_alibi_output(const PagedProblem& p, const std::vector<
   return out;
 }
 
-std::vector<double> flat_out(const std::vector<AttentionState>& st) {
-  std::vector<double> v;
-  for (const auto& s : st) v.insert(v.end(), s.out.begin(), s.out.end());
-  return v;
-}
-std::vector<double> flat_lse(const std::vector<AttentionState>& st) {
-  std::vector<double> v;
-  for (const auto& s : st) v.push_back(s.lse);
-  return v;
-}
+using test::flat_lse;
+using test::flat_out;
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include "pa/core/dtype_convert.hpp"
 #include "require_close.hpp"
 #include "spec_of.hpp"
+#include "states.hpp"
 
 using namespace pa;
 
@@ -21,19 +22,11 @@ const Tolerance kRef = reference_tolerance();
 
 // Fresh random values on every run (the seed is printed on failure).
 ProblemSpec spec_of(DType t, int head, int block, int heads, int kv_heads, std::vector<int> ctx, std::uint64_t salt) {
-  return test::spec_of(t, head, block, heads, kv_heads, std::move(ctx), test::fresh_seed(salt));
+  return test::fresh_spec_of(t, head, block, heads, kv_heads, std::move(ctx), salt);
 }
 
-std::vector<double> flat_out(const std::vector<AttentionState>& st) {
-  std::vector<double> v;
-  for (const auto& s : st) v.insert(v.end(), s.out.begin(), s.out.end());
-  return v;
-}
-std::vector<double> flat_lse(const std::vector<AttentionState>& st) {
-  std::vector<double> v;
-  for (const auto& s : st) v.push_back(s.lse);
-  return v;
-}
+using test::flat_lse;
+using test::flat_out;
 
 // An independent, naive recomputation through the public accessors only.
 std::vector<double> naive_output(const PagedProblem& p) {

@@ -22,7 +22,7 @@ using Catch::Matchers::ContainsSubstring;
 namespace {
 
 ProblemSpec spec_of(DType t, int head, int block, int heads, int kv_heads, std::vector<int> ctx, std::uint64_t salt) {
-  return test::spec_of(t, head, block, heads, kv_heads, std::move(ctx), test::fresh_seed(salt));
+  return test::fresh_spec_of(t, head, block, heads, kv_heads, std::move(ctx), salt);
 }
 
 // f(seq, kv head, token, physical block, slot) for every token the sequences read.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pa/core/problem.hpp"
+#include "random_seed.hpp"
 
 namespace pa::test {
 
@@ -20,6 +21,13 @@ inline ProblemSpec spec_of(DType t, int head, int block, int heads, int kv_heads
   s.context_lens = std::move(ctx);
   s.seed = seed;
   return s;
+}
+
+// The same with fresh random values on every run (random_seed.hpp: the seed
+// is printed on failure).
+inline ProblemSpec fresh_spec_of(DType t, int head, int block, int heads, int kv_heads, std::vector<int> ctx,
+                                 std::uint64_t salt) {
+  return spec_of(t, head, block, heads, kv_heads, std::move(ctx), fresh_seed(salt));
 }
 
 }  // namespace pa::test
