@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench_options.hpp"
+#include "run_tool.hpp"
 
 namespace fs = std::filesystem;
 
@@ -131,18 +132,6 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-// Runs `exe args` through the shell; returns the exit status (-1 if killed)
-// and the output, stdout and stderr together.
-int run(const std::string& exe, const std::string& args, std::string& out) {
-  const std::string cmd = "ASAN_OPTIONS=detect_leaks=0 '" + exe + "' " + args + " 2>&1 </dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  out.clear();
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  const int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 // pa-bench's parser on the same arguments (split at spaces; the table's
 // pa-bench cases quote nothing): the message pa-bench would print.
@@ -186,7 +175,7 @@ TEST_CASE("every tool refuses bad flag values, naming the flag, the value and wh
     std::string out;
     INFO(tool_name(c.tool) << " " << args);
     if (!exe.empty()) {
-      const int rc = run(exe, args, out);
+      const int rc = pa::test::run_tool(exe, args, out);
       INFO(out);
       CHECK(rc == (c.tool == Tool::lab ? kLabUsage : kOtherUsage));
       ++ran;

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "no_gpu.hpp"
+#include "run_tool.hpp"
 
 using namespace pa::cli;
 
@@ -57,18 +58,13 @@ TEST_CASE("pa-lab run without CUDA exits 2 and says so", "[cli]") {
   SKIP("pa-lab is not built in this configuration");
 #else
   if (PA_HAVE_CUDA) SKIP("this build has CUDA: whether a GPU is present is the GPU tests' business");
-  const std::string cmd = std::string("'") + PA_LAB_EXE +
-                          "' run --stage softmax --dtype fp16 --head-size 128 --block-size 16 --heads 8 --kv-heads 2 "
-                          "--context-lens 1,17,100 --seed 1 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
+  const std::string args =
+      "run --stage softmax --dtype fp16 --head-size 128 --block-size 16 --heads 8 --kv-heads 2 "
+      "--context-lens 1,17,100 --seed 1";
   std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  const int status = pclose(p);
-  INFO(cmd << "\n" << out);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 2);
+  const int status = pa::test::run_tool(PA_LAB_EXE, args, out);
+  INFO(args << "\n" << out);
+  CHECK(status == 2);
   CHECK(has(out, "pa-lab run: this pa-lab was built without CUDA"));
   CHECK(has(out, "pa-lab trace --stage softmax"));
   CHECK(has(out, "pa-viewer --lesson 3"));
