@@ -45,9 +45,13 @@
 
 namespace pa::kernels {
 
-// Stage 6 partition kernel: grid (head, seq, partition).
+// Stage 6 partition kernel: grid (head, seq, partition). Timed (PA_TIME_*:
+// nothing without a timing tracer), a working partition's warps run q_to_smem,
+// qk, softmax, lv, warp_reduce, partition_store; the reduce kernel's warps one
+// partition_reduce span (kernel role reduce).
 template <class Cfg, class Tracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V2Args a, Tracer tracer) {
+  PA_TIME_START(tracer);
   const auto c = ThreadCtx<Cfg>::make(trace::Stage::v2_partition, a.base.num_heads, a.base.num_kv_heads);
   const int ctx = load_context_len<Cfg>(a.base.context_lens, c, tracer);
   const int n_parts = num_partitions_in(a.range, ctx, a.base.partition_size);
@@ -60,6 +64,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V
   RowAcc<Cfg> acc;
   const SoftmaxStats st = softmax_times_v<Cfg>(a.base, r, c, sm, acc, tracer);  // stages 3-4 (04_lv.cuh)
   warp_tree_reduce<Cfg>(acc, c, sm, tracer);  // stage 5
+  PA_TIME_PHASE(tracer, trace::Phase::warp_reduce, -1);
 
   // LESSON-BEGIN(v2_partition.partition_store)
   if (n_parts == 1 && a.single_partition_direct) {
@@ -75,6 +80,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V
       PA_TRACE(tracer, ev(c.tc, Step::partition_store, Op::global_store, trace::Tensor::state_lse)
                            .at(off * 4, 4).val(a.lse[off]));
     }
+    PA_TIME_PHASE(tracer, trace::Phase::partition_store, -1);
     return;
   }
   // Warp 0's row owners hold the partition's rows (normalized by its own sum).
@@ -91,6 +97,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V
                          .at(off * 4, 4).val(st.sum));
   }
   // LESSON-END(v2_partition.partition_store)
+  PA_TIME_PHASE(tracer, trace::Phase::partition_store, -1);
 }
 
 // Block-wide float reduction for the reduce kernel (any blockDim multiple of 32, <= 1024).
@@ -156,6 +163,7 @@ __global__ void stage6_v2_reduce_kernel(V2Args a, Tracer tracer) {
   extern __shared__ float4 reduce_smem[];
   float* w = reinterpret_cast<float*>(reduce_smem);
   __shared__ float scratch[32];
+  PA_TIME_START(tracer);
   const int head = blockIdx.x, seq = blockIdx.y, tid = threadIdx.x;
   const TraceCtx tc{trace::Stage::v2_partition, tid / kWarpSize, tid % kWarpSize, seq, head, kReduceBlock,
                     kv_head_of(head, a.base.num_heads, a.base.num_kv_heads)};
@@ -232,6 +240,7 @@ __global__ void stage6_v2_reduce_kernel(V2Args a, Tracer tracer) {
                          .at(a.stg.lse_offset(seq, head) * 4, 4).val(s > 0.f ? m + logf(s) : -INFINITY));
   }
   // LESSON-END(v2_partition.partition_reduce)
+  PA_TIME_PHASE(tracer, trace::Phase::partition_reduce, -1);
 }
 
 }  // namespace pa::kernels
@@ -268,7 +277,13 @@ void launch_v2_kernels(const V2Args& a, Tracer tracer, cudaStream_t stream) {
   const dim3 grid(a.base.num_heads, a.base.num_seqs, a.max_partitions > 0 ? a.max_partitions : 1);
   kernel<<<grid, Cfg::kNumThreads, dyn, stream>>>(a, tracer);
   PA_CUDA_CHECK(cudaGetLastError());
-  launch_v2_reduce<Elem<Cfg>>(a, stream, tracer);
+  if constexpr (kTimingEnabled<Tracer>) {  // a timeline tells the two kernels apart
+    Tracer reduce_tracer = tracer;
+    reduce_tracer.kernel = trace::KernelRole::reduce;
+    launch_v2_reduce<Elem<Cfg>>(a, stream, reduce_tracer);
+  } else {
+    launch_v2_reduce<Elem<Cfg>>(a, stream, tracer);
+  }
 }
 
 }  // namespace pa::kernels

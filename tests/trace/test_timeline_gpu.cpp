@@ -14,7 +14,10 @@
 //    on one SM (< the GPU's SM count);
 //  - no span is dropped, and the overhead figures are real medians.
 // Stage 5 (the v1 kernel): every warp of every (head, sequence) block runs
-// q_to_smem, qk, softmax, lv, warp_reduce, once each, in that order.
+// q_to_smem, qk, softmax, lv, warp_reduce, once each, in that order. Stage 6:
+// the same plus partition_store in each working partition, nothing in a
+// partition past its sequence, one partition_reduce per reduce warp where
+// the sequence has several partitions.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
@@ -199,6 +202,66 @@ TEST_CASE("stage 5 timeline: every warp runs the five v1 steps once, in order", 
   CHECK(ran == 2);
 }
 
+TEST_CASE("stage 6 timeline: working partitions run six steps, the reduce one, per warp", "[gpu][timeline][v2]") {
+  PA_REQUIRE_GPU();
+  ProblemSpec spec = test::spec_of(DType::f16, 128, 16, 8, 2, {1200, 1, 600}, 31);
+  spec.partition_size = 512;  // 3, 1 and 2 partitions
+  const PagedProblem p = make_problem(spec);
+  REQUIRE(can_record_timeline(Stage::v2_partition, spec));
+  TimelineOptions o;
+  o.timing_iters = 5;
+  const TimelineRecording r = record_timeline(Stage::v2_partition, p, o);
+  INFO(r.plan);
+  test::require_close(ref_output(p), r.out, tolerance_for(spec.dtype));
+  const int heads = spec.num_heads, seqs = p.num_seqs(), parts = 3;
+  REQUIRE(r.grid_blocks == heads * seqs * parts);
+  const int n_parts[] = {3, 1, 2};
+  std::map<std::pair<std::uint32_t, std::uint16_t>, std::vector<Phase>> main_warps, reduce_warps;
+  for (const Span& sp : r.spans) {
+    REQUIRE(sp.stage == Stage::v2_partition);
+    REQUIRE(sp.sm < r.sm_count);
+    REQUIRE(sp.t_begin_ns <= sp.t_end_ns);
+    (sp.kernel == KernelRole::main ? main_warps : reduce_warps)[{sp.block, sp.warp}].push_back(sp.phase);
+    REQUIRE((sp.kernel == KernelRole::main || sp.kernel == KernelRole::reduce));
+  }
+  const std::vector<Phase> six = {Phase::q_to_smem, Phase::qk,          Phase::softmax,
+                                  Phase::lv,        Phase::warp_reduce, Phase::partition_store};
+  int working = 0, reducing = 0;
+  for (int part = 0; part < parts; ++part)
+    for (int seq = 0; seq < seqs; ++seq)
+      for (int h = 0; h < heads; ++h)
+        for (int w = 0; w < r.warps_per_block; ++w) {
+          const auto block = static_cast<std::uint32_t>(h + heads * (seq + seqs * part));
+          const auto it = main_warps.find({block, static_cast<std::uint16_t>(w)});
+          INFO("partition " << part << " seq " << seq << " head " << h << " warp " << w);
+          if (part < n_parts[seq]) {
+            REQUIRE(it != main_warps.end());
+            CHECK(it->second == six);
+            ++working;
+          } else {
+            CHECK(it == main_warps.end());  // past the sequence: exits at once, no span
+          }
+        }
+  for (int seq = 0; seq < seqs; ++seq)
+    for (int h = 0; h < heads; ++h)
+      for (int w = 0; w < 4; ++w) {
+        const auto it = reduce_warps.find({static_cast<std::uint32_t>(h + heads * seq), static_cast<std::uint16_t>(w)});
+        if (n_parts[seq] > 1) {
+          REQUIRE(it != reduce_warps.end());
+          CHECK(it->second == std::vector<Phase>{Phase::partition_reduce});
+          ++reducing;
+        } else {
+          CHECK(it == reduce_warps.end());  // one partition: written directly, the reduce returns
+        }
+      }
+  CHECK(working == (3 + 1 + 2) * heads * r.warps_per_block);
+  CHECK(reducing == 2 * heads * 4);
+  CHECK(main_warps.size() == static_cast<std::size_t>(working));
+  CHECK(reduce_warps.size() == static_cast<std::size_t>(reducing));
+  CHECK(r.untimed_ms > 0.f);
+  CHECK(r.timed_ms > 0.f);
+}
+
 TEST_CASE("timeline recording refuses what it cannot time, naming what it can", "[timeline]") {
   const ProblemSpec fp32 = test::spec_of(DType::f32, 128, 16, 8, 2, {10}, 1);
   CHECK_FALSE(can_record_timeline(Stage::optimized, fp32));
@@ -206,7 +269,7 @@ TEST_CASE("timeline recording refuses what it cannot time, naming what it can", 
   CHECK_FALSE(can_record_timeline(Stage::warp_reduce, fp32));
   const std::string timed = timeline_instances_text();
 #if PA_HAVE_CUDA
-  CHECK(timed.find("stage warp_reduce") != std::string::npos);
+  CHECK(timed.find("warp_reduce and v2_partition") != std::string::npos);
   CHECK(timed.find("stage optimized") != std::string::npos);
   CHECK(can_record_timeline(Stage::optimized, test::spec_of(DType::f16, 128, 16, 8, 2, {10}, 1)));
   CHECK(can_record_timeline(Stage::warp_reduce, test::spec_of(DType::bf16, 128, 16, 8, 8, {10}, 1)));

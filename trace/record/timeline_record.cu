@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "08_optimized.cuh"
+#include "06_v2_partition.cuh"
 #include "launch.cuh"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/cuda_check.hpp"
@@ -20,6 +21,7 @@
 #include "pa/kernels/optimized.hpp"
 #include "pa/kernels/optimized_args.hpp"
 #include "pa/kernels/timing_tracer.cuh"
+#include "pa/kernels/v2_partition.hpp"
 #include "pa/trace/timeline_record.hpp"
 
 namespace pa::trace {
@@ -27,16 +29,29 @@ namespace {
 
 // The timed instances: the README's benchmark shapes (head 128, block 16; for
 // stage 8 GQA groups of at most 8 heads: head tiles 1). Each is a whole kernel
-// instance to compile, so the lists stay short. X(dtype, head, block[, tiles]).
+// instance to compile, so the lists stay short. X(dtype, head, block[, tiles]);
+// stage 6 (V2) uses the v1 list.
 #define PA_TIMELINE_V1_CONFIGS(X) X(f16, 128, 16) X(bf16, 128, 16)
 #define PA_TIMELINE_OPT_CONFIGS(X) X(f16, 128, 16, 1) X(bf16, 128, 16, 1)
 
 using V1Launch = void (*)(const kernels::StageArgs&, kernels::TimingTracer, cudaStream_t);
+using V2Launch = void (*)(const kernels::V2Args&, kernels::TimingTracer, cudaStream_t);
 bool timed_v1(DType dt, int head_size, int block_size, V1Launch& f) {
 #define PA_X(DT, HS, BS)                                                                          \
   if (dt == DType::DT && head_size == HS && block_size == BS) {                                   \
     f = &kernels::launch_stage_kernel<Stage::warp_reduce, KernelConfig<DType::DT, HS, BS, 128>,   \
                                       kernels::TimingTracer>;                                     \
+    return true;                                                                                  \
+  }
+  PA_TIMELINE_V1_CONFIGS(PA_X)
+#undef PA_X
+  return false;
+}
+
+bool timed_v2(DType dt, int head_size, int block_size, V2Launch& f) {
+#define PA_X(DT, HS, BS)                                                                          \
+  if (dt == DType::DT && head_size == HS && block_size == BS) {                                   \
+    f = &kernels::launch_v2_kernels<KernelConfig<DType::DT, HS, BS, 128>, kernels::TimingTracer>; \
     return true;                                                                                  \
   }
   PA_TIMELINE_V1_CONFIGS(PA_X)
@@ -74,7 +89,7 @@ kernels::TimingTracer tracer_for(Stage stage, kernels::DeviceBuffer& buf, kernel
 
 // Runs launch(tracer) with a span buffer of `capacity`, and once more with
 // exactly the counted size when it overflowed; fills r.spans (sorted by
-// block, warp and time) and r.launches. reset() runs before each launch (it
+// kernel, block, warp and time) and r.launches. reset() runs before each launch (it
 // poisons the outputs).
 template <class Launch, class Reset>
 void collect_spans(TimelineRecording& r, Stage stage, unsigned long long capacity, kernels::DeviceBuffer& counter,
@@ -97,14 +112,15 @@ void collect_spans(TimelineRecording& r, Stage stage, unsigned long long capacit
     capacity = n;  // counted exactly: once more with a buffer that fits
   }
   std::sort(r.spans.begin(), r.spans.end(), [](const Span& x, const Span& y) {
-    return std::tie(x.block, x.warp, x.t_begin_ns, x.clk_begin) < std::tie(y.block, y.warp, y.t_begin_ns, y.clk_begin);
+    return std::tie(x.kernel, x.block, x.warp, x.t_begin_ns, x.clk_begin) <
+           std::tie(y.kernel, y.block, y.warp, y.t_begin_ns, y.clk_begin);
   });
 }
 
 }  // namespace
 
 std::string timeline_instances_text() {
-  std::string s = "stage warp_reduce (dtype head block):";
+  std::string s = "stages warp_reduce and v2_partition (dtype head block):";
 #define PA_X(DT, HS, BS) s += std::string(" ") + dtype_name(DType::DT) + "/" #HS "/" #BS;
   PA_TIMELINE_V1_CONFIGS(PA_X)
 #undef PA_X
@@ -120,6 +136,10 @@ bool can_record_timeline(Stage stage, const ProblemSpec& s) {
   if (stage == Stage::warp_reduce) {
     V1Launch f = nullptr;
     return timed_v1(s.dtype, s.head_size, s.block_size, f);
+  }
+  if (stage == Stage::v2_partition) {
+    V2Launch f = nullptr;
+    return timed_v2(s.dtype, s.head_size, s.block_size, f);
   }
   if (stage == Stage::optimized) {
     TimedOptFns f{};
@@ -166,6 +186,9 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
   OptimizedPlan plan;
   kernels::DeviceBuffer ws(1);
   opt::OptParams prm{};
+  kernels::V2Args v2{};
+  std::vector<kernels::DeviceBuffer> v2_bufs;
+  v2_bufs.reserve(4);
   if (stage == Stage::warp_reduce) {
     V1Launch f = nullptr;
     timed_v1(s.dtype, s.head_size, s.block_size, f);
@@ -173,6 +196,33 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
     r.grid_blocks = s.num_heads * p.num_seqs();
     timed = [&, f](const kernels::TimingTracer& t) { f(base, t, nullptr); };
     untimed = [&] { kernels::launch_stage(Stage::warp_reduce, base); };
+  } else if (stage == Stage::v2_partition) {
+    // The launch pa-lab run makes: the whole context, out (dtype) and lse
+    // written, single-partition sequences direct.
+    V2Launch f = nullptr;
+    timed_v2(s.dtype, s.head_size, s.block_size, f);
+    const int parts = std::max(1, s.max_partitions());
+    const std::size_t rows = static_cast<std::size_t>(p.num_seqs()) * s.num_heads;
+    v2_bufs.emplace_back(rows * parts * s.head_size * sizeof(float));
+    v2_bufs.emplace_back(rows * parts * sizeof(float));
+    v2_bufs.emplace_back(rows * parts * sizeof(float));
+    v2_bufs.emplace_back(rows * sizeof(float));
+    v2.base = base;
+    v2.base.partition_size = s.partition_size;
+    v2.range = TokenRange{0, -1};
+    v2.max_partitions = parts;
+    v2.part_out = static_cast<float*>(v2_bufs[0].get());
+    v2.part_max = static_cast<float*>(v2_bufs[1].get());
+    v2.part_sum = static_cast<float*>(v2_bufs[2].get());
+    v2.pg = PartitionGeometry{s.num_heads, parts, s.head_size};
+    v2.lse = static_cast<float*>(v2_bufs[3].get());
+    v2.stg = StateGeometry{s.num_heads, s.head_size};
+    v2.single_partition_direct = true;
+    r.plan = "v2: partitions of " + std::to_string(s.partition_size) + " tokens, grid (heads, sequences, " +
+             std::to_string(parts) + ") then the reduce, grid (heads, sequences)";
+    r.grid_blocks = s.num_heads * p.num_seqs() * parts;  // the partition kernel's; the reduce's are fewer
+    timed = [&, f](const kernels::TimingTracer& t) { f(v2, t, nullptr); };
+    untimed = [&] { kernels::launch_v2(v2); };
   } else {
     TimedOptFns f{};
     timed_opt(s.dtype, s.head_size, s.block_size, opt_head_tiles(s.num_heads / s.num_kv_heads), f);

@@ -3,10 +3,10 @@
 // the same launch timed with and without the tracer so that its overhead is
 // known for the very run that produced the timeline.
 //
-// Timed so far: stage 5 (the complete v1 kernel: v1's load-then-use steps)
-// and stage 8 (its pipeline), for the instances timeline_instances_text()
-// names; each launched as pa-lab run launches it (stage 8: plan_optimized's
-// grid on this GPU).
+// Timed so far: stage 5 (the complete v1 kernel: v1's load-then-use steps),
+// stage 6 (the partitions and the reduce's tail) and stage 8 (its pipeline),
+// for the instances timeline_instances_text() names; each launched as pa-lab
+// run launches it (stage 8: plan_optimized's grid on this GPU).
 #pragma once
 #include <string>
 #include <vector>
@@ -29,9 +29,9 @@ struct TimelineRecording {
   int sm_clock_khz = 0;         // the SM clock the device reports (cudaDevAttrClockRate)
   Stage stage = Stage::optimized;
   std::string plan;             // the launch, in words (stage 8: OptimizedPlan::describe)
-  int grid_blocks = 0;          // blocks of the timed launch
+  int grid_blocks = 0;          // blocks of the timed launch (stage 6: of the partition kernel)
   int warps_per_block = 0;
-  std::vector<Span> spans;      // every span of the timed launch, sorted by (block, warp, begin)
+  std::vector<Span> spans;      // every span of the timed launch, sorted by (kernel, block, warp, begin)
   int launches = 0;             // timed-tracer launches it took (2 after an overflow)
   std::vector<float> out;       // the timed launch's output [seq][head][head_size], decoded:
                                 // the tracer must not change what the kernel computes
