@@ -74,7 +74,7 @@ struct StageRunner::Impl {
   std::unique_ptr<DeviceInputs> in;           // stages 6-8: inputs
   DeviceBuffer out, lse, ws;                  // stages 6-8: output (dtype), lse, workspace
   DeviceBuffer part_out, part_max, part_sum;  // stage 6
-  StageArgs base;
+  StageArgs base;  // stages 1-5: DeviceProblem's views; 6-8: the inputs and `out`
   V2Args v2;
   CascadePlan cascade;
   OptimizedArgs opt_args;
@@ -85,6 +85,7 @@ struct StageRunner::Impl {
     if (static_cast<int>(s) >= 1 && static_cast<int>(s) <= 5) {
       stages_1_5 = std::make_unique<DeviceProblem>(p);  // validates for this GPU's shared memory
       validate_problem(s, p, gpu_info().smem_optin_bytes);
+      base = stages_1_5->args();  // every stage 1-5 output wired in
       return;
     }
     in = std::make_unique<DeviceInputs>(p);
@@ -144,8 +145,23 @@ struct StageRunner::Impl {
       case Stage::v2_partition: launch_v2(v2); break;
       case Stage::cascade_merge: (void)launch_cascade(base, cascade, ws.get(), nullptr); break;
       case Stage::optimized: launch_optimized(opt_args, opt_plan, ws.get()); break;
-      default: launch_stage(stage, stages_1_5->args(), nullptr); break;
+      default: launch_stage(stage, base, nullptr); break;
     }
+  }
+
+  void poison() {
+    if (stages_1_5) {
+      stages_1_5->poison_outputs();
+      return;
+    }
+    out.fill_bytes(0xFF);  // NaN in every dtype: an element the kernel skips fails the check
+    lse.fill_bytes(0xFF);
+    if (stage == Stage::v2_partition) {
+      part_out.fill_bytes(0xFF);
+      part_max.fill_bytes(0xFF);
+      part_sum.fill_bytes(0xFF);
+    }
+    if (stage == Stage::cascade_merge) ws.fill_bytes(0xFF);
   }
 
   RunResult run() {
@@ -158,13 +174,9 @@ struct StageRunner::Impl {
       return r;
     }
     const std::size_t rows = rows_of(p), n = rows * p.spec.head_size;
-    out.fill_bytes(0xFF);  // NaN in every dtype: an element the kernel skips fails the check
-    lse.fill_bytes(0xFF);
+    poison();
     switch (stage) {
       case Stage::v2_partition: {
-        part_out.fill_bytes(0xFF);
-        part_max.fill_bytes(0xFF);
-        part_sum.fill_bytes(0xFF);
         launch();
         PA_CUDA_CHECK(cudaDeviceSynchronize());
         r.max_partitions = v2.max_partitions;
@@ -177,7 +189,6 @@ struct StageRunner::Impl {
         break;
       }
       case Stage::cascade_merge: {
-        ws.fill_bytes(0xFF);
         const CascadeStates st = launch_cascade(base, cascade, ws.get(), static_cast<float*>(lse.get()));
         PA_CUDA_CHECK(cudaDeviceSynchronize());
         r.cascade = cascade;
@@ -216,6 +227,13 @@ StageRunner::StageRunner(const PagedProblem& p, Stage stage, const RunOptions& o
     : impl_(std::make_unique<Impl>(p, stage, opt)) {}
 RunResult StageRunner::run() { return impl_->run(); }
 StageTiming StageRunner::time(int iters, int warmup) { return impl_->time(iters, warmup); }
+const StageArgs& StageRunner::stage_args() const { return impl_->base; }
+const V2Args& StageRunner::v2_args() const {
+  if (impl_->stage != Stage::v2_partition)
+    throw std::logic_error(std::string("StageRunner::v2_args: the runner is for stage ") + stage_name(impl_->stage));
+  return impl_->v2;
+}
+void StageRunner::poison_outputs() { impl_->poison(); }
 
 #else  // no CUDA: say so
 
@@ -229,6 +247,9 @@ StageRunner::StageRunner(const PagedProblem& p, Stage s, const RunOptions& o) {
 }
 RunResult StageRunner::run() { throw NoGpuError("built without CUDA"); }
 StageTiming StageRunner::time(int, int) { throw NoGpuError("built without CUDA"); }
+const StageArgs& StageRunner::stage_args() const { throw NoGpuError("built without CUDA"); }
+const V2Args& StageRunner::v2_args() const { throw NoGpuError("built without CUDA"); }
+void StageRunner::poison_outputs() { throw NoGpuError("built without CUDA"); }
 
 #endif
 

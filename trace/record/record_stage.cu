@@ -9,6 +9,7 @@
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/cuda_check.hpp"
 #include "pa/kernels/recording_tracer.cuh"
+#include "pa/kernels/runner.hpp"
 #include "pa/kernels/v2_partition_args.hpp"
 #include "pa/trace/record.hpp"
 #include "record_configs.hpp"
@@ -87,37 +88,20 @@ RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& s
   RecordResult res;
   res.gpu_name = kernels::gpu_info().name;  // throws NoGpuError without a GPU
 
-  kernels::DeviceProblem d(p);
-  const kernels::StageArgs args = d.args();
+  // The arguments pa-lab run launches with (kernels::StageRunner: stage 6 over
+  // the whole context, out and lse written, single-partition sequences direct),
+  // here for the recording instances.
+  kernels::StageRunner runner(p, stage);
+  const kernels::StageArgs& args = runner.stage_args();
   // One run: the outputs poisoned, then the stage's kernels with the recording tracer t.
   const auto launch = [&](const kernels::RecordingTracer& t) {
-    d.poison_outputs();
+    runner.poison_outputs();
     bool launched = false;
     if (stage == Stage::cascade_merge) {
-      launched = detail::record_cascade_launch(p, args, t);  // record_cascade.cu
+      launched = detail::record_cascade_launch(p, args, t);  // record_cascade.cu: the cascade's kernels, traced
     } else if (stage == Stage::v2_partition) {
-      // The launch pa-lab run uses (StageRunner, kernels/src/runner.cpp): the whole
-      // context, out (dtype) and lse written, single-partition sequences direct.
-      const int parts = std::max(1, p.spec.max_partitions());
-      const std::size_t rows = static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads;
-      kernels::DeviceBuffer part_out(rows * parts * p.spec.head_size * sizeof(float));
-      kernels::DeviceBuffer part_max(rows * parts * sizeof(float)), part_sum(rows * parts * sizeof(float));
-      kernels::DeviceBuffer lse(rows * sizeof(float));
-      kernels::V2Args v{};
-      v.base = args;
-      v.base.partition_size = p.spec.partition_size;
-      v.range = TokenRange{0, -1};
-      v.max_partitions = parts;
-      v.part_out = static_cast<float*>(part_out.get());
-      v.part_max = static_cast<float*>(part_max.get());
-      v.part_sum = static_cast<float*>(part_sum.get());
-      v.pg = PartitionGeometry{p.spec.num_heads, parts, p.spec.head_size};
-      v.lse = static_cast<float*>(lse.get());
-      v.out_state = nullptr;
-      v.stg = StateGeometry{p.spec.num_heads, p.spec.head_size};
-      v.single_partition_direct = true;
-      launched = detail::record_launch_v2(p.spec.dtype, p.spec.head_size, p.spec.block_size, v, t, nullptr);
-      PA_CUDA_CHECK(cudaDeviceSynchronize());  // before the buffers above are freed
+      launched = detail::record_launch_v2(p.spec.dtype, p.spec.head_size, p.spec.block_size, runner.v2_args(), t,
+                                          nullptr);
     } else {
       launched =
           detail::record_launch_stage(stage, p.spec.dtype, p.spec.head_size, p.spec.block_size, args, t, nullptr);

@@ -15,13 +15,14 @@
 #include "08_optimized.cuh"
 #include "06_v2_partition.cuh"
 #include "launch.cuh"
+#include "pa/core/dtype_convert.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/cuda_check.hpp"
 #include "pa/kernels/event_timer.hpp"
 #include "pa/kernels/optimized.hpp"
 #include "pa/kernels/optimized_args.hpp"
+#include "pa/kernels/runner.hpp"
 #include "pa/kernels/timing_tracer.cuh"
-#include "pa/kernels/v2_partition.hpp"
 #include "pa/trace/timeline_record.hpp"
 
 namespace pa::trace {
@@ -172,13 +173,15 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
   PA_CUDA_CHECK(cudaDeviceGetAttribute(&r.sm_clock_khz, cudaDevAttrClockRate, dev));
   r.warps_per_block = s.num_threads / 32;
 
-  const kernels::DeviceInputs in(p);
+  // Stages 5 and 6: the arguments pa-lab run launches with (StageRunner: stage
+  // 6 over the whole context, out and lse written, single-partition sequences
+  // direct), untimed through the runner itself. Stage 8: the planner's grid,
+  // launched directly (its timed instance takes OptParams).
   const std::size_t out_elems = static_cast<std::size_t>(p.num_seqs()) * s.num_heads * s.head_size;
-  kernels::DeviceBuffer out(out_elems * dtype_bytes(s.dtype));
-  kernels::StageArgs base = in.args();
-  base.out = out.get();
+  kernels::StageRunner runner(p, stage);
+  const kernels::StageArgs& base = runner.stage_args();
   kernels::DeviceBuffer counter(sizeof(unsigned long long));
-  const auto poison = [&] { out.fill_bytes(0xFF); };
+  const auto poison = [&] { runner.poison_outputs(); };
 
   // The launch with a given tracer, and the normal one, for this stage.
   std::function<void(const kernels::TimingTracer&)> timed;
@@ -186,43 +189,20 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
   OptimizedPlan plan;
   kernels::DeviceBuffer ws(1);
   opt::OptParams prm{};
-  kernels::V2Args v2{};
-  std::vector<kernels::DeviceBuffer> v2_bufs;
-  v2_bufs.reserve(4);
   if (stage == Stage::warp_reduce) {
     V1Launch f = nullptr;
     timed_v1(s.dtype, s.head_size, s.block_size, f);
     r.plan = "v1: one block per (head, sequence), " + std::to_string(s.num_threads) + " threads";
     r.grid_blocks = s.num_heads * p.num_seqs();
     timed = [&, f](const kernels::TimingTracer& t) { f(base, t, nullptr); };
-    untimed = [&] { kernels::launch_stage(Stage::warp_reduce, base); };
   } else if (stage == Stage::v2_partition) {
-    // The launch pa-lab run makes: the whole context, out (dtype) and lse
-    // written, single-partition sequences direct.
     V2Launch f = nullptr;
     timed_v2(s.dtype, s.head_size, s.block_size, f);
-    const int parts = std::max(1, s.max_partitions());
-    const std::size_t rows = static_cast<std::size_t>(p.num_seqs()) * s.num_heads;
-    v2_bufs.emplace_back(rows * parts * s.head_size * sizeof(float));
-    v2_bufs.emplace_back(rows * parts * sizeof(float));
-    v2_bufs.emplace_back(rows * parts * sizeof(float));
-    v2_bufs.emplace_back(rows * sizeof(float));
-    v2.base = base;
-    v2.base.partition_size = s.partition_size;
-    v2.range = TokenRange{0, -1};
-    v2.max_partitions = parts;
-    v2.part_out = static_cast<float*>(v2_bufs[0].get());
-    v2.part_max = static_cast<float*>(v2_bufs[1].get());
-    v2.part_sum = static_cast<float*>(v2_bufs[2].get());
-    v2.pg = PartitionGeometry{s.num_heads, parts, s.head_size};
-    v2.lse = static_cast<float*>(v2_bufs[3].get());
-    v2.stg = StateGeometry{s.num_heads, s.head_size};
-    v2.single_partition_direct = true;
-    r.plan = "v2: partitions of " + std::to_string(s.partition_size) + " tokens, grid (heads, sequences, " +
-             std::to_string(parts) + ") then the reduce, grid (heads, sequences)";
-    r.grid_blocks = s.num_heads * p.num_seqs() * parts;  // the partition kernel's; the reduce's are fewer
+    const kernels::V2Args& v2 = runner.v2_args();
+    r.plan = "v2: partitions of " + std::to_string(v2.base.partition_size) + " tokens, grid (heads, sequences, " +
+             std::to_string(v2.max_partitions) + ") then the reduce, grid (heads, sequences)";
+    r.grid_blocks = s.num_heads * p.num_seqs() * v2.max_partitions;  // the partition kernel's; the reduce's are fewer
     timed = [&, f](const kernels::TimingTracer& t) { f(v2, t, nullptr); };
-    untimed = [&] { kernels::launch_v2(v2); };
   } else {
     TimedOptFns f{};
     timed_opt(s.dtype, s.head_size, s.block_size, opt_head_tiles(s.num_heads / s.num_kv_heads), f);
@@ -243,7 +223,12 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
     timed(t);
     PA_CUDA_CHECK(cudaGetLastError());
   });
-  r.out = kernels::download_decoded(out, out_elems, s.dtype);
+  {  // the timed launch's output, wherever the stage writes it
+    std::vector<std::uint8_t> bytes(out_elems * dtype_bytes(s.dtype));
+    PA_CUDA_CHECK(cudaMemcpy(bytes.data(), base.out, bytes.size(), cudaMemcpyDeviceToHost));
+    r.out.resize(out_elems);
+    decode(s.dtype, bytes.data(), out_elems, r.out.data());
+  }
 
   // The overhead: the same launch, untimed (the normal instance) and timed
   // into a buffer with room for every span. The counter is reset before each
@@ -251,7 +236,8 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
   // reset is not measured.
   const auto capacity_all = static_cast<unsigned long long>(std::max<std::size_t>(r.spans.size(), 1));
   kernels::DeviceBuffer buf(capacity_all * sizeof(Span));
-  r.untimed_ms = kernels::median_of(kernels::time_launches_ms(untimed, o.timing_iters, o.timing_warmup));
+  r.untimed_ms = untimed ? kernels::median_of(kernels::time_launches_ms(untimed, o.timing_iters, o.timing_warmup))
+                         : runner.time(o.timing_iters, o.timing_warmup).median_ms;
   r.timed_ms = kernels::median_of(kernels::time_indexed_launches_ms(
       [&](int) { timed(tracer_for(stage, buf, counter, capacity_all)); }, o.timing_iters, o.timing_warmup,
       [&](int) { PA_CUDA_CHECK(cudaMemsetAsync(counter.get(), 0, sizeof(unsigned long long))); }));

@@ -2,12 +2,13 @@
 // builds the stage's arguments (StageArgs, V2Args, the cascade plan or stage
 // 8's OptimizedArgs and plan) once, and then runs it: outputs poisoned with
 // NaN, one launch, a synchronize, the outputs copied back and decoded; or
-// times it: the same launch under CUDA events. pa-lab run, the stage 6-7
-// helpers (run_v2, run_cascade, time_v2), the cascade's baselines and the
-// tests go through it. pa-bench (which rotates over copies of the KV) and
-// trace recording (which launches the recording instances) still build their
-// own arguments. Plain C++ (no CUDA headers): without CUDA the constructor
-// throws NoGpuError.
+// times it: the same launch under CUDA events. pa-lab run, the cascade's
+// baselines and the tests go through it; trace recording (stages 1-7) and
+// timelines (stages 5-6) launch their traced instances with the arguments it
+// built (stage_args, v2_args). pa-bench (which rotates over copies of the KV)
+// and stage 8's recording and timeline (which launch the planned grid with
+// opt_make_params) still build their own. Plain C++ (no CUDA headers):
+// without CUDA the constructor throws NoGpuError.
 //
 //   StageRunner r(problem, Stage::optimized, {.splits = 4});
 //   RunResult got = r.run();            // got.out: [seq][head][head_size]
@@ -79,6 +80,15 @@ class StageRunner {
   RunResult run();
   // `warmup` untimed launches, then `iters` launches each between a CUDA event pair.
   StageTiming time(int iters, int warmup = 3);
+
+  // The device arguments the runner built, for the same launch with another
+  // tracer (trace recording launches the recording instances with them):
+  // stage_args() for every stage (stages 1-5: every output wired in; 6-8: the
+  // inputs and the output), v2_args() for stage 6 (its partition buffers and
+  // lse wired in). poison_outputs() fills every output with NaN, as run() does.
+  const StageArgs& stage_args() const;
+  const V2Args& v2_args() const;  // throws std::logic_error for another stage
+  void poison_outputs();
 
  private:
   struct Impl;
