@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Timelines in one device call (GPU machine, repository root): quick build for
+# sm_90; the timeline, fp8 and one-GPU sharding GPU tests; then pa-lab timeline
+# on the README's shapes (stage 8 small and medium decodes, stage 5 and stage 6
+# on a medium one), each timeline file and its Perfetto JSON, the tracer's
+# overhead per recording in a table last. $OUT gets timelines.tgz (every
+# .patl, .json and log: the device tool returns at most 8 files) and the table.
+#   scripts/device/timelines.sh   (PA_REV: the source revision for the headers)
+set -u
+FINAL_OUT=${OUT:-/tmp/pa-out}
+OUT=/tmp/timelines
+rm -rf "$OUT"; mkdir -p "$OUT" "$FINAL_OUT"
+B=/tmp/q  # device_quick_build's build folder
+t0=$(date +%s)
+nvidia-smi -L | tee "$OUT/gpu.txt"
+source scripts/device/quick_build.sh
+BUILD_LIMIT=${BUILD_LIMIT:-400} device_quick_build "$OUT" pa-lab pa_trace_timeline_gpu_tests pa_fp8_gpu_tests \
+  pa_sharded_gpu_tests
+for t in trace/pa_trace_timeline_gpu_tests kernels/pa_fp8_gpu_tests kernels/pa_sharded_gpu_tests; do
+  timeout 200 "$B/tests/$t" --reporter compact >"$OUT/$(basename "$t").log" 2>&1
+  echo "$(basename "$t") rc=$? | $(grep -E '^(test cases|All tests|Passed)' "$OUT/$(basename "$t").log" | tail -1)"
+done
+record() {  # name, stage, problem flags...
+  local name=$1 stage=$2; shift 2
+  timeout 120 "$B/cli/pa-lab" timeline --stage "$stage" "$@" -o "$OUT/$name.patl" --json "$OUT/$name.json" \
+    >"$OUT/$name.log" 2>&1
+  echo "$name rc=$? | $(grep -E 'overhead' "$OUT/$name.log")"
+}
+record opt_1x4096 optimized --seqs 1 --context-len 4096 --heads 32 --kv-heads 8
+record opt_8x4096 optimized --seqs 8 --context-len 4096 --heads 32 --kv-heads 8
+record opt_8x4096_bf16 optimized --dtype bf16 --seqs 8 --context-len 4096 --heads 32 --kv-heads 8
+record v1_8x4096 warp_reduce --seqs 8 --context-len 4096 --heads 32 --kv-heads 8
+record v2_8x4096 v2_partition --seqs 8 --context-len 4096 --heads 32 --kv-heads 8
+tar czf "$FINAL_OUT/timelines.tgz" -C "$OUT" .
+grep -h "overhead\|recorded on" "$OUT"/*.log >"$FINAL_OUT/overhead.txt"
+echo "done in $(( $(date +%s) - t0 )) s"
