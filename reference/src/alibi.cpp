@@ -43,10 +43,6 @@ Softmaxed biased_softmax(const PagedProblem& p, int seq, int head, double slope,
   });
 }
 
-std::vector<double> row_output(const PagedProblem& p, int seq, int head, int begin, const Softmaxed& sm) {
-  const PagedRow row{p, seq, head, p.kv_head(head), begin};
-  return lv_core(sm, p.spec.head_size, [&](int i, double w, std::vector<double>& out) { row.vadd(i, w, out); });
-}
 
 }  // namespace
 
@@ -77,20 +73,8 @@ TokenTensor ref_logits_alibi(const PagedProblem& p, const std::vector<float>& sl
 std::vector<AttentionState> ref_states_alibi(const PagedProblem& p, const std::vector<float>& slopes, int token_begin,
                                              int token_end) {
   check_slopes(p, slopes, "ref_states_alibi");
-  std::vector<AttentionState> states(static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads);
-  for_each_row(p, [&](int seq, int h) {
-    const int b = std::clamp(token_begin, 0, p.context_len(seq));
-    const int e = std::clamp(token_end, b, p.context_len(seq));
-    AttentionState& st = states[static_cast<std::size_t>(seq) * p.spec.num_heads + h];
-    if (e <= b) {
-      st.out.assign(p.spec.head_size, 0.0);
-      return;  // the empty state: lse stays -inf
-    }
-    const Softmaxed r = biased_softmax(p, seq, h, slopes[h], b, e);
-    st.out = row_output(p, seq, h, b, r);
-    st.lse = r.max + std::log(r.sum);
-  });
-  return states;
+  return states_over(p, token_begin, token_end,
+                     [&](int seq, int h, int b, int e) { return biased_softmax(p, seq, h, slopes[h], b, e); });
 }
 
 std::vector<double> ref_output_alibi(const PagedProblem& p, const std::vector<float>& slopes) {
@@ -98,7 +82,7 @@ std::vector<double> ref_output_alibi(const PagedProblem& p, const std::vector<fl
   std::vector<double> out(out_size(p));
   for_each_row(p, [&](int seq, int h) {
     const Softmaxed r = biased_softmax(p, seq, h, slopes[h], 0, p.context_len(seq));
-    const std::vector<double> o = row_output(p, seq, h, 0, r);
+    const std::vector<double> o = paged_lv(p, seq, h, 0, r);
     for (int d = 0; d < p.spec.head_size; ++d) out[p.query.out_offset(seq, h, d)] = o[d];
   });
   return out;

@@ -14,21 +14,7 @@
 #include "attention_core.hpp"
 
 namespace pa {
-namespace {
-
 using namespace ref_core;
-
-Softmaxed paged_softmax(const PagedProblem& p, int seq, int head, int begin, int end) {
-  const PagedRow row{p, seq, head, p.kv_head(head), begin};
-  return softmax_core(std::max(end - begin, 0), scale_of(p.spec), [&](int i) { return row.kdot(i); });
-}
-
-std::vector<double> paged_lv(const PagedProblem& p, int seq, int head, int begin, const Softmaxed& sm) {
-  const PagedRow row{p, seq, head, p.kv_head(head), begin};
-  return lv_core(sm, p.spec.head_size, [&](int i, double w, std::vector<double>& out) { row.vadd(i, w, out); });
-}
-
-}  // namespace
 
 // ---- dense ----------------------------------------------------------------------
 std::vector<double> dense_attention(const float* q, const float* k, const float* v, int context_len,
@@ -338,20 +324,8 @@ AttentionState merge_states(const AttentionState& a, const AttentionState& b) {
 }
 
 std::vector<AttentionState> ref_states(const PagedProblem& p, int token_begin, int token_end) {
-  std::vector<AttentionState> states(static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads);
-  for_each_row(p, [&](int seq, int h) {
-    const int b = std::clamp(token_begin, 0, p.context_len(seq));
-    const int e = std::clamp(token_end, b, p.context_len(seq));
-    AttentionState& st = states[static_cast<std::size_t>(seq) * p.spec.num_heads + h];
-    if (e <= b) {
-      st.out.assign(p.spec.head_size, 0.0);
-      return;  // lse stays -inf
-    }
-    const auto sm = paged_softmax(p, seq, h, b, e);
-    st.out = paged_lv(p, seq, h, b, sm);
-    st.lse = sm.max + std::log(sm.sum);
-  });
-  return states;
+  return states_over(p, token_begin, token_end,
+                     [&](int seq, int h, int b, int e) { return paged_softmax(p, seq, h, b, e); });
 }
 
 CascadeRef ref_cascade(const PagedProblem& p) {

@@ -82,6 +82,18 @@ struct PagedRow {
   }
 };
 
+// Tokens [begin, end) of (seq, head): the softmax of their logits, and the
+// LV sum with those probabilities.
+inline Softmaxed paged_softmax(const PagedProblem& p, int seq, int head, int begin, int end) {
+  const PagedRow row{p, seq, head, p.kv_head(head), begin};
+  return softmax_core(std::max(end - begin, 0), scale_of(p.spec), [&](int i) { return row.kdot(i); });
+}
+
+inline std::vector<double> paged_lv(const PagedProblem& p, int seq, int head, int begin, const Softmaxed& sm) {
+  const PagedRow row{p, seq, head, p.kv_head(head), begin};
+  return lv_core(sm, p.spec.head_size, [&](int i, double w, std::vector<double>& out) { row.vadd(i, w, out); });
+}
+
 // A [seq][head][token] tensor of zeros, ragged over the context lengths.
 inline TokenTensor empty_token_tensor(const PagedProblem& p) {
   TokenTensor tt;
@@ -102,6 +114,30 @@ void for_each_row(const PagedProblem& p, F&& f) {
   const int nh = p.spec.num_heads;
   detail::parallel_for(static_cast<std::int64_t>(p.num_seqs()) * nh,
                        [&](std::int64_t i) { f(static_cast<int>(i / nh), static_cast<int>(i % nh)); });
+}
+
+// The attention state of every (seq, head) over tokens [token_begin,
+// token_end) clamped to its context (index seq * num_heads + head): the empty
+// state (out 0, lse -inf) where the range holds no token, else the state of
+// the softmax softmax_of(seq, head, b, e) returns (the row's logits over
+// [b, e)) and its LV sum.
+template <class SoftmaxOf>
+std::vector<AttentionState> states_over(const PagedProblem& p, int token_begin, int token_end,
+                                        SoftmaxOf&& softmax_of) {
+  std::vector<AttentionState> states(static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads);
+  for_each_row(p, [&](int seq, int h) {
+    const int b = std::clamp(token_begin, 0, p.context_len(seq));
+    const int e = std::clamp(token_end, b, p.context_len(seq));
+    AttentionState& st = states[static_cast<std::size_t>(seq) * p.spec.num_heads + h];
+    if (e <= b) {
+      st.out.assign(p.spec.head_size, 0.0);
+      return;  // lse stays -inf
+    }
+    const Softmaxed sm = softmax_of(seq, h, b, e);
+    st.out = paged_lv(p, seq, h, b, sm);
+    st.lse = sm.max + std::log(sm.sum);
+  });
+  return states;
 }
 
 inline std::size_t out_size(const PagedProblem& p) {
