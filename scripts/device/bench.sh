@@ -7,13 +7,8 @@
 # scripts/bench_table.py); stage 8's registers. A table last; $OUT gets
 # bench.json and final.tgz (every log: the device tool returns at most 8 files).
 set -u
-FINAL_OUT=${OUT:-/tmp/pa-out}
-OUT=/tmp/final
-rm -rf "$OUT"; mkdir -p "$OUT" "$FINAL_OUT"
-B=/tmp/q  # device_quick_build's build folder
-t0=$(date +%s)
-nvidia-smi -L
 source scripts/device/quick_build.sh
+device_out_setup /tmp/final
 BUILD_LIMIT=${BUILD_LIMIT:-400} device_quick_build "$OUT" pa_split_kv_tests pa_optimized_tests pa-bench pa-lab
 run() {  # label, timeout, command...
   local label=$1 limit=$2; shift 2

@@ -7,13 +7,8 @@
 # .patl, .json and log: the device tool returns at most 8 files) and the table.
 #   scripts/device/timelines.sh   (PA_REV: the source revision for the headers)
 set -u
-FINAL_OUT=${OUT:-/tmp/pa-out}
-OUT=/tmp/timelines
-rm -rf "$OUT"; mkdir -p "$OUT" "$FINAL_OUT"
-B=/tmp/q  # device_quick_build's build folder
-t0=$(date +%s)
-nvidia-smi -L | tee "$OUT/gpu.txt"
 source scripts/device/quick_build.sh
+device_out_setup /tmp/timelines
 BUILD_LIMIT=${BUILD_LIMIT:-400} device_quick_build "$OUT" pa-lab pa_trace_timeline_gpu_tests pa_fp8_gpu_tests \
   pa_sharded_gpu_tests
 for t in trace/pa_trace_timeline_gpu_tests kernels/pa_fp8_gpu_tests kernels/pa_sharded_gpu_tests; do
