@@ -143,3 +143,63 @@ TEST_CASE("pa-viewer --block reaches every kind of thread block, SEQ,HEAD,BLOCK 
       CHECK(what.find(word) != std::string::npos);
   }
 }
+
+TEST_CASE("pa-viewer --timeline and --timeline-view: levels, blocks of any kernel, and what is refused", "[viewer][args]") {
+  const Args a = parse_args({"--timeline", "t.patl"});
+  CHECK(a.timeline_file == "t.patl");
+  CHECK_FALSE(a.timeline_view.has_value());
+  struct Good {
+    const char* text;
+    TimelineLevel level;
+    int sm;
+    pa::trace::KernelRole kernel;
+    std::uint32_t block;
+  };
+  const Good good[] = {
+      {"grid", TimelineLevel::grid, 0, pa::trace::KernelRole::main, 0},
+      {"sm:7", TimelineLevel::sm, 7, pa::trace::KernelRole::main, 0},
+      {"block:12", TimelineLevel::block, 0, pa::trace::KernelRole::main, 12},
+      {"block:reduce:3", TimelineLevel::block, 0, pa::trace::KernelRole::reduce, 3},
+      {"block:prefix_reduce:0", TimelineLevel::block, 0, pa::trace::KernelRole::prefix_reduce, 0},
+  };
+  int n = 0;
+  for (const Good& g : good) {
+    INFO(g.text);
+    const Args v = parse_args({"--timeline", "t.patl", "--timeline-view", g.text});
+    REQUIRE(v.timeline_view.has_value());
+    CHECK(v.timeline_view->level == g.level);
+    CHECK(v.timeline_view->sm == g.sm);
+    CHECK(v.timeline_view->kernel == g.kernel);
+    CHECK(v.timeline_view->block == g.block);
+    ++n;
+  }
+  CHECK(n == 5);
+  const char* bad[] = {"", "grid:1", "sm", "sm:-1", "sm:x", "block", "block:x", "block:warp:1", "block:reduce:1:2", "smx:1"};
+  int m = 0;
+  for (const char* text : bad) {
+    INFO(text);
+    try {
+      parse_args({"--timeline", "t.patl", "--timeline-view", text});
+      FAIL("accepted");
+    } catch (const UsageError& e) {
+      CHECK(std::string(e.what()).find("--timeline-view") != std::string::npos);
+      CHECK(std::string(e.what()).find("accepted: grid, sm:S") != std::string::npos);
+    }
+    ++m;
+  }
+  CHECK(m == 10);
+  CHECK_THROWS_AS(parse_args({"--timeline-view", "grid"}), UsageError);  // needs --timeline
+  CHECK_THROWS_AS(parse_args({"--timeline"}), UsageError);
+  CHECK(parse_args({"--keys", "F", "--screenshot", "o.png"}).keys == "F");
+  // The scripted wheel and drag the timeline's screenshots use.
+  const Args w = parse_args({"--screenshot", "o.png", "--mouse", "5,6", "--wheel", "-3"});
+  CHECK(w.wheel == -3);
+  const Args d = parse_args({"--screenshot", "o.png", "--mouse", "5,6", "--drag", "-200,7"});
+  REQUIRE(d.drag.has_value());
+  CHECK(d.drag->first == -200);
+  CHECK(d.drag->second == 7);
+  CHECK_THROWS_AS(parse_args({"--screenshot", "o.png", "--wheel", "1"}), UsageError);  // needs --mouse
+  CHECK_THROWS_AS(parse_args({"--screenshot", "o.png", "--mouse", "5,6", "--drag", "3"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--screenshot", "o.png", "--mouse", "5,6", "--drag", "3,4", "--click"}), UsageError);
+  CHECK(usage().find("--timeline FILE") != std::string::npos);
+}

@@ -8,8 +8,6 @@
 // SKIPPED (not passed) when xvfb-run or an OpenGL 3.3 context is unavailable.
 #include <catch2/catch_test_macros.hpp>
 
-#include <stb_image.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -20,6 +18,7 @@
 #include <sstream>
 #include <string>
 
+#include "screenshot_image.hpp"
 #include "viewer_process.hpp"
 #include "core/highlight.hpp"
 #include "core/layout.hpp"
@@ -41,30 +40,13 @@ const std::string kOut = PA_TEST_OUT_DIR;
 int run(const std::string& args, bool xvfb = true) { return pa::viewer::test::run_viewer(kExe, args, kOut, xvfb); }
 
 void require_display() {
-  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0) SKIP("xvfb-run not installed");
-  static int probe = -2;
-  if (probe == -2) probe = run("--screenshot " + kOut + "/probe.png --size 320x200 --lesson 1");
-  if (probe != 0) SKIP("pa-viewer cannot open an OpenGL 3.3 window under xvfb-run (see " + kOut + "/last.log)");
+  pa::viewer::test::require_viewer_display(kExe, kOut);
 }
 
-struct Image {
-  int w = 0, h = 0;
-  std::vector<unsigned char> px;
-  std::array<int, 3> at(int x, int y) const {
-    const auto* p = &px[(static_cast<std::size_t>(y) * w + x) * 4];
-    return {p[0], p[1], p[2]};
-  }
-};
-
-Image load(const std::string& path) {
-  Image im;
-  int n = 0;
-  unsigned char* d = stbi_load(path.c_str(), &im.w, &im.h, &n, 4);
-  REQUIRE(d != nullptr);
-  im.px.assign(d, d + static_cast<std::size_t>(im.w) * im.h * 4);
-  stbi_image_free(d);
-  return im;
-}
+using pa::viewer::test::Image;
+using pa::viewer::test::rgb255;
+using pa::viewer::test::same;
+Image load(const std::string& path) { return pa::viewer::test::load_image(path); }
 
 struct Dump {
   std::map<std::string, std::vector<float>> v;
@@ -95,12 +77,6 @@ KvLayout kv_from(const Dump& d) {
   l.slot_gap = p[12];
   l.title_h = p[13];
   return l;
-}
-
-bool same(std::array<int, 3> a, std::array<int, 3> b, int tol = 2) {
-  for (int i = 0; i < 3; ++i)
-    if (std::abs(a[i] - b[i]) > tol) return false;
-  return true;
 }
 
 }  // namespace
@@ -425,10 +401,6 @@ std::pair<int, int> ink_rows(const Image& im, int x0, int y0, int x1, int y1) {
       }
     }
   return {first, last};
-}
-
-std::array<int, 3> rgb255(Rgba c) {
-  return {static_cast<int>(c.r * 255 + 0.5f), static_cast<int>(c.g * 255 + 0.5f), static_cast<int>(c.b * 255 + 0.5f)};
 }
 
 }  // namespace

@@ -28,6 +28,15 @@ inline int run_viewer(const std::string& exe, const std::string& args, const std
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
+// SKIPs the test (never passes it) when the viewer cannot draw here: no
+// xvfb-run, or no OpenGL 3.3 context under it. Probes once per process.
+inline void require_viewer_display(const std::string& exe, const std::string& out_dir) {
+  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0) SKIP("xvfb-run not installed");
+  static int probe = -2;
+  if (probe == -2) probe = run_viewer(exe, "--screenshot " + out_dir + "/probe.png --size 320x200 --lesson 1", out_dir);
+  if (probe != 0) SKIP("pa-viewer cannot open an OpenGL 3.3 window under xvfb-run (see " + out_dir + "/last.log)");
+}
+
 // The --dump-layout file: one `key values...` line each (numbers only).
 inline std::map<std::string, std::vector<double>> load_dump(const std::string& path) {
   std::map<std::string, std::vector<double>> d;

@@ -5,6 +5,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -41,6 +42,36 @@ void FrameBench::advance(ReplayState& replay) const {
   replay.jump((replay.current() + 1) % std::max(1, replay.count()));
 }
 
+void FrameBench::advance_timeline(TimelineUi& ui, const TimelineModel& m) const {
+  const int k = static_cast<int>(frame_ms_.size());
+  // Around the rows shown (a block's warps span a small part of the launch).
+  std::uint64_t lo = m.duration_ns(), hi = 0;
+  if (ui.rows)
+    for (const TimelineRow& r : *ui.rows)
+      if (!r.begin.empty()) {
+        lo = std::min(lo, r.begin.front());
+        hi = std::max(hi, r.begin.back() + r.max_duration_ns);
+      }
+  if (hi <= lo) {
+    lo = 0;
+    hi = m.duration_ns();
+  }
+  TimeRange fit = fit_view(hi - lo);
+  fit = {fit.begin + static_cast<double>(lo), fit.end + static_cast<double>(lo)};
+  const double width = fit.width() / static_cast<double>(1 << (k % 10));
+  const double centre = fit.begin + fit.width() * (0.5 + 0.45 * std::sin(k * 0.37));
+  ui.view = {centre - width / 2, centre + width / 2};
+  ui.view_set = true;
+}
+
+void FrameBench::timeline_drawn(const TimelineUi& ui, bool loading) {
+  if (loading || ui.recomputed == last_recomputed_) return;
+  last_recomputed_ = ui.recomputed;
+  rects_ms_.push_back(ui.rects_ms);
+  rects_.push_back(static_cast<double>(ui.rects.size()));
+  visited_.push_back(static_cast<double>(ui.stats.spans_visited));
+}
+
 void FrameBench::ui_built(Clock::time_point frame_start, bool loading) {
   if (loading) return;
   ui_ms_.push_back(ms_since(frame_start));
@@ -71,6 +102,15 @@ void FrameBench::report(const AppState& s) const {
   const Spread ui = spread_of(ui_ms_);
   std::printf("UI build (panels + ImGui::Render, CPU) median %.2f ms  p90 %.2f ms; the rest is GL rasterization; max %d vertices\n",
               ui.median, ui.p90, vtx_max_);
+  if (s.timeline) std::printf("timeline load: read %.1f ms  index %.1f ms\n", s.timeline_read_ms, s.timeline_index_ms);
+  if (s.timeline && !rects_ms_.empty()) {
+    const Spread ms = spread_of(rects_ms_), rects = spread_of(rects_), visited = spread_of(visited_);
+    std::printf("timeline: %zu spans, level %s, %zu rows; rectangles computed in %zu frames: median %.2f ms  p90 %.2f ms  "
+                "max %.2f ms; rectangles median %.0f max %.0f; spans visited median %.0f max %.0f\n",
+                s.timeline->spans().size(), to_string(s.timeline_ui.level),
+                s.timeline_ui.rows ? s.timeline_ui.rows->size() : 0, rects_ms_.size(), ms.median, ms.p90, ms.max,
+                rects.median, rects.max, visited.median, visited.max);
+  }
 }
 
 }  // namespace pa::viewer

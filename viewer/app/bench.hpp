@@ -5,7 +5,10 @@
 // panels and ImGui::Render; the rest is GL rasterization, measured by waiting
 // for the GPU after each frame). With --bench-while-loading it also times the
 // frames drawn while the trace loads, paced as the interactive loop paces
-// them, to show the window stays live during a load.
+// them, to show the window stays live during a load. With a timeline open
+// (--timeline), every frame also shows it at a new zoom, so that the Timeline
+// panel computes its rectangles every frame (its worst case: otherwise it
+// keeps them while the view stays), and the report adds that work.
 #pragma once
 #include <chrono>
 #include <vector>
@@ -27,6 +30,11 @@ class FrameBench {
   void pace(Clock::time_point last_frame, bool loading) const;
   // One replay step further, wrapping: every frame draws a new step.
   void advance(ReplayState& replay) const;
+  // A new timeline view: zoomed in 1x, 2x, ... 512x, around a point that
+  // moves through the time the rows shown cover, then again.
+  void advance_timeline(TimelineUi& ui, const TimelineModel& m) const;
+  // After ImGui::Render: the timeline panel's rectangles of this frame.
+  void timeline_drawn(const TimelineUi& ui, bool loading);
   // After ImGui::Render: the frame's CPU time so far and its vertex count
   // (frames drawn after the load only).
   void ui_built(Clock::time_point frame_start, bool loading);
@@ -44,6 +52,8 @@ class FrameBench {
   std::vector<double> frame_ms_, ui_ms_;
   std::vector<double> loading_frame_ms_;  // frames drawn while a load was under way
   int vtx_max_ = 0;
+  std::vector<double> rects_ms_, rects_, visited_;  // the timeline panel, per frame
+  int last_recomputed_ = 0;
 };
 
 }  // namespace pa::viewer

@@ -101,6 +101,32 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
     if (ui.checks > 0)
       out << "exercise:" << key << " " << static_cast<int>(check_answer(ui.checked, ui.answer)) << " " << ui.answer.ok
           << " " << ui.answer.value << "\n";
+  // The timeline: loaded / failed / loading, its spans, the level and view
+  // shown, the plot's geometry, the rows (count, height, scroll, lanes per
+  // row at most), the rectangles drawn, what is highlighted and hovered, and
+  // each legend swatch (phase x0 y0 x1 y1, all on one line).
+  out << "timeline " << (s.timeline != nullptr) << "\n";
+  out << "timeline_error " << !s.timeline_error.empty() << "\n";
+  out << "timeline_loading " << s.timeline_loader.running() << "\n";
+  if (s.timeline) {
+    const TimelineUi& t = s.timeline_ui;
+    out << "timeline_spans " << s.timeline->spans().size() << "\n";
+    out << "timeline_level " << static_cast<int>(t.level) << " "
+        << (t.level == TimelineLevel::sm ? t.sm : t.level == TimelineLevel::block ? t.block : -1) << "\n";
+    out << "timeline_view " << t.view.begin << " " << t.view.end << "\n";
+    out << "timeline_rects " << t.rects.size() << "\n";
+    out << "timeline_highlight " << t.highlight << "\n";
+    out << "timeline_hover " << (t.hovered == kNoSpan ? -1 : static_cast<long long>(t.hovered)) << "\n";
+  }
+  if (s.drawn.timeline_valid) {
+    out << "timeline_plot " << s.drawn.timeline_plot_min.x << " " << s.drawn.timeline_plot_min.y << " "
+        << s.drawn.timeline_plot_w << " " << s.drawn.timeline_plot_h << "\n";
+    out << "timeline_rows " << s.drawn.timeline_rows << " " << s.drawn.timeline_row_h << " " << s.timeline_ui.scroll_y
+        << " " << s.drawn.timeline_lane_capacity << "\n";
+    out << "timeline_legend";
+    for (const auto& [phase, r] : s.drawn.timeline_legend) out << " " << phase << " " << r.x << " " << r.y << " " << r.z << " " << r.w;
+    out << "\n";
+  }
   if (s.drawn.kv_valid) {
     const KvLayout& l = s.drawn.kv;
     out << "kv_origin " << s.drawn.kv_origin.x << " " << s.drawn.kv_origin.y << "\n";
@@ -141,6 +167,14 @@ void ScreenshotDriver::inject_input() const {
     // A synthetic pointer for tooltip and click pictures (the hidden window has no real one).
     io.MousePos = ImVec2(static_cast<float>(args_.mouse->first), static_cast<float>(args_.mouse->second));
     io.MouseDown[0] = args_.click && frames_drawn_ == 1;
+    if (args_.wheel != 0 && frames_drawn_ == 1) io.MouseWheel += static_cast<float>(args_.wheel);
+    // A drag: pressed on frame 1, moved halfway on 2 and all the way on 3, released on 4.
+    if (args_.drag) {
+      const float f = frames_drawn_ <= 1 ? 0.0f : frames_drawn_ == 2 ? 0.5f : 1.0f;
+      io.MousePos.x += f * static_cast<float>(args_.drag->first);
+      io.MousePos.y += f * static_cast<float>(args_.drag->second);
+      io.MouseDown[0] = frames_drawn_ >= 1 && frames_drawn_ <= 3;
+    }
   }
   // One key every other frame, so each is a fresh press that handle_keys
   // sees exactly once.
@@ -171,6 +205,7 @@ int ScreenshotDriver::finish(const AppState& s, FramebufferSize fb) const {
   if (!s.load_error.empty()) std::fprintf(stderr, "pa-viewer: %s\n", s.load_error.c_str());
   if (!s.load_message.empty()) std::fprintf(stderr, "pa-viewer: %s\n", s.load_message.c_str());
   if (!s.lesson_error.empty()) std::fprintf(stderr, "pa-viewer: %s\n", s.lesson_error.c_str());
+  if (!s.timeline_error.empty()) std::fprintf(stderr, "pa-viewer: cannot open the timeline: %s\n", s.timeline_error.c_str());
   return rc;
 }
 

@@ -1,7 +1,9 @@
 // The frame's layout and keys (frame.hpp). Which tab a column shows follows a
 // request (--tab, a lesson's natural tab: tab_request) for two frames, and the
 // memory column follows the step: the KV cache for the steps that read K, V
-// or the block table, Q and shared memory for the other memory steps.
+// or the block table, Q and shared memory for the other memory steps. A
+// timeline, when one is open, runs below the three columns across the whole
+// width (time wants width), behind a splitter that sets its height.
 #include "app/frame.hpp"
 
 #include <algorithm>
@@ -63,7 +65,19 @@ void draw_frame(AppState& s) {
   const float left_w = std::max(10.0f, std::floor(avail.x * 0.27f));
   const float right_w = std::max(10.0f, std::floor(avail.x * 0.29f));
   const float mid_w = std::max(10.0f, avail.x - left_w - right_w - 2 * gap);
-  const float h = std::max(10.0f, avail.y);
+  // The timeline's share of the height (at least a few lines each way).
+  const bool timeline = timeline_panel_shown(s);
+  const float splitter_h = std::floor(6 * s.fonts.scale);
+  float timeline_h = 0;
+  if (timeline) {
+    const float fs = ImGui::GetFontSize();
+    timeline_h = std::floor(avail.y * s.timeline_ui.pane_fraction);
+    timeline_h = std::max(std::min(timeline_h, avail.y - fs * 8), std::min(fs * 10, avail.y * 0.5f));
+    // Only a message (loading, or why a file did not open): a few lines.
+    if (!s.timeline) timeline_h = std::min(timeline_h, std::floor(fs * 7));
+  }
+  const float h = std::max(10.0f, avail.y - (timeline ? timeline_h + splitter_h + ImGui::GetStyle().ItemSpacing.y : 0));
+  s.drawn.timeline_valid = false;
   s.drawn.left_w = left_w;
   s.drawn.mid_w = mid_w;
   s.drawn.right_w = right_w;
@@ -135,6 +149,21 @@ void draw_frame(AppState& s) {
   }
   ImGui::EndChild();
   ImGui::EndChild();
+
+  if (timeline) {
+    // The splitter: drag it to give the timeline more or less height.
+    ImGui::SetCursorScreenPos(ImVec2(ImGui::GetCursorScreenPos().x, ImGui::GetCursorScreenPos().y - ImGui::GetStyle().ItemSpacing.y));
+    ImGui::InvisibleButton("##timeline_splitter", ImVec2(avail.x, splitter_h));
+    if (ImGui::IsItemHovered() || ImGui::IsItemActive()) ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeNS);
+    if (ImGui::IsItemActive() && avail.y > 0)
+      s.timeline_ui.pane_fraction = std::clamp(s.timeline_ui.pane_fraction - ImGui::GetIO().MouseDelta.y / avail.y, 0.1f, 0.9f);
+    // The wheel zooms the timeline; the pane scrolls (by its scrollbar) only
+    // when a small window leaves its plot too little height.
+    ImGui::BeginChild("##timeline", ImVec2(avail.x, std::max(10.0f, timeline_h)), true,
+                      ImGuiWindowFlags_NoScrollWithMouse);
+    draw_timeline_panel(s);
+    ImGui::EndChild();
+  }
 
   ImGui::End();
   if (s.show_help) draw_help_overlay(s);

@@ -1,17 +1,20 @@
-// Loading lessons, and traces (host model or file) in the background
-// (core/trace_load.cpp does the work on the loader's thread; this file
-// starts jobs and applies their results on the UI thread).
+// Loading lessons, traces (host model or file) and timelines in the
+// background (core/trace_load.cpp and core/timeline_model.cpp do the work on
+// the loaders' threads; this file starts jobs and applies their results on
+// the UI thread).
 // Nothing here throws: failures become messages the window shows.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <unordered_map>
+#include <utility>
 
 #include "app/state.hpp"
 #include "core/lesson_problem.hpp"
 #include "core/names.hpp"
 #include "pa/core/paged_cache.hpp"
+#include "pa/trace/timeline_file.hpp"
 #include "pa/trace/trace_file.hpp"
 
 namespace pa::viewer {
@@ -282,10 +285,100 @@ void poll_tables(AppState& s) {
     if (f.active()) s.set_focus(f);
   }
 }
+
+// A finished timeline replaces the one shown; a failed one leaves it and
+// says why (the reader's message names the file and what is wrong).
+void poll_timeline(AppState& s) {
+  switch (s.timeline_loader.poll()) {
+    case TaskStatus::done:
+      if (auto t = s.timeline_loader.take()) {
+        s.timeline = std::move(t->model);
+        s.timeline_read_ms = t->read_ms;
+        s.timeline_index_ms = t->index_ms;
+        s.timeline_error.clear();
+        TimelineUi& ui = s.timeline_ui;
+        ui.view_set = false;
+        ui.legend_phase = -1;
+        ui.scroll_y = 0;
+        ui.level = TimelineLevel::grid;
+        ui.sm = 0;
+        ui.block = 0;
+        ui.rows.reset();
+        ui.rows_model = nullptr;
+        ui.view_note.clear();
+        if (const auto v = std::exchange(ui.pending_view, std::nullopt)) {
+          const std::string shown = "; showing the grid";
+          if (v->level == TimelineLevel::sm) {
+            if (v->sm < s.timeline->num_sms()) {
+              ui.level = TimelineLevel::sm;
+              ui.sm = v->sm;
+            } else {
+              ui.view_note = "--timeline-view: the timeline has SMs 0-" + std::to_string(s.timeline->num_sms() - 1) + shown;
+            }
+          } else if (v->level == TimelineLevel::block) {
+            TimelineBlock named;
+            named.kernel = v->kernel;
+            named.index = v->block;
+            if (const int b = s.timeline->find_block(v->kernel, v->block); b >= 0) {
+              ui.level = TimelineLevel::block;
+              ui.block = b;
+            } else {
+              ui.view_note = "--timeline-view: the timeline has no " + block_label(named) + shown;
+            }
+          }
+        }
+      }
+      break;
+    case TaskStatus::failed:
+      s.timeline_error = s.timeline_loader.take_error();
+      break;
+    case TaskStatus::cancelled:
+      s.timeline_loader.clear_cancelled();
+      break;
+    default:
+      break;
+  }
+}
+
 }  // namespace
+
+void open_timeline_file(AppState& s, const std::string& path) {
+  s.timeline_error.clear();
+  s.timeline_loading = path;
+  s.timeline_loader.start([path](LoadControl& ctl) {
+    using Clock = std::chrono::steady_clock;
+    const auto ms = [](Clock::time_point a, Clock::time_point b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
+    AppState::LoadedTimeline out;
+    ctl.set_phase("reading the timeline");
+    const auto t0 = Clock::now();
+    trace::TimelineData data = trace::read_timeline(path);
+    const auto t1 = Clock::now();
+    ctl.check();
+    ctl.set_progress(0.5f);
+    ctl.set_phase("indexing the timeline");
+    out.model = std::make_shared<const TimelineModel>(std::move(data), path);
+    out.read_ms = ms(t0, t1);
+    out.index_ms = ms(t1, Clock::now());
+    return out;
+  });
+}
+
+void close_timeline(AppState& s) {
+  s.timeline_loader.cancel();
+  s.timeline_loader.clear_cancelled();
+  s.timeline.reset();
+  s.timeline_error.clear();
+  s.timeline_ui.rows.reset();
+  s.timeline_ui.rows_model = nullptr;
+  s.timeline_ui.rects.clear();
+  s.timeline_ui.rects_key = {};
+}
 
 bool poll_load(AppState& s) {
   poll_tables(s);
+  poll_timeline(s);
   switch (s.loader.poll()) {
     case TaskStatus::done: {
       std::optional<LoadedTrace> t = s.loader.take();
@@ -334,9 +427,11 @@ bool poll_load(AppState& s) {
 }
 
 void wait_for_load(AppState& s) {
-  for (int guard = 0; guard < 8 && (s.loader.running() || s.tables_task.running()); ++guard) {
+  for (int guard = 0;
+       guard < 8 && (s.loader.running() || s.tables_task.running() || s.timeline_loader.running()); ++guard) {
     s.loader.wait();
     s.tables_task.wait();
+    s.timeline_loader.wait();
     poll_load(s);  // may start a fallback or the trace's lesson (no new load for a file's lesson)
   }
 }

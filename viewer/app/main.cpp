@@ -142,6 +142,11 @@ int main(int argc, char** argv) {
     s.trace_path = args.trace_file;
     s.keep_lesson = lesson_given;
   }
+  // A timeline (its own file, beside the trace) loads in the background too.
+  if (!args.timeline_file.empty()) {
+    s.timeline_ui.pending_view = args.timeline_view;
+    open_timeline_file(s, args.timeline_file);
+  }
   load_lesson(s, s.lesson);
   if (!args.tab.empty()) {
     s.tab_request = args.tab;
@@ -176,6 +181,7 @@ int main(int argc, char** argv) {
     last = t0;
     if (interactive) s.replay.tick(dt);
     if (bench) bench->advance(s.replay);
+    if (bench && s.timeline) bench->advance_timeline(s.timeline_ui, *s.timeline);
 
     if (driver) driver->resize(window);
     window.begin_frame();
@@ -184,7 +190,10 @@ int main(int argc, char** argv) {
     if (!driver || driver->keys_scripted()) handle_keys(s);
     draw_frame(s);
     ImGui::Render();
-    if (bench) bench->ui_built(t0, s.loader.running());
+    if (bench) {
+      bench->ui_built(t0, s.loader.running());
+      bench->timeline_drawn(s.timeline_ui, s.loader.running());
+    }
     const FramebufferSize fb = window.render();
     if (driver && driver->frame_drawn()) {
       rc = driver->finish(s, fb);

@@ -1,10 +1,11 @@
 // The viewer's state shared by the panels, in three parts: the data loaded
 // (LoadedData: the trace shown with its problem and index, the lesson text,
-// the files read), what the learner chose and how the window shows it
-// (UiState: replay position, thread block, selection, tabs, scroll), and
-// AppState, which holds both with the command line, the fonts and the loads
-// running in the background. A load replaces LoadedData as a whole
-// (app/loader.cpp) and resets the parts of UiState that pointed into it.
+// the files read, the timeline), what the learner chose and how the window
+// shows it (UiState: replay position, thread block, selection, tabs, scroll,
+// the timeline's view), and AppState, which holds both with the command
+// line, the fonts and the loads running in the background. A load replaces
+// LoadedData as a whole (app/loader.cpp) and resets the parts of UiState
+// that pointed into it.
 #pragma once
 #include <functional>
 #include <map>
@@ -25,6 +26,8 @@
 #include "core/background.hpp"
 #include "core/exercise.hpp"
 #include "core/lesson_binding.hpp"
+#include "core/timeline_model.hpp"
+#include "core/timeline_view.hpp"
 #include "pa/lessons/lesson.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/core/problem.hpp"
@@ -85,6 +88,14 @@ struct DrawnGeometry {
     float scroll_max_x = 0;
   };
   std::vector<CodeBlock> code_blocks;
+  // The Timeline panel: its plot (the rows' area right of the labels and
+  // below the axis), the rows' height and scroll, and each legend swatch
+  // (phase, then its rectangle x0 y0 x1 y1).
+  bool timeline_valid = false;
+  ImVec2 timeline_plot_min;
+  float timeline_plot_w = 0, timeline_plot_h = 0, timeline_row_h = 0;
+  int timeline_rows = 0, timeline_lane_capacity = 1;
+  std::vector<std::pair<int, ImVec4>> timeline_legend;
 };
 
 // One exercise of the lesson shown (panels/exercise_panel.cpp): what the
@@ -100,6 +111,43 @@ struct ExerciseUi {
   int hold_frames = 0;
   std::string answer_key;  // the trace the answer was computed for
   ExerciseAnswer answer;
+};
+
+// The Timeline panel's choices (panels/timeline_panel.cpp), and what it
+// keeps between frames: the rows of the level shown and the rectangles of
+// the last frame, recomputed only when something they depend on changes.
+struct TimelineUi {
+  TimelineLevel level = TimelineLevel::grid;
+  int sm = 0;     // level sm: the SM shown
+  int block = 0;  // level block: the block shown (index into TimelineModel::blocks())
+  TimeRange view;
+  bool view_set = false;      // false: fit the view at the next frame (a timeline just arrived)
+  int legend_phase = -1;      // a phase picked in the legend (-1: none; the replay's step then picks)
+  std::uint32_t highlight = 0;  // the phases highlighted in the last frame (bit p: Phase p)
+  float scroll_y = 0;         // the rows' vertical scroll, in pixels
+  float pane_fraction = 0.42f;  // the panel's share of the window's height
+  bool dragging = false;      // a drag that began in the plot pans it
+  std::optional<TimelineViewArg> pending_view;  // --timeline-view, applied when the timeline arrives
+  std::string view_note;      // why --timeline-view was not followed (an SM or block the timeline lacks)
+
+  // The rows shown: for (timeline, level, target).
+  const TimelineModel* rows_model = nullptr;
+  TimelineLevel rows_level = TimelineLevel::grid;
+  int rows_target = -1;
+  TimelineRows rows;
+  // The last frame's rectangles, for its (rows, view, plot size, lane capacity, scroll).
+  struct RectKey {
+    const void* rows = nullptr;
+    double begin = 0, end = 0;
+    int width = 0, first_row = 0, last_row = 0, lane_capacity = 0;
+    bool operator==(const RectKey&) const = default;
+  } rects_key;
+  std::vector<TimelineRect> rects;
+  TimelineScratch scratch;
+  TimelineRectStats stats;     // of the last time the rectangles were computed
+  double rects_ms = 0;         // how long that took
+  int recomputed = 0;          // how many times they were (the bench reports it)
+  std::uint32_t hovered = kNoSpan;  // the span under the pointer in the last frame
 };
 
 // What was loaded: the trace shown (from the host model or a file) with the
@@ -135,6 +183,12 @@ struct LoadedData {
   // whose source anchors lesson 2 marks).
   std::vector<LessonMarker> all_markers;
   std::map<std::string, SourceFile> source_cache;
+
+  // ---- timeline: when each warp ran each step, measured on a GPU (its own
+  // file, loaded beside the trace; the Timeline panel draws it)
+  std::shared_ptr<const TimelineModel> timeline;
+  std::string timeline_error;  // the reader's message when the last timeline did not open
+  double timeline_read_ms = 0, timeline_index_ms = 0;
 };
 
 // What the learner chose and how the window shows it: the replay position,
@@ -189,6 +243,8 @@ struct UiState {
   char open_path[512] = {};
   int memory_tab = 0;  // 0 KV cache, 1 Q & shared
   bool memory_tab_request = false;
+  char open_timeline_path[512] = {};
+  TimelineUi timeline_ui;
   DrawnGeometry drawn;
 };
 
@@ -214,6 +270,12 @@ struct AppState : LoadedData, UiState, BlockCaches {
   BackgroundTask<RefValues> ref_task;
   std::string ref_loading_key;
   std::shared_ptr<const RefValues> ref;
+  struct LoadedTimeline {
+    std::shared_ptr<const TimelineModel> model;
+    double read_ms = 0, index_ms = 0;
+  };
+  BackgroundTask<LoadedTimeline> timeline_loader;
+  std::string timeline_loading;  // the path being loaded
 
   // ---- helpers
   const std::vector<ReplayStep>& steps() const { return index.steps(block); }
@@ -242,6 +304,10 @@ void start_load(AppState& s, LoadRequest req);  // any request (cancels one unde
 bool poll_load(AppState& s);
 // Screenshot and bench modes: wait until every load (and a fallback) is done.
 void wait_for_load(AppState& s);
+// Timelines load in the background too (poll_load applies them); a failure
+// keeps the timeline shown and sets timeline_error to the reader's message.
+void open_timeline_file(AppState& s, const std::string& path);
+void close_timeline(AppState& s);
 void select_block(AppState& s, int block);
 // Jumps to the opening step of the lesson (s.open_step), once, if set.
 void apply_open_step(AppState& s);
@@ -273,6 +339,11 @@ void draw_values_panel(AppState& s);
 void draw_partitions_panel(AppState& s);
 void draw_inspect_panel(AppState& s);
 void draw_help_overlay(AppState& s);
+// The Timeline panel: the loaded timeline's facts, its legend and the spans
+// over time (panels/timeline_panel.cpp); the frame shows it below the
+// columns while a timeline is loaded, loading or failed.
+void draw_timeline_panel(AppState& s);
+bool timeline_panel_shown(const AppState& s);
 
 // Small drawing helpers (panels/widgets.cpp).
 ImU32 col(Rgba c, float alpha = 1.0f);
@@ -282,7 +353,8 @@ void help_marker(const char* text);
 void section_title(AppState& s, const char* text);
 // A bold title and, after it, a detail in the disabled colour, wrapped at
 // the panel's edge (never cut off).
-void title_with_detail(AppState& s, const char* title, const std::string& detail);
+// With help text, a (?) after the title shows it on hover.
+void title_with_detail(AppState& s, const char* title, const std::string& detail, const char* help = nullptr);
 // A colour key: swatches with words in the small font, flowing onto the next
 // line at the panel's edge (the strips above the memory views), or one per
 // row (the help overlay's table: per_row).
@@ -297,10 +369,16 @@ class Legend {
   void lanes(const char* text);                             // the thread colours (hue by lane, shade by warp)
   void band(Rgba fill, Rgba text_colour, const char* text); // a line band, as the source panel's regions
   void words(Rgba text_colour, const char* sample, const char* text);  // coloured sample text
+  // A swatch that is a button (the timeline's phases): framed white when on.
+  // True when clicked.
+  bool toggle(Rgba fill, const char* text, bool on);
 
  private:
-  // Reserves an item of the given width on this line (or the next) and returns its top-left.
-  ImVec2 place(float width);
+  // Reserves an item of the given width on this line (or the next) and
+  // returns its top-left; with a button id the item is a button, and
+  // clicked_ says whether it was clicked.
+  ImVec2 place(float width, const char* button_id = nullptr);
+  bool clicked_ = false;
   AppState& s_;
   bool per_row_, first_ = true;
 };

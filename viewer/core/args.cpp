@@ -57,6 +57,34 @@ int parse_block_label(const std::string& v) {
   throw UsageError("--block: '" + v + "' is not a thread block " + accepted);
 }
 
+TimelineViewArg parse_timeline_view(const std::string& v) {
+  static const char* accepted =
+      "(accepted: grid, sm:S, block:B, block:ROLE:B with ROLE main, reduce, prefix, prefix_reduce, suffix or merge)";
+  const auto p = split(v, ':');
+  TimelineViewArg out;
+  try {
+    if (p.size() == 1 && p[0] == "grid") return out;
+    if (p.size() == 2 && p[0] == "sm") {
+      out.level = TimelineLevel::sm;
+      out.sm = to_int("--timeline-view sm", p[1], 0, 65535);
+      return out;
+    }
+    if ((p.size() == 2 || p.size() == 3) && p[0] == "block") {
+      out.level = TimelineLevel::block;
+      if (p.size() == 3) {
+        const auto role = trace::kernel_role_from_string(p[1]);
+        if (!role) throw UsageError("--timeline-view: '" + p[1] + "' is not a kernel role");
+        out.kernel = *role;
+      }
+      out.block = static_cast<std::uint32_t>(to_int("--timeline-view block", p.back(), 0, (1 << 30)));
+      return out;
+    }
+  } catch (const UsageError& e) {
+    throw UsageError(std::string(e.what()) + " " + accepted);
+  }
+  throw UsageError("--timeline-view: '" + v + "' " + accepted);
+}
+
 std::string block_label_text(int label) {
   if (label >= 0) return std::to_string(label);
   if (label == kReduceBlock) return "reduce";
@@ -78,6 +106,8 @@ std::string usage() {
       "  --lesson N            open lesson N (0-8; default 1)\n"
       "  --step K              replay step K (0-based) of the lesson's trace\n"
       "  --trace FILE          open a recorded trace file instead of the host model\n"
+      "  --timeline FILE       open a timeline (.patl, measured on a GPU) in the Timeline panel\n"
+      "  --timeline-view V     what the Timeline panel shows first: grid | sm:S | block:B | block:ROLE:B\n"
       "  --select SEL          select warp=W | warp=W,lane=L | k=PB,D,T | v=PB,D,T\n"
       "                        (PB physical block, D head dim, T token in block)\n"
       "  --follow-selection    Left/Right (and < >) step only through the selection's steps\n"
@@ -97,11 +127,14 @@ std::string usage() {
       "  --bench N             draw N frames, print load and frame times, exit\n"
       "  --bench-while-loading with --bench: draw while the trace loads and time those frames too\n"
       "  --mouse X,Y [--click] with --screenshot: pointer there (tooltips), optionally one click\n"
-      "  --keys K              with --screenshot: press keys first (R/L right/left, H/E home/end, space, 0-8, ?)\n"
+      "  --wheel N             with --mouse: turn the wheel N notches there (the timeline zooms)\n"
+      "  --drag DX,DY          with --mouse: drag from there by DX,DY pixels (the timeline pans)\n"
+      "  --keys K              with --screenshot: press keys first (R/L right/left, H/E home/end, space, 0-8, ?,\n"
+      "                        F fit the timeline)\n"
       "  --tab T               open tab T: requests values partitions inspect kv shared lesson problem trace\n"
       "  --answer ID=VALUE     type VALUE into the lesson's exercise ID and check it (repeatable)\n"
       "  --help                this text\n"
-      "keys: Space play/pause, Left/Right step, Home/End, 0-8 lesson, ? help\n";
+      "keys: Space play/pause, Left/Right step, Home/End, 0-8 lesson, ? help, F fit the timeline\n";
 }
 
 Args parse_args(const std::vector<std::string>& av) {
@@ -119,6 +152,8 @@ Args parse_args(const std::vector<std::string>& av) {
     else if (f == "--lesson") a.lesson = to_int(f, value(), 0, 8);
     else if (f == "--step") a.step = to_int(f, value(), 0, 1 << 30);
     else if (f == "--trace") a.trace_file = value();
+    else if (f == "--timeline") a.timeline_file = value();
+    else if (f == "--timeline-view") a.timeline_view = parse_timeline_view(value());
     else if (f == "--screenshot") a.screenshot = value();
     else if (f == "--dump-layout") a.dump_layout = value();
     else if (f == "--lessons-dir") a.lessons_dir = value();
@@ -131,8 +166,8 @@ Args parse_args(const std::vector<std::string>& av) {
     else if (f == "--keys") {
       a.keys = value();
       for (char c : a.keys)
-        if (std::string("RLHE ?012345678").find(c) == std::string::npos)
-          throw UsageError(std::string("--keys: '") + c + "' (accepted: R L H E space ? 0-8)");
+        if (std::string("RLHE ?012345678F").find(c) == std::string::npos)
+          throw UsageError(std::string("--keys: '") + c + "' (accepted: R L H E space ? 0-8 F)");
     }
     else if (f == "--block") {
       const auto p = split(value(), ',');
@@ -141,6 +176,12 @@ Args parse_args(const std::vector<std::string>& av) {
       a.block_seq = to_int("--block SEQ", p[0], 0, 1 << 20);
       a.block_head = to_int("--block HEAD", p[1], 0, 1 << 20);
       a.block_label = p.size() == 3 ? parse_block_label(p[2]) : 0;
+    }
+    else if (f == "--wheel") a.wheel = to_int(f, value(), -100, 100);
+    else if (f == "--drag") {
+      const auto p = split(value(), ',');
+      if (p.size() != 2) throw UsageError("--drag: needs DX,DY (pixels)");
+      a.drag = std::make_pair(to_int("--drag dx", p[0], -16384, 16384), to_int("--drag dy", p[1], -16384, 16384));
     }
     else if (f == "--mouse") {
       const auto p = split(value(), ',');
@@ -222,8 +263,11 @@ Args parse_args(const std::vector<std::string>& av) {
   if (!a.keys.empty() && a.screenshot.empty()) throw UsageError("--keys needs --screenshot");
   if ((a.mouse || a.click) && a.screenshot.empty()) throw UsageError("--mouse/--click need --screenshot");
   if (a.click && !a.mouse) throw UsageError("--click needs --mouse X,Y");
+  if ((a.wheel != 0 || a.drag) && !a.mouse) throw UsageError("--wheel/--drag need --mouse X,Y");
+  if (a.drag && a.click) throw UsageError("--drag and --click exclude each other (a drag is a press, a move, a release)");
   if (a.exercise_resize && a.screenshot.empty()) throw UsageError("--exercise-resize needs --screenshot");
   if (!a.dump_layout.empty() && a.screenshot.empty()) throw UsageError("--dump-layout needs --screenshot");
+  if (a.timeline_view && a.timeline_file.empty()) throw UsageError("--timeline-view needs --timeline FILE");
   if (a.bench_while_loading && a.bench_frames == 0) throw UsageError("--bench-while-loading needs --bench N");
   if (a.bench_frames > 0 && !a.screenshot.empty()) throw UsageError("--bench and --screenshot exclude each other");
   return a;

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/timeline_model.hpp"
 #include "pa/index/dtype.hpp"
 #include "pa/core/problem.hpp"
 
@@ -15,10 +16,20 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// --timeline-view: what the Timeline panel shows first.
+struct TimelineViewArg {
+  TimelineLevel level = TimelineLevel::grid;
+  int sm = 0;                                          // level sm
+  trace::KernelRole kernel = trace::KernelRole::main;  // level block: the block (kernel, index)
+  std::uint32_t block = 0;
+};
+
 struct Args {
   int lesson = 1;                  // 0..8
   std::optional<int> step;         // replay step (0-based)
   std::string trace_file;          // open this trace instead of the host model
+  std::string timeline_file;       // --timeline: a timeline (.patl) to open in the Timeline panel
+  std::optional<TimelineViewArg> timeline_view;  // --timeline-view grid | sm:S | block:B | block:ROLE:B
   std::string screenshot;          // render, write PNG, exit
   std::string dump_layout;         // screenshot mode: write panel geometry here
   int width = 1600, height = 1000;
@@ -41,6 +52,8 @@ struct Args {
   bool bench_while_loading = false;  // --bench-while-loading: with --bench, draw during the load and time those frames too
   std::optional<std::pair<int, int>> mouse;  // --mouse X,Y: screenshot with the pointer there (tooltips)
   bool click = false;              // --click: and click there once
+  int wheel = 0;                   // --wheel N: and turn the mouse wheel N notches there (negative: towards you)
+  std::optional<std::pair<int, int>> drag;  // --drag DX,DY: and drag from there by (DX, DY) pixels
   std::string keys;                // --keys: with --screenshot, keys pressed first (R L H E space 0-8 ?)
   bool exercise_resize = false;    // --exercise-resize: screenshot after shrinking to tiny sizes and back (tests)
   std::optional<float> scale;      // --scale F: UI scale (fonts, sizes); default: the monitor's content scale
@@ -67,6 +80,11 @@ void check_args_problem(const Args& a, const ProblemSpec& spec);
 // prefix_reduce (-2), merge (-3); prefix:C, the cascade prefix kernel's
 // chunk C. Throws UsageError naming the value and what is accepted.
 int parse_block_label(const std::string& text);
+// The value of --timeline-view: grid, sm:S, block:B (the main kernel's block
+// B) or block:ROLE:B (ROLE a kernel role: main, reduce, prefix,
+// prefix_reduce, suffix, merge). Throws UsageError naming the value and what
+// is accepted.
+TimelineViewArg parse_timeline_view(const std::string& text);
 // The inverse, for messages: "2", "reduce", "prefix:1".
 std::string block_label_text(int label);
 // The partition the host model is asked to trace so that the trace holds

@@ -214,6 +214,36 @@ Rgba tensor_color(trace::Tensor t) {
   }
 }
 
+Rgba phase_color(trace::Phase p) {
+  using P = trace::Phase;
+  using palette::rgb8;
+  switch (p) {
+    // The v1 kernel's steps and stage 6's (the cascade's suffix kernel runs them too).
+    case P::q_to_smem: case P::opt_q_frag: return rgb8(150, 200, 250);
+    case P::qk: case P::opt_qk_mma: return rgb8(240, 150, 60);
+    case P::softmax: case P::opt_online_softmax: return rgb8(235, 215, 85);
+    case P::lv: case P::opt_pv_mma: return rgb8(110, 200, 110);
+    case P::warp_reduce: case P::opt_warp_merge: return rgb8(70, 190, 190);
+    case P::partition_store: case P::opt_merge_load_stats: return rgb8(170, 130, 230);
+    case P::partition_reduce: case P::opt_merge_weights: return rgb8(220, 110, 200);
+    // The cascade's prefix kernel: deeper shades of the same hues, since its
+    // timeline also holds the suffix kernel's qk, softmax and lv.
+    case P::prefix_load: return rgb8(70, 115, 205);
+    case P::prefix_qk: return rgb8(195, 100, 45);
+    case P::prefix_softmax: return rgb8(185, 165, 40);
+    case P::prefix_pv: return rgb8(50, 145, 80);
+    case P::prefix_store: return rgb8(125, 90, 185);
+    case P::merge: case P::opt_split_arrive: return rgb8(240, 120, 160);
+    // Stage 8's own.
+    case P::opt_prologue: return rgb8(140, 145, 160);
+    case P::opt_pipeline_issue: return rgb8(70, 120, 225);
+    case P::opt_pipeline_wait: return rgb8(225, 65, 60);
+    case P::opt_merge_sum_store: return rgb8(190, 150, 110);
+    case P::count_: break;
+  }
+  return rgb8(128, 128, 128);
+}
+
 const char* access_verb(trace::Op o) {
   switch (o) {
     case trace::Op::global_load: case trace::Op::shared_load: return "ld";

@@ -11,6 +11,7 @@
 #include "core/config_info.hpp"
 #include "core/trace_index.hpp"
 #include "pa/core/event.hpp"
+#include "pa/core/timeline.hpp"
 
 namespace pa::viewer {
 
@@ -126,6 +127,12 @@ struct Rgba {
 };
 Rgba thread_color(int warp, int lane, int num_warps);
 Rgba tensor_color(trace::Tensor t);
+// A timeline phase's colour (the Timeline panel and its legend). Hues by
+// what the step does, the same across stages: loads blue, the QK math
+// orange, softmax yellow, the LV/PV math green, reductions and merges teal
+// to violet, stores and bookkeeping purple or grey; waiting is red. A stage's
+// own phases all differ.
+Rgba phase_color(trace::Phase p);
 
 // The other colours of the memory and source panels, named once so that the
 // panels and their legends (the strips above the KV and shared-memory views,

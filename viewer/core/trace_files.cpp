@@ -5,7 +5,7 @@
 
 namespace pa::viewer {
 
-std::vector<TraceFileEntry> list_trace_files(const std::filesystem::path& dir) {
+std::vector<TraceFileEntry> list_trace_files(const std::filesystem::path& dir, std::string_view extension) {
   namespace fs = std::filesystem;
   std::vector<TraceFileEntry> out;
   std::error_code ec;
@@ -15,7 +15,7 @@ std::vector<TraceFileEntry> list_trace_files(const std::filesystem::path& dir) {
   for (int guard = 0; !ec && it != fs::recursive_directory_iterator() && guard < 100000; ++guard) {
     const fs::directory_entry& e = *it;
     std::error_code fec;
-    if (e.path().extension() == ".patrace" && e.is_regular_file(fec)) {
+    if (e.path().extension() == extension && e.is_regular_file(fec)) {
       const fs::path rel = e.path().lexically_relative(dir);
       out.push_back({rel.empty() ? e.path().filename().generic_string() : rel.generic_string(), e.path().string()});
     }

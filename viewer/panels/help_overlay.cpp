@@ -46,6 +46,10 @@ void draw_colour_key(AppState& s) {
     ImGui::TextDisabled("kernel source and lesson text");
     key.band(palette::own_region, {1, 0.97f, 0.88f, 1}, "the lines (and section) of the step");
     key.band(palette::enclosing_region, {0.62f, 0.76f, 0.95f, 1}, "a step without its own: the enclosing region");
+    ImGui::TextDisabled("timeline (its legend names each phase's colour)");
+    key.swatch(phase_color(trace::Phase::opt_pipeline_wait), "a phase's spans: full colour, or highlighted");
+    key.swatch(dimmed(phase_color(trace::Phase::opt_pipeline_wait), 0.72f), "dimmed: another phase is highlighted");
+    key.swatch(dimmed(phase_color(trace::Phase::opt_pipeline_wait), 0.5f), "faint: a pixel column only partly busy");
   }
   ImGui::EndTable();
 }
@@ -70,6 +74,10 @@ void draw_help_overlay(AppState& s) {
         {"click a warp label", "select the whole warp"},
         {"click a K/V element or word", "who touches it, and at which steps"},
         {"hover anything", "coordinates, byte offsets, banks"},
+        {"timeline: wheel / Shift+wheel", "zoom around the pointer / scroll the rows"},
+        {"timeline: drag, F", "pan in time and through the rows; fit the whole timeline"},
+        {"timeline: click a phase or a span", "highlight that phase's spans (again: clear)"},
+        {"timeline: click a row label", "one level down: an SM's blocks, a block's warps"},
     };
     if (ImGui::BeginTable("##keys", 2, ImGuiTableFlags_RowBg)) {
       for (auto& r : rows) {

@@ -1,5 +1,6 @@
 // The trace: where it came from, its size, load timings, and opening a trace
-// file (from assets/traces or any path).
+// file (from assets/traces or any path); then the same for a timeline
+// (assets/timelines), which the Timeline panel below the columns shows.
 #include <cmath>
 #include <imgui.h>
 
@@ -56,6 +57,40 @@ void draw_trace_panel(AppState& s) {
   if (!s.trace_path.empty() && ImGui::Button("Back to the host model")) {
     s.replay.jump(0);
     regenerate_from_model(s);
+  }
+
+  // Timelines: measured on a GPU, shown beside the replay.
+  ImGui::Separator();
+  ImGui::PushFont(s.fonts.bold);
+  ImGui::TextUnformatted("Open a timeline (.patl)");
+  ImGui::PopFont();
+  if (s.timeline) ImGui::TextWrapped("shown: %s", s.timeline->path().c_str());
+  ImGui::SetNextItemWidth(-ImGui::GetFontSize() * 4);
+  const bool tl_enter = ImGui::InputText("##timeline_path", s.open_timeline_path, sizeof s.open_timeline_path,
+                                         ImGuiInputTextFlags_EnterReturnsTrue);
+  ImGui::SameLine();
+  if (ImGui::Button("Open##timeline") || tl_enter) open_timeline_file(s, s.open_timeline_path);
+  if (!s.timeline_error.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.4f, 1));
+    ImGui::TextWrapped("%s", s.timeline_error.c_str());
+    ImGui::PopStyleColor();
+  }
+  const std::filesystem::path tl_dir = std::filesystem::path(PA_ASSETS_DIR) / "timelines";
+  static std::vector<TraceFileEntry> timelines;
+  static double timelines_listed_at = -1e9;
+  if (ImGui::GetTime() - timelines_listed_at > 2.0) {
+    timelines = list_trace_files(tl_dir, ".patl");
+    timelines_listed_at = ImGui::GetTime();
+  }
+  if (!timelines.empty()) {
+    ImGui::TextDisabled("bundled timelines (%s):", tl_dir.string().c_str());
+    for (const auto& f : timelines)
+      if (ImGui::Selectable(f.relative.c_str(), s.timeline && f.path == s.timeline->path())) {
+        std::snprintf(s.open_timeline_path, sizeof s.open_timeline_path, "%s", f.path.c_str());
+        open_timeline_file(s, f.path);
+      }
+  } else {
+    ImGui::TextDisabled("no bundled timelines (*.patl) in %s", tl_dir.string().c_str());
   }
 }
 

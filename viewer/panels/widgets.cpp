@@ -33,10 +33,11 @@ void section_title(AppState& s, const char* text) {
   ImGui::PopFont();
 }
 
-void title_with_detail(AppState& s, const char* title, const std::string& detail) {
+void title_with_detail(AppState& s, const char* title, const std::string& detail, const char* help) {
   ImGui::PushFont(s.fonts.bold);
   ImGui::TextUnformatted(title);
   ImGui::PopFont();
+  if (help) help_marker(help);
   if (detail.empty()) return;
   ImGui::SameLine();
   // Wrapped at the panel's edge: a narrow window moves the rest of the
@@ -52,7 +53,7 @@ Legend::Legend(AppState& s, bool per_row) : s_(s), per_row_(per_row) { ImGui::Pu
 
 Legend::~Legend() { ImGui::PopFont(); }
 
-ImVec2 Legend::place(float width) {
+ImVec2 Legend::place(float width, const char* button_id) {
   const float gap = ImGui::GetFontSize() * 1.2f;
   if (!first_ && !per_row_) {
     const float right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
@@ -60,8 +61,24 @@ ImVec2 Legend::place(float width) {
   }
   first_ = false;
   const ImVec2 p = ImGui::GetCursorScreenPos();
-  ImGui::Dummy(ImVec2(width, ImGui::GetFontSize() + 2));
+  const ImVec2 size(width, ImGui::GetFontSize() + 2);
+  if (button_id) clicked_ = ImGui::InvisibleButton(button_id, size);
+  else ImGui::Dummy(size);
   return p;
+}
+
+bool Legend::toggle(Rgba fill, const char* text, bool on) {
+  const float sz = ImGui::GetFontSize();
+  const ImVec2 p = place(sz + 5 + ImGui::CalcTextSize(text).x, text);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  if (ImGui::IsItemHovered())
+    dl->AddRectFilled(ImVec2(p.x - 2, p.y), ImVec2(ImGui::GetItemRectMax().x + 2, ImGui::GetItemRectMax().y),
+                      ImGui::GetColorU32(ImGuiCol_HeaderHovered), 3);
+  dl->AddRectFilled(ImVec2(p.x, p.y + 1), ImVec2(p.x + sz, p.y + sz + 1), col(fill), 2);
+  dl->AddRect(ImVec2(p.x, p.y + 1), ImVec2(p.x + sz, p.y + sz + 1),
+              on ? IM_COL32(255, 255, 255, 255) : IM_COL32(90, 95, 110, 255), 2, 0, on ? 2.0f : 1.0f);
+  dl->AddText(ImVec2(p.x + sz + 5, p.y + 1), ImGui::GetColorU32(ImGuiCol_Text), text);
+  return clicked_;
 }
 
 void Legend::swatch(Rgba fill, const char* text) {
