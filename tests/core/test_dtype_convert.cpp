@@ -6,20 +6,13 @@
 #include <limits>
 
 #include "pa/core/dtype_convert.hpp"
+#include "float_bits.hpp"
 
 using namespace pa;
 
 namespace {
-std::uint32_t bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float from_bits(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using test::bits;
+using test::from_bits;
 bool f16_is_nan(std::uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; }
 bool bf16_is_nan(std::uint16_t h) { return (h & 0x7f80u) == 0x7f80u && (h & 0x7fu) != 0; }
 

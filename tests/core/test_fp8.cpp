@@ -14,21 +14,14 @@
 #include "pa/core/fp8.hpp"
 #include "pa/core/tolerance.hpp"
 #include "random_seed.hpp"
+#include "float_bits.hpp"
 
 using namespace pa;
 
 namespace {
 
-std::uint32_t bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float from_bits(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using test::bits;
+using test::from_bits;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();

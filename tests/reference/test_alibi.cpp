@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "naive_attention.hpp"
 #include "pa/reference/alibi.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/reference/fp8_cache.hpp"
@@ -25,30 +26,10 @@ ProblemSpec spec_of(DType t, int head, int block, int heads, int kv_heads, std::
   return test::fresh_spec_of(t, head, block, heads, kv_heads, std::move(ctx), salt);
 }
 
-// Attention with the bias through the public accessors only, written apart
-// from the reference (the bias as -slope * distance, V summed per dimension).
-std::vector<double> naive_alibi_output(const PagedProblem& p, const std::vector<float>& slopes) {
-  const auto& s = p.spec;
-  std::vector<double> out(static_cast<std::size_t>(p.num_seqs()) * s.num_heads * s.head_size);
-  for (int seq = 0; seq < p.num_seqs(); ++seq)
-    for (int h = 0; h < s.num_heads; ++h) {
-      const int kvh = h / (s.num_heads / s.num_kv_heads), c = p.context_len(seq);
-      std::vector<double> l(c);
-      for (int t = 0; t < c; ++t) {
-        double acc = 0;
-        for (int d = 0; d < s.head_size; ++d) acc += double(p.q_at(seq, h, d)) * p.k_at(seq, kvh, t, d);
-        l[t] = double(s.scale()) * acc - double(slopes[h]) * (c - 1 - t);
-      }
-      const double m = *std::max_element(l.begin(), l.end());
-      double sum = 0;
-      for (double x : l) sum += std::exp(x - m);
-      for (int d = 0; d < s.head_size; ++d) {
-        double acc = 0;
-        for (int t = 0; t < c; ++t) acc += std::exp(l[t] - m) / sum * p.v_at(seq, kvh, t, d);
-        out[(static_cast<std::size_t>(seq) * s.num_heads + h) * s.head_size + d] = acc;
-      }
-    }
-  return out;
+// ALiBi's bias in the naive recomputation (tests/support/naive_attention.hpp),
+// written apart from the reference: -slope * the distance to the last token.
+auto alibi_bias(const std::vector<float>& slopes) {
+  return [&slopes](int, int h, int t, int c) { return -double(slopes[h]) * (c - 1 - t); };
 }
 
 using test::flat_lse;
@@ -97,7 +78,7 @@ TEST_CASE("alibi: the reference with the paper's slopes equals an independent co
   INFO(p.spec.describe());
   const std::vector<float> slopes = alibi_slopes(heads.first);
   const auto out = ref_output_alibi(p, slopes);
-  test::require_close(naive_alibi_output(p, slopes), out, reference_tolerance());
+  test::require_close(test::naive_output(p, alibi_bias(slopes)), out, reference_tolerance());
   CHECK(out != ref_output(p));
   // A slope is the query head's: changing head 1's changes head 1's output
   // only, though head 0 (and under GQA others) share its KV head.
@@ -170,7 +151,7 @@ TEST_CASE("alibi: over an fp8 cache, through the read-back problem", "[reference
   const Fp8KvCache c = quantize_kv_cache(p, Fp8Format::e4m3);
   const PagedProblem dq = dequantized_problem(p, c);
   const std::vector<float> slopes = alibi_slopes(8);
-  test::require_close(naive_alibi_output(dq, slopes), ref_output_alibi(dq, slopes), reference_tolerance());
+  test::require_close(test::naive_output(dq, alibi_bias(slopes)), ref_output_alibi(dq, slopes), reference_tolerance());
   CHECK(ref_output_alibi(dq, std::vector<float>(8, 0.0f)) == ref_output_fp8(p, c));
 }
 

@@ -12,6 +12,7 @@
 #include "pa/reference/attention.hpp"
 #include "pa/core/dtype_convert.hpp"
 #include "require_close.hpp"
+#include "naive_attention.hpp"
 #include "spec_of.hpp"
 #include "states.hpp"
 
@@ -28,30 +29,6 @@ ProblemSpec spec_of(DType t, int head, int block, int heads, int kv_heads, std::
 using test::flat_lse;
 using test::flat_out;
 
-// An independent, naive recomputation through the public accessors only.
-std::vector<double> naive_output(const PagedProblem& p) {
-  const auto& s = p.spec;
-  std::vector<double> out(static_cast<std::size_t>(p.num_seqs()) * s.num_heads * s.head_size);
-  for (int seq = 0; seq < p.num_seqs(); ++seq)
-    for (int h = 0; h < s.num_heads; ++h) {
-      const int kvh = h / (s.num_heads / s.num_kv_heads), c = p.context_len(seq);
-      std::vector<double> l(c);
-      for (int t = 0; t < c; ++t) {
-        double acc = 0;
-        for (int d = 0; d < s.head_size; ++d) acc += double(p.q_at(seq, h, d)) * p.k_at(seq, kvh, t, d);
-        l[t] = acc / std::sqrt(double(s.head_size));
-      }
-      const double m = *std::max_element(l.begin(), l.end());
-      double sum = 0;
-      for (double x : l) sum += std::exp(x - m);
-      for (int d = 0; d < s.head_size; ++d) {
-        double acc = 0;
-        for (int t = 0; t < c; ++t) acc += std::exp(l[t] - m) / sum * p.v_at(seq, kvh, t, d);
-        out[(static_cast<std::size_t>(seq) * s.num_heads + h) * s.head_size + d] = acc;
-      }
-    }
-  return out;
-}
 }  // namespace
 
 TEST_CASE("paged attention equals dense attention (shuffled tables, all dtypes, GQA/MQA)", "[reference][attention]") {
@@ -71,7 +48,7 @@ TEST_CASE("paged attention equals dense attention (shuffled tables, all dtypes, 
   // Same arithmetic in the same order from the same values: bit for bit.
   REQUIRE(paged == dense);
   for (double x : paged) REQUIRE(std::isfinite(x));
-  test::require_close(naive_output(p), paged, kRef);
+  test::require_close(test::naive_output(p), paged, kRef);
 }
 
 TEST_CASE("context edge cases: length 1, ragged, exactly one block, many blocks", "[reference][attention]") {
