@@ -1,7 +1,8 @@
-// The recording run that record_stage (record_stage.cu) and record_optimized
-// (record_optimized.cu) share: a recording tracer counts every selected event
-// on the device but stores only those that fit its buffer, so a run that
-// overflowed is repeated once with a buffer of exactly the counted size.
+// The recording run that record_stage (record_stage.cu), record_optimized
+// (record_optimized.cu) and record_timeline (timeline_record.cu) share: a
+// tracer counts every item (event, span) on the device but stores only those
+// that fit its buffer, so a run that overflowed is repeated once with a buffer
+// of exactly the counted size.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -15,42 +16,55 @@
 
 namespace pa::trace::detail {
 
-// Runs launch(t) with t a copy of `proto` that records `blocks` into a device
-// buffer of initial_capacity events, waits for the device, and copies the
-// events back into res.events in replay order; when the run counted more
-// events than fit, once more with room for all of them. Each run adds one to
-// res.launches. Throws std::runtime_error(changed) when the second run
-// overflows too. `launch` resets the outputs it writes and starts the
+// The rerun rule of every recording: launch(items, count, capacity) runs the
+// traced kernels into a device buffer of `capacity` items, the tracer
+// counting every item at *count but storing only those that fit; after the
+// device is done the items come back, and when more were counted than fit,
+// everything runs once more with room for exactly the counted number. Each run
+// adds one to `launches`. Throws std::runtime_error(changed) when the second
+// run overflows too.
+template <class Item, class Launch>
+std::vector<Item> collect_counted(unsigned long long capacity, int& launches, const char* changed, Launch&& launch) {
+  kernels::DeviceBuffer counter(sizeof(unsigned long long));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    kernels::DeviceBuffer buf(capacity * sizeof(Item));
+    PA_CUDA_CHECK(cudaMemset(counter.get(), 0, sizeof(unsigned long long)));
+    launch(static_cast<Item*>(buf.get()), static_cast<unsigned long long*>(counter.get()), capacity);
+    PA_CUDA_CHECK(cudaDeviceSynchronize());
+    ++launches;
+    unsigned long long n = 0;
+    PA_CUDA_CHECK(cudaMemcpy(&n, counter.get(), sizeof n, cudaMemcpyDeviceToHost));
+    if (n <= capacity) {
+      std::vector<Item> items(static_cast<std::size_t>(n));
+      if (n) PA_CUDA_CHECK(cudaMemcpy(items.data(), buf.get(), n * sizeof(Item), cudaMemcpyDeviceToHost));
+      return items;
+    }
+    capacity = n;  // overflow: counted exactly, rerun with a buffer that fits
+  }
+  throw std::runtime_error(changed);
+}
+
+// Runs launch(t) with t a copy of `proto` that records `blocks` (collect_counted's
+// rule: initial_capacity events, once more with room for all of them after an
+// overflow) and puts the events into res.events in replay order, counting the
+// runs in res.launches. `launch` resets the outputs it writes and starts the
 // kernels; Tracer: kernels::RecordingTracer or a tracer with its buffer fields
 // (events, count, capacity, num_blocks, blocks).
 template <class Tracer, class Launch>
 void record_events(const Tracer& proto, const std::vector<BlockId>& blocks, unsigned long long initial_capacity,
                    const char* changed, RecordResult& res, Launch&& launch) {
-  kernels::DeviceBuffer counter(sizeof(unsigned long long));
-  unsigned long long capacity = initial_capacity;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    kernels::DeviceBuffer buf(capacity * sizeof(Event));
-    PA_CUDA_CHECK(cudaMemset(counter.get(), 0, sizeof(unsigned long long)));
-    Tracer t = proto;
-    t.events = static_cast<Event*>(buf.get());
-    t.count = static_cast<unsigned long long*>(counter.get());
-    t.capacity = capacity;
-    t.num_blocks = static_cast<int>(blocks.size());
-    for (std::size_t i = 0; i < blocks.size(); ++i) t.blocks[i] = {blocks[i].seq, blocks[i].head, blocks[i].partition};
-    launch(t);
-    PA_CUDA_CHECK(cudaDeviceSynchronize());
-    ++res.launches;
-    unsigned long long n = 0;
-    PA_CUDA_CHECK(cudaMemcpy(&n, counter.get(), sizeof n, cudaMemcpyDeviceToHost));
-    if (n <= capacity) {
-      res.events.resize(static_cast<std::size_t>(n));
-      if (n) PA_CUDA_CHECK(cudaMemcpy(res.events.data(), buf.get(), n * sizeof(Event), cudaMemcpyDeviceToHost));
-      sort_replay_order(res.events);
-      return;
-    }
-    capacity = n;  // overflow: counted exactly, rerun with a buffer that fits
-  }
-  throw std::runtime_error(changed);
+  res.events = collect_counted<Event>(initial_capacity, res.launches, changed,
+                                      [&](Event* events, unsigned long long* count, unsigned long long capacity) {
+                                        Tracer t = proto;
+                                        t.events = events;
+                                        t.count = count;
+                                        t.capacity = capacity;
+                                        t.num_blocks = static_cast<int>(blocks.size());
+                                        for (std::size_t i = 0; i < blocks.size(); ++i)
+                                          t.blocks[i] = {blocks[i].seq, blocks[i].head, blocks[i].partition};
+                                        launch(t);
+                                      });
+  sort_replay_order(res.events);
 }
 
 }  // namespace pa::trace::detail

@@ -24,6 +24,7 @@
 #include "pa/kernels/runner.hpp"
 #include "pa/kernels/timing_tracer.cuh"
 #include "pa/trace/timeline_record.hpp"
+#include "record_events.cuh"
 
 namespace pa::trace {
 namespace {
@@ -77,45 +78,14 @@ bool timed_opt(DType dt, int head_size, int block_size, int head_tiles, TimedOpt
   return false;
 }
 
-kernels::TimingTracer tracer_for(Stage stage, kernels::DeviceBuffer& buf, kernels::DeviceBuffer& counter,
-                                 unsigned long long capacity) {
+kernels::TimingTracer tracer_for(Stage stage, Span* spans, unsigned long long* count, unsigned long long capacity) {
   kernels::TimingTracer t;
-  t.spans = static_cast<Span*>(buf.get());
-  t.count = static_cast<unsigned long long*>(counter.get());
+  t.spans = spans;
+  t.count = count;
   t.capacity = capacity;
   t.stage = stage;
   t.kernel = KernelRole::main;
   return t;
-}
-
-// Runs launch(tracer) with a span buffer of `capacity`, and once more with
-// exactly the counted size when it overflowed; fills r.spans (sorted by
-// kernel, block, warp and time) and r.launches. reset() runs before each launch (it
-// poisons the outputs).
-template <class Launch, class Reset>
-void collect_spans(TimelineRecording& r, Stage stage, unsigned long long capacity, kernels::DeviceBuffer& counter,
-                   Reset&& reset, Launch&& launch) {
-  for (int attempt = 0;; ++attempt) {
-    kernels::DeviceBuffer buf(capacity * sizeof(Span));
-    PA_CUDA_CHECK(cudaMemset(counter.get(), 0, sizeof(unsigned long long)));
-    reset();
-    launch(tracer_for(stage, buf, counter, capacity));
-    PA_CUDA_CHECK(cudaDeviceSynchronize());
-    ++r.launches;
-    unsigned long long n = 0;
-    PA_CUDA_CHECK(cudaMemcpy(&n, counter.get(), sizeof n, cudaMemcpyDeviceToHost));
-    if (n <= capacity) {
-      r.spans.resize(static_cast<std::size_t>(n));
-      if (n) PA_CUDA_CHECK(cudaMemcpy(r.spans.data(), buf.get(), n * sizeof(Span), cudaMemcpyDeviceToHost));
-      break;
-    }
-    if (attempt == 1) throw std::runtime_error("record_timeline: the span count changed between two runs");
-    capacity = n;  // counted exactly: once more with a buffer that fits
-  }
-  std::sort(r.spans.begin(), r.spans.end(), [](const Span& x, const Span& y) {
-    return std::tie(x.kernel, x.block, x.warp, x.t_begin_ns, x.clk_begin) <
-           std::tie(y.kernel, y.block, y.warp, y.t_begin_ns, y.clk_begin);
-  });
 }
 
 }  // namespace
@@ -173,21 +143,20 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
   PA_CUDA_CHECK(cudaDeviceGetAttribute(&r.sm_clock_khz, cudaDevAttrClockRate, dev));
   r.warps_per_block = s.num_threads / 32;
 
-  // Stages 5 and 6: the arguments pa-lab run launches with (StageRunner: stage
-  // 6 over the whole context, out and lse written, single-partition sequences
-  // direct), untimed through the runner itself. Stage 8: the planner's grid,
-  // launched directly (its timed instance takes OptParams).
+  // The arguments pa-lab run launches with (StageRunner: stage 6 over the
+  // whole context, out and lse written, single-partition sequences direct;
+  // stage 8 with the same split count), and the untimed median from the runner
+  // itself. Stage 8's timed instance takes OptParams: its plan is made again
+  // from the same arguments, so it is the runner's.
   const std::size_t out_elems = static_cast<std::size_t>(p.num_seqs()) * s.num_heads * s.head_size;
-  kernels::StageRunner runner(p, stage);
+  kernels::RunOptions ro;
+  ro.splits = o.force_splits;
+  kernels::StageRunner runner(p, stage, ro);
   const kernels::StageArgs& base = runner.stage_args();
-  kernels::DeviceBuffer counter(sizeof(unsigned long long));
-  const auto poison = [&] { runner.poison_outputs(); };
 
-  // The launch with a given tracer, and the normal one, for this stage.
+  // The launch with a given tracer.
   std::function<void(const kernels::TimingTracer&)> timed;
-  std::function<void()> untimed;
-  OptimizedPlan plan;
-  kernels::DeviceBuffer ws(1);
+  kernels::DeviceBuffer ws;
   opt::OptParams prm{};
   if (stage == Stage::warp_reduce) {
     V1Launch f = nullptr;
@@ -208,7 +177,7 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
     timed_opt(s.dtype, s.head_size, s.block_size, opt_head_tiles(s.num_heads / s.num_kv_heads), f);
     if (f.prepare() <= 0) PA_CUDA_CHECK(cudaGetLastError());
     const OptimizedArgs a = kernels::optimized_args(base);
-    plan = plan_optimized(a, o.force_splits);  // the grid pa-lab run launches
+    const OptimizedPlan plan = plan_optimized(a, o.force_splits);
     r.plan = plan.describe();
     ws = kernels::DeviceBuffer(std::max<std::size_t>(plan.workspace_bytes, 1));
     ws.fill_bytes(0);  // arrival counters start at 0 (the last CTA leaves them at 0)
@@ -216,12 +185,18 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
     const dim3 grid(plan.splits, plan.units, a.num_seqs);
     r.grid_blocks = static_cast<int>(grid.x * grid.y * grid.z);
     timed = [&, f, grid](const kernels::TimingTracer& t) { f.launch(prm, grid, t, nullptr); };
-    untimed = [&, a] { launch_optimized(a, plan, ws.get(), nullptr); };
   }
 
-  collect_spans(r, stage, o.initial_capacity, counter, poison, [&](const kernels::TimingTracer& t) {
-    timed(t);
-    PA_CUDA_CHECK(cudaGetLastError());
+  r.spans = detail::collect_counted<Span>(
+      o.initial_capacity, r.launches, "record_timeline: the span count changed between two runs",
+      [&](Span* spans, unsigned long long* count, unsigned long long capacity) {
+        runner.poison_outputs();
+        timed(tracer_for(stage, spans, count, capacity));
+        PA_CUDA_CHECK(cudaGetLastError());
+      });
+  std::sort(r.spans.begin(), r.spans.end(), [](const Span& x, const Span& y) {
+    return std::tie(x.kernel, x.block, x.warp, x.t_begin_ns, x.clk_begin) <
+           std::tie(y.kernel, y.block, y.warp, y.t_begin_ns, y.clk_begin);
   });
   {  // the timed launch's output, wherever the stage writes it
     std::vector<std::uint8_t> bytes(out_elems * dtype_bytes(s.dtype));
@@ -230,16 +205,17 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
     decode(s.dtype, bytes.data(), out_elems, r.out.data());
   }
 
-  // The overhead: the same launch, untimed (the normal instance) and timed
-  // into a buffer with room for every span. The counter is reset before each
-  // timed launch's start event, so every launch stores all its spans and the
-  // reset is not measured.
+  // The overhead: the same launch, untimed (the runner's normal instance) and
+  // timed into a buffer with room for every span. The counter is reset before
+  // each timed launch's start event, so every launch stores all its spans and
+  // the reset is not measured.
   const auto capacity_all = static_cast<unsigned long long>(std::max<std::size_t>(r.spans.size(), 1));
-  kernels::DeviceBuffer buf(capacity_all * sizeof(Span));
-  r.untimed_ms = untimed ? kernels::median_of(kernels::time_launches_ms(untimed, o.timing_iters, o.timing_warmup))
-                         : runner.time(o.timing_iters, o.timing_warmup).median_ms;
+  kernels::DeviceBuffer buf(capacity_all * sizeof(Span)), counter(sizeof(unsigned long long));
+  const kernels::TimingTracer all =
+      tracer_for(stage, static_cast<Span*>(buf.get()), static_cast<unsigned long long*>(counter.get()), capacity_all);
+  r.untimed_ms = runner.time(o.timing_iters, o.timing_warmup).median_ms;
   r.timed_ms = kernels::median_of(kernels::time_indexed_launches_ms(
-      [&](int) { timed(tracer_for(stage, buf, counter, capacity_all)); }, o.timing_iters, o.timing_warmup,
+      [&](int) { timed(all); }, o.timing_iters, o.timing_warmup,
       [&](int) { PA_CUDA_CHECK(cudaMemsetAsync(counter.get(), 0, sizeof(unsigned long long))); }));
   return r;
 }
