@@ -10,7 +10,6 @@
 
 #include "commands.hpp"
 #include "options.hpp"
-#include "pa/core/atomic_file.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/trace/timeline_export.hpp"
 #include "pa/trace/timeline_file.hpp"
@@ -59,14 +58,6 @@ std::uint32_t observed_timer_step(const std::vector<trace::Span>& spans) {
   return static_cast<std::uint32_t>(std::min<std::uint64_t>(step, UINT32_MAX));
 }
 
-void check_writable(const std::string& path, const char* option) {
-  try {
-    core::check_can_write(path);
-  } catch (const core::FileWriteError& e) {
-    throw UsageError(std::string("option ") + option + ": " + e.what());
-  }
-}
-
 void print_overhead(const trace::TimelineHeader& h) {
   if (h.untimed_ns > 0 && h.timed_ns > 0) {
     std::printf("timing tracer overhead on this run: %.3f us without, %.3f us with it (%+.1f%%)\n",
@@ -75,7 +66,7 @@ void print_overhead(const trace::TimelineHeader& h) {
   }
 }
 
-trace::TimelineExportStats export_json(const std::string& out, const trace::TimelineData& d, const std::string& from) {
+void export_json(const std::string& out, const trace::TimelineData& d, const std::string& from) {
   const trace::TimelineHeader& h = d.header;
   const trace::TimelineExportStats st = trace::write_timeline_json(out, d);
   std::printf("wrote %s: %llu spans of %llu warps on %llu SMs, %.3f us, from %s (stage %s, %s, source \"%s\", "
@@ -83,7 +74,6 @@ trace::TimelineExportStats export_json(const std::string& out, const trace::Time
               out.c_str(), static_cast<unsigned long long>(st.spans), static_cast<unsigned long long>(st.threads),
               static_cast<unsigned long long>(st.sms), static_cast<double>(st.length_ns) / 1000.0, from.c_str(),
               trace::to_string(h.stage), h.spec.describe().c_str(), h.source.c_str(), h.revision.c_str());
-  return st;
 }
 
 int record(Flags& f, const std::string& stage_name) {

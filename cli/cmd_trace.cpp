@@ -10,7 +10,6 @@
 
 #include "commands.hpp"
 #include "options.hpp"
-#include "pa/core/atomic_file.hpp"
 #include "pa/index/cascade.hpp"
 #include "pa/index/optimized.hpp"
 #include "pa/kernels/api.hpp"
@@ -166,11 +165,7 @@ int cmd_trace(Args args_in) {
   f.finish("trace");  // an unknown option first: it may be a misspelt --output
   if (!out) throw UsageError("-o FILE (or --output FILE) is required");
   // A file that cannot be written is found before the recording, not after.
-  try {
-    core::check_can_write(*out);
-  } catch (const core::FileWriteError& e) {
-    throw UsageError(std::string("option -o / --output: ") + e.what());
-  }
+  check_writable(*out, "-o / --output");
 
   validate_problem_flags(spec);
   if (!trace::stage_is_modelled(*stage) && !trace::can_record(*stage, spec)) {

@@ -1,6 +1,7 @@
 // Flag parsing for pa-lab: see options.hpp.
 #include "options.hpp"
 
+#include "pa/core/atomic_file.hpp"
 #include "pa/core/config_dispatch.hpp"
 
 #include <algorithm>
@@ -187,6 +188,14 @@ const char* problem_flags_help() {
          "  --seed S                   random inputs seed (default 1)\n"
          "  --spread F                 logit spread: larger = softmax further from uniform (default 4)\n";
   return text.c_str();
+}
+
+void check_writable(const std::string& path, const char* option) {
+  try {
+    core::check_can_write(path);
+  } catch (const core::FileWriteError& e) {
+    throw UsageError(std::string("option ") + option + ": " + e.what());
+  }
 }
 
 }  // namespace pa::cli

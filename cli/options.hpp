@@ -50,4 +50,9 @@ void validate_problem_flags(const ProblemSpec& spec);
 
 DType parse_dtype(const std::string& s);
 
+// A file a command will write, checked before any work (core::check_can_write):
+// a path that cannot be written is the command line's fault, a UsageError
+// naming the option ("option -o / --output: ...").
+void check_writable(const std::string& path, const char* option);
+
 }  // namespace pa::cli
