@@ -5,12 +5,20 @@
 # on a medium one), each timeline file and its Perfetto JSON, the tracer's
 # overhead per recording in a table last. $OUT gets timelines.tgz (every
 # .patl, .json and log: the device tool returns at most 8 files) and the table.
-#   scripts/device/timelines.sh   (PA_REV: the source revision for the headers)
+#   scripts/device/timelines.sh   (PA_REV: the source revision for the headers;
+#   PA_BUILD_DIR: an existing build with these targets, for instance the full
+#   one gpu-check.sh left in build-device, used instead of the quick build)
 set -u
 source scripts/device/quick_build.sh
 device_out_setup /tmp/timelines
-BUILD_LIMIT=${BUILD_LIMIT:-400} device_quick_build "$OUT" pa-lab pa_trace_timeline_gpu_tests pa_fp8_gpu_tests \
-  pa_sharded_gpu_tests
+if [[ -n "${PA_BUILD_DIR:-}" ]]; then
+  B=$(realpath "$PA_BUILD_DIR")
+  ninja -C "$B" pa-lab pa_trace_timeline_gpu_tests pa_fp8_gpu_tests pa_sharded_gpu_tests >"$OUT/build.log" 2>&1 \
+    || { tail -20 "$OUT/build.log"; echo "build in $B FAILED"; }
+else
+  BUILD_LIMIT=${BUILD_LIMIT:-400} device_quick_build "$OUT" pa-lab pa_trace_timeline_gpu_tests pa_fp8_gpu_tests \
+    pa_sharded_gpu_tests
+fi
 for t in trace/pa_trace_timeline_gpu_tests kernels/pa_fp8_gpu_tests kernels/pa_sharded_gpu_tests; do
   timeout 200 "$B/tests/$t" --reporter compact >"$OUT/$(basename "$t").log" 2>&1
   echo "$(basename "$t") rc=$? | $(grep -E '^(test cases|All tests|Passed)' "$OUT/$(basename "$t").log" | tail -1)"
