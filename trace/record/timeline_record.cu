@@ -191,9 +191,14 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
       o.initial_capacity, r.launches, "record_timeline: the span count changed between two runs",
       [&](Span* spans, unsigned long long* count, unsigned long long capacity) {
         runner.poison_outputs();
+        PA_CUDA_CHECK(cudaMemset(spans, 0, capacity * sizeof(Span)));  // unfilled slots stay empty
         timed(tracer_for(stage, spans, count, capacity));
         PA_CUDA_CHECK(cudaGetLastError());
       });
+  // Every slot the warps reserved (whole chunks), so the overhead run below
+  // stores every span too.
+  const auto capacity_all = static_cast<unsigned long long>(std::max<std::size_t>(r.spans.size(), 1));
+  std::erase_if(r.spans, [](const Span& x) { return kernels::TimingTracer::empty_slot(x); });
   std::sort(r.spans.begin(), r.spans.end(), [](const Span& x, const Span& y) {
     return std::tie(x.kernel, x.block, x.warp, x.t_begin_ns, x.clk_begin) <
            std::tie(y.kernel, y.block, y.warp, y.t_begin_ns, y.clk_begin);
@@ -209,7 +214,6 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
   // timed into a buffer with room for every span. The counter is reset before
   // each timed launch's start event, so every launch stores all its spans and
   // the reset is not measured.
-  const auto capacity_all = static_cast<unsigned long long>(std::max<std::size_t>(r.spans.size(), 1));
   kernels::DeviceBuffer buf(capacity_all * sizeof(Span)), counter(sizeof(unsigned long long));
   const kernels::TimingTracer all =
       tracer_for(stage, static_cast<Span*>(buf.get()), static_cast<unsigned long long*>(counter.get()), capacity_all);

@@ -7,14 +7,22 @@
 //
 // How a span is measured: lane 0 of each warp reads %globaltimer and clock64
 // at PA_TIME_START and at each PA_TIME_PHASE; the span of a phase runs from
-// the previous reading to this one. Writing the span (an atomic slot and a
-// 48-byte store) happens after the end reading and before the next begin
-// reading, so the tracer's own stores are not charged to any phase; what it
-// still adds is the clock reads and lane 0 falling a few instructions behind
-// its warp (the overhead is measured against the untimed kernel, same GPU).
+// the previous reading to this one. Writing the span happens after the end
+// reading and before the next begin reading, so the tracer's own stores are
+// not charged to any phase; what it still adds is the clock reads and lane 0
+// falling a few instructions behind its warp (the overhead is measured against
+// the untimed kernel, same GPU).
+//
+// Where a span goes: each warp reserves kChunk slots at a time with one
+// atomicAdd on the shared counter and fills them in order. One atomic per
+// span would serialise every warp of the GPU on one address (in L2, one after
+// another): with 90 thousand spans in a 45 us decode that alone doubled the
+// kernel's time (kernels/NOTES.md, "Timing tracer"). The slots a warp reserved
+// but did not fill stay as the host zeroed them (t_end_ns == 0, never a real
+// %globaltimer reading) and the host drops them (empty_slot).
 //
 // The buffer is bounded: a slot past the capacity is counted, not written, so
-// the host sees exactly how many spans were dropped and can run again with a
+// the host sees exactly how many slots were asked for and can run again with a
 // buffer that fits (never a silent truncation).
 #pragma once
 #include <cstdint>
@@ -26,15 +34,21 @@ namespace pa::kernels {
 struct TimingTracer {
   static constexpr bool kEnabled = false;  // no access events
   static constexpr bool kTiming = true;
+  static constexpr unsigned kChunk = 16;   // slots a warp reserves at a time
 
-  trace::Span* spans = nullptr;         // [capacity]
-  unsigned long long* count = nullptr;  // spans produced (may exceed capacity)
+  trace::Span* spans = nullptr;         // [capacity], zeroed by the host before the launch
+  unsigned long long* count = nullptr;  // slots reserved, a multiple of kChunk (may exceed capacity)
   unsigned long long capacity = 0;
   trace::Stage stage = trace::Stage::optimized;
   trace::KernelRole kernel = trace::KernelRole::main;
   // Per-thread state (each thread's copy of the kernel parameter); only lane
-  // 0's is used.
+  // 0's is used: the clocks at the start of the current span and the warp's
+  // next slot (slot_next == slot_end: reserve a new chunk).
   std::uint64_t t_begin = 0, clk_begin = 0;
+  unsigned long long slot_next = 0, slot_end = 0;
+
+  // A slot no warp filled: the host drops these.
+  __host__ __device__ static bool empty_slot(const trace::Span& s) { return s.t_end_ns == 0; }
 
   __device__ static std::uint64_t global_ns() {
     std::uint64_t t;
@@ -58,7 +72,11 @@ struct TimingTracer {
     if (!lane0()) return;
     const std::uint64_t t_end = global_ns();
     const std::uint64_t clk_end = static_cast<std::uint64_t>(clock64());
-    const unsigned long long slot = atomicAdd(count, 1ull);
+    if (slot_next == slot_end) {
+      slot_next = atomicAdd(count, static_cast<unsigned long long>(kChunk));
+      slot_end = slot_next + kChunk;
+    }
+    const unsigned long long slot = slot_next++;
     if (slot < capacity) {
       trace::Span s;
       s.t_begin_ns = t_begin;
