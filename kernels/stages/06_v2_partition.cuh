@@ -277,10 +277,9 @@ void launch_v2_kernels(const V2Args& a, Tracer tracer, cudaStream_t stream) {
   const dim3 grid(a.base.num_heads, a.base.num_seqs, a.max_partitions > 0 ? a.max_partitions : 1);
   kernel<<<grid, Cfg::kNumThreads, dyn, stream>>>(a, tracer);
   PA_CUDA_CHECK(cudaGetLastError());
-  if constexpr (kTimingEnabled<Tracer>) {  // a timeline tells the two kernels apart
-    Tracer reduce_tracer = tracer;
-    reduce_tracer.kernel = trace::KernelRole::reduce;
-    launch_v2_reduce<Elem<Cfg>>(a, stream, reduce_tracer);
+  if constexpr (kTimingEnabled<Tracer>) {  // a timeline tells the two kernels apart; the reduce's warps follow
+    const unsigned partition_warps = grid.x * grid.y * grid.z * Cfg::kNumWarps;
+    launch_v2_reduce<Elem<Cfg>>(a, stream, tracer.for_kernel(trace::KernelRole::reduce, partition_warps));
   } else {
     launch_v2_reduce<Elem<Cfg>>(a, stream, tracer);
   }

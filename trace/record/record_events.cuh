@@ -1,8 +1,9 @@
-// The recording run that record_stage (record_stage.cu), record_optimized
-// (record_optimized.cu) and record_timeline (timeline_record.cu) share: a
-// tracer counts every item (event, span) on the device but stores only those
-// that fit its buffer, so a run that overflowed is repeated once with a buffer
-// of exactly the counted size.
+// The recording run that record_stage (record_stage.cu) and record_optimized
+// (record_optimized.cu) share: a tracer counts every event on the device but
+// stores only those that fit its buffer, so a run that overflowed is repeated
+// once with a buffer of exactly the counted size. (A timeline gives each warp
+// its own slots instead, so that timing needs no shared counter:
+// timing_tracer.cuh, timeline_record.cu.)
 #pragma once
 #include <cuda_runtime.h>
 

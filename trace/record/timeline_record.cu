@@ -24,7 +24,6 @@
 #include "pa/kernels/runner.hpp"
 #include "pa/kernels/timing_tracer.cuh"
 #include "pa/trace/timeline_record.hpp"
-#include "record_events.cuh"
 
 namespace pa::trace {
 namespace {
@@ -78,15 +77,27 @@ bool timed_opt(DType dt, int head_size, int block_size, int head_tiles, TimedOpt
   return false;
 }
 
-kernels::TimingTracer tracer_for(Stage stage, Span* spans, unsigned long long* count, unsigned long long capacity) {
+kernels::TimingTracer tracer_for(Stage stage, Span* spans, unsigned long long* count, unsigned per_warp) {
   kernels::TimingTracer t;
   t.spans = spans;
   t.count = count;
-  t.capacity = capacity;
+  t.per_warp = per_warp;
   t.stage = stage;
   t.kernel = KernelRole::main;
   return t;
 }
+
+// Span slots per warp when TimelineOptions::spans_per_warp is 0: what each
+// stage's hooks end at most (a warp that needs more makes record_timeline run
+// once more with room for it, and the tests check that it did not have to).
+// v1: its five steps. V2: the same and partition_store; a reduce warp ends
+// one. Stage 8: prologue, Q fragments, up to kStages - 1 issues before the
+// loop, five per main-loop iteration (an iteration covers at least one KV
+// block of the split), the warp merge, the arrival and the three merge steps.
+constexpr unsigned kV1SpansPerWarp = 5, kV2SpansPerWarp = 6;
+// 4 GiB of spans at most, a limit on device memory, not on the format.
+constexpr unsigned long long kMaxSpanSlots = (4ull << 30) / sizeof(Span);
+unsigned opt_spans_per_warp(const OptimizedPlan& plan) { return 16u + 5u * static_cast<unsigned>(plan.split_blocks); }
 
 }  // namespace
 
@@ -128,10 +139,10 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
                                 std::to_string(s.block_size) + " with " + std::to_string(s.num_heads) + "/" +
                                 std::to_string(s.num_kv_heads) + " heads (timed: " + timeline_instances_text() + ")");
   }
-  if (o.initial_capacity < 1 || o.timing_iters < 1 || o.timing_warmup < 0) {
-    throw std::invalid_argument("record_timeline: initial_capacity=" + std::to_string(o.initial_capacity) +
+  if (o.spans_per_warp < 0 || o.timing_iters < 1 || o.timing_warmup < 0) {
+    throw std::invalid_argument("record_timeline: spans_per_warp=" + std::to_string(o.spans_per_warp) +
                                 ", timing_iters=" + std::to_string(o.timing_iters) + ", timing_warmup=" +
-                                std::to_string(o.timing_warmup) + ": need >= 1, >= 1 and >= 0");
+                                std::to_string(o.timing_warmup) + ": need >= 0 (0: the stage's bound), >= 1 and >= 0");
   }
   const kernels::GpuInfo gi = kernels::gpu_info();  // throws NoGpuError without a GPU
   TimelineRecording r;
@@ -158,11 +169,14 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
   std::function<void(const kernels::TimingTracer&)> timed;
   kernels::DeviceBuffer ws;
   opt::OptParams prm{};
+  unsigned bound = 0;                  // span slots per warp the stage needs at most
+  unsigned long long extra_warps = 0;  // warps of a second kernel (stage 6's reduce)
   if (stage == Stage::warp_reduce) {
     V1Launch f = nullptr;
     timed_v1(s.dtype, s.head_size, s.block_size, f);
     r.plan = "v1: one block per (head, sequence), " + std::to_string(s.num_threads) + " threads";
     r.grid_blocks = s.num_heads * p.num_seqs();
+    bound = kV1SpansPerWarp;
     timed = [&, f](const kernels::TimingTracer& t) { f(base, t, nullptr); };
   } else if (stage == Stage::v2_partition) {
     V2Launch f = nullptr;
@@ -171,6 +185,8 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
     r.plan = "v2: partitions of " + std::to_string(v2.base.partition_size) + " tokens, grid (heads, sequences, " +
              std::to_string(v2.max_partitions) + ") then the reduce, grid (heads, sequences)";
     r.grid_blocks = s.num_heads * p.num_seqs() * v2.max_partitions;  // the partition kernel's; the reduce's are fewer
+    extra_warps = static_cast<unsigned long long>(s.num_heads) * p.num_seqs() * (128 / 32);  // the reduce's
+    bound = kV2SpansPerWarp;
     timed = [&, f](const kernels::TimingTracer& t) { f(v2, t, nullptr); };
   } else {
     TimedOptFns f{};
@@ -184,20 +200,39 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
     prm = opt::opt_make_params(a, plan, ws.get());
     const dim3 grid(plan.splits, plan.units, a.num_seqs);
     r.grid_blocks = static_cast<int>(grid.x * grid.y * grid.z);
+    bound = opt_spans_per_warp(plan);
     timed = [&, f, grid](const kernels::TimingTracer& t) { f.launch(prm, grid, t, nullptr); };
   }
 
-  r.spans = detail::collect_counted<Span>(
-      o.initial_capacity, r.launches, "record_timeline: the span count changed between two runs",
-      [&](Span* spans, unsigned long long* count, unsigned long long capacity) {
-        runner.poison_outputs();
-        PA_CUDA_CHECK(cudaMemset(spans, 0, capacity * sizeof(Span)));  // unfilled slots stay empty
-        timed(tracer_for(stage, spans, count, capacity));
-        PA_CUDA_CHECK(cudaGetLastError());
-      });
-  // Every slot the warps reserved (whole chunks), so the overhead run below
-  // stores every span too.
-  const auto capacity_all = static_cast<unsigned long long>(std::max<std::size_t>(r.spans.size(), 1));
+  // Every warp its own slots (TimingTracer): the buffer holds per_warp spans
+  // of every warp of the launch. A warp that needed more raised the counter
+  // to the number it wanted: once more with that many.
+  const unsigned long long warps = static_cast<unsigned long long>(r.grid_blocks) * r.warps_per_block + extra_warps;
+  unsigned per_warp = o.spans_per_warp > 0 ? static_cast<unsigned>(o.spans_per_warp) : bound;
+  kernels::DeviceBuffer buf, counter(sizeof(unsigned long long));
+  for (int attempt = 0;; ++attempt) {
+    const unsigned long long slots = warps * per_warp;
+    if (slots > kMaxSpanSlots) {
+      throw std::invalid_argument("record_timeline: " + std::to_string(warps) + " warps x " + std::to_string(per_warp) +
+                                  " span slots each is more than " + std::to_string(kMaxSpanSlots) +
+                                  " slots (48 bytes each): time a smaller problem");
+    }
+    buf = kernels::DeviceBuffer(slots * sizeof(Span));
+    PA_CUDA_CHECK(cudaMemset(buf.get(), 0, slots * sizeof(Span)));  // unfilled slots stay empty
+    PA_CUDA_CHECK(cudaMemset(counter.get(), 0, sizeof(unsigned long long)));
+    runner.poison_outputs();
+    timed(tracer_for(stage, static_cast<Span*>(buf.get()), static_cast<unsigned long long*>(counter.get()), per_warp));
+    PA_CUDA_CHECK(cudaGetLastError());
+    PA_CUDA_CHECK(cudaDeviceSynchronize());
+    ++r.launches;
+    unsigned long long wanted = 0;
+    PA_CUDA_CHECK(cudaMemcpy(&wanted, counter.get(), sizeof wanted, cudaMemcpyDeviceToHost));
+    if (wanted == 0) break;
+    if (attempt == 1) throw std::runtime_error("record_timeline: the span count changed between two runs");
+    per_warp = static_cast<unsigned>(wanted);
+  }
+  r.spans.resize(static_cast<std::size_t>(warps * per_warp));
+  PA_CUDA_CHECK(cudaMemcpy(r.spans.data(), buf.get(), r.spans.size() * sizeof(Span), cudaMemcpyDeviceToHost));
   std::erase_if(r.spans, [](const Span& x) { return kernels::TimingTracer::empty_slot(x); });
   std::sort(r.spans.begin(), r.spans.end(), [](const Span& x, const Span& y) {
     return std::tie(x.kernel, x.block, x.warp, x.t_begin_ns, x.clk_begin) <
@@ -211,16 +246,13 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
   }
 
   // The overhead: the same launch, untimed (the runner's normal instance) and
-  // timed into a buffer with room for every span. The counter is reset before
-  // each timed launch's start event, so every launch stores all its spans and
-  // the reset is not measured.
-  kernels::DeviceBuffer buf(capacity_all * sizeof(Span)), counter(sizeof(unsigned long long));
+  // timed into the buffer above, which has room for every span (so every
+  // launch stores all of them).
   const kernels::TimingTracer all =
-      tracer_for(stage, static_cast<Span*>(buf.get()), static_cast<unsigned long long*>(counter.get()), capacity_all);
+      tracer_for(stage, static_cast<Span*>(buf.get()), static_cast<unsigned long long*>(counter.get()), per_warp);
   r.untimed_ms = runner.time(o.timing_iters, o.timing_warmup).median_ms;
-  r.timed_ms = kernels::median_of(kernels::time_indexed_launches_ms(
-      [&](int) { timed(all); }, o.timing_iters, o.timing_warmup,
-      [&](int) { PA_CUDA_CHECK(cudaMemsetAsync(counter.get(), 0, sizeof(unsigned long long))); }));
+  r.timed_ms = kernels::median_of(
+      kernels::time_indexed_launches_ms([&](int) { timed(all); }, o.timing_iters, o.timing_warmup, [](int) {}));
   return r;
 }
 

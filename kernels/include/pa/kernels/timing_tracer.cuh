@@ -13,17 +13,21 @@
 // falling a few instructions behind its warp (the overhead is measured against
 // the untimed kernel, same GPU).
 //
-// Where a span goes: each warp reserves kChunk slots at a time with one
-// atomicAdd on the shared counter and fills them in order. One atomic per
-// span would serialise every warp of the GPU on one address (in L2, one after
-// another): with 90 thousand spans in a 45 us decode that alone doubled the
-// kernel's time (kernels/NOTES.md, "Timing tracer"). The slots a warp reserved
-// but did not fill stay as the host zeroed them (t_end_ns == 0, never a real
-// %globaltimer reading) and the host drops them (empty_slot).
+// Where a span goes: each warp owns per_warp consecutive slots of the buffer
+// (warp w of the launch: slots [w * per_warp, (w + 1) * per_warp)) and fills
+// them in order, so writing a span needs no atomic. A shared counter with one
+// atomicAdd per span serialised every warp of the GPU on one address: with 90
+// thousand spans in a 45 us decode it more than doubled the kernel's time, and
+// reserving 16 slots per atomic still stalled every warp 1.5-4 us at each
+// 16th span, when all of them reached it together (kernels/NOTES.md, "Timing
+// tracer"). The slots a warp did not fill stay as the host zeroed them
+// (t_end_ns == 0, never a real %globaltimer reading) and the host drops them
+// (empty_slot).
 //
-// The buffer is bounded: a slot past the capacity is counted, not written, so
-// the host sees exactly how many slots were asked for and can run again with a
-// buffer that fits (never a silent truncation).
+// The buffer is bounded: a warp with more spans than per_warp writes the
+// first per_warp and raises *count to the number it wanted (atomicMax, only
+// then), so the host sees exactly how many slots the busiest warp needs and
+// runs again with that many (never a silent truncation).
 #pragma once
 #include <cstdint>
 
@@ -34,19 +38,28 @@ namespace pa::kernels {
 struct TimingTracer {
   static constexpr bool kEnabled = false;  // no access events
   static constexpr bool kTiming = true;
-  static constexpr unsigned kChunk = 16;   // slots a warp reserves at a time
 
-  trace::Span* spans = nullptr;         // [capacity], zeroed by the host before the launch
-  unsigned long long* count = nullptr;  // slots reserved, a multiple of kChunk (may exceed capacity)
-  unsigned long long capacity = 0;
+  trace::Span* spans = nullptr;         // [warps of the launch x per_warp], zeroed by the host
+  unsigned long long* count = nullptr;  // 0, or the most spans one warp wanted when more than per_warp
+  unsigned per_warp = 0;                // slots per warp
+  unsigned warp_base = 0;               // this kernel's first warp: a second kernel's warps follow the first's
   trace::Stage stage = trace::Stage::optimized;
   trace::KernelRole kernel = trace::KernelRole::main;
   // Per-thread state (each thread's copy of the kernel parameter); only lane
-  // 0's is used: the clocks at the start of the current span and the warp's
-  // next slot (slot_next == slot_end: reserve a new chunk).
+  // 0's is used: the clocks at the start of the current span and the number
+  // of spans this warp has ended.
   std::uint64_t t_begin = 0, clk_begin = 0;
-  unsigned long long slot_next = 0, slot_end = 0;
+  unsigned used = 0;
 
+  // The tracer of the next kernel of the same launch sequence (stage 6's
+  // reduce after its partition kernel): its warps' slots follow the
+  // `warps_before` warps of the kernels before it.
+  __host__ __device__ TimingTracer for_kernel(trace::KernelRole role, unsigned warps_before) const {
+    TimingTracer t = *this;
+    t.kernel = role;
+    t.warp_base += warps_before;
+    return t;
+  }
   // A slot no warp filled: the host drops these.
   __host__ __device__ static bool empty_slot(const trace::Span& s) { return s.t_end_ns == 0; }
 
@@ -72,18 +85,19 @@ struct TimingTracer {
     if (!lane0()) return;
     const std::uint64_t t_end = global_ns();
     const std::uint64_t clk_end = static_cast<std::uint64_t>(clock64());
-    if (slot_next == slot_end) {
-      slot_next = atomicAdd(count, static_cast<unsigned long long>(kChunk));
-      slot_end = slot_next + kChunk;
-    }
-    const unsigned long long slot = slot_next++;
-    if (slot < capacity) {
+    const unsigned i = used++;
+    if (i >= per_warp) {
+      atomicMax(count, static_cast<unsigned long long>(i) + 1ull);
+    } else {
+      const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+      const unsigned long long warp_index = warp_base + static_cast<unsigned long long>(block) * (blockDim.x / 32u) +
+                                            threadIdx.x / 32u;
       trace::Span s;
       s.t_begin_ns = t_begin;
       s.t_end_ns = t_end;
       s.clk_begin = clk_begin;
       s.clk_end = clk_end;
-      s.block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+      s.block = block;
       s.sm = static_cast<std::uint16_t>(sm_id());
       s.warp = static_cast<std::uint16_t>(threadIdx.x / 32u);
       s.stage = stage;
@@ -91,7 +105,7 @@ struct TimingTracer {
       s.kernel = kernel;
       s.reserved = 0;
       s.iter = iter;
-      spans[slot] = s;
+      spans[warp_index * per_warp + i] = s;
     }
     t_begin = global_ns();
     clk_begin = static_cast<std::uint64_t>(clock64());

@@ -17,9 +17,9 @@
 namespace pa::trace {
 
 struct TimelineOptions {
-  int force_splits = 0;                          // stage 8, as pa-lab run --splits; 0: the planner's choice
-  unsigned long long initial_capacity = 1 << 20;  // spans; a run that overflows is repeated once with room for all
-  int timing_iters = 20;                         // CUDA-event launches of each kernel for the overhead
+  int force_splits = 0;    // stage 8, as pa-lab run --splits; 0: the planner's choice
+  int spans_per_warp = 0;  // span slots per warp, 0: the stage's bound; a run that overflows is repeated once
+  int timing_iters = 20;   // CUDA-event launches of each kernel for the overhead
   int timing_warmup = 3;
 };
 
