@@ -9,6 +9,7 @@
 //   [30.0x](../assets/bench/nvidia-h100.json#cascade:dtype=fp16:speedup)
 //   [16](../assets/bench/nvidia-h100.json#rows:kernel=optimized,dtype=fp16,seqs=1,context=4096:plan.splits)
 //   [139.9 us](../trace/results/h100/stage_times_b0a9dbf.txt#run:stage=qk,seqs=8:median_ms)
+//   [13.504 us](../assets/timelines/nvidia-h200/summary.json#timelines:file=opt_1x4096:window_us)
 //
 // It also checks that every pa-bench file cited or named anywhere in the
 // lessons and the README is the current one: the file the README's results
@@ -333,7 +334,7 @@ Unit field_unit(const std::string& field) {
   if (ends("_us")) return {"time", -6};
   if (ends("_ms")) return {"time", -3};
   if (ends("gbps")) return {"bandwidth", 0};
-  if (field == "pct_copy") return {"percent", 0};
+  if (field == "pct_copy" || ends("_pct")) return {"percent", 0};
   if (field == "speedup") return {"ratio", 0};
   if (ends("bytes") || ends("_bytes_each_way")) return {"bytes", 0};
   return {"count", 0};
@@ -400,7 +401,8 @@ struct Citation {
 
 bool is_benchmark_path(const fs::path& p) {
   const std::string rel = fs::weakly_canonical(p).lexically_relative(fs::weakly_canonical(kRoot)).generic_string();
-  return rel.rfind("assets/bench/", 0) == 0 || rel.rfind("trace/results/", 0) == 0;
+  return rel.rfind("assets/bench/", 0) == 0 || rel.rfind("trace/results/", 0) == 0 ||
+         (rel.rfind("assets/timelines/", 0) == 0 && p.extension() == ".json");  // scripts/timeline_summary.py
 }
 
 void collect_spans(const std::string& md, int line, const std::vector<Span>& spans, std::vector<Citation>& out) {
