@@ -27,7 +27,7 @@ void help_run() {
       "%s\n%s\n%s\n"
       "exit: 0 PASS, 1 FAIL, 2 no GPU (built without CUDA, or no CUDA driver or GPU found), 3 bad usage or\n"
       "unsupported problem\n",
-      kernels::stage_names_text().c_str(), problem_flags_help(), help_run_split_kv(),
+      kernels::stage_names_text().c_str(), problem_flags_help(), help_run_split_kv().c_str(),
       help_run_optimized());
 }
 

@@ -126,16 +126,12 @@ bool is_split_kv_stage(kernels::Stage s) {
   return s == kernels::Stage::v2_partition || s == kernels::Stage::cascade_merge;
 }
 
-const char* help_run_split_kv() {
-  return "stages v2_partition and cascade_merge:\n"
-         "  --check-seqs K             check the first K sequences against the CPU reference\n"
-         "                             (default: all; 0 = no check, cascade only)\n"
-         "cascade_merge:\n"
-         "  --prefix-len P             tokens every sequence shares (same physical blocks;\n"
-         "                             a multiple of the block size; default 0)\n"
-         "  --suffix-lens A,B,...      unique tokens after the prefix, one per sequence, or one\n"
-         "                             value for all --seqs sequences (context = P + suffix);\n"
-         "                             without it the contexts come from --context-len(s)\n"
+std::string help_run_split_kv() {
+  return std::string("stages v2_partition and cascade_merge:\n"
+                     "  --check-seqs K             check the first K sequences against the CPU reference\n"
+                     "                             (default: all; 0 = no check, cascade only)\n"
+                     "cascade_merge:\n") +
+         cascade_flags_help() +
          "  --baselines 0|1            also time v2, v1 and optimized on the same block tables\n"
          "                             (default 1)\n"
          "  --prefix-kernel NAME       automatic (default) | mma_4warps | mma_8warps | wgmma\n"
@@ -145,23 +141,7 @@ const char* help_run_split_kv() {
 
 int cmd_run_split_kv(kernels::Stage stage, Flags& f, ProblemSpec spec, int iters) {
   const int check_seqs = f.take_int("check-seqs", -1, -1);
-  if (stage == kernels::Stage::cascade_merge) {
-    const bool seqs_given = f.has("seqs") || f.has("context-lens");
-    spec.shared_prefix_len = f.take_int("prefix-len", 0, 0);
-    const std::vector<int> suffixes = f.take_int_list("suffix-lens");
-    if (!suffixes.empty()) {
-      std::vector<int> lens;
-      if (suffixes.size() == 1) {
-        lens.assign(spec.context_lens.size(), spec.shared_prefix_len + suffixes[0]);
-      } else {
-        if (seqs_given && suffixes.size() != spec.context_lens.size())
-          throw UsageError("--suffix-lens lists " + std::to_string(suffixes.size()) + " lengths but there are " +
-                           std::to_string(spec.context_lens.size()) + " sequences (--seqs)");
-        for (int x : suffixes) lens.push_back(spec.shared_prefix_len + x);
-      }
-      spec.context_lens = lens;
-    }
-  }
+  if (stage == kernels::Stage::cascade_merge) take_cascade_flags(f, spec);
   const bool baselines = f.take_int("baselines", 1, 0) != 0;
   kernels::CascadeOptions opt;
   if (stage == kernels::Stage::cascade_merge) {

@@ -32,11 +32,13 @@ void help_timeline() {
       "a failed write keeps the old file.\n\n"
       "  --stage NAME        record this stage (timed: %s)\n"
       "  --splits N          stage optimized: the split count (0: the planner's choice, as pa-lab run)\n"
+      "stage cascade_merge (the prefix kernel, its chunk reduce, the stage 8 suffix and the merge):\n"
+      "%s"
       "  --json FILE         with --stage: also export the recording as JSON\n"
       "  --from FILE         the timeline file to export (.patl)\n"
       "  -o, --output FILE   with --stage the timeline file to write, with --from the JSON file\n\n"
       "%s",
-      trace::timeline_instances_text().c_str(), problem_flags_help());
+      trace::timeline_instances_text().c_str(), cascade_flags_help(), problem_flags_help());
 }
 
 namespace {
@@ -83,6 +85,7 @@ int record(Flags& f, const std::string& stage_name) {
                      trace::timeline_instances_text() + ")");
   }
   ProblemSpec spec = take_problem_flags(f);
+  if (*stage == trace::Stage::cascade_merge) take_cascade_flags(f, spec);
   trace::TimelineOptions opt;
   opt.force_splits = f.take_int("splits", 0, 0);
   const auto json = f.take("json");
@@ -113,8 +116,8 @@ int record(Flags& f, const std::string& stage_name) {
   d.header.dropped_spans = 0;  // record_timeline reruns with room for every span
   d.spans = r.spans;
   trace::write_timeline(*out, d);
-  std::printf("recorded on %s: %zu spans of %d blocks x %d warps (%d launch%s), %s\nwrote %s\n", r.gpu_name.c_str(),
-              r.spans.size(), r.grid_blocks, r.warps_per_block, r.launches,
+  std::printf("recorded on %s: %zu spans of %llu warps (%d launch%s), %s\nwrote %s\n", r.gpu_name.c_str(),
+              r.spans.size(), static_cast<unsigned long long>(r.warps), r.launches,
               r.launches == 1 ? "" : "es, the first buffer was too small", r.plan.c_str(), out->c_str());
   print_overhead(d.header);
   if (json) export_json(*json, d, *out);

@@ -190,6 +190,31 @@ const char* problem_flags_help() {
   return text.c_str();
 }
 
+void take_cascade_flags(Flags& f, ProblemSpec& spec) {
+  const bool seqs_given = f.has("seqs") || f.has("context-lens");
+  spec.shared_prefix_len = f.take_int("prefix-len", 0, 0);
+  const std::vector<int> suffixes = f.take_int_list("suffix-lens");
+  if (suffixes.empty()) return;
+  std::vector<int> lens;
+  if (suffixes.size() == 1) {
+    lens.assign(spec.context_lens.size(), spec.shared_prefix_len + suffixes[0]);
+  } else {
+    if (seqs_given && suffixes.size() != spec.context_lens.size())
+      throw UsageError("--suffix-lens lists " + std::to_string(suffixes.size()) + " lengths but there are " +
+                       std::to_string(spec.context_lens.size()) + " sequences (--seqs)");
+    for (int x : suffixes) lens.push_back(spec.shared_prefix_len + x);
+  }
+  spec.context_lens = lens;
+}
+
+const char* cascade_flags_help() {
+  return "  --prefix-len P             tokens every sequence shares (same physical blocks;\n"
+         "                             a multiple of the block size; default 0)\n"
+         "  --suffix-lens A,B,...      unique tokens after the prefix, one per sequence, or one\n"
+         "                             value for all --seqs sequences (context = P + suffix);\n"
+         "                             without it the contexts come from --context-len(s)\n";
+}
+
 void check_writable(const std::string& path, const char* option) {
   try {
     core::check_can_write(path);

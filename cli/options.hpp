@@ -48,6 +48,13 @@ const char* problem_flags_help();
 // shared_prefix_len, ...), the value and what is accepted.
 void validate_problem_flags(const ProblemSpec& spec);
 
+// The cascade's problem flags (pa-lab run and timeline, stage cascade_merge):
+// --prefix-len P (the tokens every sequence shares) and --suffix-lens
+// A,B,... (each sequence's own tokens, or one value for all; the contexts
+// become P + suffix). Call after take_problem_flags.
+void take_cascade_flags(Flags& f, ProblemSpec& spec);
+const char* cascade_flags_help();
+
 DType parse_dtype(const std::string& s);
 
 // A file a command will write, checked before any work (core::check_can_write):

@@ -233,6 +233,13 @@ const V2Args& StageRunner::v2_args() const {
     throw std::logic_error(std::string("StageRunner::v2_args: the runner is for stage ") + stage_name(impl_->stage));
   return impl_->v2;
 }
+const CascadePlan& StageRunner::cascade_plan() const {
+  if (impl_->stage != Stage::cascade_merge)
+    throw std::logic_error(std::string("StageRunner::cascade_plan: the runner is for stage ") +
+                           stage_name(impl_->stage));
+  return impl_->cascade;
+}
+void* StageRunner::workspace() const { return impl_->ws.get(); }
 void StageRunner::poison_outputs() { impl_->poison(); }
 
 #else  // no CUDA: say so
@@ -249,6 +256,8 @@ RunResult StageRunner::run() { throw NoGpuError("built without CUDA"); }
 StageTiming StageRunner::time(int, int) { throw NoGpuError("built without CUDA"); }
 const StageArgs& StageRunner::stage_args() const { throw NoGpuError("built without CUDA"); }
 const V2Args& StageRunner::v2_args() const { throw NoGpuError("built without CUDA"); }
+const CascadePlan& StageRunner::cascade_plan() const { throw NoGpuError("built without CUDA"); }
+void* StageRunner::workspace() const { throw NoGpuError("built without CUDA"); }
 void StageRunner::poison_outputs() { throw NoGpuError("built without CUDA"); }
 
 #endif

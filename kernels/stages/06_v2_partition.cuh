@@ -277,9 +277,11 @@ void launch_v2_kernels(const V2Args& a, Tracer tracer, cudaStream_t stream) {
   const dim3 grid(a.base.num_heads, a.base.num_seqs, a.max_partitions > 0 ? a.max_partitions : 1);
   kernel<<<grid, Cfg::kNumThreads, dyn, stream>>>(a, tracer);
   PA_CUDA_CHECK(cudaGetLastError());
-  if constexpr (kTimingEnabled<Tracer>) {  // a timeline tells the two kernels apart; the reduce's warps follow
-    const unsigned partition_warps = grid.x * grid.y * grid.z * Cfg::kNumWarps;
-    launch_v2_reduce<Elem<Cfg>>(a, stream, tracer.for_kernel(trace::KernelRole::reduce, partition_warps));
+  if constexpr (kTimingEnabled<Tracer>) {  // a timeline tells the two kernels apart; the reduce's slots follow
+    const unsigned long long partition_warps = static_cast<unsigned long long>(grid.x) * grid.y * grid.z * Cfg::kNumWarps;
+    launch_v2_reduce<Elem<Cfg>>(
+        a, stream,
+        tracer.for_kernel(trace::KernelRole::reduce, tracer.slot_base + tracer.slots(partition_warps), tracer.per_warp));
   } else {
     launch_v2_reduce<Elem<Cfg>>(a, stream, tracer);
   }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "07_cascade_merge.cuh"
+#include "07_cascade_pipeline.cuh"
 #include "host_checks.hpp"
 #include "pa/kernels/cascade.hpp"
 
@@ -48,35 +49,6 @@ std::size_t carve(std::size_t& cursor, std::size_t bytes) {
   cursor += (bytes + kAlign - 1) / kAlign * kAlign;
   return at;
 }
-template <class T>
-T* at(void* base, std::size_t off) {
-  return reinterpret_cast<T*>(static_cast<char*>(base) + off);
-}
-
-// The cascade's side streams and their fork/join events: created once per
-// process on first use (the lab runs on one device, from one host thread:
-// concurrent launch_cascade calls from several threads would share them) and kept.
-// `stream` (lowest priority) runs the suffix; `high` (highest priority) the
-// prefix when plan.streams == 2, so the block scheduler places the long prefix
-// blocks first and fills the SMs' remaining room with suffix blocks.
-struct SideStream {
-  cudaStream_t stream = nullptr, high = nullptr;
-  cudaEvent_t fork = nullptr, join = nullptr, join_high = nullptr;
-  SideStream() {
-    int least = 0, greatest = 0;
-    PA_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    PA_CUDA_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, least));
-    PA_CUDA_CHECK(cudaStreamCreateWithPriority(&high, cudaStreamNonBlocking, greatest));
-    PA_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-    PA_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
-    PA_CUDA_CHECK(cudaEventCreateWithFlags(&join_high, cudaEventDisableTiming));
-  }
-};
-SideStream& side_stream() {
-  static SideStream s;
-  return s;
-}
-
 // The wgmma prefix kernel runs where it was built (sm_90a objects, prefix_wgmma_head_ok heads)
 // and the device is compute 9.0 (sm_90a code runs on nothing else).
 bool wgmma_usable(const StageArgs& b) {
@@ -193,138 +165,37 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len, cons
   return p;
 }
 
-CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws, float* lse_out, void* stream,
-                             CascadeParts parts) {
-  check_base(b);
-  if (b.out == nullptr) bad("cascade: null output pointer");
-  if (ws == nullptr && p.workspace_bytes > 0) bad("cascade: null workspace (plan.workspace_bytes needed)");
-  const auto s = static_cast<cudaStream_t>(stream);
-  const StateGeometry stg{b.num_heads, b.head_size};
-
-  StageArgs inputs = b;  // the sub-launches write states, never base.out
-  inputs.out = nullptr;
-  V2Args v2;
-  v2.base = inputs;
-  v2.stg = stg;
-
-  if (p.prefix_len == 0) {  // nothing shared: plain V2 straight into the output
-    v2.base.out = b.out;
-    v2.range = {0, -1};
-    v2.max_partitions = p.suffix_partitions;
-    v2.part_out = at<float>(ws, p.suffix_part_out);
-    v2.part_max = at<float>(ws, p.suffix_part_max);
-    v2.part_sum = at<float>(ws, p.suffix_part_sum);
-    v2.pg = {b.num_heads, p.suffix_partitions, b.head_size};
-    v2.lse = lse_out;
-    launch_v2(v2, stream);
-    return {};
-  }
-
-  CascadeStates st;
-  st.prefix_out = at<float>(ws, p.prefix_state_out);
-  st.prefix_lse = at<float>(ws, p.prefix_state_lse);
-  st.suffix_out = at<float>(ws, p.suffix_state_out);
-  st.suffix_lse = at<float>(ws, p.suffix_state_lse);
-
-  // 3. Suffix states: V2 over tokens [prefix_len, context), on the side
-  // stream (forked from `stream`, joined before the merge). With
-  // plan.streams == 2 the prefix goes first, on the high-priority stream.
-  const bool fork = parts == CascadeParts::all && p.streams > 0;
-  const bool high = fork && p.streams == 2;
-  SideStream* side = fork ? &side_stream() : nullptr;
-  if (fork) {
-    PA_CUDA_CHECK(cudaEventRecord(side->fork, s));
-    PA_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
-    if (high) PA_CUDA_CHECK(cudaStreamWaitEvent(side->high, side->fork, 0));
-  }
-  const cudaStream_t prefix_stream = high ? side->high : s;
-  auto launch_suffix = [&] {
-    const cudaStream_t ss = fork ? side->stream : s;
-    if (p.suffix != CascadePlan::Suffix::v2) {  // stage 8 over [prefix_len, context), writing the state
-      OptimizedArgs o = optimized_args(b, p.prefix_len);
-      o.out = nullptr;  // the state instead
-      o.state_out = at<float>(ws, p.suffix_state_out);
-      o.state_lse = at<float>(ws, p.suffix_state_lse);
-      void* ows = p.suffix_opt.workspace_bytes > 0 ? at<char>(ws, p.suffix_opt_ws) : nullptr;
-      // Stage 8 leaves its arrival counters at zero, but this workspace is the
-      // caller's: zero them (a few bytes) before every launch.
-      if (ows != nullptr)
-        PA_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(ows) + p.suffix_opt.counter_offset, 0,
-                                      p.suffix_opt.workspace_bytes - p.suffix_opt.counter_offset, ss));
-      launch_optimized(o, p.suffix_opt, ows, ss);
-      if (fork) PA_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
-      return;
-    }
-    V2Args suf = v2;
-    suf.range = {p.prefix_len, -1};
-    suf.max_partitions = p.suffix_partitions;
-    suf.part_out = at<float>(ws, p.suffix_part_out);
-    suf.part_max = at<float>(ws, p.suffix_part_max);
-    suf.part_sum = at<float>(ws, p.suffix_part_sum);
-    suf.pg = {b.num_heads, p.suffix_partitions, b.head_size};
-    suf.out_state = at<float>(ws, p.suffix_state_out);
-    suf.lse = at<float>(ws, p.suffix_state_lse);
-    launch_v2(suf, ss);
-    if (fork) PA_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
-  };
-  if (parts != CascadeParts::prefix_only && !high) launch_suffix();
-  if (parts == CascadeParts::suffix_only) return st;
-
-  // 1-2. Prefix state: chunks (or fp32 partitions), then their reduce, on `stream`.
-  V2Args pre = v2;
-  pre.range = {0, p.prefix_len};
-  pre.max_partitions = p.prefix_partitions;
-  pre.part_out = at<float>(ws, p.prefix_part_out);
-  pre.part_max = at<float>(ws, p.prefix_part_max);
-  pre.part_sum = at<float>(ws, p.prefix_part_sum);
-  pre.pg = {b.num_heads, p.prefix_partitions, b.head_size};
-  pre.out_state = at<float>(ws, p.prefix_state_out);
-  pre.lse = at<float>(ws, p.prefix_state_lse);
-  if (p.tensor_cores) {
-    const PrefixArgs pa = prefix_args(b, p, ws);
+namespace {
+// The normal kernels of each part of the pipeline (07_cascade_pipeline.cuh).
+struct Launchers {
+  void prefix(const StageArgs& b, const CascadePlan& p, const PrefixArgs& pa, cudaStream_t s) {
     const int v = static_cast<int>(p.prefix_kernel);
-    const cudaStream_t ps = prefix_stream;
     bool ok = false;
 #if PA_CASCADE_WGMMA
     if (p.prefix_kernel == PrefixKernel::wgmma)
-      ok = detail::launch_cascade_prefix_wgmma_any(b.dtype, b.head_size, b.block_size, pa, ps);
+      ok = detail::launch_cascade_prefix_wgmma_any(b.dtype, b.head_size, b.block_size, pa, s);
     else
 #endif
-      ok = b.dtype == DType::f16 ? detail::launch_cascade_prefix_f16(b.head_size, b.block_size, v, pa, ps)
-                                 : detail::launch_cascade_prefix_bf16(b.head_size, b.block_size, v, pa, ps);
+      ok = b.dtype == DType::f16 ? detail::launch_cascade_prefix_f16(b.head_size, b.block_size, v, pa, s)
+                                 : detail::launch_cascade_prefix_bf16(b.head_size, b.block_size, v, pa, s);
     if (!ok) bad("cascade: configuration " + config_text(b) + " is not built (PA_V2_FOR_EACH_HEAD_BLOCK)");
-    pre.base.partition_size = p.chunk_len;  // the reduce counts chunks with the chunk length
-    pre.single_partition_direct = false;    // the prefix kernel never writes a final state
-    if (high) launch_suffix();  // after the prefix kernel: its blocks are placed first
-    if (b.dtype == DType::f16) launch_v2_reduce<__half>(pre, ps);
-    else launch_v2_reduce<__nv_bfloat16>(pre, ps);
-  } else {
-    if (high) launch_suffix();
-    launch_v2(pre, prefix_stream);
   }
-
-  if (parts == CascadeParts::prefix_only) return st;
-  if (fork) PA_CUDA_CHECK(cudaStreamWaitEvent(s, side->join, 0));
-  if (high) {
-    PA_CUDA_CHECK(cudaEventRecord(side->join_high, side->high));
-    PA_CUDA_CHECK(cudaStreamWaitEvent(s, side->join_high, 0));
+  void prefix_reduce(const V2Args& pre, cudaStream_t s) {
+    if (pre.base.dtype == DType::f16) launch_v2_reduce<__half>(pre, s);
+    else launch_v2_reduce<__nv_bfloat16>(pre, s);
   }
+  void suffix(const OptimizedArgs& o, const OptimizedPlan& plan, void* ws, cudaStream_t s) {
+    launch_optimized(o, plan, ws, s);
+  }
+  void v2(const V2Args& a, cudaStream_t s) { launch_v2(a, s); }
+  void merge(const MergeArgs& m, cudaStream_t s) { launch_merge_states(m, s); }
+};
+}  // namespace
 
-  // 4. Merge.
-  MergeArgs m;
-  m.a_out = st.prefix_out;
-  m.a_lse = st.prefix_lse;
-  m.b_out = st.suffix_out;
-  m.b_lse = st.suffix_lse;
-  m.out = b.out;
-  m.out_dtype = b.dtype;
-  m.out_lse = lse_out;
-  m.num_seqs = b.num_seqs;
-  m.num_heads = b.num_heads;
-  m.head_size = b.head_size;
-  m.stg = stg;
-  launch_merge_states(m, stream);
-  return st;
+CascadeStates launch_cascade(const StageArgs& b, const CascadePlan& p, void* ws, float* lse_out, void* stream,
+                             CascadeParts parts) {
+  Launchers launchers;
+  return cascade_pipeline::run(b, p, ws, lse_out, stream, parts, launchers);
 }
 
 int max_v1_context_len(int head_size, int num_warps) {

@@ -86,6 +86,7 @@ __global__ void merge_states_kernel(const float* __restrict__ a_out, const float
                                     const float* __restrict__ b_out, const float* __restrict__ b_lse,
                                     OutT* __restrict__ out, float* __restrict__ out_lse, std::int64_t rows,
                                     StateGeometry stg, Tracer tracer = {}) {
+  PA_TIME_START(tracer);
   const int vecs_per_row = stg.head_size / 4;
   const std::int64_t total = rows * vecs_per_row;
   int it = 0;
@@ -125,6 +126,7 @@ __global__ void merge_states_kernel(const float* __restrict__ a_out, const float
       PA_TRACE(tracer, ev(tc, Step::merge, Op::global_store, Tensor::state_lse).it(it).at(row * 4, 4).val(w.lse));
     }
   }
+  PA_TIME_PHASE(tracer, trace::Phase::merge, -1);  // a timeline: one span per warp, the whole merge
 }
 // LESSON-END(cascade_merge.merge)
 

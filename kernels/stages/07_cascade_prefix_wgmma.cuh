@@ -353,10 +353,18 @@ __device__ __forceinline__ void wgmma_producer_copy(const PrefixArgs& a, int kvh
 inline constexpr int kWgProducerRegs = 40;
 inline constexpr int kWgConsumerRegs = 232;
 
-// The kernel: 256 consumer threads + the producer warpgroup.
-template <class Cfg>
+// The kernel: 256 consumer threads + the producer warpgroup. Timing hooks
+// (PA_TIME_*, nothing at all without a timing tracer): a producer warp ends a
+// prefix_load span per tile it published (the last, iter n_tiles, drains the
+// copies still in flight); a consumer warp ends prefix_load when Q is in its
+// registers, then per tile prefix_qk once S(tile) is done (the wait for the
+// tile's copies and the S wgmma) and prefix_softmax once the softmax and the
+// wait for O += P V of the previous tile are done (the P V wgmma runs
+// asynchronously inside these two spans, so it has no span of its own until
+// the last tile's, prefix_pv), then prefix_store.
+template <class Cfg, class Tracer = NullTracer>
 __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProducerThreads, 1)
-    cascade_prefix_wgmma_kernel(const PrefixArgs a) {
+    cascade_prefix_wgmma_kernel(const PrefixArgs a, Tracer tracer) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Tl = WgmmaPrefixTiling<Cfg>;
   using T = Elem<Cfg>;
@@ -370,6 +378,7 @@ __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProdu
   const std::uint32_t full_bar = smem_base + Tl::kSmemBytes;    // + 8 * stage
   const std::uint32_t empty_bar = full_bar + 8 * Tl::kStages;  // + 8 * stage
 
+  PA_TIME_START(tracer);
   const int tid = threadIdx.x, warp = tid / kWarpSize, lane = tid % kWarpSize;
   const int wg = warp / 4;
   const WgmmaBlock<Tl> blk(a);
@@ -408,10 +417,12 @@ __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProdu
         ptx::fence_proxy_async_smem();  // this lane's copies, visible to the async proxy (wgmma)
         ptx::mbar_arrive(full_bar + 8 * ((t - kAhead + 1) % Tl::kStages));
       }
+      PA_TIME_PHASE(tracer, trace::Phase::prefix_load, t);
     }
     ptx::cp_async_wait<0>();
     ptx::fence_proxy_async_smem();
     for (int t = max(0, n_tiles - kAhead + 1); t < n_tiles; ++t) ptx::mbar_arrive(full_bar + 8 * (t % Tl::kStages));
+    PA_TIME_PHASE(tracer, trace::Phase::prefix_load, n_tiles);
   };
 
   // The consumer warpgroups.
@@ -420,6 +431,7 @@ __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProdu
     asm volatile("bar.sync 1, %0;\n" ::"n"(Tl::kNumThreads) : "memory");  // the consumer warps only
     std::uint32_t qreg[Tl::kHead / 16][4];
     wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
+    PA_TIME_PHASE(tracer, trace::Phase::prefix_load, -1);
     const float scale_log2 = a.scale * 1.4426950408889634f;
     float o[kO];
 #pragma unroll
@@ -470,12 +482,16 @@ __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProdu
     // Tile 0 peeled (no P yet): a branch around wgmma makes ptxas serialize them.
     begin_tile(0);
     ptx::wgmma_wait<0>();
+    PA_TIME_PHASE(tracer, trace::Phase::prefix_qk, 0);
     finish_tile(0);
+    PA_TIME_PHASE(tracer, trace::Phase::prefix_softmax, 0);
     for (int tile = 1; tile < n_tiles; ++tile) {
       begin_tile(tile);
       issue_pv(tile - 1);
       ptx::wgmma_wait<1>();  // S(tile) done; the PV product may still run
+      PA_TIME_PHASE(tracer, trace::Phase::prefix_qk, tile);
       finish_tile(tile);
+      PA_TIME_PHASE(tracer, trace::Phase::prefix_softmax, tile);
     }
     accum_fence(o);
     frag_fence(pa);
@@ -483,9 +499,11 @@ __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProdu
     issue_pv(n_tiles - 1);
     ptx::wgmma_wait<0>();
     accum_fence(o);
+    PA_TIME_PHASE(tracer, trace::Phase::prefix_pv, n_tiles - 1);
 
     if (!blk.warpgroup_has_rows(wg)) return;
     wgmma_store_chunk_state<Tl>(a, o, m, l, blk, warp, lane);
+    PA_TIME_PHASE(tracer, trace::Phase::prefix_store, -1);
   };
 
   if (warp >= Tl::kNumWarps) {  // each warpgroup's role: one branch (setmaxnreg)
@@ -500,15 +518,18 @@ __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProdu
 #endif
 }
 
-template <class Cfg>
-void launch_cascade_prefix_wgmma(const PrefixArgs& a, cudaStream_t stream) {
+// Returns the launch's warps (a timeline's next kernel numbers its warps after them).
+template <class Cfg, class Tracer = NullTracer>
+unsigned launch_cascade_prefix_wgmma(const PrefixArgs& a, cudaStream_t stream, Tracer tracer = {}) {
   using Tl = WgmmaPrefixTiling<Cfg>;
-  auto kernel = &cascade_prefix_wgmma_kernel<Cfg>;
+  auto kernel = &cascade_prefix_wgmma_kernel<Cfg, Tracer>;
   const int smem = Tl::kSmemBytes + overlap_barrier_bytes<Tl>();
   PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const dim3 grid = WgmmaBlock<Tl>::grid(a);
-  kernel<<<grid, Tl::kNumThreads + kWgProducerThreads, smem, stream>>>(a);
+  constexpr int kThreads = Tl::kNumThreads + kWgProducerThreads;
+  kernel<<<grid, kThreads, smem, stream>>>(a, tracer);
   PA_CUDA_CHECK(cudaGetLastError());
+  return grid.x * grid.y * grid.z * (kThreads / kWarpSize);
 }
 
 }  // namespace pa::kernels

@@ -17,12 +17,16 @@
 // q_to_smem, qk, softmax, lv, warp_reduce, once each, in that order. Stage 6:
 // the same plus partition_store in each working partition, nothing in a
 // partition past its sequence, one partition_reduce per reduce warp where
-// the sequence has several partitions.
+// the sequence has several partitions. Stage 7 (the cascade): its four
+// kernels in the order its streams allow, each warp's prefix spans in the
+// wgmma kernel's program order.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <cstdio>
+#include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -260,6 +264,118 @@ TEST_CASE("stage 6 timeline: working partitions run six steps, the reduce one, p
   CHECK(reduce_warps.size() == static_cast<std::size_t>(reducing));
   CHECK(r.untimed_ms > 0.f);
   CHECK(r.timed_ms > 0.f);
+}
+
+TEST_CASE("cascade timeline: the four kernels of the pipeline, in stream order, each warp in program order",
+          "[gpu][timeline][cascade]") {
+  PA_REQUIRE_GPU();
+  // GQA 8:2 and MHA 4:4; suffixes of 1 token, a partial block and several
+  // blocks; a prefix of several wgmma tiles (64 tokens each).
+  struct Case {
+    ProblemSpec spec;
+  };
+  std::vector<Case> cases;
+  for (auto [dt, heads, kv, prefix, salt] :
+       {std::tuple{DType::f16, 8, 2, 1024, 41}, std::tuple{DType::bf16, 4, 4, 320, 42}}) {
+    std::vector<int> ctx;
+    for (int suffix : {1, 17, 300}) ctx.push_back(prefix + suffix);
+    ProblemSpec spec = test::spec_of(dt, 128, 16, heads, kv, ctx, salt);
+    spec.shared_prefix_len = prefix;
+    cases.push_back({spec});
+  }
+  int ran = 0;
+  for (const Case& c : cases) {
+    INFO(c.spec.describe());
+    REQUIRE(can_record_timeline(Stage::cascade_merge, c.spec));
+    const PagedProblem p = make_problem(c.spec);
+    TimelineOptions o;
+    o.timing_iters = 5;
+    const TimelineRecording r = record_timeline(Stage::cascade_merge, p, o);
+    INFO(r.plan);
+    CHECK(r.launches == 1);
+    test::require_close(ref_output(p), r.out, tolerance_for(c.spec.dtype));
+
+    std::map<std::tuple<KernelRole, std::uint32_t, std::uint16_t>, std::vector<Span>> by_warp;
+    std::map<KernelRole, std::pair<std::uint64_t, std::uint64_t>> window;  // first begin, last end
+    for (const Span& sp : r.spans) {
+      REQUIRE(sp.stage == Stage::cascade_merge);
+      REQUIRE(sp.sm < r.sm_count);
+      REQUIRE(sp.t_begin_ns <= sp.t_end_ns);
+      by_warp[{sp.kernel, sp.block, sp.warp}].push_back(sp);
+      auto [it, fresh] = window.try_emplace(sp.kernel, sp.t_begin_ns, sp.t_end_ns);
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, sp.t_begin_ns);
+        it->second.second = std::max(it->second.second, sp.t_end_ns);
+      }
+    }
+    // Each kernel of the pipeline ran and was timed.
+    REQUIRE(window.size() == 4);
+    for (KernelRole k : {KernelRole::prefix, KernelRole::prefix_reduce, KernelRole::suffix, KernelRole::merge})
+      REQUIRE(window.count(k) == 1);
+    // Stream order: the chunk reduce after the prefix kernel, the merge after
+    // both states (the prefix's reduce and the suffix on its side stream).
+    CHECK(window[KernelRole::prefix_reduce].first >= window[KernelRole::prefix].second);
+    CHECK(window[KernelRole::merge].first >= window[KernelRole::prefix_reduce].second);
+    CHECK(window[KernelRole::merge].first >= window[KernelRole::suffix].second);
+
+    // Program order per warp: prefix consumers Q, then (qk, softmax) per tile,
+    // the last P V, the store when their warpgroup has rows; producers one
+    // load per tile and the drain. Reduce and merge warps: one span.
+    // A block's tiles: its chunk's (the plan may cut the prefix into chunks).
+    std::map<std::uint32_t, int> tiles_of;  // from the producer warps
+    int consumers = 0, producers = 0;
+    for (const auto& [key, w] : by_warp) {
+      const auto [kernel, block, warp] = key;
+      INFO("kernel " << to_string(kernel) << " block " << block << " warp " << warp);
+      for (std::size_t i = 1; i < w.size(); ++i) {
+        REQUIRE(w[i].sm == w[i - 1].sm);
+        REQUIRE(w[i].t_begin_ns >= w[i - 1].t_end_ns);
+        REQUIRE(w[i].clk_begin >= w[i - 1].clk_end);
+      }
+      if (kernel == KernelRole::prefix && warp >= 8) {
+        const int tiles = static_cast<int>(w.size()) - 1;
+        REQUIRE(tiles >= 1);
+        for (int t = 0; t <= tiles; ++t) CHECK((w[t].phase == Phase::prefix_load && w[t].iter == t));
+        auto [it, fresh] = tiles_of.try_emplace(block, tiles);
+        CHECK(it->second == tiles);  // the four producer warps agree
+        ++producers;
+      }
+    }
+    for (const auto& [key, w] : by_warp) {
+      const auto [kernel, block, warp] = key;
+      INFO("kernel " << to_string(kernel) << " block " << block << " warp " << warp);
+      if (kernel == KernelRole::prefix && warp < 8) {
+        REQUIRE(tiles_of.count(block) == 1);
+        const int tiles = tiles_of[block];
+        const bool stored = w.size() == static_cast<std::size_t>(2 * tiles + 3);
+        REQUIRE((stored || w.size() == static_cast<std::size_t>(2 * tiles + 2)));
+        CHECK((w[0].phase == Phase::prefix_load && w[0].iter == -1));
+        for (int t = 0; t < tiles; ++t) {
+          CHECK((w[1 + 2 * t].phase == Phase::prefix_qk && w[1 + 2 * t].iter == t));
+          CHECK((w[2 + 2 * t].phase == Phase::prefix_softmax && w[2 + 2 * t].iter == t));
+        }
+        CHECK(w[2 * tiles + 1].phase == Phase::prefix_pv);
+        if (stored) CHECK(w.back().phase == Phase::prefix_store);
+        ++consumers;
+      } else if (kernel == KernelRole::prefix_reduce) {
+        CHECK((w.size() == 1 && w[0].phase == Phase::partition_reduce));
+      } else if (kernel == KernelRole::merge) {
+        CHECK((w.size() == 1 && w[0].phase == Phase::merge));
+      } else if (kernel == KernelRole::suffix) {
+        CHECK(w.front().phase == Phase::opt_prologue);
+      } else {
+        REQUIRE(kernel == KernelRole::prefix);  // a producer, checked above
+      }
+    }
+    CHECK(consumers == 2 * producers);  // 8 consumer warps and 4 producer warps per block
+    CHECK(producers > 0);
+    CHECK(r.untimed_ms > 0.f);
+    CHECK(r.timed_ms > 0.f);
+    std::printf("timeline %s: %zu spans, untimed %.4f ms, timed %.4f ms (%s, %s)\n", c.spec.describe().c_str(),
+                r.spans.size(), r.untimed_ms, r.timed_ms, r.plan.c_str(), r.gpu_name.c_str());
+    ++ran;
+  }
+  CHECK(ran == 2);
 }
 
 TEST_CASE("timeline recording refuses what it cannot time, naming what it can", "[timeline]") {

@@ -24,6 +24,7 @@
 #include "pa/kernels/runner.hpp"
 #include "pa/kernels/timing_tracer.cuh"
 #include "pa/trace/timeline_record.hpp"
+#include "timeline_cascade.hpp"
 
 namespace pa::trace {
 namespace {
@@ -77,27 +78,23 @@ bool timed_opt(DType dt, int head_size, int block_size, int head_tiles, TimedOpt
   return false;
 }
 
-kernels::TimingTracer tracer_for(Stage stage, Span* spans, unsigned long long* count, unsigned per_warp) {
+kernels::TimingTracer tracer_for(Stage stage, Span* spans, unsigned long long* count) {
   kernels::TimingTracer t;
   t.spans = spans;
   t.count = count;
-  t.per_warp = per_warp;
   t.stage = stage;
   t.kernel = KernelRole::main;
   return t;
 }
 
-// Span slots per warp when TimelineOptions::spans_per_warp is 0: what each
-// stage's hooks end at most (a warp that needs more makes record_timeline run
-// once more with room for it, and the tests check that it did not have to).
-// v1: its five steps. V2: the same and partition_store; a reduce warp ends
-// one. Stage 8: prologue, Q fragments, up to kStages - 1 issues before the
-// loop, five per main-loop iteration (an iteration covers at least one KV
-// block of the split), the warp merge, the arrival and the three merge steps.
+// Span slots per warp (TimelineOptions::spans_per_warp may raise them): what
+// each stage's hooks end at most (a warp that needs more makes
+// record_timeline run once more with room for it, and the tests check that it
+// did not have to). v1: its five steps. V2: the same and partition_store; a
+// reduce warp ends one. Stage 8: opt_spans_per_warp (timeline_cascade.hpp).
 constexpr unsigned kV1SpansPerWarp = 5, kV2SpansPerWarp = 6;
 // 4 GiB of spans at most, a limit on device memory, not on the format.
 constexpr unsigned long long kMaxSpanSlots = (4ull << 30) / sizeof(Span);
-unsigned opt_spans_per_warp(const OptimizedPlan& plan) { return 16u + 5u * static_cast<unsigned>(plan.split_blocks); }
 
 }  // namespace
 
@@ -110,7 +107,9 @@ std::string timeline_instances_text() {
 #define PA_X(DT, HS, BS, HT) s += std::string(" ") + dtype_name(DType::DT) + "/" #HS "/" #BS "/" #HT;
   PA_TIMELINE_OPT_CONFIGS(PA_X)
 #undef PA_X
-  return s + " (head tiles 1: GQA groups of at most 8 heads)";
+  s += " (head tiles 1: GQA groups of at most 8 heads); stage cascade_merge: fp16/128/16 and bf16/128/16 with a "
+       "shared prefix, GQA groups of at most 8, the wgmma prefix kernel and the stage 8 suffix (sm_90)";
+  return s;
 }
 
 bool can_record_timeline(Stage stage, const ProblemSpec& s) {
@@ -127,6 +126,7 @@ bool can_record_timeline(Stage stage, const ProblemSpec& s) {
     TimedOptFns f{};
     return timed_opt(s.dtype, s.head_size, s.block_size, opt_head_tiles(s.num_heads / s.num_kv_heads), f);
   }
+  if (stage == Stage::cascade_merge) return detail::can_time_cascade(s);
   return false;
 }
 
@@ -165,19 +165,27 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
   kernels::StageRunner runner(p, stage, ro);
   const kernels::StageArgs& base = runner.stage_args();
 
-  // The launch with a given tracer.
-  std::function<void(const kernels::TimingTracer&)> timed;
+  // The launch with a given tracer: each stage's slot layout and kernels.
+  detail::TimedLaunch tl;
   kernels::DeviceBuffer ws;
   opt::OptParams prm{};
-  unsigned bound = 0;                  // span slots per warp the stage needs at most
-  unsigned long long extra_warps = 0;  // warps of a second kernel (stage 6's reduce)
+  // One kernel of `warps` warps (stage 6: and its reduce, the same bound per
+  // warp, its slots after the partition kernel's).
+  auto single = [](unsigned long long warps, unsigned bound, auto&& launch) {
+    detail::TimedLaunch one;
+    one.slots = [warps, bound](unsigned min_per_warp) { return warps * std::max(bound, min_per_warp); };
+    one.launch = [bound, launch](const kernels::TimingTracer& t, unsigned min_per_warp) {
+      launch(t.for_kernel(KernelRole::main, 0, std::max(bound, min_per_warp)));
+    };
+    return one;
+  };
   if (stage == Stage::warp_reduce) {
     V1Launch f = nullptr;
     timed_v1(s.dtype, s.head_size, s.block_size, f);
     r.plan = "v1: one block per (head, sequence), " + std::to_string(s.num_threads) + " threads";
     r.grid_blocks = s.num_heads * p.num_seqs();
-    bound = kV1SpansPerWarp;
-    timed = [&, f](const kernels::TimingTracer& t) { f(base, t, nullptr); };
+    tl = single(static_cast<unsigned long long>(r.grid_blocks) * r.warps_per_block, kV1SpansPerWarp,
+                [&base, f](const kernels::TimingTracer& t) { f(base, t, nullptr); });
   } else if (stage == Stage::v2_partition) {
     V2Launch f = nullptr;
     timed_v2(s.dtype, s.head_size, s.block_size, f);
@@ -185,9 +193,11 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
     r.plan = "v2: partitions of " + std::to_string(v2.base.partition_size) + " tokens, grid (heads, sequences, " +
              std::to_string(v2.max_partitions) + ") then the reduce, grid (heads, sequences)";
     r.grid_blocks = s.num_heads * p.num_seqs() * v2.max_partitions;  // the partition kernel's; the reduce's are fewer
-    extra_warps = static_cast<unsigned long long>(s.num_heads) * p.num_seqs() * (128 / 32);  // the reduce's
-    bound = kV2SpansPerWarp;
-    timed = [&, f](const kernels::TimingTracer& t) { f(v2, t, nullptr); };
+    const unsigned long long reduce_warps = static_cast<unsigned long long>(s.num_heads) * p.num_seqs() * (128 / 32);
+    tl = single(static_cast<unsigned long long>(r.grid_blocks) * r.warps_per_block + reduce_warps, kV2SpansPerWarp,
+                [&v2, f](const kernels::TimingTracer& t) { f(v2, t, nullptr); });
+  } else if (stage == Stage::cascade_merge) {
+    tl = detail::cascade_timed_launch(runner, p, r);
   } else {
     TimedOptFns f{};
     timed_opt(s.dtype, s.head_size, s.block_size, opt_head_tiles(s.num_heads / s.num_kv_heads), f);
@@ -200,28 +210,30 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
     prm = opt::opt_make_params(a, plan, ws.get());
     const dim3 grid(plan.splits, plan.units, a.num_seqs);
     r.grid_blocks = static_cast<int>(grid.x * grid.y * grid.z);
-    bound = opt_spans_per_warp(plan);
-    timed = [&, f, grid](const kernels::TimingTracer& t) { f.launch(prm, grid, t, nullptr); };
+    tl = single(static_cast<unsigned long long>(r.grid_blocks) * r.warps_per_block, detail::opt_spans_per_warp(plan),
+                [&prm, f, grid](const kernels::TimingTracer& t) { f.launch(prm, grid, t, nullptr); });
   }
 
-  // Every warp its own slots (TimingTracer): the buffer holds per_warp spans
-  // of every warp of the launch. A warp that needed more raised the counter
-  // to the number it wanted: once more with that many.
-  const unsigned long long warps = static_cast<unsigned long long>(r.grid_blocks) * r.warps_per_block + extra_warps;
-  unsigned per_warp = o.spans_per_warp > 0 ? static_cast<unsigned>(o.spans_per_warp) : bound;
+  // Every warp its own slots (TimingTracer): the buffer holds each kernel's
+  // warps x its bound. A warp that needed more raised the counter to the
+  // number it wanted: once more with every bound at least that.
+  unsigned min_per_warp = static_cast<unsigned>(o.spans_per_warp);
+  unsigned long long slots = 0;
   kernels::DeviceBuffer buf, counter(sizeof(unsigned long long));
+  auto tracer = [&] {
+    return tracer_for(stage, static_cast<Span*>(buf.get()), static_cast<unsigned long long*>(counter.get()));
+  };
   for (int attempt = 0;; ++attempt) {
-    const unsigned long long slots = warps * per_warp;
+    slots = tl.slots(min_per_warp);
     if (slots > kMaxSpanSlots) {
-      throw std::invalid_argument("record_timeline: " + std::to_string(warps) + " warps x " + std::to_string(per_warp) +
-                                  " span slots each is more than " + std::to_string(kMaxSpanSlots) +
-                                  " slots (48 bytes each): time a smaller problem");
+      throw std::invalid_argument("record_timeline: " + std::to_string(slots) + " span slots (48 bytes each) is more than " +
+                                  std::to_string(kMaxSpanSlots) + ": time a smaller problem");
     }
     buf = kernels::DeviceBuffer(slots * sizeof(Span));
     PA_CUDA_CHECK(cudaMemset(buf.get(), 0, slots * sizeof(Span)));  // unfilled slots stay empty
     PA_CUDA_CHECK(cudaMemset(counter.get(), 0, sizeof(unsigned long long)));
     runner.poison_outputs();
-    timed(tracer_for(stage, static_cast<Span*>(buf.get()), static_cast<unsigned long long*>(counter.get()), per_warp));
+    tl.launch(tracer(), min_per_warp);
     PA_CUDA_CHECK(cudaGetLastError());
     PA_CUDA_CHECK(cudaDeviceSynchronize());
     ++r.launches;
@@ -229,11 +241,17 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
     PA_CUDA_CHECK(cudaMemcpy(&wanted, counter.get(), sizeof wanted, cudaMemcpyDeviceToHost));
     if (wanted == 0) break;
     if (attempt == 1) throw std::runtime_error("record_timeline: the span count changed between two runs");
-    per_warp = static_cast<unsigned>(wanted);
+    min_per_warp = static_cast<unsigned>(wanted);
   }
-  r.spans.resize(static_cast<std::size_t>(warps * per_warp));
+  r.spans.resize(static_cast<std::size_t>(slots));
   PA_CUDA_CHECK(cudaMemcpy(r.spans.data(), buf.get(), r.spans.size() * sizeof(Span), cudaMemcpyDeviceToHost));
   std::erase_if(r.spans, [](const Span& x) { return kernels::TimingTracer::empty_slot(x); });
+  {
+    std::vector<std::tuple<KernelRole, std::uint32_t, std::uint16_t>> w;
+    for (const Span& x : r.spans) w.emplace_back(x.kernel, x.block, x.warp);
+    std::sort(w.begin(), w.end());
+    r.warps = static_cast<unsigned long long>(std::unique(w.begin(), w.end()) - w.begin());
+  }
   std::sort(r.spans.begin(), r.spans.end(), [](const Span& x, const Span& y) {
     return std::tie(x.kernel, x.block, x.warp, x.t_begin_ns, x.clk_begin) <
            std::tie(y.kernel, y.block, y.warp, y.t_begin_ns, y.clk_begin);
@@ -248,11 +266,10 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
   // The overhead: the same launch, untimed (the runner's normal instance) and
   // timed into the buffer above, which has room for every span (so every
   // launch stores all of them).
-  const kernels::TimingTracer all =
-      tracer_for(stage, static_cast<Span*>(buf.get()), static_cast<unsigned long long*>(counter.get()), per_warp);
+  const kernels::TimingTracer all = tracer();
   r.untimed_ms = runner.time(o.timing_iters, o.timing_warmup).median_ms;
-  r.timed_ms = kernels::median_of(
-      kernels::time_indexed_launches_ms([&](int) { timed(all); }, o.timing_iters, o.timing_warmup, [](int) {}));
+  r.timed_ms = kernels::median_of(kernels::time_indexed_launches_ms(
+      [&](int) { tl.launch(all, min_per_warp); }, o.timing_iters, o.timing_warmup, [](int) {}));
   return r;
 }
 

@@ -14,8 +14,9 @@
 // the untimed kernel, same GPU).
 //
 // Where a span goes: each warp owns per_warp consecutive slots of the buffer
-// (warp w of the launch: slots [w * per_warp, (w + 1) * per_warp)) and fills
-// them in order, so writing a span needs no atomic. A shared counter with one
+// (warp w of the kernel: slots slot_base + [w * per_warp, (w + 1) * per_warp);
+// a second kernel of the same recording starts after the first's slots) and
+// fills them in order, so writing a span needs no atomic. A shared counter with one
 // atomicAdd per span serialised every warp of the GPU on one address: with 90
 // thousand spans in a 45 us decode it more than doubled the kernel's time, and
 // reserving 16 slots per atomic still stalled every warp 1.5-4 us at each
@@ -39,10 +40,10 @@ struct TimingTracer {
   static constexpr bool kEnabled = false;  // no access events
   static constexpr bool kTiming = true;
 
-  trace::Span* spans = nullptr;         // [warps of the launch x per_warp], zeroed by the host
+  trace::Span* spans = nullptr;         // every kernel's slots, zeroed by the host
   unsigned long long* count = nullptr;  // 0, or the most spans one warp wanted when more than per_warp
-  unsigned per_warp = 0;                // slots per warp
-  unsigned warp_base = 0;               // this kernel's first warp: a second kernel's warps follow the first's
+  unsigned per_warp = 0;                // slots per warp of this kernel
+  unsigned long long slot_base = 0;     // this kernel's first slot
   trace::Stage stage = trace::Stage::optimized;
   trace::KernelRole kernel = trace::KernelRole::main;
   // Per-thread state (each thread's copy of the kernel parameter); only lane
@@ -51,15 +52,20 @@ struct TimingTracer {
   std::uint64_t t_begin = 0, clk_begin = 0;
   unsigned used = 0;
 
-  // The tracer of the next kernel of the same launch sequence (stage 6's
-  // reduce after its partition kernel): its warps' slots follow the
-  // `warps_before` warps of the kernels before it.
-  __host__ __device__ TimingTracer for_kernel(trace::KernelRole role, unsigned warps_before) const {
+  // The tracer of another kernel of the same recording (stage 6's reduce
+  // after its partition kernel, the cascade's four kernels): its slots start
+  // at first_slot, per_warp of them per warp.
+  __host__ __device__ TimingTracer for_kernel(trace::KernelRole role, unsigned long long first_slot,
+                                              unsigned slots_per_warp) const {
     TimingTracer t = *this;
     t.kernel = role;
-    t.warp_base += warps_before;
+    t.slot_base = first_slot;
+    t.per_warp = slots_per_warp;
     return t;
   }
+  // The slots a kernel of `warps` warps takes: the next kernel's first slot
+  // is slot_base + slots(warps).
+  __host__ __device__ unsigned long long slots(unsigned long long warps) const { return warps * per_warp; }
   // A slot no warp filled: the host drops these.
   __host__ __device__ static bool empty_slot(const trace::Span& s) { return s.t_end_ns == 0; }
 
@@ -90,8 +96,7 @@ struct TimingTracer {
       atomicMax(count, static_cast<unsigned long long>(i) + 1ull);
     } else {
       const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-      const unsigned long long warp_index = warp_base + static_cast<unsigned long long>(block) * (blockDim.x / 32u) +
-                                            threadIdx.x / 32u;
+      const unsigned long long warp = static_cast<unsigned long long>(block) * (blockDim.x / 32u) + threadIdx.x / 32u;
       trace::Span s;
       s.t_begin_ns = t_begin;
       s.t_end_ns = t_end;
@@ -105,7 +110,7 @@ struct TimingTracer {
       s.kernel = kernel;
       s.reserved = 0;
       s.iter = iter;
-      spans[warp_index * per_warp + i] = s;
+      spans[slot_base + warp * per_warp + i] = s;
     }
     t_begin = global_ns();
     clk_begin = static_cast<std::uint64_t>(clock64());

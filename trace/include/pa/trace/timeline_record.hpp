@@ -18,7 +18,7 @@ namespace pa::trace {
 
 struct TimelineOptions {
   int force_splits = 0;    // stage 8, as pa-lab run --splits; 0: the planner's choice
-  int spans_per_warp = 0;  // span slots per warp, 0: the stage's bound; a run that overflows is repeated once
+  int spans_per_warp = 0;  // span slots per warp at least (0: each kernel's bound); an overflow reruns once
   int timing_iters = 20;   // CUDA-event launches of each kernel for the overhead
   int timing_warmup = 3;
 };
@@ -30,7 +30,8 @@ struct TimelineRecording {
   Stage stage = Stage::optimized;
   std::string plan;             // the launch, in words (stage 8: OptimizedPlan::describe)
   int grid_blocks = 0;          // blocks of the timed launch (stage 6: of the partition kernel)
-  int warps_per_block = 0;
+  int warps_per_block = 0;     // 0 for the cascade, whose kernels differ (12 in the prefix kernel, 4 elsewhere)
+  unsigned long long warps = 0; // warps with at least one span, over every kernel
   std::vector<Span> spans;      // every span of the timed launch, sorted by (kernel, block, warp, begin)
   int launches = 0;             // timed-tracer launches it took (2 after an overflow)
   std::vector<float> out;       // the timed launch's output [seq][head][head_size], decoded:
