@@ -36,7 +36,8 @@ usage: scripts/gpu-check.sh [options]
   --jobs N             sanitizer runs in parallel (default 4)
   --timeout S          limit per sanitizer run in seconds (default 240)
   -h, --help           this text
-Environment: PA_CUDA_ARCHS (default 90), OUT (log folder root).
+Environment: PA_CUDA_ARCHS (default 90), OUT (log folder root), PA_REV (the source revision
+written into trace and timeline files; a copy without .git cannot find it).
 Exit status: 0 when every step passed, 1 otherwise.
 EOF
 }
@@ -137,6 +138,7 @@ if [[ $do_build -eq 1 ]]; then
     cmake -S "$PA_ROOT" -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF \
       "-DPA_QUICK_KERNELS=$([[ $quick_kernels -eq 1 ]] && echo ON || echo OFF)" \
       "-DCMAKE_CUDA_COMPILER=$nvcc" "-DCMAKE_CUDA_ARCHITECTURES=${PA_CUDA_ARCHS:-90}" "${prefix[@]}" \
+      "-DPA_SOURCE_REVISION=${PA_REV:-unknown}" \
       && cmake --build "$bdir" -j "${PA_JOBS:-16}" -- -k 0
   } >"$LOGDIR/build.log" 2>&1
   rc=$?

@@ -33,7 +33,7 @@ struct TimelineRecording {
   int warps_per_block = 0;     // 0 for the cascade, whose kernels differ (12 in the prefix kernel, 4 elsewhere)
   unsigned long long warps = 0; // warps with at least one span, over every kernel
   std::vector<Span> spans;      // every span of the timed launch, sorted by (kernel, block, warp, begin)
-  int launches = 0;             // timed-tracer launches it took (2 after an overflow)
+  int launches = 0;             // recorded timed launches (2 after an overflow; a warm-up launch before them is not counted)
   std::vector<float> out;       // the timed launch's output [seq][head][head_size], decoded:
                                 // the tracer must not change what the kernel computes
   // Median kernel time of the same launch without and with the timing tracer
