@@ -228,7 +228,7 @@ Rgba phase_color(trace::Phase p) {
     case P::partition_reduce: case P::opt_merge_weights: return rgb8(220, 110, 200);
     // The cascade's prefix kernel: deeper shades of the same hues, since its
     // timeline also holds the suffix kernel's qk, softmax and lv.
-    case P::prefix_load: return rgb8(70, 115, 205);
+    case P::prefix_load: return rgb8(35, 80, 150);
     case P::prefix_qk: return rgb8(195, 100, 45);
     case P::prefix_softmax: return rgb8(185, 165, 40);
     case P::prefix_pv: return rgb8(50, 145, 80);
