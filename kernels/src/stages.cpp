@@ -2,13 +2,16 @@
 // C++, built with and without CUDA (the no-GPU build validates the same way).
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "pa/index/config.hpp"
 #include "pa/index/layout.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/instances.hpp"
+#include "pa/kernels/v2_partition_instances.hpp"
 #include "pa/core/config_dispatch.hpp"
 
 namespace pa::kernels {
@@ -69,15 +72,20 @@ std::string stage_names_text() {
   return s;
 }
 
-std::vector<KernelKey> built_configs() {
+namespace {
+// Every dtype with each (head size, block size) of a build's instance list.
+std::vector<KernelKey> keys_of(std::initializer_list<std::pair<int, int>> head_blocks) {
   std::vector<KernelKey> v;
-  for (DType dt : kAllDTypes) {
-#define PA_X(H, B) v.push_back({dt, H, B, 128});
-    PA_FOR_EACH_HEAD_BLOCK(PA_X)
-#undef PA_X
-  }
+  for (DType dt : kAllDTypes)
+    for (const auto& [h, b] : head_blocks) v.push_back({dt, h, b, 128});
   return v;
 }
+}  // namespace
+
+#define PA_X(H, B) {H, B},
+std::vector<KernelKey> built_configs() { return keys_of({PA_FOR_EACH_HEAD_BLOCK(PA_X)}); }
+std::vector<KernelKey> v2_built_configs() { return keys_of({PA_V2_FOR_EACH_HEAD_BLOCK(PA_X)}); }
+#undef PA_X
 
 bool quick_kernels_build() {
 #if defined(PA_QUICK_KERNELS) && PA_QUICK_KERNELS

@@ -67,18 +67,24 @@ CascadeStates run(const StageArgs& b, const CascadePlan& p, void* ws, float* lse
 
   StageArgs inputs = b;  // the sub-launches write states, never base.out
   inputs.out = nullptr;
-  V2Args v2;
-  v2.base = inputs;
-  v2.stg = stg;
+  // V2 over `range` with `parts` partitions in the workspace's buffers at
+  // out/max/sum (the suffix's, or the prefix's chunks).
+  auto v2_over = [&](TokenRange range, int parts, std::size_t out, std::size_t max, std::size_t sum) {
+    V2Args a;
+    a.base = inputs;
+    a.stg = stg;
+    a.range = range;
+    a.max_partitions = parts;
+    a.part_out = at<float>(ws, out);
+    a.part_max = at<float>(ws, max);
+    a.part_sum = at<float>(ws, sum);
+    a.pg = {b.num_heads, parts, b.head_size};
+    return a;
+  };
 
   if (p.prefix_len == 0) {  // nothing shared: plain V2 straight into the output
+    V2Args v2 = v2_over({0, -1}, p.suffix_partitions, p.suffix_part_out, p.suffix_part_max, p.suffix_part_sum);
     v2.base.out = b.out;
-    v2.range = {0, -1};
-    v2.max_partitions = p.suffix_partitions;
-    v2.part_out = at<float>(ws, p.suffix_part_out);
-    v2.part_max = at<float>(ws, p.suffix_part_max);
-    v2.part_sum = at<float>(ws, p.suffix_part_sum);
-    v2.pg = {b.num_heads, p.suffix_partitions, b.head_size};
     v2.lse = lse_out;
     L.v2(v2, s);
     return {};
@@ -119,13 +125,8 @@ CascadeStates run(const StageArgs& b, const CascadePlan& p, void* ws, float* lse
       if (fork) PA_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
       return;
     }
-    V2Args suf = v2;
-    suf.range = {p.prefix_len, -1};
-    suf.max_partitions = p.suffix_partitions;
-    suf.part_out = at<float>(ws, p.suffix_part_out);
-    suf.part_max = at<float>(ws, p.suffix_part_max);
-    suf.part_sum = at<float>(ws, p.suffix_part_sum);
-    suf.pg = {b.num_heads, p.suffix_partitions, b.head_size};
+    V2Args suf =
+        v2_over({p.prefix_len, -1}, p.suffix_partitions, p.suffix_part_out, p.suffix_part_max, p.suffix_part_sum);
     suf.out_state = at<float>(ws, p.suffix_state_out);
     suf.lse = at<float>(ws, p.suffix_state_lse);
     L.v2(suf, ss);
@@ -135,13 +136,8 @@ CascadeStates run(const StageArgs& b, const CascadePlan& p, void* ws, float* lse
   if (parts == CascadeParts::suffix_only) return st;
 
   // 1-2. Prefix state: chunks (or fp32 partitions), then their reduce, on `stream`.
-  V2Args pre = v2;
-  pre.range = {0, p.prefix_len};
-  pre.max_partitions = p.prefix_partitions;
-  pre.part_out = at<float>(ws, p.prefix_part_out);
-  pre.part_max = at<float>(ws, p.prefix_part_max);
-  pre.part_sum = at<float>(ws, p.prefix_part_sum);
-  pre.pg = {b.num_heads, p.prefix_partitions, b.head_size};
+  V2Args pre =
+      v2_over({0, p.prefix_len}, p.prefix_partitions, p.prefix_part_out, p.prefix_part_max, p.prefix_part_sum);
   pre.out_state = at<float>(ws, p.prefix_state_out);
   pre.lse = at<float>(ws, p.prefix_state_lse);
   if (p.tensor_cores) {

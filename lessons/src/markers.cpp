@@ -139,20 +139,39 @@ constexpr const char* kExerciseForm =
     "<!-- pa:exercise id=ID ask=WHAT [step=STEP] [block=ROLE] [op=OP] [tensor=TENSOR] [select=KEY=N,...] -->";
 constexpr const char* kSelectKeys = "warp lane iter occurrence token dim seq head partition logical_block";
 
+}  // namespace
+
+std::vector<KeyValue> split_key_values(std::string_view s) {
+  std::vector<KeyValue> out;
+  std::size_t b = 0;
+  while (b <= s.size()) {
+    std::size_t e = s.find(',', b);
+    if (e == std::string_view::npos) e = s.size();
+    KeyValue kv;
+    kv.item = s.substr(b, e - b);
+    const std::size_t eq = kv.item.find('=');
+    kv.ok = eq != std::string_view::npos && eq > 0;
+    if (kv.ok) {
+      kv.key = kv.item.substr(0, eq);
+      kv.value = kv.item.substr(eq + 1);
+    }
+    out.push_back(kv);
+    b = e + 1;
+  }
+  return out;
+}
+
+namespace {
+
 // select=KEY=N,KEY=N,...: every key once, every N a whole number in [0, 2^30).
 ExerciseSelect parse_select(std::string_view value, const std::string& file, int line) {
   ExerciseSelect sel;
-  std::size_t b = 0;
-  while (b <= value.size()) {
-    std::size_t e = value.find(',', b);
-    if (e == std::string_view::npos) e = value.size();
-    const std::string_view item = value.substr(b, e - b);
-    const std::size_t eq = item.find('=');
-    const std::string shown(item.substr(0, 64));
-    if (eq == std::string_view::npos || eq == 0 || eq + 1 == item.size()) {
-      throw LessonError(file, line, "pa:exercise: select item '" + shown + "' is not KEY=N (keys: " + kSelectKeys + ")");
+  for (const KeyValue& kv : split_key_values(value)) {
+    if (!kv.ok || kv.value.empty()) {
+      throw LessonError(file, line, "pa:exercise: select item '" + std::string(kv.item.substr(0, 64)) +
+                                        "' is not KEY=N (keys: " + kSelectKeys + ")");
     }
-    const std::string_view key = item.substr(0, eq), num = item.substr(eq + 1);
+    const std::string_view key = kv.key, num = kv.value;
     std::optional<int>* slot = key == "warp"            ? &sel.warp
                                : key == "lane"          ? &sel.lane
                                : key == "iter"          ? &sel.iter
@@ -182,7 +201,6 @@ ExerciseSelect parse_select(std::string_view value, const std::string& file, int
                                         std::string(num.substr(0, 64)) + "' is not a whole number in [0, 2^30)");
     }
     *slot = static_cast<int>(n);
-    b = e + 1;
   }
   return sel;
 }

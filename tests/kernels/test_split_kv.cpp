@@ -27,7 +27,6 @@
 #include "pa/kernels/cascade_run.hpp"
 #include "pa/kernels/runner.hpp"
 #include "pa/kernels/v2_partition_args.hpp"
-#include "pa/kernels/v2_partition_instances.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/core/tolerance.hpp"
@@ -66,17 +65,6 @@ std::vector<KernelKey> one_config_per_dtype() {
   std::set<int> seen;
   for (const auto& k : built_configs())
     if (seen.insert(static_cast<int>(k.dtype)).second) out.push_back(k);
-  return out;
-}
-
-// Every (dtype, head, block) compiled for stages 6-7 (v2_partition_instances.hpp).
-std::vector<KernelKey> v2c_configs() {
-  std::vector<KernelKey> out;
-  for (DType dt : kAllDTypes) {
-#define PA_X(H, B) out.push_back({dt, H, B, 128});
-    PA_V2_FOR_EACH_HEAD_BLOCK(PA_X)
-#undef PA_X
-  }
   return out;
 }
 
@@ -336,7 +324,7 @@ TEST_CASE("cascade chunk rule and the V1/V2 rule", "[cascade][v2]") {
 TEST_CASE("v2: partitions and reduce match the reference", "[gpu][v2]") {
   require_gpu();
   std::uint64_t salt = 100;
-  for (const KernelKey& k : v2c_configs()) {
+  for (const KernelKey& k : kernels::v2_built_configs()) {
     const int bs = k.block_size;
     SECTION(describe(k)) {
       // Contexts: shorter than one partition, exactly one, one token into the
@@ -464,7 +452,7 @@ void check_cascade(const KernelKey& k, int prefix, std::vector<int> suffixes, in
 TEST_CASE("cascade equals plain attention over prefix + suffix", "[gpu][cascade]") {
   require_gpu();
   std::uint64_t salt = 600;
-  for (const KernelKey& k : v2c_configs()) {
+  for (const KernelKey& k : kernels::v2_built_configs()) {
     const int bs = k.block_size;
     SECTION(describe(k)) {
       // prefix lengths: one block, not a multiple of the tile, several chunks;
@@ -494,7 +482,7 @@ TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
   // configuration (as in the prefix kernel test below).
   int config_index = 0;
   std::set<std::pair<int, int>> suffix_streams;
-  for (const KernelKey& k : v2c_configs()) {
+  for (const KernelKey& k : kernels::v2_built_configs()) {
     if (k.dtype == DType::f32) continue;  // stage 8 is fp16/bf16 only
     const int bs = k.block_size;
     ++config_index;
@@ -534,7 +522,7 @@ TEST_CASE("cascade: the suffix through stage 8", "[gpu][cascade]") {
       }
     }
   }
-  REQUIRE(config_index == 2 * static_cast<int>(v2c_configs().size() / 3));
+  REQUIRE(config_index == 2 * static_cast<int>(kernels::v2_built_configs().size() / 3));
   if (config_index >= 3) REQUIRE(suffix_streams.size() == 6);
 }
 
@@ -555,7 +543,7 @@ TEST_CASE("cascade: every prefix kernel and stream mode", "[gpu][cascade]") {
   constexpr PrefixKernel kKernels[] = {PrefixKernel::mma_4warps, PrefixKernel::mma_8warps, PrefixKernel::wgmma};
   int config_index = 0;
   std::set<std::pair<int, int>> kernel_streams;
-  for (const KernelKey& k : v2c_configs()) {
+  for (const KernelKey& k : kernels::v2_built_configs()) {
     if (k.dtype == DType::f32) continue;  // no tensor-core prefix
     const int bs = k.block_size;
     ++config_index;
@@ -589,6 +577,6 @@ TEST_CASE("cascade: every prefix kernel and stream mode", "[gpu][cascade]") {
   }
   // Two 16-bit types x every built (head, block); every kernel met every stream
   // mode (the quick build has two configurations: each kernel meets two modes).
-  REQUIRE(config_index == 2 * static_cast<int>(v2c_configs().size() / 3));
+  REQUIRE(config_index == 2 * static_cast<int>(kernels::v2_built_configs().size() / 3));
   if (config_index >= 3) REQUIRE(kernel_streams.size() == 9);
 }

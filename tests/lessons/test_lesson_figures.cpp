@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "pa/lessons/lesson.hpp"
+#include "pa/lessons/markers.hpp"
 
 using namespace pa::lesson;
 namespace fs = std::filesystem;
@@ -198,15 +199,9 @@ struct Cited {
 
 std::vector<std::pair<std::string, std::string>> parse_filters(const std::string& s) {
   std::vector<std::pair<std::string, std::string>> out;
-  std::size_t b = 0;
-  while (b <= s.size()) {
-    std::size_t e = s.find(',', b);
-    if (e == std::string::npos) e = s.size();
-    const std::string kv = s.substr(b, e - b);
-    const std::size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) throw std::runtime_error("filter '" + kv + "' is not KEY=VALUE");
-    out.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-    b = e + 1;
+  for (const KeyValue& kv : split_key_values(s)) {
+    if (!kv.ok) throw std::runtime_error("filter '" + std::string(kv.item) + "' is not KEY=VALUE");
+    out.emplace_back(kv.key, kv.value);
   }
   return out;
 }

@@ -77,6 +77,9 @@ struct KernelKey {
 // The (dtype, head, block, threads) instances compiled into this build (the
 // same for stages 1-5). PA_QUICK_KERNELS builds only head 128 x block 16.
 std::vector<KernelKey> built_configs();
+// Those of stages 6-7 (v2_partition_instances.hpp: in quick builds two more
+// corners, head 64 x block 8 and head 256 x block 32).
+std::vector<KernelKey> v2_built_configs();
 bool quick_kernels_build();
 // "fp16 head 128 block 16 threads 128" ...
 std::string describe(const KernelKey& k);

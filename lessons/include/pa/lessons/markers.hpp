@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pa/core/event.hpp"
 #include "pa/index/events.hpp"
@@ -96,5 +97,14 @@ const char* op_name(pa::trace::Op op);
 const char* tensor_name(pa::trace::Tensor tensor);
 std::optional<ExerciseAsk> exercise_ask_from_name(std::string_view name);
 const char* exercise_ask_name(ExerciseAsk ask);
+
+// "KEY=VALUE,KEY=VALUE,...": the items in order, each split at its first '='
+// (ok false for an item without one or with an empty key). The exercise
+// markers' select= and the lesson-figure citations' filters read it.
+struct KeyValue {
+  std::string_view item, key, value;
+  bool ok = false;
+};
+std::vector<KeyValue> split_key_values(std::string_view s);
 
 }  // namespace pa::lesson
