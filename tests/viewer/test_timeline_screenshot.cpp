@@ -16,6 +16,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -316,4 +317,62 @@ TEST_CASE("timeline: a missing or corrupt file is a message with the reader's wo
   // A block the timeline lacks: a note, and the grid.
   const Dump d = shot("no_such_block", "--lesson 1 --timeline " + fixture().path + " --timeline-view block:reduce:0");
   CHECK(d.at("timeline_level")[0] == 0);
+}
+
+TEST_CASE("timeline: a lesson's link to a timeline opens it on a click; a hover only names the link",
+          "[viewer][screenshot][timeline]") {
+  // A lessons folder of one lesson whose first paragraph links the fixture
+  // (relative to the lesson's folder, as the lessons link assets/timelines/),
+  // a missing timeline and a cited figure.
+  const std::string dir = kOut + "/link_lessons";
+  fs::create_directories(dir);
+  fs::copy_file(fixture().path, dir + "/fixture.patl", fs::copy_options::overwrite_existing);
+  {
+    std::ofstream f(dir + "/01_links.md");
+    f << "# Lesson 1: links\n\nOpen [fixture.patl](fixture.patl), [gone.patl](gone.patl) or read "
+         "[12.8 us](summary.json#timelines:file=x:window_us).\n";
+  }
+  const std::string args = "--lessons-dir " + dir + " --lesson 1";
+  // A dump line per link word: "KEY x0 y0 x1 y1 url"; the middle of the first word of each link.
+  const std::string layout_png = kOut + "/links_layout.png";
+  REQUIRE(run("links_layout", args + " --size 1600x1000 --screenshot " + layout_png + " --dump-layout " + layout_png +
+                                  ".txt") == 0);
+  std::map<std::string, std::pair<int, int>> at;  // url -> pixel
+  int timeline_links = 0, other_links = 0;
+  {
+    std::ifstream in(layout_png + ".txt");
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      std::string key, url;
+      double x0, y0, x1, y1;
+      ls >> key;
+      if (key != "lesson_timeline_link" && key != "lesson_link") continue;
+      REQUIRE(static_cast<bool>(ls >> x0 >> y0 >> x1 >> y1 >> url));
+      (key == "lesson_timeline_link" ? timeline_links : other_links) += 1;
+      at.try_emplace(url, static_cast<int>((x0 + x1) / 2), static_cast<int>((y0 + y1) / 2));
+    }
+  }
+  CHECK(timeline_links == 2);  // fixture.patl, gone.patl: one word each
+  CHECK(other_links == 2);     // "12.8", "us"
+  REQUIRE(at.count("fixture.patl") == 1);
+  REQUIRE(at.count("gone.patl") == 1);
+  REQUIRE(at.count("summary.json#timelines:file=x:window_us") == 1);
+
+  // Hover: the link is named, nothing opens.
+  const auto [hx, hy] = at["fixture.patl"];
+  const Dump hover = shot("links_hover", args + mouse_at(hx, hy));
+  CHECK(hover.at("timeline")[0] == 0);
+  // Click: the fixture opens below the replay, every span of it.
+  const Dump click = shot("links_click", args + mouse_at(hx, hy) + " --click");
+  REQUIRE(click.at("timeline")[0] == 1);
+  CHECK(click.at("timeline_error")[0] == 0);
+  CHECK(click.at("timeline_spans")[0] == static_cast<double>(fixture().model.spans().size()));
+  // A figure's link opens nothing; a missing timeline is the panel's message, not a crash.
+  const auto [fx, fy] = at["summary.json#timelines:file=x:window_us"];
+  CHECK(shot("links_figure", args + mouse_at(fx, fy) + " --click").at("timeline")[0] == 0);
+  const auto [gx, gy] = at["gone.patl"];
+  const Dump gone = shot("links_gone", args + mouse_at(gx, gy) + " --click");
+  CHECK(gone.at("timeline")[0] == 0);
+  CHECK(gone.at("timeline_error")[0] == 1);
 }

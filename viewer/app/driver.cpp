@@ -95,6 +95,11 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
   for (const DrawnGeometry::CodeBlock& c : s.drawn.code_blocks)
     out << "code_block " << c.line << " " << c.needed_w << " " << c.box_w << " " << c.scrollbar << " " << c.visible << " "
         << c.scroll_max_x << "\n";
+  // The lesson's link words on screen (x0 y0 x1 y1 url): a timeline's
+  // (a click opens it) and any other.
+  for (const DrawnGeometry::LessonLink& l : s.drawn.lesson_links)
+    out << (l.timeline ? "lesson_timeline_link " : "lesson_link ") << l.min.x << " " << l.min.y << " " << l.max.x
+        << " " << l.max.y << " " << l.url << "\n";
   out << "memory_tab " << s.memory_tab << "\n";
   // Checked exercises: "exercise:LESSON:ID verdict answer_ok answer" (Verdict of core/exercise.hpp).
   for (const auto& [key, ui] : s.exercises)

@@ -88,6 +88,14 @@ struct DrawnGeometry {
     float scroll_max_x = 0;
   };
   std::vector<CodeBlock> code_blocks;
+  // The lesson's link words as drawn (a link of several words: one entry a
+  // word), and whether the link is a timeline that a click opens.
+  struct LessonLink {
+    ImVec2 min, max;
+    std::string url;
+    bool timeline = false;
+  };
+  std::vector<LessonLink> lesson_links;
   // The Timeline panel: its plot (the rows' area right of the labels and
   // below the axis), the rows' height and scroll, and each legend swatch
   // (phase, then its rectangle x0 y0 x1 y1).

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <imgui.h>
 
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,31 @@
 
 namespace pa::viewer {
 namespace {
+
+// A link of the lesson: its target relative to the lesson files' folder,
+// without the #fragment (a cited figure's: which value of the file).
+std::string link_path(const AppState& s, const std::string& url) {
+  const std::string file = url.substr(0, url.find('#'));
+  return (std::filesystem::path(s.lessons_dir) / file).lexically_normal().string();
+}
+bool is_timeline_link(const std::string& url) {
+  const std::string file = url.substr(0, url.find('#'));
+  return file.size() > 5 && file.compare(file.size() - 5, 5, ".patl") == 0 && url.find("://") == std::string::npos;
+}
+
+// Hovering a link says where it points (a figure: the file and the value it
+// is quoted from); clicking a timeline's link opens it in the Timeline panel.
+void link_word(AppState& s, const lesson::Span& sp, ImVec2 min, ImVec2 max) {
+  const bool timeline = is_timeline_link(sp.url);
+  s.drawn.lesson_links.push_back({min, max, sp.url, timeline});
+  if (!ImGui::IsWindowHovered() || !ImGui::IsMouseHoveringRect(min, max)) return;
+  const std::size_t hash = sp.url.find('#');
+  if (timeline) ImGui::SetTooltip("%s\nclick: open this timeline below the replay", sp.url.c_str());
+  else if (hash != std::string::npos)  // a cited figure: the file it was measured in, and which value
+    ImGui::SetTooltip("measured: %s\nvalue: %s", sp.url.substr(0, hash).c_str(), sp.url.substr(hash + 1).c_str());
+  else ImGui::SetTooltip("%s", sp.url.c_str());
+  if (timeline && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) open_timeline_file(s, link_path(s, sp.url));
+}
 
 ImFont* span_font(const AppState& s, lesson::SpanKind k, ImFont* base) {
   switch (k) {
@@ -56,8 +82,10 @@ void flow_spans(AppState& s, const std::vector<lesson::Span>& spans, ImFont* bas
       if (sp.kind == lesson::SpanKind::code)
         dl->AddRectFilled(ImVec2(x - 1, y), ImVec2(x + ww + 1, y + fs + 2), IM_COL32(60, 55, 50, 255), 2);
       dl->AddText(f, fs, ImVec2(x, y + (base->FontSize - fs) * 0.5f), c, word.c_str());
-      if (sp.kind == lesson::SpanKind::link)
+      if (sp.kind == lesson::SpanKind::link) {
         dl->AddLine(ImVec2(x, y + fs + 1), ImVec2(x + ww, y + fs + 1), c);
+        link_word(s, sp, ImVec2(x, y), ImVec2(x + ww, y + base->FontSize * 1.32f));
+      }
       x += ww + sw;
       i = k;
     }
@@ -197,6 +225,7 @@ void draw_step_section_line(AppState& s) {
 
 void draw_lesson_panel(AppState& s) {
   s.drawn.code_blocks.clear();
+  s.drawn.lesson_links.clear();
   if (s.doc) draw_step_section_line(s);
   ImGui::BeginChild("##lessontext", ImVec2(0, 0), false);
   ImGui::Indent(10);  // room for the current-section bar
