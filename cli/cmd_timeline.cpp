@@ -96,6 +96,10 @@ int record(Flags& f, const std::string& stage_name) {
   check_writable(*out, "-o / --output");
   if (json) check_writable(*json, "--json");
   validate_problem_flags(spec);
+  if (*stage == trace::Stage::cascade_merge && spec.shared_prefix_len == 0) {
+    throw UsageError("--stage cascade_merge times a cascade: it needs --prefix-len P > 0 (the tokens every "
+                     "sequence shares; with none there is no cascade, time v2_partition or optimized)");
+  }
   if (!trace::can_record_timeline(*stage, spec)) {
     throw UsageError("stage " + stage_name + " with " + spec.describe() + " cannot be timed in this build (timed: " +
                      trace::timeline_instances_text() + ")");

@@ -97,6 +97,12 @@ TEST_CASE("pa-lab timeline refuses wrong command lines and files, saying what is
       {"timeline --stage optimized --from " + good + " -o " + out_patl, kUsage,
        {"--from and --stage do not go together"}},
       {"timeline --stage optimized --heads 0 -o " + out_patl, kUsage, {"--heads"}},
+      {"timeline --stage cascade_merge --context-lens 64 -o " + out_patl, kUsage,
+       {"--stage cascade_merge", "--prefix-len P > 0"}},
+      {"timeline --stage cascade_merge --prefix-len 32 --suffix-lens 1,2 --seqs 3 -o " + out_patl, kUsage,
+       {"--suffix-lens lists 2 lengths", "3 sequences"}},
+      {"timeline --stage cascade_merge --prefix-len 7 --suffix-lens 1 -o " + out_patl, kUsage,
+       {"--prefix-len", "7", "multiple of block_size"}},
   };
   int ran = 0;
   for (const Case& c : cases) {
@@ -109,7 +115,7 @@ TEST_CASE("pa-lab timeline refuses wrong command lines and files, saying what is
     for (const std::string& s : c.must_say) CHECK_THAT(out, ContainsSubstring(s));
     ++ran;
   }
-  CHECK(ran == 16);
+  CHECK(ran == 19);
   CHECK_FALSE(fs::exists(out_json));  // no case wrote anything
   CHECK_FALSE(fs::exists(out_patl));
 
@@ -117,7 +123,8 @@ TEST_CASE("pa-lab timeline refuses wrong command lines and files, saying what is
   CHECK(run_lab("timeline --help", help) == kOk);
   CHECK_THAT(help, ContainsSubstring("--from FILE") && ContainsSubstring("ui.perfetto.dev") &&
                        ContainsSubstring("--stage NAME") && ContainsSubstring("timed:") &&
-                       ContainsSubstring("--context-lens"));
+                       ContainsSubstring("--context-lens") && ContainsSubstring("--prefix-len") &&
+                       ContainsSubstring("--suffix-lens"));
   CHECK(run_lab("--help", help) == kOk);
   CHECK_THAT(help, ContainsSubstring("timeline") && ContainsSubstring("Perfetto"));
   fs::remove_all(dir);
