@@ -122,7 +122,7 @@ int record(Flags& f, const std::string& stage_name) {
   trace::write_timeline(*out, d);
   std::printf("recorded on %s: %zu spans of %llu warps (%d launch%s), %s\nwrote %s\n", r.gpu_name.c_str(),
               r.spans.size(), static_cast<unsigned long long>(r.warps), r.launches,
-              r.launches == 1 ? "" : "es, the first buffer was too small", r.plan.c_str(), out->c_str());
+              r.launches == 1 ? "" : "es: a warp needed more span slots than planned", r.plan.c_str(), out->c_str());
   print_overhead(d.header);
   if (json) export_json(*json, d, *out);
   return kExitOk;

@@ -8,9 +8,9 @@ Usage: scripts/timeline_summary.py OUT.json FILE.json...
 The figures are computed from the spans, never typed: per timeline, the
 launch's time without and with the timing tracer (CUDA events) and the
 tracer's overhead; the window from the first span's start to the last span's
-end; when the warps finished (the earliest, the median and the last warp's
-last span); per kernel of the launch (stage 6's reduce, for example) its first
-start and last end. Per phase: the spans, their mean duration and the share of
+end; when the warps finished (the earliest, the middle one in order of
+finishing, i.e. the upper median, and the last warp's last span); per kernel
+of the launch (stage 6's reduce, for example) its first start and last end. Per phase: the spans, their mean duration and the share of
 all warp-time it takes. Times are microseconds from the first span's start.
 The output is written to a temporary file beside OUT, then renamed.
 """
@@ -28,7 +28,8 @@ def r3(x):
 
 
 def summarise(path):
-    d = json.load(open(path))
+    with open(path) as f:
+        d = json.load(f)
     meta = d["otherData"]
     spans = [e for e in d["traceEvents"] if e.get("ph") == "X"]
     if not spans:
@@ -91,6 +92,7 @@ def main(argv):
     with os.fdopen(fd, "w") as f:
         json.dump(res, f, indent=1)
         f.write("\n")
+    os.chmod(tmp, 0o644)  # mkstemp makes it private; the summary is shipped
     os.replace(tmp, out)
     print(f"wrote {out}: {len(res['timelines'])} timelines, {len(res['phases'])} phases")
     return 0

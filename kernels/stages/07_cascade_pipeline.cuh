@@ -67,18 +67,18 @@ CascadeStates run(const StageArgs& b, const CascadePlan& p, void* ws, float* lse
 
   StageArgs inputs = b;  // the sub-launches write states, never base.out
   inputs.out = nullptr;
-  // V2 over `range` with `parts` partitions in the workspace's buffers at
+  // V2 over `range` with `n_parts` partitions in the workspace's buffers at
   // out/max/sum (the suffix's, or the prefix's chunks).
-  auto v2_over = [&](TokenRange range, int parts, std::size_t out, std::size_t max, std::size_t sum) {
+  auto v2_over = [&](TokenRange range, int n_parts, std::size_t out, std::size_t max, std::size_t sum) {
     V2Args a;
     a.base = inputs;
     a.stg = stg;
     a.range = range;
-    a.max_partitions = parts;
+    a.max_partitions = n_parts;
     a.part_out = at<float>(ws, out);
     a.part_max = at<float>(ws, max);
     a.part_sum = at<float>(ws, sum);
-    a.pg = {b.num_heads, parts, b.head_size};
+    a.pg = {b.num_heads, n_parts, b.head_size};
     return a;
   };
 

@@ -355,8 +355,9 @@ inline constexpr int kWgConsumerRegs = 232;
 
 // The kernel: 256 consumer threads + the producer warpgroup. Timing hooks
 // (PA_TIME_*, nothing at all without a timing tracer): a producer warp ends a
-// prefix_load span per tile it published (the last, iter n_tiles, drains the
-// copies still in flight); a consumer warp ends prefix_load when Q is in its
+// prefix_load span per tile whose copies it issued (iter t; in the same span
+// it publishes tile t - kAhead + 1, and the last span, iter n_tiles, drains
+// the copies still in flight); a consumer warp ends prefix_load when Q is in its
 // registers, then per tile prefix_qk once S(tile) is done (the wait for the
 // tile's copies and the S wgmma) and prefix_softmax once the softmax and the
 // wait for O += P V of the previous tile are done (the P V wgmma runs
@@ -518,7 +519,7 @@ __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProdu
 #endif
 }
 
-// Returns the launch's warps (a timeline's next kernel numbers its warps after them).
+// Returns the launch's warps.
 template <class Cfg, class Tracer = NullTracer>
 unsigned launch_cascade_prefix_wgmma(const PrefixArgs& a, cudaStream_t stream, Tracer tracer = {}) {
   using Tl = WgmmaPrefixTiling<Cfg>;

@@ -48,7 +48,9 @@ unsigned prefix_bound(int chunk_len, unsigned tile_tokens) {
 constexpr unsigned kReduceBound = 1, kMergeBound = 1;
 
 // The launchers of 07_cascade_pipeline.cuh with timing instances. With
-// `dry`, nothing is launched: the pipeline's walk only adds up the slots.
+// `dry`, no kernel is launched and the walk only adds up the slots (the
+// pipeline still records its stream events and zeroes the suffix's arrival
+// counters, which a launch would do anyway).
 template <DType DT>
 struct TimedCascade {
   using T = typename opt::OptElem<DT>::T;
@@ -73,7 +75,7 @@ struct TimedCascade {
     if (!dry) launch_timed_prefix_wgmma(b.dtype, b.head_size, b.block_size, pa, t, s);
   }
   void prefix_reduce(const kernels::V2Args& pre, cudaStream_t s) {
-    const unsigned long long warps = static_cast<unsigned long long>(pre.base.num_heads) * pre.base.num_seqs * 4;
+    const unsigned long long warps = static_cast<unsigned long long>(pre.base.num_heads) * pre.base.num_seqs * 4;  // 128 threads
     const TimingTracer t = take(KernelRole::prefix_reduce, warps, kReduceBound);
     if (!dry) kernels::launch_v2_reduce<T>(pre, s, t);
   }
@@ -91,7 +93,10 @@ struct TimedCascade {
   template <class Cfg>
   static void launch_suffix(const opt::OptParams& prm, dim3 grid, const TimingTracer& t, cudaStream_t s) {
     static_assert(Cfg::kNumThreads == 128, "4 warps per CTA, as counted above");
-    if (opt::opt_prepare_traced<Cfg, TimingTracer>() <= 0) PA_CUDA_CHECK(cudaGetLastError());
+    // Once, as launch_optimized's entry does: the overhead's timed launches
+    // must not pay host work that the untimed cascade does not.
+    static const bool prepared = opt::opt_prepare_traced<Cfg, TimingTracer>() > 0;
+    if (!prepared) PA_CUDA_CHECK(cudaGetLastError());
     opt::opt_launch_traced<Cfg, TimingTracer>(prm, grid, t, s);
     PA_CUDA_CHECK(cudaGetLastError());
   }

@@ -37,8 +37,8 @@ inline unsigned opt_spans_per_warp(const OptimizedPlan& plan) {
 
 // The cascade (stage 7) as the runner plans it: the wgmma prefix kernel, its
 // chunk reduce, the stage 8 suffix and the merge, on the runner's streams.
-// Sets r.plan, r.grid_blocks (every kernel's blocks) and r.warps_per_block
-// (0: the kernels differ). Throws std::invalid_argument when the plan uses a
+// Sets r.plan; r.grid_blocks and r.warps_per_block stay 0 (four kernels of
+// different grids and block sizes; r.warps counts the warps with spans). Throws std::invalid_argument when the plan uses a
 // part without a timing instance (another prefix kernel, the V2 suffix).
 TimedLaunch cascade_timed_launch(kernels::StageRunner& runner, const PagedProblem& p, TimelineRecording& r);
 bool can_time_cascade(const ProblemSpec& s);

@@ -79,6 +79,9 @@ struct TimingTracer {
     asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
     return s;
   }
+  // The timed kernels' blocks are one-dimensional with a multiple of 32
+  // threads (128, 384): warp w of a block is threads [32 w, 32 w + 32), and a
+  // block's warps are blockDim.x / 32, as the host counts them.
   __device__ static bool lane0() { return (threadIdx.x & 31u) == 0; }
 
   __device__ void start() {

@@ -29,7 +29,7 @@ struct TimelineRecording {
   int sm_clock_khz = 0;         // the SM clock the device reports (cudaDevAttrClockRate)
   Stage stage = Stage::optimized;
   std::string plan;             // the launch, in words (stage 8: OptimizedPlan::describe)
-  int grid_blocks = 0;          // blocks of the timed launch (stage 6: of the partition kernel)
+  int grid_blocks = 0;          // blocks of the timed launch (stage 6: of the partition kernel; the cascade: 0)
   int warps_per_block = 0;     // 0 for the cascade, whose kernels differ (12 in the prefix kernel, 4 elsewhere)
   unsigned long long warps = 0; // warps with at least one span, over every kernel
   std::vector<Span> spans;      // every span of the timed launch, sorted by (kernel, block, warp, begin)
