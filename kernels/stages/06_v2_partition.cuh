@@ -249,7 +249,8 @@ __global__ void stage6_v2_reduce_kernel(V2Args a, Tracer tracer) {
 
 namespace pa::kernels {
 
-// Reduce kernel launch: grid (head, seq), 128 threads, max_partitions weights in shared memory.
+// Reduce kernel launch: grid (head, seq), kV2ReduceThreads threads, max_partitions weights in shared memory.
+inline constexpr int kV2ReduceThreads = 128;
 template <class T, class Tracer = NullTracer>
 void launch_v2_reduce(const V2Args& a, cudaStream_t stream, Tracer tracer = {}) {
   // Rounded up to whole float4s: the compiler may read the weights 16 bytes
@@ -260,7 +261,7 @@ void launch_v2_reduce(const V2Args& a, cudaStream_t stream, Tracer tracer = {}) 
   if (dyn > 48 * 1024) {
     PA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(dyn)));
   }
-  kernel<<<dim3(a.base.num_heads, a.base.num_seqs, 1), 128, dyn, stream>>>(a, tracer);
+  kernel<<<dim3(a.base.num_heads, a.base.num_seqs, 1), kV2ReduceThreads, dyn, stream>>>(a, tracer);
   PA_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -75,7 +75,8 @@ struct TimedCascade {
     if (!dry) launch_timed_prefix_wgmma(b.dtype, b.head_size, b.block_size, pa, t, s);
   }
   void prefix_reduce(const kernels::V2Args& pre, cudaStream_t s) {
-    const unsigned long long warps = static_cast<unsigned long long>(pre.base.num_heads) * pre.base.num_seqs * 4;  // 128 threads
+    const unsigned long long warps =
+        static_cast<unsigned long long>(pre.base.num_heads) * pre.base.num_seqs * (kernels::kV2ReduceThreads / 32);
     const TimingTracer t = take(KernelRole::prefix_reduce, warps, kReduceBound);
     if (!dry) kernels::launch_v2_reduce<T>(pre, s, t);
   }

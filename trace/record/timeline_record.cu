@@ -193,7 +193,8 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
     r.plan = "v2: partitions of " + std::to_string(v2.base.partition_size) + " tokens, grid (heads, sequences, " +
              std::to_string(v2.max_partitions) + ") then the reduce, grid (heads, sequences)";
     r.grid_blocks = s.num_heads * p.num_seqs() * v2.max_partitions;  // the partition kernel's; the reduce's are fewer
-    const unsigned long long reduce_warps = static_cast<unsigned long long>(s.num_heads) * p.num_seqs() * (128 / 32);
+    const unsigned long long reduce_warps =
+        static_cast<unsigned long long>(s.num_heads) * p.num_seqs() * (kernels::kV2ReduceThreads / 32);
     tl = single(static_cast<unsigned long long>(r.grid_blocks) * r.warps_per_block + reduce_warps, kV2SpansPerWarp,
                 [&v2, f](const kernels::TimingTracer& t) { f(v2, t, nullptr); });
   } else if (stage == Stage::cascade_merge) {
