@@ -156,6 +156,18 @@ PA_HD float with_sign(float magnitude, std::uint32_t code) {
   return float_of(bits_of(magnitude) | ((code & 0x80u) << 24));
 }
 
+// Either format's encoder: NaN keeps its sign and becomes 0x7f; infinity and
+// every value that rounds past `overflow` become `overflow` (e4m3: 0x7e, the
+// largest finite value, since e4m3 saturates; e5m2: 0x7c, infinity).
+PA_HD std::uint8_t encode(float f, int mbits, int bias, std::uint32_t overflow) {
+  const std::uint32_t x = bits_of(f);
+  const std::uint32_t sign = (x >> 24) & 0x80u, a = x & 0x7fffffffu;
+  if (a > kFloatInf) return static_cast<std::uint8_t>(sign | 0x7fu);  // NaN
+  if (a == kFloatInf) return static_cast<std::uint8_t>(sign | overflow);
+  const std::uint32_t mag = round_magnitude(a, mbits, bias);
+  return static_cast<std::uint8_t>(sign | (mag > overflow ? overflow : mag));
+}
+
 constexpr int kE4m3MantissaBits = fp8_mantissa_bits(Fp8Format::e4m3);
 constexpr int kE4m3Bias = fp8_exponent_bias(Fp8Format::e4m3);
 constexpr int kE5m2MantissaBits = fp8_mantissa_bits(Fp8Format::e5m2);
@@ -171,15 +183,10 @@ PA_HD float fp8_e4m3_to_float(std::uint8_t code) {
   return d::with_sign(d::decode_magnitude(mag, d::kE4m3MantissaBits, d::kE4m3Bias), code);
 }
 
+// Saturating: 0x7e = 448; 0x7f would be NaN, larger codes do not exist.
 PA_HD std::uint8_t fp8_e4m3_from_float(float f) {
   namespace d = fp8_detail;
-  const std::uint32_t x = d::bits_of(f);
-  const std::uint32_t sign = (x >> 24) & 0x80u, a = x & 0x7fffffffu;
-  if (a > d::kFloatInf) return static_cast<std::uint8_t>(sign | 0x7fu);   // NaN
-  if (a == d::kFloatInf) return static_cast<std::uint8_t>(sign | 0x7eu);  // saturate
-  const std::uint32_t mag = d::round_magnitude(a, d::kE4m3MantissaBits, d::kE4m3Bias);
-  // 0x7e = 448; 0x7f would be NaN, larger codes do not exist: saturate.
-  return static_cast<std::uint8_t>(sign | (mag > 0x7eu ? 0x7eu : mag));
+  return d::encode(f, d::kE4m3MantissaBits, d::kE4m3Bias, 0x7eu);
 }
 
 // ---- e5m2 --------------------------------------------------------------------
@@ -190,15 +197,10 @@ PA_HD float fp8_e5m2_to_float(std::uint8_t code) {
   return d::with_sign(d::decode_magnitude(mag, d::kE5m2MantissaBits, d::kE5m2Bias), code);
 }
 
+// IEEE overflow: a value that rounds past 0x7b (57344) is inf (0x7c).
 PA_HD std::uint8_t fp8_e5m2_from_float(float f) {
   namespace d = fp8_detail;
-  const std::uint32_t x = d::bits_of(f);
-  const std::uint32_t sign = (x >> 24) & 0x80u, a = x & 0x7fffffffu;
-  if (a > d::kFloatInf) return static_cast<std::uint8_t>(sign | 0x7fu);   // NaN
-  if (a == d::kFloatInf) return static_cast<std::uint8_t>(sign | 0x7cu);  // inf
-  const std::uint32_t mag = d::round_magnitude(a, d::kE5m2MantissaBits, d::kE5m2Bias);
-  // IEEE overflow: a value that rounds past 0x7b (57344) is inf (0x7c).
-  return static_cast<std::uint8_t>(sign | (mag > 0x7cu ? 0x7cu : mag));
+  return d::encode(f, d::kE5m2MantissaBits, d::kE5m2Bias, 0x7cu);
 }
 
 // ---- either format, and the scaled cache conversions -------------------------
