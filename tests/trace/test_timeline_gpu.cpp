@@ -92,6 +92,15 @@ int check_warp_order(const std::vector<Span>& w) {
   return k;
 }
 
+// The overhead figures are real medians (both launches timed), and one line
+// of the recording for the log.
+void check_and_report(const ProblemSpec& spec, const TimelineRecording& r) {
+  CHECK(r.untimed_ms > 0.f);
+  CHECK(r.timed_ms > 0.f);
+  std::printf("timeline %s: %zu spans, untimed %.4f ms, timed %.4f ms (%s, %s)\n", spec.describe().c_str(),
+              r.spans.size(), r.untimed_ms, r.timed_ms, r.plan.c_str(), r.gpu_name.c_str());
+}
+
 }  // namespace
 
 TEST_CASE("stage 8 timeline: every warp's phases in program order, clocks forward, output unchanged",
@@ -153,10 +162,7 @@ TEST_CASE("stage 8 timeline: every warp's phases in program order, clocks forwar
     REQUIRE(k_all >= 1);
     if (c.force_splits == 1) CHECK(merging_warps == 0);
     if (c.force_splits == 4) CHECK(merging_warps > 0);
-    CHECK(r.untimed_ms > 0.f);
-    CHECK(r.timed_ms > 0.f);
-    std::printf("timeline %s: %zu spans, untimed %.4f ms, timed %.4f ms (%s, %s)\n", c.spec.describe().c_str(),
-                r.spans.size(), r.untimed_ms, r.timed_ms, r.plan.c_str(), r.gpu_name.c_str());
+    check_and_report(c.spec, r);
     ++ran;
   }
   CHECK(ran == 3);
@@ -198,10 +204,7 @@ TEST_CASE("stage 5 timeline: every warp runs the five v1 steps once, in order", 
         REQUIRE(sp.clk_begin >= r.spans[i - 1].clk_end);
       }
     }
-    CHECK(r.untimed_ms > 0.f);
-    CHECK(r.timed_ms > 0.f);
-    std::printf("timeline %s: %zu spans, untimed %.4f ms, timed %.4f ms (%s)\n", spec.describe().c_str(),
-                r.spans.size(), r.untimed_ms, r.timed_ms, r.gpu_name.c_str());
+    check_and_report(spec, r);
     ++ran;
   }
   CHECK(ran == 2);
@@ -263,8 +266,7 @@ TEST_CASE("stage 6 timeline: working partitions run six steps, the reduce one, p
   CHECK(reducing == 2 * heads * 4);
   CHECK(main_warps.size() == static_cast<std::size_t>(working));
   CHECK(reduce_warps.size() == static_cast<std::size_t>(reducing));
-  CHECK(r.untimed_ms > 0.f);
-  CHECK(r.timed_ms > 0.f);
+  check_and_report(spec, r);
 }
 
 TEST_CASE("cascade timeline: the four kernels of the pipeline, in stream order, each warp in program order",
@@ -374,10 +376,7 @@ TEST_CASE("cascade timeline: the four kernels of the pipeline, in stream order, 
     }
     CHECK(consumers == 2 * producers);  // 8 consumer warps and 4 producer warps per block
     CHECK(producers > 0);
-    CHECK(r.untimed_ms > 0.f);
-    CHECK(r.timed_ms > 0.f);
-    std::printf("timeline %s: %zu spans, untimed %.4f ms, timed %.4f ms (%s, %s)\n", c.spec.describe().c_str(),
-                r.spans.size(), r.untimed_ms, r.timed_ms, r.plan.c_str(), r.gpu_name.c_str());
+    check_and_report(c.spec, r);
     ++ran;
   }
   CHECK(ran == 2);
