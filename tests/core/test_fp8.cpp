@@ -101,6 +101,22 @@ bool same_encoding(std::uint32_t got, std::uint32_t want, const Format& fm) {
   return got == want;
 }
 
+// A float and the code it must encode to; each case checked, the count returned.
+struct EdgeCase {
+  float x;
+  std::uint8_t code;
+};
+template <std::size_t N>
+int check_edge_cases(std::uint8_t (*enc)(float), const EdgeCase (&cases)[N]) {
+  int ran = 0;
+  for (const EdgeCase& c : cases) {
+    INFO("x = " << c.x);
+    CHECK(enc(c.x) == c.code);
+    ++ran;
+  }
+  return ran;
+}
+
 }  // namespace
 
 TEST_CASE("fp8: the format constants of pa/core/fp8.hpp are the formats' own", "[core][fp8]") {
@@ -224,12 +240,7 @@ TEST_CASE("fp8: encoding equals the brute-force nearest code for random floats",
 
 TEST_CASE("fp8 e4m3: edge values", "[core][fp8]") {
   const auto enc = fp8_e4m3_from_float;
-  int ran = 0;
-  struct Case {
-    float x;
-    std::uint8_t code;
-  };
-  const Case cases[] = {
+  const EdgeCase cases[] = {
       {0.0f, 0x00},
       {-0.0f, 0x80},
       {448.0f, 0x7e},                              // max
@@ -254,11 +265,7 @@ TEST_CASE("fp8 e4m3: edge values", "[core][fp8]") {
       {-248.0f, 0xf8},
       {1.0f, 0x38},
   };
-  for (const Case& c : cases) {
-    INFO("x = " << c.x);
-    CHECK(enc(c.x) == c.code);
-    ++ran;
-  }
+  const int ran = check_edge_cases(enc, cases);
   CHECK(std::signbit(fp8_e4m3_to_float(0x80)));
   CHECK((enc(kNan) & 0x7f) == 0x7f);
   CHECK((enc(-kNan) & 0x7f) == 0x7f);
@@ -270,12 +277,7 @@ TEST_CASE("fp8 e4m3: edge values", "[core][fp8]") {
 
 TEST_CASE("fp8 e5m2: edge values (torch.float8_e5m2 rounding: overflow to inf)", "[core][fp8]") {
   const auto enc = fp8_e5m2_from_float;
-  int ran = 0;
-  struct Case {
-    float x;
-    std::uint8_t code;
-  };
-  const Case cases[] = {
+  const EdgeCase cases[] = {
       {0.0f, 0x00},
       {-0.0f, 0x80},
       {57344.0f, 0x7b},                             // max
@@ -297,11 +299,7 @@ TEST_CASE("fp8 e5m2: edge values (torch.float8_e5m2 rounding: overflow to inf)",
       {1.75f, 0x3f},
       {1.0f, 0x3c},
   };
-  for (const Case& c : cases) {
-    INFO("x = " << c.x);
-    CHECK(enc(c.x) == c.code);
-    ++ran;
-  }
+  const int ran = check_edge_cases(enc, cases);
   CHECK(fp8_e5m2_to_float(0x7c) == kInf);
   CHECK(fp8_e5m2_to_float(0xfc) == -kInf);
   CHECK(std::isnan(fp8_e5m2_to_float(0x7d)));
