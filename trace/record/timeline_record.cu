@@ -142,7 +142,7 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
   if (o.spans_per_warp < 0 || o.timing_iters < 1 || o.timing_warmup < 0) {
     throw std::invalid_argument("record_timeline: spans_per_warp=" + std::to_string(o.spans_per_warp) +
                                 ", timing_iters=" + std::to_string(o.timing_iters) + ", timing_warmup=" +
-                                std::to_string(o.timing_warmup) + ": need >= 0 (0: the stage's bound), >= 1 and >= 0");
+                                std::to_string(o.timing_warmup) + ": need >= 0 (0: each kernel's bound), >= 1 and >= 0");
   }
   const kernels::GpuInfo gi = kernels::gpu_info();  // throws NoGpuError without a GPU
   TimelineRecording r;
@@ -259,16 +259,17 @@ TimelineRecording record_timeline(Stage stage, const PagedProblem& p, const Time
   r.spans.resize(static_cast<std::size_t>(slots));
   PA_CUDA_CHECK(cudaMemcpy(r.spans.data(), buf.get(), r.spans.size() * sizeof(Span), cudaMemcpyDeviceToHost));
   std::erase_if(r.spans, [](const Span& x) { return kernels::TimingTracer::empty_slot(x); });
-  {
-    std::vector<std::tuple<KernelRole, std::uint32_t, std::uint16_t>> w;
-    for (const Span& x : r.spans) w.emplace_back(x.kernel, x.block, x.warp);
-    std::sort(w.begin(), w.end());
-    r.warps = static_cast<unsigned long long>(std::unique(w.begin(), w.end()) - w.begin());
-  }
   std::sort(r.spans.begin(), r.spans.end(), [](const Span& x, const Span& y) {
     return std::tie(x.kernel, x.block, x.warp, x.t_begin_ns, x.clk_begin) <
            std::tie(y.kernel, y.block, y.warp, y.t_begin_ns, y.clk_begin);
   });
+  // Sorted by warp: a warp's spans stand together.
+  for (std::size_t i = 0; i < r.spans.size(); ++i) {
+    const Span& x = r.spans[i];
+    if (i == 0 || std::tie(x.kernel, x.block, x.warp) !=
+                      std::tie(r.spans[i - 1].kernel, r.spans[i - 1].block, r.spans[i - 1].warp))
+      ++r.warps;
+  }
   {  // the timed launch's output, wherever the stage writes it
     std::vector<std::uint8_t> bytes(out_elems * dtype_bytes(s.dtype));
     PA_CUDA_CHECK(cudaMemcpy(bytes.data(), base.out, bytes.size(), cudaMemcpyDeviceToHost));
