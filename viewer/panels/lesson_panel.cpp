@@ -16,14 +16,14 @@
 namespace pa::viewer {
 namespace {
 
-// A link of the lesson: its target relative to the lesson files' folder,
-// without the #fragment (a cited figure's: which value of the file).
+// A link of the lesson: the file it names, without the #fragment (a cited
+// figure's: which value of the file); relative to the lesson files' folder.
+std::string link_file(const std::string& url) { return url.substr(0, url.find('#')); }
 std::string link_path(const AppState& s, const std::string& url) {
-  const std::string file = url.substr(0, url.find('#'));
-  return (std::filesystem::path(s.lessons_dir) / file).lexically_normal().string();
+  return (std::filesystem::path(s.lessons_dir) / link_file(url)).lexically_normal().string();
 }
 bool is_timeline_link(const std::string& url) {
-  const std::string file = url.substr(0, url.find('#'));
+  const std::string file = link_file(url);
   return file.size() > 5 && file.compare(file.size() - 5, 5, ".patl") == 0 && url.find("://") == std::string::npos;
 }
 
@@ -33,10 +33,10 @@ void link_word(AppState& s, const lesson::Span& sp, ImVec2 min, ImVec2 max) {
   const bool timeline = is_timeline_link(sp.url);
   s.drawn.lesson_links.push_back({min, max, sp.url, timeline});
   if (!ImGui::IsWindowHovered() || !ImGui::IsMouseHoveringRect(min, max)) return;
-  const std::size_t hash = sp.url.find('#');
+  const std::string file = link_file(sp.url);
   if (timeline) ImGui::SetTooltip("%s\nclick: open this timeline below the replay", sp.url.c_str());
-  else if (hash != std::string::npos)  // a cited figure: the file it was measured in, and which value
-    ImGui::SetTooltip("measured: %s\nvalue: %s", sp.url.substr(0, hash).c_str(), sp.url.substr(hash + 1).c_str());
+  else if (file.size() < sp.url.size())  // a cited figure: the file it was measured in, and which value
+    ImGui::SetTooltip("measured: %s\nvalue: %s", file.c_str(), sp.url.c_str() + file.size() + 1);
   else ImGui::SetTooltip("%s", sp.url.c_str());
   if (timeline && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) open_timeline_file(s, link_path(s, sp.url));
 }
