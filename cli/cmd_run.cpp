@@ -1,6 +1,7 @@
 // pa-lab run: one stage on the GPU, checked against the CPU reference, timed.
 #include <cstdio>
 
+#include "cmd_run_devices.hpp"
 #include "cmd_run_optimized.hpp"
 #include "cmd_run_split_kv.hpp"
 #include "commands.hpp"
@@ -24,11 +25,11 @@ void help_run() {
       "stage reads + its output, over the median time).\n\n"
       "  --stage NAME     %s (or the number 1-8, or v1)\n"
       "  --iters N        timed launches after 3 warm-up launches (default 20; 0 = no timing)\n\n"
-      "%s\n%s\n%s\n"
+      "%s\n%s\n%s\n%s\n"
       "exit: 0 PASS, 1 FAIL, 2 no GPU (built without CUDA, or no CUDA driver or GPU found), 3 bad usage or\n"
       "unsupported problem\n",
       kernels::stage_names_text().c_str(), problem_flags_help(), help_run_split_kv().c_str(),
-      help_run_optimized());
+      help_run_optimized(), help_run_devices());
 }
 
 int cmd_run(Args args) {

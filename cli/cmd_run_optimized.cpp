@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cmd_run_optimized.hpp"
+#include "cmd_run_devices.hpp"
 #include "run_report.hpp"
 #include "commands.hpp"
 #include "no_gpu.hpp"
@@ -26,6 +27,7 @@ const char* help_run_optimized() {
 }
 
 int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters) {
+  if (f.has("devices")) return cmd_run_devices(f, spec, iters);  // several GPUs: cli/cmd_run_devices.cpp
   const int splits = f.take_int("splits", 0, 0);
   f.finish("run");
   validate_problem_flags(spec);

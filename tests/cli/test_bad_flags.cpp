@@ -74,6 +74,12 @@ const std::vector<BadFlag>& cases() {
       {Tool::lab, "run --stage softmax --iters -1", {"--iters", "-1", "0 .. 2147483647"}},
       {Tool::lab, "run --stage cascade_merge --prefix-len 32 --prefix-kernel nope",
        {"--prefix-kernel", "'nope'", "mma_4warps"}},
+      {Tool::lab, "run --stage optimized --devices 0", {"--devices", "0", "1..8"}},
+      {Tool::lab, "run --stage optimized --devices 2,9", {"--devices", "9", "1..8"}},
+      {Tool::lab, "run --stage optimized --devices 2 --shard-policy diagonal",
+       {"--shard-policy", "'diagonal'", "contiguous, round_robin"}},
+      {Tool::lab, "run --stage optimized --devices 2 --exchange all_gather,bcast",
+       {"--exchange", "'bcast'", "all_gather, sums"}},
       {Tool::lab, "list --bogus 1", {"--bogus", "unknown option"}},
       // pa-bench
       {Tool::bench, "--iters 0", {"--iters", "'0'", "[1, 1000000]"}},

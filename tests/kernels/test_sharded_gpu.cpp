@@ -1,27 +1,33 @@
-// Context parallelism on one GPU (label gpu; SKIPPED without a GPU): a long
-// problem's pages split over N shards (pa/index/shard.hpp), each shard run on
-// its own pages as a device would hold them (shard_problem), one after
-// another, through the stage 6 kernel (its output and lse are the shard's
-// attention state), and the states merged by the merge kernel in shard order.
-// The result must be unsharded attention (the reference), and what the CPU
-// reference of the sharded computation says (ref_sharded). This is the
-// computation an NCCL run spreads over devices, with the exchange left out.
+// Context parallelism on one GPU (label gpu; SKIPPED without a GPU): a
+// problem's pages split over N shards (pa/index/shard.hpp), each shard
+// uploaded as a device would hold it (ShardDecoder: only its pages) and
+// decoded by stage 8 into its attention state, one after another, and the
+// states merged by the merge kernel in shard order (run_sharded). The result
+// must be unsharded attention (the reference) and the CPU reference of the
+// sharded computation (ref_sharded). This is the computation the NCCL path
+// spreads over devices, with the exchange left out; the multi-GPU test
+// (test_context_parallel_nccl.cpp) checks that path against this one.
 //
-// The shard outputs come back in the problem's dtype, so the merged output is
-// compared with that dtype's tolerance and the lse absolutely (lse_tolerance).
-// Merging with an empty state (a shard that holds no token of a sequence) must
-// leave a state exactly as it was, whatever the empty state's output holds.
+// The merged output comes back in the problem's dtype: compared with that
+// dtype's tolerance, the lse absolutely (lse_tolerance). The fold of N
+// states is a chain of two-state merges: it must equal the two-state merge
+// kernel applied in the same order bit for bit, and the sums form of the
+// merge (what an all-reduce computes) must agree with it within tolerance.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "gpu_skip.hpp"
 #include "pa/core/paged_cache.hpp"
+#include "pa/core/shard_problem.hpp"
 #include "pa/core/tolerance.hpp"
+#include "pa/kernels/api.hpp"
 #include "pa/kernels/cascade_run.hpp"
-#include "pa/kernels/runner.hpp"
+#include "pa/kernels/context_parallel.hpp"
+#include "pa/kernels/shard_merge.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/reference/sharded.hpp"
 #include "require_close.hpp"
@@ -30,41 +36,71 @@
 using namespace pa;
 using namespace pa::kernels;
 
-TEST_CASE("context parallelism on one GPU: shards run in turn and merged equal unsharded attention",
+namespace {
+
+std::vector<double> ref_lse_of(const PagedProblem& p) {
+  std::vector<double> lse;
+  for (const AttentionState& s : ref_states(p, 0, std::numeric_limits<int>::max())) lse.push_back(s.lse);
+  return lse;
+}
+
+// Shard s's slice of a shard-major vector of `per_shard` values.
+std::vector<float> slice(const std::vector<float>& v, int s, std::size_t per_shard) {
+  return {v.begin() + s * per_shard, v.begin() + (s + 1) * per_shard};
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("context parallelism on one GPU: stage 8 per shard, merged in shard order, equals unsharded attention",
           "[gpu][shard]") {
   PA_REQUIRE_GPU();
   int ran = 0;
   for (DType dt : {DType::f16, DType::bf16}) {
-    // Every sequence has at least 8 blocks, so no shard of 8 or fewer is empty
-    // for it (the runner, like the kernels, takes contexts of 1 or more);
-    // 1000 and 517 tokens end in a partial block.
-    ProblemSpec spec = test::fresh_spec_of(dt, 128, 16, 8, 2, {1000, 129, 517}, 41);
-    spec.partition_size = 256;
+    // 1000 and 517 tokens end in a partial block; 17 tokens are 2 blocks, so
+    // with 3 or more shards some shards hold none of that sequence (empty
+    // states), and with 8 shards contiguous the first six hold nothing of it.
+    // GQA 4:1 and a long sequence that stage 8 splits.
+    ProblemSpec spec = test::fresh_spec_of(dt, 128, 16, 8, 2, {1000, 129, 517, 17, 5000}, 41);
     const PagedProblem p = make_problem(spec);
-    const std::vector<double> want = ref_output(p);
-    std::vector<double> want_lse;
-    for (const AttentionState& s : ref_states(p, 0, std::numeric_limits<int>::max())) want_lse.push_back(s.lse);
-    const int seqs = p.num_seqs(), heads = spec.num_heads, hs = spec.head_size;
+    const std::vector<double> want = ref_output(p), want_lse = ref_lse_of(p);
     for (ShardPolicy policy : {ShardPolicy::contiguous, ShardPolicy::round_robin}) {
       for (int n : {1, 2, 3, 5, 8}) {
         INFO(dtype_name(dt) << " " << shard_policy_name(policy) << " x " << n);
-        std::vector<float> out, lse;
-        for (int s = 0; s < n; ++s) {
-          const PagedProblem local = shard_problem(p, policy, n, s);
-          const RunResult r = StageRunner(local, Stage::v2_partition).run();
-          if (s == 0) {
-            out = r.out;
-            lse = r.lse;
-            continue;
-          }
-          const MergeRun m = run_merge(out, lse, r.out, r.lse, seqs, heads, hs, DType::f32);
-          out = m.out;
-          lse = m.lse;
-        }
-        test::require_close(want, out, tolerance_for(dt));
-        test::require_close(want_lse, lse, lse_tolerance(dt));
+        const ShardedRun got = run_sharded(p, policy, n);
+        REQUIRE(got.plans.size() == static_cast<std::size_t>(n));
+        test::require_close(want, got.out, tolerance_for(dt));
+        test::require_close(want_lse, got.lse, lse_tolerance(dt));
         const ShardedRef ref = ref_sharded(p, policy, n);
-        test::require_close(ref.out, out, tolerance_for(dt));
+        test::require_close(ref.out, got.out, tolerance_for(dt));
+        // Each shard's state against the reference's state of that shard.
+        const std::size_t rows = static_cast<std::size_t>(p.num_seqs()) * spec.num_heads;
+        int empty = 0;
+        for (int s = 0; s < n; ++s) {
+          std::vector<float> lse = slice(got.states_lse, s, rows);
+          const std::vector<float> out = slice(got.states_out, s, rows * spec.head_size);
+          std::vector<double> ref_lse, ref_out;
+          for (const AttentionState& st : ref.shards[s]) {
+            ref_lse.push_back(st.lse);
+            ref_out.insert(ref_out.end(), st.out.begin(), st.out.end());
+          }
+          for (std::size_t r = 0; r < rows; ++r) {
+            if (ref_lse[r] != -std::numeric_limits<double>::infinity()) continue;
+            // The empty state exactly: lse -inf, out 0.
+            REQUIRE(lse[r] == -std::numeric_limits<float>::infinity());
+            for (int d = 0; d < spec.head_size; ++d) REQUIRE(out[r * spec.head_size + d] == 0.f);
+            lse[r] = 0;  // compared exactly above; the tolerance check below takes finite values
+            ref_lse[r] = 0;
+            ++empty;
+          }
+          test::require_close(ref_lse, lse, lse_tolerance(dt));  // stage 8 rounds P to the dtype
+          test::require_close(ref_out, out, tolerance_for(dt));
+        }
+        // Sequence 3 (17 tokens, 2 blocks) is absent from n - 2 shards, for each of its 8 heads.
+        if (n >= 3) CHECK(empty >= (n - 2) * spec.num_heads);
         ++ran;
       }
     }
@@ -72,26 +108,91 @@ TEST_CASE("context parallelism on one GPU: shards run in turn and merged equal u
   CHECK(ran == 2 * 2 * 5);
 }
 
-TEST_CASE("context parallelism: merging an empty shard's state changes nothing", "[gpu][shard]") {
+TEST_CASE("context parallelism: the fold of N states equals the two-state merge kernel chained, bit for bit",
+          "[gpu][shard]") {
   PA_REQUIRE_GPU();
-  const ProblemSpec spec = test::fresh_spec_of(DType::f16, 128, 16, 4, 4, {300, 20}, 42);
+  const ProblemSpec spec = test::fresh_spec_of(DType::f16, 128, 16, 8, 8, {700, 33, 260}, 43);
   const PagedProblem p = make_problem(spec);
-  const RunResult r = StageRunner(p, Stage::v2_partition).run();
-  const std::size_t rows = static_cast<std::size_t>(p.num_seqs()) * spec.num_heads;
-  // The empty state: lse -inf, and an output that must never be read.
-  const std::vector<float> empty_out(rows * spec.head_size, std::numeric_limits<float>::quiet_NaN());
-  const std::vector<float> empty_lse(rows, -std::numeric_limits<float>::infinity());
+  const int n = 5, seqs = p.num_seqs(), heads = spec.num_heads, hs = spec.head_size;
+  const std::size_t rows = static_cast<std::size_t>(seqs) * heads;
+  const ShardedRun got = run_sharded(p, ShardPolicy::round_robin, n);
+  // merge(...merge(merge(s0, s1), s2)...) with float intermediates; the last in f16 as the fold writes it.
+  std::vector<float> out = slice(got.states_out, 0, rows * hs), lse = slice(got.states_lse, 0, rows);
+  for (int s = 1; s < n; ++s) {
+    const MergeRun m = run_merge(out, lse, slice(got.states_out, s, rows * hs), slice(got.states_lse, s, rows), seqs,
+                                 heads, hs, s + 1 == n ? DType::f16 : DType::f32);
+    out = m.out;
+    lse = m.lse;
+  }
+  CHECK(same_bits(out, got.out));
+  CHECK(same_bits(lse, got.lse));
+}
+
+TEST_CASE("context parallelism: the merge as sums (weigh, add, normalize) agrees with the fold", "[gpu][shard]") {
+  PA_REQUIRE_GPU();
+  const ProblemSpec spec = test::fresh_spec_of(DType::bf16, 128, 16, 4, 1, {900, 17, 64}, 44);
+  const PagedProblem p = make_problem(spec);
+  const int n = 4, hs = spec.head_size;
+  const std::int64_t rows = static_cast<std::int64_t>(p.num_seqs()) * spec.num_heads;
+  const ShardedRun got = run_sharded(p, ShardPolicy::contiguous, n);
+  // The all-reduces done on the host: the max of the lse, then the sum of the weighted states.
+  std::vector<float> max_lse(rows, -std::numeric_limits<float>::infinity());
+  for (int s = 0; s < n; ++s)
+    for (std::int64_t r = 0; r < rows; ++r) max_lse[r] = std::max(max_lse[r], got.states_lse[s * rows + r]);
+  DeviceBuffer d_max(rows * 4), d_out(rows * hs * 4), d_lse(rows * 4), d_sums(state_sum_elems(rows, hs) * 4);
+  d_max.upload(max_lse.data(), rows * 4);
+  std::vector<double> sums(state_sum_elems(rows, hs), 0.0);
+  for (int s = 0; s < n; ++s) {
+    const std::vector<float> o = slice(got.states_out, s, rows * hs), l = slice(got.states_lse, s, rows);
+    d_out.upload(o.data(), o.size() * 4);
+    d_lse.upload(l.data(), l.size() * 4);
+    d_sums.fill_bytes(0xFF);
+    StateSumArgs a;
+    a.state_out = static_cast<const float*>(d_out.get());
+    a.state_lse = static_cast<const float*>(d_lse.get());
+    a.max_lse = static_cast<const float*>(d_max.get());
+    a.sums = static_cast<float*>(d_sums.get());
+    a.rows = rows;
+    a.head_size = hs;
+    launch_weigh_state(a);
+    const std::vector<float> w = download_floats(d_sums, sums.size());
+    for (std::size_t i = 0; i < sums.size(); ++i) {
+      REQUIRE(!std::isnan(w[i]));  // every element written, none NaN (an empty state is never read)
+      sums[i] += w[i];
+    }
+  }
+  std::vector<float> sums_f(sums.begin(), sums.end());
+  d_sums.upload(sums_f.data(), sums_f.size() * 4);
+  DeviceBuffer out(rows * hs * 2), lse(rows * 4);
+  out.fill_bytes(0xFF);
+  lse.fill_bytes(0xFF);
+  StateSumArgs a;
+  a.max_lse = static_cast<const float*>(d_max.get());
+  a.sums = static_cast<float*>(d_sums.get());
+  a.out = out.get();
+  a.out_dtype = DType::bf16;
+  a.out_lse = static_cast<float*>(lse.get());
+  a.rows = rows;
+  a.head_size = hs;
+  launch_normalize_sums(a);
+  const std::vector<float> o = download_decoded(out, rows * hs, DType::bf16), l = download_floats(lse, rows);
+  test::require_close(std::vector<double>(got.out.begin(), got.out.end()), o, tolerance_for(DType::bf16));
+  test::require_close(std::vector<double>(got.lse.begin(), got.lse.end()), l, lse_tolerance(DType::bf16));
+  test::require_close(ref_output(p), o, tolerance_for(DType::bf16));
+}
+
+TEST_CASE("context parallelism: bad shard arguments name the value", "[gpu][shard]") {
+  PA_REQUIRE_GPU();
+  const PagedProblem p = make_problem(test::spec_of(DType::f16, 128, 16, 4, 4, {100}, 45));
   int ran = 0;
-  for (bool empty_first : {false, true}) {
-    const MergeRun m = empty_first ? run_merge(empty_out, empty_lse, r.out, r.lse, p.num_seqs(), spec.num_heads,
-                                               spec.head_size, DType::f32)
-                                   : run_merge(r.out, r.lse, empty_out, empty_lse, p.num_seqs(), spec.num_heads,
-                                               spec.head_size, DType::f32);
-    INFO("empty state " << (empty_first ? "first" : "second"));
-    REQUIRE(m.out.size() == r.out.size());
-    for (std::size_t i = 0; i < m.out.size(); ++i) REQUIRE(m.out[i] == r.out[i]);
-    for (std::size_t i = 0; i < rows; ++i) REQUIRE(m.lse[i] == r.lse[i]);
-    ++ran;
+  for (int n : {0, kMaxShards + 1}) {
+    try {
+      (void)run_sharded(p, ShardPolicy::contiguous, n);
+      FAIL("accepted num_shards " << n);
+    } catch (const std::invalid_argument& e) {
+      CHECK(std::string(e.what()).find("num_shards " + std::to_string(n)) != std::string::npos);
+      ++ran;
+    }
   }
   CHECK(ran == 2);
 }

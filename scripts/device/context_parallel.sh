@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs ON a machine with one or more GPUs (repository root): context
+# parallelism through NCCL.
+#   1. quick build (head 128 x block 16) of pa-lab and the sharding tests;
+#      CMake's line saying whether NCCL was found
+#   2. the one-GPU sharding tests and the NCCL tests (the latter SKIP with
+#      fewer than 2 GPUs)
+#   3. the benchmark: (1, 32, 8, 1048576) and (4, 32, 8, 262144), fp16 and
+#      bf16, over 1, 2, 4 and 8 GPUs (those present), both exchanges:
+#      `pa-lab run --stage optimized --devices ...`, each run checked against
+#      the CPU reference and the one-GPU sharded run
+#   4. the table of its "row:" lines (scripts/context_parallel_table.py)
+# Logs and the table go to $OUT/context-parallel. NVLink multicast stays off.
+# Environment: ITERS (timed iterations, default 30), SHAPES ("seqs:context ...").
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/quick_build.sh"
+export NCCL_NVLS_ENABLE=0
+device_out_setup /tmp/cp-work
+nvidia-smi topo -m >"$OUT/topo.txt" 2>&1
+device_quick_build "$OUT" pa-lab pa_sharded_gpu_tests pa_context_parallel_nccl_tests
+grep "pa: " "$OUT/cmake_q.log"
+(cd "$B" && ctest -R "context parallelism" --output-on-failure) >"$OUT/ctest.log" 2>&1
+echo "tests: $(grep -E "tests passed|tests failed" "$OUT/ctest.log")"
+grep -E "Skipped|Failed" "$OUT/ctest.log" | head -10
+
+n=$(nvidia-smi -L | wc -l)
+devs=1
+for d in 2 4 8; do [[ $d -le $n ]] && devs="$devs,$d"; done
+for dt in fp16 bf16; do
+  for shape in ${SHAPES:-1:1048576 4:262144}; do
+    s=${shape%%:*} c=${shape##*:}
+    log="$OUT/run_${dt}_${s}x${c}.log"
+    t=$SECONDS
+    "$B/cli/pa-lab" run --stage optimized --devices "$devs" --exchange all_gather,sums --dtype "$dt" \
+      --seqs "$s" --heads 32 --kv-heads 8 --context-len "$c" --iters "${ITERS:-30}" >"$log" 2>&1
+    echo "$dt ${s}x${c}: rc=$? in $((SECONDS - t)) s; $(tail -1 "$log")"
+  done
+done
+grep -h '^row:' "$OUT"/run_*.log >"$OUT/rows.txt"
+python3 scripts/context_parallel_table.py "$OUT/rows.txt" >"$OUT/table.md"
+rm -rf "$FINAL_OUT/context-parallel"
+cp -r "$OUT" "$FINAL_OUT/context-parallel"
+echo "total $(( $(date +%s) - t0 )) s"
+cat "$OUT/table.md"

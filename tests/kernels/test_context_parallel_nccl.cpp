@@ -1,0 +1,140 @@
+// Context parallelism over several GPUs through NCCL (label gpu; built where
+// NCCL is found; SKIPPED with fewer than 2 GPUs). Rank r holds shard r's
+// pages, decodes them with stage 8, and the states go through NCCL:
+// - all_gather: every rank folds all N states in shard order, so every rank's
+//   output and lse must equal, bit for bit, the same shards run in turn on
+//   one GPU and merged by the same kernel (run_sharded);
+// - sums: the all-reduce adds in its own order, so the output is checked
+//   against the reference within the dtype's tolerance, and the ranks must
+//   still agree with each other bit for bit (the all-reduce gives every rank
+//   the same sums).
+// Shards that hold none of a sequence (empty states) are included.
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gpu_skip.hpp"
+#include "pa/core/paged_cache.hpp"
+#include "pa/core/tolerance.hpp"
+#include "pa/kernels/context_parallel.hpp"
+#include "pa/kernels/context_parallel_nccl.hpp"
+#include "pa/reference/attention.hpp"
+#include "require_close.hpp"
+#include "spec_of.hpp"
+
+using namespace pa;
+using namespace pa::kernels;
+
+namespace {
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+#define PA_REQUIRE_GPUS(n)                                                                    \
+  do {                                                                                        \
+    PA_REQUIRE_GPU();                                                                         \
+    if (cuda_device_count() < (n))                                                            \
+      SKIP("needs " << (n) << " GPUs, this machine has " << cuda_device_count());            \
+  } while (0)
+
+TEST_CASE("context parallelism over GPUs: all_gather equals the one-GPU sharded run bit for bit",
+          "[gpu][nccl]") {
+  PA_REQUIRE_GPUS(2);
+  const int max_n = std::min(cuda_device_count(), kMaxShards);
+  int ran = 0, expected = 0;
+  for (DType dt : {DType::f16, DType::bf16}) {
+    // 17 tokens (2 blocks): with 3 or more GPUs some ranks hold none of it.
+    const ProblemSpec spec = test::fresh_spec_of(dt, 128, 16, 32, 8, {3000, 17, 1025, 4096}, 51);
+    const PagedProblem p = make_problem(spec);
+    const std::vector<double> want = ref_output(p);
+    for (ShardPolicy policy : {ShardPolicy::contiguous, ShardPolicy::round_robin}) {
+      for (int n = 2; n <= max_n; ++n) {
+        ++expected;
+        INFO(dtype_name(dt) << " " << shard_policy_name(policy) << " over " << n << " GPUs");
+        const ShardedRun one = run_sharded(p, policy, n);
+        ContextParallel cp(p, {n, policy, StateExchange::all_gather});
+        const ContextParallelResult r = cp.run();
+        CHECK(r.ranks_agree);
+        CHECK(same_bits(r.out, one.out));
+        CHECK(same_bits(r.lse, one.lse));
+        test::require_close(want, r.out, tolerance_for(dt));
+        // A second run on the same communicators gives the same bits (nothing left over from the first).
+        const ContextParallelResult again = cp.run();
+        CHECK(same_bits(again.out, r.out));
+        ++ran;
+      }
+    }
+  }
+  CHECK(ran == expected);
+  CHECK(ran == 2 * 2 * (max_n - 1));
+}
+
+TEST_CASE("context parallelism over GPUs: the sums exchange agrees with the reference and across ranks",
+          "[gpu][nccl]") {
+  PA_REQUIRE_GPUS(2);
+  const int max_n = std::min(cuda_device_count(), kMaxShards);
+  int ran = 0;
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const ProblemSpec spec = test::fresh_spec_of(dt, 128, 16, 16, 2, {2500, 17, 700}, 52);
+    const PagedProblem p = make_problem(spec);
+    const std::vector<double> want = ref_output(p);
+    std::vector<double> want_lse;
+    for (const AttentionState& s : ref_states(p, 0, std::numeric_limits<int>::max())) want_lse.push_back(s.lse);
+    for (int n = 2; n <= max_n; ++n) {
+      INFO(dtype_name(dt) << " over " << n << " GPUs");
+      ContextParallel cp(p, {n, ShardPolicy::contiguous, StateExchange::sums});
+      const ContextParallelResult r = cp.run();
+      CHECK(r.ranks_agree);
+      test::require_close(want, r.out, tolerance_for(dt));
+      test::require_close(want_lse, r.lse, lse_tolerance(dt));
+      ++ran;
+    }
+  }
+  CHECK(ran == 2 * (max_n - 1));
+}
+
+TEST_CASE("context parallelism over GPUs: timing reports every part", "[gpu][nccl]") {
+  PA_REQUIRE_GPUS(2);
+  const PagedProblem p = make_problem(test::spec_of(DType::f16, 128, 16, 32, 8, {8192, 8192}, 53));
+  int ran = 0;
+  for (StateExchange ex : {StateExchange::all_gather, StateExchange::sums}) {
+    ContextParallel cp(p, {2, ShardPolicy::contiguous, ex});
+    const ContextParallelTiming t = cp.time(5, 2);
+    INFO(state_exchange_name(ex));
+    CHECK(t.iters == 5);
+    REQUIRE(t.decode_ms.size() == 2);
+    REQUIRE(t.kv_bytes.size() == 2);
+    CHECK(t.kv_bytes[0] + t.kv_bytes[1] == p.spec.kv_bytes());
+    for (float d : t.decode_ms) CHECK(d > 0.f);
+    CHECK(t.exchange_ms > 0.f);
+    CHECK(t.merge_ms > 0.f);
+    // The parts of the slowest path fit in the total (each a median, so allow a small excess).
+    CHECK(t.total_ms >= *std::max_element(t.decode_ms.begin(), t.decode_ms.end()) * 0.99f);
+    CHECK(t.exchange_bytes > 0);
+    ++ran;
+  }
+  CHECK(ran == 2);
+}
+
+TEST_CASE("context parallelism over GPUs: bad options name the value", "[gpu][nccl]") {
+  PA_REQUIRE_GPU();
+  const PagedProblem p = make_problem(test::spec_of(DType::f16, 128, 16, 4, 4, {100}, 54));
+  int ran = 0;
+  for (int n : {0, cuda_device_count() + 1, kMaxShards + 1}) {
+    try {
+      ContextParallel cp(p, {n, ShardPolicy::contiguous, StateExchange::all_gather});
+      FAIL("accepted devices " << n);
+    } catch (const std::invalid_argument& e) {
+      CHECK(std::string(e.what()).find("devices " + std::to_string(n)) != std::string::npos);
+      ++ran;
+    }
+  }
+  CHECK(ran == 3);
+}
