@@ -35,6 +35,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <mutex>
 
 #include "08_optimized_cta.cuh"
 #include "08_optimized_epilogue.cuh"
@@ -480,25 +481,40 @@ void opt_launch_traced(const OptParams& p, dim3 grid, const Tracer& tracer, cuda
   opt_decode_kernel<Cfg, Tracer><<<grid, Cfg::kNumThreads, Cfg::kSmemBytes, stream>>>(p, tracer);
 }
 
+// The instance's entry on the current device. The shared-memory opt-in and
+// the occupancy query belong to a device (each has its own context), so they
+// run once per device, the first time the instance is asked for there: a
+// process that drives several GPUs (context parallelism) launches on each.
+template <class Cfg>
+OptEntry opt_prepare_entry() {
+  OptEntry e{&opt_launch<Cfg>, Cfg::kSmemBytes, Cfg::kStages, Cfg::kBlocksPerStep, 0};
+  // More than 48 KB of dynamic shared memory must be asked for.
+  if (cudaFuncSetAttribute(opt_decode_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           Cfg::kSmemBytes) != cudaSuccess) {
+    cudaGetLastError();
+    return e;
+  }
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, opt_decode_kernel<Cfg>, Cfg::kNumThreads,
+                                                    Cfg::kSmemBytes) == cudaSuccess)
+    e.ctas_per_sm = n;
+  else
+    cudaGetLastError();
+  return e;
+}
 template <class Cfg>
 OptEntry opt_entry_of() {
-  static const OptEntry entry = [] {
-    OptEntry e{&opt_launch<Cfg>, Cfg::kSmemBytes, Cfg::kStages, Cfg::kBlocksPerStep, 0};
-    // More than 48 KB of dynamic shared memory must be asked for.
-    if (cudaFuncSetAttribute(opt_decode_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             Cfg::kSmemBytes) != cudaSuccess) {
-      cudaGetLastError();
-      return e;
-    }
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, opt_decode_kernel<Cfg>, Cfg::kNumThreads,
-                                                      Cfg::kSmemBytes) == cudaSuccess)
-      e.ctas_per_sm = n;
-    else
-      cudaGetLastError();
-    return e;
-  }();
-  return entry;
+  constexpr int kCachedDevices = 64;
+  static std::once_flag once[kCachedDevices];
+  static OptEntry entries[kCachedDevices];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return opt_prepare_entry<Cfg>();
+  }
+  if (dev < 0 || dev >= kCachedDevices) return opt_prepare_entry<Cfg>();
+  std::call_once(once[dev], [&] { entries[dev] = opt_prepare_entry<Cfg>(); });
+  return entries[dev];
 }
 template <DType DT, int HS, int BS, int HT>
 OptEntry opt_entry() {
