@@ -7,8 +7,15 @@ GPUs and the speedup over stage 8 on one GPU over the whole problem (both
 medians of the same run), each GPU's decode bandwidth as a share of its own
 copy bandwidth (the lowest and highest GPU), and the exchange's time and share.
 
-    python3 scripts/context_parallel_table.py rows.txt > table.md
+    python3 scripts/context_parallel_table.py rows.txt [--json rows.json] > table.md
+
+With --json it also writes the rows as JSON ({"rows": [...]}, numbers as pa-lab
+printed them, plus exchange_share_pct), the form lessons cite figures from
+(lessons/README.md, "Measured figures"). The file is written whole, then
+renamed over the old one.
 """
+import json
+import os
 import sys
 
 KEYS = ("gpu", "dtype", "seqs", "heads", "kv_heads", "context", "policy", "devices", "exchange", "ms", "one_ms",
@@ -48,15 +55,60 @@ def table(rows):
     return "\n".join(lines) + "\n"
 
 
+# JSON field names: the ones pa-lab prints, but a share of the copy bandwidth
+# ends in _pct (a percent to the lesson figure test).
+RENAMED = {"pct_min": "min_copy_pct", "pct_max": "max_copy_pct"}
+NUMERIC = ("seqs", "heads", "kv_heads", "context", "devices", "ms", "one_ms", "speedup", "exchange_ms", "merge_ms",
+           "pct_min", "pct_max", "exchange_kb", "pass")
+
+
+def number_text(key, v):
+    """A numeric field as pa-lab printed it (trailing zeros are digits a figure may quote)."""
+    float(v)  # raises ValueError for anything that is not a number
+    return v
+
+
+def as_json(rows):
+    """The rows as JSON text; numbers keep pa-lab's digits."""
+    items = []
+    for r in rows:
+        fields = []
+        for k in KEYS:
+            v = number_text(k, r[k]) if k in NUMERIC else json.dumps(r[k])
+            fields.append("  %s: %s" % (json.dumps(RENAMED.get(k, k)), v))
+        share = 100 * float(r["exchange_ms"]) / float(r["ms"])
+        fields.append('  "exchange_share_pct": %.1f' % share)
+        items.append(" {\n" + ",\n".join(fields) + "\n }")
+    return '{"rows": [\n' + ",\n".join(items) + "\n]}\n"
+
+
+def write_whole(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def main(argv):
-    if len(argv) != 2:
-        sys.stderr.write("usage: context_parallel_table.py ROWS_FILE\n")
+    args = argv[1:]
+    json_out = None
+    if "--json" in args:
+        i = args.index("--json")
+        if i + 1 >= len(args):
+            sys.stderr.write("context_parallel_table.py: --json needs a file name\n")
+            return 2
+        json_out = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 1:
+        sys.stderr.write("usage: context_parallel_table.py ROWS_FILE [--json OUT.json]\n")
         return 2
-    with open(argv[1]) as f:
+    with open(args[0]) as f:
         rows = [parse_row(l.strip()) for l in f if l.strip()]
     if not rows:
-        sys.stderr.write("context_parallel_table.py: %s has no row lines\n" % argv[1])
+        sys.stderr.write("context_parallel_table.py: %s has no row lines\n" % args[0])
         return 1
+    if json_out:
+        write_whole(json_out, as_json(rows))
     sys.stdout.write(table(rows))
     return 0
 

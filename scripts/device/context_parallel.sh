@@ -37,7 +37,7 @@ for dt in fp16 bf16; do
   done
 done
 grep -h '^row:' "$OUT"/run_*.log >"$OUT/rows.txt"
-python3 scripts/context_parallel_table.py "$OUT/rows.txt" >"$OUT/table.md"
+python3 scripts/context_parallel_table.py "$OUT/rows.txt" --json "$OUT/rows.json" >"$OUT/table.md"
 rm -rf "$FINAL_OUT/context-parallel"
 cp -r "$OUT" "$FINAL_OUT/context-parallel"
 echo "total $(( $(date +%s) - t0 )) s"
