@@ -7,12 +7,14 @@ GPUs and the speedup over stage 8 on one GPU over the whole problem (both
 medians of the same run), each GPU's decode bandwidth as a share of its own
 copy bandwidth (the lowest and highest GPU), and the exchange's time and share.
 
-    python3 scripts/context_parallel_table.py rows.txt [--json rows.json] > table.md
+    python3 scripts/context_parallel_table.py rows.txt [--json rows.json] [--readme README.md] > table.md
 
 With --json it also writes the rows as JSON ({"rows": [...]}, numbers as pa-lab
 printed them, plus exchange_share_pct), the form lessons cite figures from
-(lessons/README.md, "Measured figures"). The file is written whole, then
-renamed over the old one.
+(lessons/README.md, "Measured figures"). With --readme it rewrites the text
+between README.md's markers <!-- context-parallel:begin --> and
+<!-- context-parallel:end --> with a line naming the data and the table.
+Every file is written whole, then renamed over the old one.
 """
 import json
 import os
@@ -55,9 +57,9 @@ def table(rows):
     return "\n".join(lines) + "\n"
 
 
-# JSON field names: the ones pa-lab prints, but a share of the copy bandwidth
-# ends in _pct (a percent to the lesson figure test).
-RENAMED = {"pct_min": "min_copy_pct", "pct_max": "max_copy_pct"}
+# JSON field names: the ones pa-lab prints, but named so that the lesson
+# figure test knows their units (a time ends in _ms, a percent in _pct).
+RENAMED = {"ms": "total_ms", "pct_min": "min_copy_pct", "pct_max": "max_copy_pct"}
 NUMERIC = ("seqs", "heads", "kv_heads", "context", "devices", "ms", "one_ms", "speedup", "exchange_ms", "merge_ms",
            "pct_min", "pct_max", "exchange_kb", "pass")
 
@@ -89,18 +91,51 @@ def write_whole(path, text):
     os.replace(tmp, path)
 
 
+BEGIN, END = "<!-- context-parallel:begin -->", "<!-- context-parallel:end -->"
+
+
+def readme_block(rows, rows_path):
+    """What goes between the README's markers: the source of the data, then the table."""
+    root = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    folder = os.path.relpath(os.path.dirname(os.path.abspath(rows_path)), root)
+    gpus = sorted({r["gpu"] for r in rows})
+    most = max(int(r["devices"]) for r in rows)
+    return ("Measured on up to %d %s GPUs of one host by `scripts/device/context_parallel.sh`; raw data: "
+            "`%s/` (`rows.json`, and each run's log). Times are medians of %s; \"one GPU\" is stage 8 over the "
+            "whole problem on GPU 0 in the same run.\n\n" % (most, " / ".join(gpus), folder,
+                                                              "CUDA-event timings, every GPU released together")
+            + table(rows))
+
+
+def replace_block(text, block):
+    b, e = text.find(BEGIN), text.find(END)
+    if b < 0 or e < b:
+        raise ValueError("README has no %s ... %s pair" % (BEGIN, END))
+    return text[:b + len(BEGIN)] + "\n" + block + text[e:]
+
+
+def take_option(args, name):
+    """The value after --name (removed from args), None when absent; ValueError when it has none."""
+    if name not in args:
+        return None
+    i = args.index(name)
+    if i + 1 >= len(args):
+        raise ValueError("%s needs a file name" % name)
+    value = args[i + 1]
+    del args[i:i + 2]
+    return value
+
+
 def main(argv):
     args = argv[1:]
-    json_out = None
-    if "--json" in args:
-        i = args.index("--json")
-        if i + 1 >= len(args):
-            sys.stderr.write("context_parallel_table.py: --json needs a file name\n")
-            return 2
-        json_out = args[i + 1]
-        del args[i:i + 2]
+    try:
+        json_out = take_option(args, "--json")
+        readme = take_option(args, "--readme")
+    except ValueError as e:
+        sys.stderr.write("context_parallel_table.py: %s\n" % e)
+        return 2
     if len(args) != 1:
-        sys.stderr.write("usage: context_parallel_table.py ROWS_FILE [--json OUT.json]\n")
+        sys.stderr.write("usage: context_parallel_table.py ROWS_FILE [--json OUT.json] [--readme README.md]\n")
         return 2
     with open(args[0]) as f:
         rows = [parse_row(l.strip()) for l in f if l.strip()]
@@ -109,6 +144,14 @@ def main(argv):
         return 1
     if json_out:
         write_whole(json_out, as_json(rows))
+    if readme:
+        with open(readme) as f:
+            text = f.read()
+        try:
+            write_whole(readme, replace_block(text, readme_block(rows, args[0])))
+        except ValueError as e:
+            sys.stderr.write("context_parallel_table.py: %s: %s\n" % (readme, e))
+            return 1
     sys.stdout.write(table(rows))
     return 0
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """scripts/context_parallel_table.py: known answers on two rows, its errors,
-and the shipped benchmark's rows.json and table.md made again from its rows.txt."""
+and the shipped benchmark's rows.json and table.md made again from its rows.txt,
+and the README's block (between its context-parallel markers) made again from
+the newest of them."""
 import glob
 import json
 import os
@@ -52,6 +54,7 @@ with tempfile.TemporaryDirectory() as d:
     check(len(data["rows"]) == 2, "two JSON rows")
     first = data["rows"][0]
     check(first["gpu"] == "NVIDIA H200" and first["devices"] == 2, "the GPU name keeps its space")
+    check(first["total_ms"] == 0.5393, "ms renamed to total_ms")
     check(first["min_copy_pct"] == 96.9 and first["max_copy_pct"] == 97.6, "pct_min/max renamed to *_copy_pct")
     check(first["exchange_share_pct"] == 2.1, "share 100 * 0.0114 / 0.5393 = 2.1")
     check('"one_ms": 1.0201' in open(json_path).read(), "numbers keep pa-lab's digits")
@@ -82,5 +85,24 @@ for rows_txt in shipped:
         check(r.returncode == 0, "shipped %s: exit 0" % rows_txt)
         check(open(out).read() == open(os.path.join(folder, "rows.json")).read(), "%s/rows.json is current" % folder)
         check(r.stdout == open(os.path.join(folder, "table.md")).read(), "%s/table.md is current" % folder)
+
+# The README's table: the block the script writes from the last shipped rows.txt (the newest commit folder
+# named in the README's block).
+readme = open(os.path.join(ROOT, "README.md")).read()
+check(cpt.BEGIN in readme and cpt.END in readme, "README has the context-parallel markers")
+named = [r for r in shipped if os.path.relpath(os.path.dirname(r), ROOT) + "/" in readme]
+check(len(named) == 1, "the README names exactly one shipped benchmark folder: %r" % named)
+with open(named[0]) as f:
+    rows = [cpt.parse_row(l.strip()) for l in f if l.strip()]
+check(cpt.replace_block(readme, cpt.readme_block(rows, named[0])) == readme,
+      "README's context-parallel block is what the script writes (run it with --readme README.md)")
+
+with tempfile.TemporaryDirectory() as d:
+    no_markers = os.path.join(d, "README.md")
+    with open(no_markers, "w") as f:
+        f.write("# no markers\n")
+    r = run([shipped[0], "--readme", no_markers])
+    check(r.returncode == 1 and "context-parallel:begin" in r.stderr, "a README without markers: exit 1, named")
+    check(open(no_markers).read() == "# no markers\n", "... and left as it was")
 
 print("context_parallel_table.py: %d checks passed" % checks)
