@@ -20,8 +20,10 @@ import json
 import os
 import sys
 
-KEYS = ("gpu", "dtype", "seqs", "heads", "kv_heads", "context", "policy", "devices", "exchange", "ms", "one_ms",
-        "speedup", "exchange_ms", "merge_ms", "pct_min", "pct_max", "exchange_kb", "pass")
+KEYS = ("gpu", "dtype", "seqs", "heads", "kv_heads", "context", "policy", "devices", "exchange", "groups", "ms",
+        "one_ms", "speedup", "exchange_ms", "merge_ms", "pct_min", "pct_max", "exchange_kb", "pass")
+# Fields that rows written before they existed lack, and their value there.
+DEFAULTS = {"groups": "1"}
 
 
 def parse_row(line):
@@ -36,6 +38,8 @@ def parse_row(line):
             out[key] = value
         elif key is not None:
             out[key] += " " + word  # a value with spaces (the GPU's name)
+    for k, v in DEFAULTS.items():
+        out.setdefault(k, v)
     missing = [k for k in KEYS if k not in out]
     if missing:
         raise ValueError("row without %s: %r" % (", ".join(missing), line[:80]))
@@ -43,16 +47,18 @@ def parse_row(line):
 
 
 def table(rows):
-    rows = sorted(rows, key=lambda r: (r["gpu"], int(r["seqs"]), r["dtype"], int(r["devices"]), r["exchange"]))
-    lines = ["| GPUs | shape (seqs, heads, kv heads, context) | dtype | exchange | time | one GPU | speedup | "
-             "decode % of copy (per GPU) | exchange (share) | checks |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = sorted(rows, key=lambda r: (r["gpu"], int(r["seqs"]), r["dtype"], int(r["devices"]), r["exchange"],
+                                       int(r["groups"])))
+    lines = ["| GPUs | shape (seqs, heads, kv heads, context) | dtype | exchange | sequence groups | time | one GPU | "
+             "speedup | decode % of copy (per GPU) | exchange after the last decode (share) | checks |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ms, ex = float(r["ms"]), float(r["exchange_ms"])
         pct = r["pct_min"] if r["pct_min"] == r["pct_max"] else "%s-%s" % (r["pct_min"], r["pct_max"])
-        lines.append("| %s x %s | %s, %s, %s, %s | %s | %s | %.3f ms | %.3f ms | %.2fx | %s%% | %.1f us (%.1f%%) | %s |" % (
+        lines.append("| %s x %s | %s, %s, %s, %s | %s | %s | %s | %.3f ms | %.3f ms | %.2fx | %s%% | %.1f us (%.1f%%) "
+                     "| %s |" % (
             r["devices"], r["gpu"], r["seqs"], r["heads"], r["kv_heads"], r["context"], r["dtype"], r["exchange"],
-            ms, float(r["one_ms"]), float(r["speedup"]), pct, ex * 1000, 100 * ex / ms,
+            r["groups"], ms, float(r["one_ms"]), float(r["speedup"]), pct, ex * 1000, 100 * ex / ms,
             "pass" if r["pass"] == "1" else "FAIL"))
     return "\n".join(lines) + "\n"
 
@@ -60,7 +66,7 @@ def table(rows):
 # JSON field names: the ones pa-lab prints, but named so that the lesson
 # figure test knows their units (a time ends in _ms, a percent in _pct).
 RENAMED = {"ms": "total_ms", "pct_min": "min_copy_pct", "pct_max": "max_copy_pct"}
-NUMERIC = ("seqs", "heads", "kv_heads", "context", "devices", "ms", "one_ms", "speedup", "exchange_ms", "merge_ms",
+NUMERIC = ("seqs", "heads", "kv_heads", "context", "devices", "groups", "ms", "one_ms", "speedup", "exchange_ms", "merge_ms",
            "pct_min", "pct_max", "exchange_kb", "pass")
 
 

@@ -34,6 +34,15 @@ ShardedStateGeometry sharded_state_geometry(const PagedProblem& p, int num_shard
   return ShardedStateGeometry{num_shards, p.num_seqs(), StateGeometry{p.spec.num_heads, p.spec.head_size}};
 }
 
+std::vector<int> even_sequence_groups(int num_seqs, int groups) {
+  if (groups < 1 || groups > num_seqs)
+    throw std::invalid_argument("sequence groups: " + std::to_string(groups) + " groups of " +
+                                std::to_string(num_seqs) + " sequences; accepted: 1.." + std::to_string(num_seqs));
+  std::vector<int> bounds{0};
+  for (int g = 0; g < groups; ++g) bounds.push_back(bounds.back() + num_seqs / groups + (g < num_seqs % groups));
+  return bounds;
+}
+
 #if PA_HAVE_CUDA
 
 namespace {
@@ -57,6 +66,32 @@ void give_empty_table_a_column(PagedProblem& l) {
   l.table = BlockTableGeometry{1};
   l.block_tables.assign(static_cast<std::size_t>(l.num_seqs()), kNoBlock);
 }
+
+// Stage 8's arguments for sequences [b, e) of `all`: the same device
+// buffers, offset to sequence b.
+OptimizedArgs sequence_range_args(const OptimizedArgs& all, const PagedProblem& local, int b, int e) {
+  OptimizedArgs a = all;
+  const std::size_t eb = static_cast<std::size_t>(dtype_bytes(all.dtype));
+  a.q = static_cast<const unsigned char*>(all.q) + static_cast<std::size_t>(b) * all.q_stride * eb;
+  a.block_tables = all.block_tables + static_cast<std::size_t>(b) * all.max_blocks_per_seq;
+  a.context_lens = all.context_lens + b;
+  a.num_seqs = e - b;
+  int longest = 0;
+  for (int s = b; s < e; ++s) longest = std::max(longest, local.context_lens[s]);
+  // The split heuristic sizes the grid by the longest attended range; a shard
+  // may hold no token of any of these sequences (its CTAs then only write empty states).
+  a.max_context_len = std::max(1, longest);
+  return a;
+}
+void check_group_bounds(const std::vector<int>& b, int num_seqs) {
+  bool ok = b.size() >= 2 && b.front() == 0 && b.back() == num_seqs;
+  for (std::size_t i = 1; ok && i < b.size(); ++i) ok = b[i] > b[i - 1];
+  if (ok) return;
+  std::string got;
+  for (int x : b) got += (got.empty() ? "" : ",") + std::to_string(x);
+  throw std::invalid_argument("ShardDecoder: group bounds {" + got + "}; accepted: 0 < s1 < ... < num_seqs (" +
+                              std::to_string(num_seqs) + "), first 0 and last num_seqs");
+}
 }  // namespace
 
 struct ShardDecoder::Impl {
@@ -65,48 +100,88 @@ struct ShardDecoder::Impl {
   std::unique_ptr<DeviceInputs> in;
   OptimizedArgs args;
   OptimizedPlan plan;
-  DeviceBuffer ws;
+  std::vector<int> bounds;  // group g: sequences [bounds[g], bounds[g + 1])
+  std::vector<OptimizedArgs> group_args;
+  std::vector<OptimizedPlan> group_plans;
+  DeviceBuffer ws;  // the largest plan's; groups run one after another on one stream
 };
 
-ShardDecoder::ShardDecoder(const PagedProblem& p, ShardPolicy policy, int num_shards, int shard)
+ShardDecoder::ShardDecoder(const PagedProblem& p, ShardPolicy policy, int num_shards, int shard,
+                           const std::vector<int>& group_bounds)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   PA_CUDA_CHECK(cudaGetDevice(&m.device));
   m.shard = shard;
+  m.bounds = group_bounds.empty() ? std::vector<int>{0, p.num_seqs()} : group_bounds;
+  check_group_bounds(m.bounds, p.num_seqs());
   m.local = std::make_unique<PagedProblem>(shard_problem(p, policy, num_shards, shard));
   give_empty_pool_a_page(*m.local);
   give_empty_table_a_column(*m.local);
   m.in = std::make_unique<DeviceInputs>(*m.local);
-  m.args = optimized_args(m.in->args());
-  m.args.out = nullptr;  // the state is the output
-  // The plan's split heuristic sizes the grid by the longest attended range;
-  // a shard may hold no token of any sequence (its CTAs then only write empty states).
-  m.args.max_context_len = std::max(1, m.local->spec.max_context_len());
+  OptimizedArgs all = optimized_args(m.in->args());
+  all.out = nullptr;  // the state is the output
+  m.args = sequence_range_args(all, *m.local, 0, p.num_seqs());
   m.plan = plan_optimized(m.args);
+  std::size_t ws = m.plan.workspace_bytes;
+  for (std::size_t g = 0; g + 1 < m.bounds.size(); ++g) {
+    m.group_args.push_back(sequence_range_args(all, *m.local, m.bounds[g], m.bounds[g + 1]));
+    m.group_plans.push_back(plan_optimized(m.group_args.back()));
+    ws = std::max(ws, m.group_plans.back().workspace_bytes);
+  }
   // Arrival counters start at zero once; every launch leaves them there.
-  m.ws = DeviceBuffer(std::max<std::size_t>(m.plan.workspace_bytes, 1));
+  m.ws = DeviceBuffer(std::max<std::size_t>(ws, 1));
   m.ws.fill_bytes(0);
+  // The uploads and the memset run on the legacy default stream, which
+  // orders nothing before a non-blocking stream's launches: wait for them.
+  PA_CUDA_CHECK(cudaDeviceSynchronize());
+  // Only the shape and the lengths are needed from here on.
+  for (auto* v : {&m.local->k_cache, &m.local->v_cache}) std::vector<float>().swap(*v);
+  for (auto* v : {&m.local->k_bytes, &m.local->v_bytes, &m.local->q_bytes}) decltype(m.local->k_bytes)().swap(*v);
 }
 
-ShardDecoder::~ShardDecoder() = default;
+ShardDecoder::~ShardDecoder() {
+  if (!impl_) return;  // moved from
+  DeviceScope on(impl_->device);
+  impl_.reset();
+}
 ShardDecoder::ShardDecoder(ShardDecoder&&) noexcept = default;
 ShardDecoder& ShardDecoder::operator=(ShardDecoder&&) noexcept = default;
 
 void ShardDecoder::decode(float* state_out, float* state_lse, void* stream) const {
+  DeviceScope on(impl_->device);
   OptimizedArgs a = impl_->args;
   a.state_out = state_out;
   a.state_lse = state_lse;
   launch_optimized(a, impl_->plan, impl_->ws.get(), stream);
 }
 
+void ShardDecoder::decode_group(int g, float* state_out, float* state_lse, void* stream) const {
+  if (g < 0 || g >= num_groups())
+    throw std::invalid_argument("ShardDecoder: group " + std::to_string(g) + "; accepted: 0.." +
+                                std::to_string(num_groups() - 1));
+  DeviceScope on(impl_->device);
+  OptimizedArgs a = impl_->group_args[g];
+  a.state_out = state_out;
+  a.state_lse = state_lse;
+  launch_optimized(a, impl_->group_plans[g], impl_->ws.get(), stream);
+}
+
+int ShardDecoder::num_groups() const { return static_cast<int>(impl_->group_plans.size()); }
+const OptimizedPlan& ShardDecoder::group_plan(int g) const {
+  if (g < 0 || g >= num_groups())
+    throw std::invalid_argument("ShardDecoder: group " + std::to_string(g) + "; accepted: 0.." +
+                                std::to_string(num_groups() - 1));
+  return impl_->group_plans[g];
+}
+
 int ShardDecoder::device() const { return impl_->device; }
 int ShardDecoder::shard() const { return impl_->shard; }
-const PagedProblem& ShardDecoder::local() const { return *impl_->local; }
 const OptimizedPlan& ShardDecoder::plan() const { return impl_->plan; }
 std::int64_t ShardDecoder::kv_bytes() const { return impl_->local->spec.kv_bytes(); }
 
-ShardedRun run_sharded(const PagedProblem& p, ShardPolicy policy, int num_shards) {
+ShardedRun run_sharded(const PagedProblem& p, ShardPolicy policy, int num_shards, int sequence_groups) {
   make_shard_plan_checked(policy, num_shards, p.spec.block_size, 0);  // the error names the bad value
+  const std::vector<int> bounds = even_sequence_groups(p.num_seqs(), sequence_groups);
   const ShardedStateGeometry g = sharded_state_geometry(p, num_shards);
   const std::size_t rows = static_cast<std::size_t>(g.rows_per_shard());
   const std::size_t out_elems = rows * p.spec.head_size;
@@ -116,11 +191,16 @@ ShardedRun run_sharded(const PagedProblem& p, ShardPolicy policy, int num_shards
   ShardedRun r;
   for (int s = 0; s < num_shards; ++s) {
     // One shard's pages on the device at a time, as a device of its own would hold them.
-    const ShardDecoder d(p, policy, num_shards, s);
-    d.decode(static_cast<float*>(states_out.get()) + s * out_elems, static_cast<float*>(states_lse.get()) + s * rows,
-             nullptr);
+    const ShardDecoder d(p, policy, num_shards, s, bounds);
+    std::string plan;
+    for (int k = 0; k < d.num_groups(); ++k) {
+      const std::size_t row0 = static_cast<std::size_t>(bounds[k]) * p.spec.num_heads;
+      d.decode_group(k, static_cast<float*>(states_out.get()) + s * out_elems + row0 * p.spec.head_size,
+                     static_cast<float*>(states_lse.get()) + s * rows + row0, nullptr);
+      plan += (k ? "; " : "") + d.group_plan(k).describe();
+    }
     PA_CUDA_CHECK(cudaDeviceSynchronize());
-    r.plans.push_back(d.plan().describe());
+    r.plans.push_back(plan);
   }
   ShardMergeArgs m;
   m.states_out = static_cast<const float*>(states_out.get());
@@ -141,17 +221,21 @@ ShardedRun run_sharded(const PagedProblem& p, ShardPolicy policy, int num_shards
 #else  // no CUDA: say so
 
 struct ShardDecoder::Impl {};
-ShardDecoder::ShardDecoder(const PagedProblem&, ShardPolicy, int, int) { throw NoGpuError("built without CUDA"); }
+ShardDecoder::ShardDecoder(const PagedProblem&, ShardPolicy, int, int, const std::vector<int>&) {
+  throw NoGpuError("built without CUDA");
+}
 ShardDecoder::~ShardDecoder() = default;
 ShardDecoder::ShardDecoder(ShardDecoder&&) noexcept = default;
 ShardDecoder& ShardDecoder::operator=(ShardDecoder&&) noexcept = default;
 void ShardDecoder::decode(float*, float*, void*) const { throw NoGpuError("built without CUDA"); }
+void ShardDecoder::decode_group(int, float*, float*, void*) const { throw NoGpuError("built without CUDA"); }
+int ShardDecoder::num_groups() const { throw NoGpuError("built without CUDA"); }
+const OptimizedPlan& ShardDecoder::group_plan(int) const { throw NoGpuError("built without CUDA"); }
 int ShardDecoder::device() const { throw NoGpuError("built without CUDA"); }
 int ShardDecoder::shard() const { throw NoGpuError("built without CUDA"); }
-const PagedProblem& ShardDecoder::local() const { throw NoGpuError("built without CUDA"); }
 const OptimizedPlan& ShardDecoder::plan() const { throw NoGpuError("built without CUDA"); }
 std::int64_t ShardDecoder::kv_bytes() const { throw NoGpuError("built without CUDA"); }
-ShardedRun run_sharded(const PagedProblem&, ShardPolicy, int) { throw NoGpuError("built without CUDA"); }
+ShardedRun run_sharded(const PagedProblem&, ShardPolicy, int, int) { throw NoGpuError("built without CUDA"); }
 
 #endif
 

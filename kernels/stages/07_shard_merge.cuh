@@ -8,7 +8,7 @@
 //   1. gather, then fold: an all-gather gives every device all N states,
 //      shard-major (ShardedStateGeometry), and merge_shards_kernel folds them
 //      in shard order with the two-state merge's own weights (merge_weights,
-//      07_cascade_merge.cuh): acc = merge(...merge(merge(empty, s0), s1)...).
+//      07_cascade_merge.cuh): acc = merge(...merge(merge(s0, s1), s2)...).
 //      A fixed order, the same arithmetic as a chain of merge_states_kernel
 //      launches: the result does not depend on which device computes it, or
 //      on whether the shards ran on one device or on N.
@@ -52,18 +52,26 @@ __global__ void merge_shards_kernel(const float* __restrict__ states_out, const 
     const std::int64_t row = i / vecs_per_row;
     const int d = MergeGrid::elem_of(i, vecs_per_row);
     const std::int64_t off = g.state.row_elem_offset(row, d);
-    float lse = -INFINITY;  // the empty state, the identity of the merge
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s = 0; s < g.num_shards; ++s) {
+    // Shard 0's state as it is (an empty one is never read), then the others
+    // merged in: exactly the chain merge(merge(s0, s1), s2)..., even in the
+    // sign of a zero, which merging into an empty start would turn to +0.
+    float lse = states_lse[row];
+    float4 acc = lse == -INFINITY ? make_float4(0.f, 0.f, 0.f, 0.f) : load4(states_out + off);
+    for (int s = 1; s < g.num_shards; ++s) {
       const MergeWeights w = merge_weights(lse, states_lse[s * rows + row]);
       float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
       if (w.wa > 0.f) {
-        r.x = w.wa * acc.x; r.y = w.wa * acc.y; r.z = w.wa * acc.z; r.w = w.wa * acc.w;
+        r.x = w.wa * acc.x;
+        r.y = w.wa * acc.y;
+        r.z = w.wa * acc.z;
+        r.w = w.wa * acc.w;
       }
       if (w.wb > 0.f) {
         const float4 x = load4(states_out + s * g.out_elems_per_shard() + off);
-        r.x = fmaf(w.wb, x.x, r.x); r.y = fmaf(w.wb, x.y, r.y);
-        r.z = fmaf(w.wb, x.z, r.z); r.w = fmaf(w.wb, x.w, r.w);
+        r.x = fmaf(w.wb, x.x, r.x);
+        r.y = fmaf(w.wb, x.y, r.y);
+        r.z = fmaf(w.wb, x.z, r.z);
+        r.w = fmaf(w.wb, x.w, r.w);
       }
       acc = r;
       lse = w.lse;
@@ -90,7 +98,10 @@ __global__ void weigh_state_kernel(const float* __restrict__ state_out, const fl
     float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
     if (w > 0.f) {
       const float4 x = load4(state_out + row * head_size + d);
-      r.x = w * x.x; r.y = w * x.y; r.z = w * x.z; r.w = w * x.w;
+      r.x = w * x.x;
+      r.y = w * x.y;
+      r.z = w * x.z;
+      r.w = w * x.w;
     }
     store4(sums + row * head_size + d, r);
     if (d == 0) sums[rows * head_size + row] = w;
@@ -113,7 +124,10 @@ __global__ void normalize_sums_kernel(const float* __restrict__ sums, const floa
     if (w > 0.f) {
       const float4 x = load4(sums + row * head_size + d);
       const float inv = 1.f / w;
-      r.x = x.x * inv; r.y = x.y * inv; r.z = x.z * inv; r.w = x.w * inv;
+      r.x = x.x * inv;
+      r.y = x.y * inv;
+      r.z = x.z * inv;
+      r.w = x.w * inv;
     }
     store4(out + row * head_size + d, r);
     if (d == 0 && out_lse != nullptr) out_lse[row] = w > 0.f ? max_lse[row] + __logf(w) : -INFINITY;
@@ -122,13 +136,15 @@ __global__ void normalize_sums_kernel(const float* __restrict__ sums, const floa
 // LESSON-END(cascade_merge.state_sums)
 
 // Waits for the host: see launch_wait_host_flag (pa/kernels/shard_merge.hpp).
-__global__ void wait_host_flag_kernel(const volatile int* flag, int value, unsigned long long timeout_ns) {
+__global__ void wait_host_flag_kernel(const volatile int* flag, int value, unsigned long long timeout_ns,
+                                      volatile int* timed_out) {
   unsigned long long t0, t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   do {
     if (*flag == value) return;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   } while (t - t0 < timeout_ns);
+  *timed_out = 1;
 }
 
 }  // namespace pa::kernels

@@ -80,6 +80,7 @@ const std::vector<BadFlag>& cases() {
        {"--shard-policy", "'diagonal'", "contiguous, round_robin"}},
       {Tool::lab, "run --stage optimized --devices 2 --exchange all_gather,bcast",
        {"--exchange", "'bcast'", "all_gather, sums"}},
+      {Tool::lab, "run --stage optimized --devices 2 --sequence-groups 0", {"--sequence-groups", "0", "1 .."}},
       {Tool::lab, "list --bogus 1", {"--bogus", "unknown option"}},
       // pa-bench
       {Tool::bench, "--iters 0", {"--iters", "'0'", "[1, 1000000]"}},

@@ -17,7 +17,7 @@ import context_parallel_table as cpt  # noqa: E402
 
 ROWS = (
     "row: gpu=NVIDIA H200 dtype=fp16 seqs=1 heads=32 kv_heads=8 context=1048576 policy=contiguous devices=2 "
-    "exchange=all_gather ms=0.5393 one_ms=1.0201 speedup=1.891 exchange_ms=0.0114 merge_ms=0.0062 pct_min=96.9 "
+    "exchange=all_gather groups=2 ms=0.5393 one_ms=1.0201 speedup=1.891 exchange_ms=0.0114 merge_ms=0.0062 pct_min=96.9 "
     "pct_max=97.6 exchange_kb=16.5 pass=1\n"
     "row: gpu=NVIDIA H200 dtype=fp16 seqs=1 heads=32 kv_heads=8 context=1048576 policy=contiguous devices=1 "
     "exchange=sums ms=1.0400 one_ms=1.0201 speedup=0.981 exchange_ms=0.0080 merge_ms=0.0055 pct_min=98.8 "
@@ -46,14 +46,15 @@ with tempfile.TemporaryDirectory() as d:
     lines = r.stdout.splitlines()
     check(len(lines) == 4, "header, rule and two rows: %r" % lines)
     # Sorted by GPU count: the one-GPU row first.
-    check(lines[2] == "| 1 x NVIDIA H200 | 1, 32, 8, 1048576 | fp16 | sums | 1.040 ms | 1.020 ms | 0.98x | 98.8% | "
-          "8.0 us (0.8%) | FAIL |", lines[2])
-    check(lines[3] == "| 2 x NVIDIA H200 | 1, 32, 8, 1048576 | fp16 | all_gather | 0.539 ms | 1.020 ms | 1.89x | "
+    check(lines[2] == "| 1 x NVIDIA H200 | 1, 32, 8, 1048576 | fp16 | sums | 1 | 1.040 ms | 1.020 ms | 0.98x | "
+          "98.8% | 8.0 us (0.8%) | FAIL |", lines[2])
+    check(lines[3] == "| 2 x NVIDIA H200 | 1, 32, 8, 1048576 | fp16 | all_gather | 2 | 0.539 ms | 1.020 ms | 1.89x | "
           "96.9-97.6% | 11.4 us (2.1%) | pass |", lines[3])
     data = json.load(open(json_path))
     check(len(data["rows"]) == 2, "two JSON rows")
     first = data["rows"][0]
     check(first["gpu"] == "NVIDIA H200" and first["devices"] == 2, "the GPU name keeps its space")
+    check(first["groups"] == 2 and data["rows"][1]["groups"] == 1, "groups, 1 where a row has none")
     check(first["total_ms"] == 0.5393, "ms renamed to total_ms")
     check(first["min_copy_pct"] == 96.9 and first["max_copy_pct"] == 97.6, "pct_min/max renamed to *_copy_pct")
     check(first["exchange_share_pct"] == 2.1, "share 100 * 0.0114 / 0.5393 = 2.1")

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "gpu_skip.hpp"
@@ -115,17 +116,43 @@ TEST_CASE("context parallelism: the fold of N states equals the two-state merge 
   const PagedProblem p = make_problem(spec);
   const int n = 5, seqs = p.num_seqs(), heads = spec.num_heads, hs = spec.head_size;
   const std::size_t rows = static_cast<std::size_t>(seqs) * heads;
-  const ShardedRun got = run_sharded(p, ShardPolicy::round_robin, n);
-  // merge(...merge(merge(s0, s1), s2)...) with float intermediates; the last in f16 as the fold writes it.
-  std::vector<float> out = slice(got.states_out, 0, rows * hs), lse = slice(got.states_lse, 0, rows);
-  for (int s = 1; s < n; ++s) {
-    const MergeRun m = run_merge(out, lse, slice(got.states_out, s, rows * hs), slice(got.states_lse, s, rows), seqs,
-                                 heads, hs, s + 1 == n ? DType::f16 : DType::f32);
-    out = m.out;
-    lse = m.lse;
+  int ran = 0;
+  // Round robin: every shard holds some of each sequence. Contiguous: 33
+  // tokens are 3 blocks, so the first two shards hold none of sequence 1
+  // (empty states first in the fold).
+  for (ShardPolicy policy : {ShardPolicy::round_robin, ShardPolicy::contiguous}) {
+    INFO(shard_policy_name(policy));
+    const ShardedRun got = run_sharded(p, policy, n);
+    // merge(...merge(merge(s0, s1), s2)...) with float intermediates; the last in f16 as the fold writes it.
+    std::vector<float> out = slice(got.states_out, 0, rows * hs), lse = slice(got.states_lse, 0, rows);
+    for (int s = 1; s < n; ++s) {
+      const MergeRun m = run_merge(out, lse, slice(got.states_out, s, rows * hs), slice(got.states_lse, s, rows),
+                                   seqs, heads, hs, s + 1 == n ? DType::f16 : DType::f32);
+      out = m.out;
+      lse = m.lse;
+    }
+    CHECK(same_bits(out, got.out));
+    CHECK(same_bits(lse, got.lse));
+    ++ran;
   }
-  CHECK(same_bits(out, got.out));
-  CHECK(same_bits(lse, got.lse));
+  CHECK(ran == 2);
+}
+
+TEST_CASE("context parallelism on one GPU: shards that hold no page at all", "[gpu][shard]") {
+  PA_REQUIRE_GPU();
+  // 17 tokens (2 blocks) over 8 contiguous shards: shards 0-5 hold nothing
+  // (an empty pool: one zero page, never read) and write empty states.
+  const ProblemSpec spec = test::fresh_spec_of(DType::bf16, 128, 16, 4, 4, {17}, 47);
+  const PagedProblem p = make_problem(spec);
+  const ShardedRun got = run_sharded(p, ShardPolicy::contiguous, 8);
+  const std::size_t rows = spec.num_heads;
+  int empty = 0;
+  for (int s = 0; s < 8; ++s)
+    for (std::size_t r = 0; r < rows; ++r)
+      if (got.states_lse[s * rows + r] == -std::numeric_limits<float>::infinity()) ++empty;
+  CHECK(empty == 6 * spec.num_heads);
+  test::require_close(ref_output(p), got.out, tolerance_for(DType::bf16));
+  test::require_close(ref_lse_of(p), got.lse, lse_tolerance(DType::bf16));
 }
 
 TEST_CASE("context parallelism: the merge as sums (weigh, add, normalize) agrees with the fold", "[gpu][shard]") {
@@ -135,15 +162,22 @@ TEST_CASE("context parallelism: the merge as sums (weigh, add, normalize) agrees
   const int n = 4, hs = spec.head_size;
   const std::int64_t rows = static_cast<std::int64_t>(p.num_seqs()) * spec.num_heads;
   const ShardedRun got = run_sharded(p, ShardPolicy::contiguous, n);
+  // Row 0 made empty in every shard (lse -inf, out NaN: never to be read):
+  // the normalize step must give the empty state (out 0, lse -inf) for it.
+  ShardedRun states = got;
+  for (int s = 0; s < n; ++s) {
+    states.states_lse[s * rows] = -std::numeric_limits<float>::infinity();
+    for (int d = 0; d < hs; ++d) states.states_out[s * rows * hs + d] = std::numeric_limits<float>::quiet_NaN();
+  }
   // The all-reduces done on the host: the max of the lse, then the sum of the weighted states.
   std::vector<float> max_lse(rows, -std::numeric_limits<float>::infinity());
   for (int s = 0; s < n; ++s)
-    for (std::int64_t r = 0; r < rows; ++r) max_lse[r] = std::max(max_lse[r], got.states_lse[s * rows + r]);
+    for (std::int64_t r = 0; r < rows; ++r) max_lse[r] = std::max(max_lse[r], states.states_lse[s * rows + r]);
   DeviceBuffer d_max(rows * 4), d_out(rows * hs * 4), d_lse(rows * 4), d_sums(state_sum_elems(rows, hs) * 4);
   d_max.upload(max_lse.data(), rows * 4);
   std::vector<double> sums(state_sum_elems(rows, hs), 0.0);
   for (int s = 0; s < n; ++s) {
-    const std::vector<float> o = slice(got.states_out, s, rows * hs), l = slice(got.states_lse, s, rows);
+    const std::vector<float> o = slice(states.states_out, s, rows * hs), l = slice(states.states_lse, s, rows);
     d_out.upload(o.data(), o.size() * 4);
     d_lse.upload(l.data(), l.size() * 4);
     d_sums.fill_bytes(0xFF);
@@ -175,10 +209,53 @@ TEST_CASE("context parallelism: the merge as sums (weigh, add, normalize) agrees
   a.rows = rows;
   a.head_size = hs;
   launch_normalize_sums(a);
-  const std::vector<float> o = download_decoded(out, rows * hs, DType::bf16), l = download_floats(lse, rows);
-  test::require_close(std::vector<double>(got.out.begin(), got.out.end()), o, tolerance_for(DType::bf16));
-  test::require_close(std::vector<double>(got.lse.begin(), got.lse.end()), l, lse_tolerance(DType::bf16));
-  test::require_close(ref_output(p), o, tolerance_for(DType::bf16));
+  std::vector<float> o = download_decoded(out, rows * hs, DType::bf16), l = download_floats(lse, rows);
+  CHECK(l[0] == -std::numeric_limits<float>::infinity());
+  for (int d = 0; d < hs; ++d) REQUIRE(o[d] == 0.f);
+  // The other rows against the fold and the reference (row 0 compared above).
+  std::vector<double> fold_out(got.out.begin(), got.out.end()), fold_lse(got.lse.begin(), got.lse.end());
+  std::vector<double> ref = ref_output(p);
+  for (int d = 0; d < hs; ++d) fold_out[d] = ref[d] = 0.0;
+  fold_lse[0] = 0.0;
+  l[0] = 0.f;
+  test::require_close(fold_out, o, tolerance_for(DType::bf16));
+  test::require_close(fold_lse, l, lse_tolerance(DType::bf16));
+  test::require_close(ref, o, tolerance_for(DType::bf16));
+}
+
+TEST_CASE("context parallelism: a batch decoded in sequence groups equals the reference", "[gpu][shard]") {
+  PA_REQUIRE_GPU();
+  const ProblemSpec spec = test::fresh_spec_of(DType::f16, 128, 16, 8, 2, {3000, 17, 700, 1200, 64}, 46);
+  const PagedProblem p = make_problem(spec);
+  const std::vector<double> want = ref_output(p), want_lse = ref_lse_of(p);
+  int ran = 0;
+  for (int groups : {2, 3, 5}) {
+    INFO(groups << " sequence groups");
+    const ShardedRun got = run_sharded(p, ShardPolicy::round_robin, 3, groups);
+    REQUIRE(got.plans.size() == 3);
+    test::require_close(want, got.out, tolerance_for(DType::f16));
+    test::require_close(want_lse, got.lse, lse_tolerance(DType::f16));
+    ++ran;
+  }
+  CHECK(ran == 3);
+}
+
+TEST_CASE("context parallelism: even sequence groups", "[shard]") {
+  CHECK(even_sequence_groups(5, 1) == std::vector<int>{0, 5});
+  CHECK(even_sequence_groups(5, 2) == std::vector<int>{0, 3, 5});
+  CHECK(even_sequence_groups(4, 4) == std::vector<int>{0, 1, 2, 3, 4});
+  CHECK(even_sequence_groups(7, 3) == std::vector<int>{0, 3, 5, 7});
+  int ran = 0;
+  for (int g : {0, 6}) {
+    try {
+      (void)even_sequence_groups(5, g);
+      FAIL("accepted " << g << " groups of 5 sequences");
+    } catch (const std::invalid_argument& e) {
+      CHECK(std::string(e.what()).find(std::to_string(g) + " groups of 5 sequences") != std::string::npos);
+      ++ran;
+    }
+  }
+  CHECK(ran == 2);
 }
 
 TEST_CASE("context parallelism: bad shard arguments name the value", "[gpu][shard]") {

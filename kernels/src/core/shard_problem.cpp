@@ -23,8 +23,7 @@ PagedProblem shard_problem(const PagedProblem& p, ShardPolicy policy, int num_sh
   for (int seq = 0; seq < ns; ++seq) plans.push_back(shard_plan_of(p, seq, policy, num_shards));
   if (shard < 0 || shard >= num_shards) {
     throw std::invalid_argument("shard_problem: shard " + std::to_string(shard) + "; accepted: 0.." +
-                                std::to_string(num_shards - 1) + " (num_shards " + std::to_string(num_shards) +
-                                ")");
+                                std::to_string(num_shards - 1) + " (num_shards " + std::to_string(num_shards) + ")");
   }
 
   PagedProblem l;

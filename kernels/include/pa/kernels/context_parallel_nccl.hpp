@@ -8,6 +8,10 @@
 // (ncclCommInitAll), one stream per device, collectives of all devices issued
 // inside one NCCL group. Rank r is device r and shard r.
 //
+// One sequence group (the default) decodes the whole batch first; with
+// several, a group's exchange overlaps the next group's decode
+// (ContextParallelOptions::sequence_groups).
+//
 // Two exchanges (07_shard_merge.cuh explains the arithmetic):
 //   all_gather: each device's state (out and lse: two all-gathers in one
 //     group) lands in every device's shard-major buffer; the merge kernel
@@ -19,8 +23,9 @@
 //     collectives instead of one, and the sum's order is NCCL's.
 //
 // Built only where CMake found NCCL (PA_HAVE_NCCL); plain C++ (no CUDA or
-// NCCL headers). NVLink multicast (NVLS) is kept off: the constructor sets
-// NCCL_NVLS_ENABLE=0 before NCCL starts; the states are a few kilobytes,
+// NCCL headers). Every call leaves the caller's current device current.
+// NVLink multicast (NVLS) is kept off: the constructor sets
+// NCCL_NVLS_ENABLE=0 before NCCL starts, over any other value; the states are a few kilobytes,
 // where multicast buys nothing, and on a shared host it is not allowed.
 #pragma once
 #include <cstdint>
@@ -35,9 +40,16 @@
 namespace pa::kernels {
 
 struct ContextParallelOptions {
-  int devices = 2;  // ranks, one per GPU: devices 0..devices-1 (2..kMaxShards)
+  int devices = 2;  // ranks, one per GPU: devices 0..devices-1 (1..kMaxShards)
   ShardPolicy policy = ShardPolicy::contiguous;
   StateExchange exchange = StateExchange::all_gather;
+  // 1: decode the whole batch, then exchange and merge. G > 1: the batch in
+  // G groups of sequences (even_sequence_groups), each decoded with its own
+  // stage 8 plan; a group's exchange and merge run on a second stream while
+  // the next group decodes. Stage 8's split choice then depends on the
+  // group, so the result is no longer run_sharded's bit for bit (the ranks
+  // still agree with each other).
+  int sequence_groups = 1;
 };
 
 struct ContextParallelResult {
@@ -54,12 +66,17 @@ struct ContextParallelResult {
 // every device starts an iteration at the same moment, released together
 // by the host: launch_wait_host_flag).
 struct ContextParallelTiming {
-  float total_ms = 0;                 // the slowest rank's time from its start to its merged output
-  std::vector<float> decode_ms;       // per rank: stage 8 over its pages
-  float exchange_ms = 0;              // the exchange on the rank whose decode ended last (it waits for nobody)
-  float merge_ms = 0;                 // the merge kernel after the exchange (max over ranks)
-  std::vector<std::int64_t> kv_bytes; // per rank: K and V bytes of its tokens
-  std::int64_t exchange_bytes = 0;    // bytes each rank receives: all_gather (N-1) states; sums 2 (N-1)/N (ring)
+  float total_ms = 0;            // the slowest rank's time from its start to its merged output
+  std::vector<float> decode_ms;  // per rank: stage 8 over its pages
+  // From the end of the last decode to the end of the last exchange, on the
+  // rank whose decode took longest (started together, it is the last to
+  // arrive and waits for nobody): the exchange's time not hidden behind a
+  // decode (all of it with one sequence group; with `sums`, the weigh kernel
+  // between the two all-reduces too).
+  float exchange_ms = 0;
+  float merge_ms = 0;                  // the last merge kernel (max over ranks)
+  std::vector<std::int64_t> kv_bytes;  // per rank: K and V bytes of its tokens
+  std::int64_t exchange_bytes = 0;     // bytes each rank receives: all_gather (N-1) states; sums 2 (N-1)/N (ring)
   int iters = 0;
 };
 
@@ -77,6 +94,8 @@ class ContextParallel {
   const ContextParallelOptions& options() const;
   // Poison every rank's output with NaN, decode, exchange, merge, copy back.
   ContextParallelResult run();
+  // Throws std::runtime_error when a device's wait for the host's release
+  // timed out (the devices did not start together); warmup >= 1.
   ContextParallelTiming time(int iters, int warmup = 3);
 
  private:

@@ -19,3 +19,24 @@ namespace pa::kernels::detail {
     if (pa_cuda_err_ != cudaSuccess)                                                 \
       ::pa::kernels::detail::cuda_fail(pa_cuda_err_, #call, __FILE__, __LINE__);     \
   } while (0)
+
+namespace pa::kernels {
+
+// Makes `device` current for a scope and puts the caller's device back: code
+// that drives several GPUs (context parallelism) leaves the current device
+// as it found it.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    PA_CUDA_CHECK(cudaGetDevice(&saved_));
+    if (device != saved_) PA_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceScope() { cudaSetDevice(saved_); }  // a destructor cannot report an error
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
+}  // namespace pa::kernels

@@ -37,8 +37,8 @@ struct StateSumArgs {
   float* sums = nullptr;             // weigh writes, normalize reads: state_sum_elems floats
   void* out = nullptr;               // normalize: [rows][head_size] in out_dtype
   DType out_dtype = DType::f32;
-  float* out_lse = nullptr;          // normalize, optional
-  std::int64_t rows = 0;             // num_seqs * num_heads
+  float* out_lse = nullptr;  // normalize, optional
+  std::int64_t rows = 0;     // num_seqs * num_heads
   int head_size = 0;
 };
 // Floats of the sums buffer: the weighted outputs, then one weight per row.
@@ -47,11 +47,12 @@ void launch_weigh_state(const StateSumArgs& a, void* stream = nullptr);
 void launch_normalize_sums(const StateSumArgs& a, void* stream = nullptr);
 
 // A one-thread kernel that waits until *flag (host memory mapped for the
-// device, cudaHostAllocMapped) equals `value`, or `timeout_ns` have passed.
-// Several devices queued behind their own wait all start when the host sets
-// the flag, within the microseconds of a PCIe read: what lets a multi-device
-// timing start every device together. Returns nothing; a timeout leaves the
-// queue running, so a timing loop never hangs.
-void launch_wait_host_flag(const volatile int* flag, int value, unsigned long long timeout_ns, void* stream);
+// device, cudaHostAllocMapped) equals `value`, or `timeout_ns` have passed,
+// and then sets *timed_out to 1. Several devices queued behind their own wait
+// all start when the host sets the flag, within the microseconds of a PCIe
+// read: what lets a multi-device timing start every device together. A
+// timeout leaves the queue running (a timing loop never hangs) and says so.
+void launch_wait_host_flag(const volatile int* flag, int value, unsigned long long timeout_ns,
+                           volatile int* timed_out, void* stream);
 
 }  // namespace pa::kernels
