@@ -103,7 +103,11 @@ struct ShardDecoder::Impl {
   std::vector<int> bounds;  // group g: sequences [bounds[g], bounds[g + 1])
   std::vector<OptimizedArgs> group_args;
   std::vector<OptimizedPlan> group_plans;
-  DeviceBuffer ws;  // the largest plan's; groups run one after another on one stream
+  // One workspace per plan: a plan's arrival counters sit after its split
+  // states, at an offset that depends on the plan, and each workspace's
+  // counters are zero only where its own plan's launches leave them.
+  DeviceBuffer ws;
+  std::vector<DeviceBuffer> group_ws;
 };
 
 ShardDecoder::ShardDecoder(const PagedProblem& p, ShardPolicy policy, int num_shards, int shard,
@@ -122,15 +126,18 @@ ShardDecoder::ShardDecoder(const PagedProblem& p, ShardPolicy policy, int num_sh
   all.out = nullptr;  // the state is the output
   m.args = sequence_range_args(all, *m.local, 0, p.num_seqs());
   m.plan = plan_optimized(m.args);
-  std::size_t ws = m.plan.workspace_bytes;
+  // Arrival counters start at zero once; every launch leaves them there.
+  auto zeroed = [](std::size_t bytes) {
+    DeviceBuffer b(std::max<std::size_t>(bytes, 1));
+    b.fill_bytes(0);
+    return b;
+  };
+  m.ws = zeroed(m.plan.workspace_bytes);
   for (std::size_t g = 0; g + 1 < m.bounds.size(); ++g) {
     m.group_args.push_back(sequence_range_args(all, *m.local, m.bounds[g], m.bounds[g + 1]));
     m.group_plans.push_back(plan_optimized(m.group_args.back()));
-    ws = std::max(ws, m.group_plans.back().workspace_bytes);
+    m.group_ws.push_back(zeroed(m.group_plans.back().workspace_bytes));
   }
-  // Arrival counters start at zero once; every launch leaves them there.
-  m.ws = DeviceBuffer(std::max<std::size_t>(ws, 1));
-  m.ws.fill_bytes(0);
   // The uploads and the memset run on the legacy default stream, which
   // orders nothing before a non-blocking stream's launches: wait for them.
   PA_CUDA_CHECK(cudaDeviceSynchronize());
@@ -163,7 +170,7 @@ void ShardDecoder::decode_group(int g, float* state_out, float* state_lse, void*
   OptimizedArgs a = impl_->group_args[g];
   a.state_out = state_out;
   a.state_lse = state_lse;
-  launch_optimized(a, impl_->group_plans[g], impl_->ws.get(), stream);
+  launch_optimized(a, impl_->group_plans[g], impl_->group_ws[g].get(), stream);
 }
 
 int ShardDecoder::num_groups() const { return static_cast<int>(impl_->group_plans.size()); }

@@ -8,7 +8,7 @@
 #   3. the benchmark: (1, 32, 8, 1048576) and (4, 32, 8, 262144), fp16 and
 #      bf16, over 1, 2, 4 and 8 GPUs (those present), both exchanges:
 #      `pa-lab run --stage optimized --devices ...`, each run checked against
-#      the CPU reference and the one-GPU sharded run; with GROUPS set (e.g.
+#      the CPU reference and the one-GPU sharded run; with SEQ_GROUPS set (e.g.
 #      "1,2"), batches of more than one sequence also run in that many
 #      sequence groups (the exchange overlapping the next group's decode)
 #   4. the table of its "row:" lines (scripts/context_parallel_table.py)
@@ -16,7 +16,8 @@
 # Environment: PA_BUILD_DIR (an existing build with the targets, used instead
 # of the quick build), ITERS (timed iterations, default 30), SHAPES ("seqs:context ..."),
 # DTYPES (default "fp16 bf16"), DEVICES (default 1 and every power of two present),
-# GROUPS (sequence groups for batches, default 1), NO_TESTS=1 (skip step 2).
+# SEQ_GROUPS (sequence groups for batches, default 1; not GROUPS, which bash
+# sets to the user's group ids), NO_TESTS=1 (skip step 2).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/quick_build.sh"
 export NCCL_NVLS_ENABLE=0
@@ -44,7 +45,7 @@ for dt in ${DTYPES:-fp16 bf16}; do
   for shape in ${SHAPES:-1:1048576 4:262144}; do
     s=${shape%%:*} c=${shape##*:}
     groups=1
-    [[ $s -gt 1 ]] && groups=${GROUPS:-1}
+    [[ $s -gt 1 ]] && groups=${SEQ_GROUPS:-1}
     log="$OUT/run_${dt}_${s}x${c}.log"
     t=$SECONDS
     "$B/cli/pa-lab" run --stage optimized --devices "$devs" --exchange all_gather,sums --dtype "$dt" \
