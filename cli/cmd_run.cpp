@@ -5,7 +5,6 @@
 #include "cmd_run_optimized.hpp"
 #include "cmd_run_split_kv.hpp"
 #include "commands.hpp"
-#include "no_gpu.hpp"
 #include "options.hpp"
 #include "run_report.hpp"
 #include "pa/kernels/api.hpp"
@@ -56,11 +55,7 @@ int cmd_run(Args args) {
   if (!info.implemented) throw UsageError(std::string("stage ") + info.name + " is not implemented in this build");
 
   validate_problem_flags(spec);
-  std::string why;
-  if (!kernels::gpu_available(&why)) {
-    std::fputs(no_gpu_message("run", PA_HAVE_CUDA, why, info.name, static_cast<int>(*stage)).c_str(), stderr);
-    return kExitNoGpu;
-  }
+  if (!gpu_ready_for(*stage)) return kExitNoGpu;
   const auto gpu = kernels::gpu_info();
   const PagedProblem p = make_problem(spec);
   kernels::validate_problem(*stage, p, gpu.smem_optin_bytes);

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "no_gpu.hpp"
+#include "run_report.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/core/tolerance.hpp"
 #include "pa/index/shard.hpp"
@@ -103,11 +103,7 @@ int cmd_run_devices(Flags& f, ProblemSpec spec, int iters) {
   const ShardPolicy policy = flags.policy;
   f.finish("run");
   validate_problem_flags(spec);
-  std::string why;
-  if (!kernels::gpu_available(&why)) {
-    std::fputs(no_gpu_message("run", PA_HAVE_CUDA, why, "optimized", 8).c_str(), stderr);
-    return kExitNoGpu;
-  }
+  if (!gpu_ready_for(kernels::Stage::optimized)) return kExitNoGpu;
   const int have = kernels::cuda_device_count();
   for (int n : devices)
     if (n > have)

@@ -10,7 +10,6 @@
 #include "cmd_run_devices.hpp"
 #include "run_report.hpp"
 #include "commands.hpp"
-#include "no_gpu.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/optimized.hpp"
 #include "pa/kernels/runner.hpp"
@@ -31,11 +30,7 @@ int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters) {
   const int splits = f.take_int("splits", 0, 0);
   f.finish("run");
   validate_problem_flags(spec);
-  std::string why;
-  if (!kernels::gpu_available(&why)) {
-    std::fputs(no_gpu_message("run", PA_HAVE_CUDA, why, "optimized", 8).c_str(), stderr);
-    return kExitNoGpu;
-  }
+  if (!gpu_ready_for(kernels::Stage::optimized)) return kExitNoGpu;
 #if PA_HAVE_CUDA
   if (!optimized_supported(spec.dtype, spec.head_size, spec.block_size)) {
     std::fprintf(stderr, "pa-lab run: stage optimized does not support %s head %d block %d; supported: %s\n",

@@ -9,7 +9,6 @@
 
 #include "cmd_run_split_kv.hpp"
 #include "commands.hpp"
-#include "no_gpu.hpp"
 #include "options.hpp"
 #include "run_report.hpp"
 #include "pa/kernels/api.hpp"
@@ -155,13 +154,7 @@ int cmd_run_split_kv(kernels::Stage stage, Flags& f, ProblemSpec spec, int iters
   f.finish("run");
   validate_problem_flags(spec);
 
-  std::string why;
-  if (!kernels::gpu_available(&why)) {
-    std::fputs(no_gpu_message("run", PA_HAVE_CUDA, why, kernels::stage_info(stage).name, static_cast<int>(stage))
-                   .c_str(),
-               stderr);
-    return kExitNoGpu;
-  }
+  if (!gpu_ready_for(stage)) return kExitNoGpu;
   const auto gpu = kernels::gpu_info();
   const auto& info = kernels::stage_info(stage);
   std::printf("stage:   %d %s (%s)\n", static_cast<int>(stage), info.name, info.adds);

@@ -4,7 +4,18 @@
 #include <cstdio>
 #include <string>
 
+#include "no_gpu.hpp"
+
 namespace pa::cli {
+
+bool gpu_ready_for(kernels::Stage stage) {
+  std::string why;
+  if (kernels::gpu_available(&why)) return true;
+  std::fputs(
+      no_gpu_message("run", PA_HAVE_CUDA, why, kernels::stage_info(stage).name, static_cast<int>(stage)).c_str(),
+      stderr);
+  return false;
+}
 
 void print_speed(kernels::Stage stage, const ProblemSpec& spec, double median_ms, int iters, const char* what) {
   const double bytes = static_cast<double>(kernels::stage_bytes(stage, spec));

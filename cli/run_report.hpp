@@ -10,6 +10,12 @@
 
 namespace pa::cli {
 
+// pa-lab run's GPU check, the same for every stage: true when a GPU can run
+// the stage's kernels; otherwise false after printing to stderr which case it
+// is and what works without a GPU (no_gpu.hpp), and the caller exits with
+// kExitNoGpu.
+bool gpu_ready_for(kernels::Stage stage);
+
 // Prints the "time:" and "traffic:" lines. `what` names what was timed when
 // it is more than one kernel (e.g. "partition + reduce"); may be empty.
 void print_speed(kernels::Stage stage, const ProblemSpec& spec, double median_ms, int iters, const char* what);
