@@ -3,6 +3,7 @@
 // the GPU parts as unavailable / skipped. Validation and the stage table
 // (stages.cpp) work the same as in the CUDA build.
 #include "pa/kernels/api.hpp"
+#include "pa/kernels/shard_merge.hpp"
 
 namespace pa::kernels {
 
@@ -47,5 +48,11 @@ StageOutput run_stage(Stage, DeviceProblem&) { no_cuda(); }
 StageOutput run_stage(Stage, const PagedProblem&) { no_cuda(); }
 StageTiming time_stage(Stage, DeviceProblem&, int, int) { no_cuda(); }
 double measure_copy_bandwidth_gbs(std::size_t, int) { no_cuda(); }
+
+// Stage 7's merge across devices (shard_merge.hpp).
+void launch_merge_shards(const ShardMergeArgs&, void*) { no_cuda(); }
+void launch_weigh_state(const StateSumArgs&, void*) { no_cuda(); }
+void launch_normalize_sums(const StateSumArgs&, void*) { no_cuda(); }
+void launch_wait_host_flag(const volatile int*, int, unsigned long long, volatile int*, void*) { no_cuda(); }
 
 }  // namespace pa::kernels

@@ -280,6 +280,34 @@ TEST_CASE("screenshot: every lesson loads without error, has events, and its las
   }
 }
 
+TEST_CASE("screenshot: the Partitions tab deals the sequence's pages to GPUs and merges their states",
+          "[viewer][screenshot]") {
+  require_display();
+  // Lesson 7's problem: sequence 0 has 100 tokens in 7 blocks of 16; by
+  // default 4 GPUs take contiguous runs (1, 2, 2, 2 blocks), so every GPU
+  // holds tokens, and the weights e^(lse_g - lse) of a merge sum to 1.
+  const std::string png = kOut + "/shards.png", txt = png + ".txt";
+  fs::remove(txt);
+  REQUIRE(run("--lesson 7 --tab partitions --size 1600x2100 --screenshot " + png + " --dump-layout " + txt) == 0);
+  REQUIRE(fs::exists(txt));
+  const Dump d = load_dump(txt);
+  REQUIRE(d.v.count("shards") == 1);
+  const auto& sh = d.v.at("shards");  // GPUs, policy, blocks, weights
+  REQUIRE(sh.size() == 3 + 4);
+  CHECK(sh[0] == 4);
+  CHECK(sh[1] == 0);  // contiguous
+  CHECK(sh[2] == 7);
+  double sum = 0;
+  int ran = 0;
+  for (std::size_t g = 3; g < sh.size(); ++g) {
+    CHECK(sh[g] > 0);  // no GPU empty here
+    sum += sh[g];
+    ++ran;
+  }
+  CHECK(ran == 4);
+  CHECK(std::abs(sum - 1.0) < 1e-5);
+}
+
 TEST_CASE("screenshot: a trace file opens and replays", "[viewer][screenshot]") {
   require_display();
   ProblemSpec spec;

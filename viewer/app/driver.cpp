@@ -101,6 +101,12 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
     out << (l.timeline ? "lesson_timeline_link " : "lesson_link ") << l.min.x << " " << l.min.y << " " << l.max.x
         << " " << l.max.y << " " << l.url << "\n";
   out << "memory_tab " << s.memory_tab << "\n";
+  // The Partitions tab's "Across GPUs": GPUs, policy, blocks, then each GPU's weight.
+  if (s.drawn.shard_gpus > 0) {
+    out << "shards " << s.drawn.shard_gpus << " " << s.drawn.shard_policy << " " << s.drawn.shard_blocks;
+    for (double w : s.drawn.shard_weights) out << " " << w;
+    out << "\n";
+  }
   // Checked exercises: "exercise:LESSON:ID verdict answer_ok answer" (Verdict of core/exercise.hpp).
   for (const auto& [key, ui] : s.exercises)
     if (ui.checks > 0)

@@ -123,6 +123,18 @@ const RefValues* reference_values(AppState& s) {
       ctl.set_phase("warp partials");
       r.wp = ref_warp_partials(p);
       r.out = ref_output(p);
+      // Every shard count x policy recomputes the whole reference once (the
+      // shards partition the tokens): six times, so a smaller bound.
+      if (tokens * spec.num_kv_heads * spec.head_size > (1ll << 21)) {
+        r.shard_error = "problem too large to shard here (" + std::to_string(tokens) + " tokens)";
+      } else {
+        ctl.set_phase("shard states");
+        for (int policy = 0; policy < 2; ++policy)
+          for (int i = 0; i < 3; ++i) {
+            ctl.check();
+            r.sharded[policy][i] = ref_sharded(p, static_cast<ShardPolicy>(policy), RefValues::kShardCounts[i]);
+          }
+      }
       ctl.set_progress(1.0f);
       return r;
     });

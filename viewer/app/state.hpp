@@ -30,6 +30,7 @@
 #include "core/timeline_view.hpp"
 #include "pa/lessons/lesson.hpp"
 #include "pa/reference/attention.hpp"
+#include "pa/reference/sharded.hpp"
 #include "pa/core/problem.hpp"
 #include "pa/core/event.hpp"
 
@@ -46,6 +47,12 @@ struct RefValues {
   bool have_cascade = false;
   WarpPartials wp;
   std::vector<double> out;
+  // Context parallelism (the Partitions tab's "Across GPUs"): the problem
+  // sharded over kShardCounts[i] GPUs with each policy, [policy][i]; empty
+  // with shard_error set where the problem is too large to redo that often.
+  static constexpr int kShardCounts[3] = {2, 4, 8};
+  ShardedRef sharded[2][3];
+  std::string shard_error;
 };
 
 struct SourceFile {
@@ -88,6 +95,10 @@ struct DrawnGeometry {
     float scroll_max_x = 0;
   };
   std::vector<CodeBlock> code_blocks;
+  // The Partitions tab's "Across GPUs" as drawn: GPUs, policy, the page map's
+  // blocks and each GPU's weight e^(lse_g - lse) (0 for an empty state).
+  int shard_gpus = 0, shard_policy = -1, shard_blocks = 0;
+  std::vector<double> shard_weights;
   // The lesson's link words as drawn (a link of several words: one entry a
   // word), and whether the link is a timeline that a click opens.
   struct LessonLink {
@@ -249,6 +260,8 @@ struct UiState {
   int tab_request_frames = 0;
   bool show_open = false;
   char open_path[512] = {};
+  // The Partitions tab's "Across GPUs": ShardPolicy and an index into RefValues::kShardCounts.
+  int shard_policy = 0, shard_count = 1;
   int memory_tab = 0;  // 0 KV cache, 1 Q & shared
   bool memory_tab_request = false;
   char open_timeline_path[512] = {};

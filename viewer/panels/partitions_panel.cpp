@@ -1,9 +1,11 @@
 // V2 partitions and the merge of attention states, as a picture: each
 // partition's (max, sum, output) flows into the merged result with its
 // weight s_p * exp(m_p - M) / S. Cascade: the shared prefix's state and the
-// suffix's state merge the same way (lse form). Values from the CPU reference
-// (pa_reference) for the loaded problem; the selected thread block's
-// partition is outlined.
+// suffix's state merge the same way (lse form). Across GPUs (context
+// parallelism): the sequence's pages as the shard plan (pa/index/shard.hpp)
+// deals them to N GPUs, and each GPU's state flowing into the merged one.
+// Values from the CPU reference (pa_reference) for the loaded problem; the
+// selected thread block's partition is outlined.
 #include <imgui.h>
 
 #include <algorithm>
@@ -11,8 +13,10 @@
 #include <memory>
 
 #include "app/state.hpp"
-#include "pa/reference/attention.hpp"
 #include "pa/core/paged_cache.hpp"
+#include "pa/index/shard.hpp"
+#include "pa/reference/attention.hpp"
+#include "pa/reference/sharded.hpp"
 
 namespace pa::viewer {
 namespace {
@@ -27,6 +31,118 @@ void strip(ImDrawList* dl, ImVec2 o, float w, float h, const double* v, int n, d
   const float cw = w / n;
   for (int d = 0; d < n; ++d)
     dl->AddRectFilled(ImVec2(o.x + d * cw, o.y), ImVec2(o.x + (d + 1) * cw, o.y + h), value_colour(v[d], scale));
+}
+
+// One colour per GPU of a shard picture (up to kMaxShards).
+ImU32 gpu_colour(int g) {
+  static const ImU32 c[kMaxShards] = {IM_COL32(86, 156, 214, 255), IM_COL32(220, 150, 70, 255),
+                                      IM_COL32(110, 190, 110, 255), IM_COL32(200, 100, 160, 255),
+                                      IM_COL32(210, 200, 90, 255),  IM_COL32(120, 200, 200, 255),
+                                      IM_COL32(170, 130, 220, 255), IM_COL32(200, 110, 100, 255)};
+  return c[g % kMaxShards];
+}
+
+// Context parallelism for (seq, head): which GPU holds which page, and the
+// GPUs' states merged. `scale` is the output strips' colour scale.
+void draw_shards(AppState& s, const RefValues& cache, int seq, int head, double scale) {
+  ImGui::Separator();
+  ImGui::TextWrapped("Across GPUs (context parallelism, lesson 7): the sequence's pages dealt to several GPUs. Each "
+                     "GPU runs stage 8 over its own pages and writes the state (o, lse) of its tokens; NCCL brings "
+                     "the states together and they merge like any two, GPU by GPU, each weighted e^(lse_g - lse).");
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("GPUs");
+  for (int i = 0; i < 3; ++i) {
+    ImGui::SameLine();
+    char label[16];
+    std::snprintf(label, sizeof label, "%d##gpus", RefValues::kShardCounts[i]);
+    ImGui::RadioButton(label, &s.shard_count, i);
+  }
+  ImGui::SameLine(0, ImGui::GetFontSize() * 1.5f);
+  ImGui::TextUnformatted("pages");
+  ImGui::SameLine();
+  ImGui::RadioButton("contiguous", &s.shard_policy, static_cast<int>(ShardPolicy::contiguous));
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("GPU g holds one run of consecutive blocks (the runs differ by at most one block)");
+  ImGui::SameLine();
+  ImGui::RadioButton("round robin", &s.shard_policy, static_cast<int>(ShardPolicy::round_robin));
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("block b on GPU b %% N: every GPU gets old and new tokens alike");
+  if (!cache.shard_error.empty()) {
+    ImGui::TextDisabled("%s", cache.shard_error.c_str());
+    return;
+  }
+  const int n = RefValues::kShardCounts[s.shard_count];
+  const auto policy = static_cast<ShardPolicy>(s.shard_policy);
+  const ShardedRef& sr = cache.sharded[s.shard_policy][s.shard_count];
+  const ShardPlan plan = make_shard_plan(policy, n, s.spec.block_size, s.spec.context_lens[seq]);
+  const std::size_t row = static_cast<std::size_t>(seq) * s.spec.num_heads + head;
+  if (sr.shards.size() != static_cast<std::size_t>(n) || row >= sr.merged.size()) return;
+
+  s.drawn.shard_gpus = n;
+  s.drawn.shard_policy = s.shard_policy;
+  s.drawn.shard_blocks = plan.num_blocks();
+  s.drawn.shard_weights.clear();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float fs = ImGui::GetFontSize(), W = ImGui::GetContentRegionAvail().x;
+  // The page map: logical block b of the sequence, coloured by its GPU.
+  const int nb = plan.num_blocks();
+  const float cell = std::clamp(W / std::max(nb, 1), 2.0f, fs * 1.2f);
+  const int per_row = std::max(1, static_cast<int>(W / cell));
+  const int rows = (nb + per_row - 1) / per_row;
+  ImGui::TextDisabled("sequence %d: %d tokens in %d blocks of %d", seq, plan.context_len, nb, plan.block_size);
+  const ImVec2 m0 = ImGui::GetCursorScreenPos();
+  ImGui::InvisibleButton("##pagemap", ImVec2(W, std::max(rows, 1) * cell));
+  const bool map_hovered = ImGui::IsItemHovered();
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  for (int b = 0; b < nb; ++b) {
+    const ImVec2 tl(m0.x + (b % per_row) * cell, m0.y + (b / per_row) * cell);
+    const ImVec2 br(tl.x + cell - (cell > 4 ? 1 : 0), tl.y + cell - (cell > 4 ? 1 : 0));
+    dl->AddRectFilled(tl, br, gpu_colour(plan.shard_of(b)));
+    if (map_hovered && mouse.x >= tl.x && mouse.x < tl.x + cell && mouse.y >= tl.y && mouse.y < tl.y + cell)
+      ImGui::SetTooltip("logical block %d: tokens %d-%d\nGPU %d, its local block %d", b, b * plan.block_size,
+                        b * plan.block_size + plan.block_tokens(b) - 1, plan.shard_of(b), plan.local_of(b));
+  }
+  // Each GPU's state, flowing into the merged state with its weight.
+  const float bw = std::min(W * 0.42f, fs * 14), bh = fs * 2.6f, gap = 6;
+  const ImVec2 c0 = ImGui::GetCursorScreenPos();
+  const float total_h = n * (bh + gap);
+  ImGui::Dummy(ImVec2(W, total_h));
+  const AttentionState& merged = sr.merged[row];
+  const ImVec2 mt(c0.x + W - bw, c0.y + total_h * 0.5f - bh * 0.5f);
+  const int H = s.spec.head_size;
+  for (int g = 0; g < n; ++g) {
+    const AttentionState& st = sr.shards[g][row];
+    const ImVec2 tl(c0.x, c0.y + g * (bh + gap));
+    const bool empty = !std::isfinite(st.lse);
+    dl->AddRectFilled(tl, ImVec2(tl.x + bw, tl.y + bh), IM_COL32(40, 46, 60, 255), 4);
+    dl->AddRectFilled(tl, ImVec2(tl.x + fs * 0.5f, tl.y + bh), gpu_colour(g), 4, ImDrawFlags_RoundCornersLeft);
+    const double w = empty ? 0.0 : std::exp(st.lse - merged.lse);
+    s.drawn.shard_weights.push_back(w);
+    char t[128];
+    if (empty)
+      std::snprintf(t, sizeof t, "GPU %d: none of its tokens", g);
+    else
+      std::snprintf(t, sizeof t, "GPU %d: %d tokens  lse %.3f  w %.2f", g, plan.shard_tokens(g), st.lse, w);
+    dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(tl.x + fs * 0.8f, tl.y + 2), IM_COL32(225, 228, 238, 255),
+                t);
+    if (!empty && !st.out.empty())
+      strip(dl, ImVec2(tl.x + fs * 0.8f, tl.y + fs * 1.3f), bw - fs * 1.1f, fs * 0.9f, st.out.data(), H, scale);
+    else
+      dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(tl.x + fs * 0.8f, tl.y + fs * 1.3f),
+                  IM_COL32(150, 155, 170, 255), "empty state (0, -inf): weight 0");
+    if (w > 0) {
+      const ImVec2 a(tl.x + bw, tl.y + bh * 0.5f), b(mt.x, mt.y + bh * 0.5f);
+      dl->AddBezierCubic(a, ImVec2(a.x + fs * 3, a.y), ImVec2(b.x - fs * 3, b.y), b, gpu_colour(g),
+                         1.0f + 10.0f * static_cast<float>(w));
+    }
+  }
+  dl->AddRectFilled(mt, ImVec2(mt.x + bw, mt.y + bh), IM_COL32(45, 62, 52, 255), 4);
+  char t[96];
+  std::snprintf(t, sizeof t, "merged over %d GPUs  lse %.3f", n, merged.lse);
+  dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(mt.x + 5, mt.y + 2), IM_COL32(225, 238, 228, 255), t);
+  if (!merged.out.empty()) strip(dl, ImVec2(mt.x + 5, mt.y + fs * 1.3f), bw - 10, fs * 0.9f, merged.out.data(), H, scale);
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("values from the CPU reference of the sharded computation (pa/reference/sharded.hpp); on GPUs: "
+                     "pa-lab run --stage optimized --devices N");
+  ImGui::PopStyleColor();
 }
 
 }  // namespace
@@ -180,6 +296,7 @@ void draw_partitions_panel(AppState& s) {
   } else {
     ImGui::TextDisabled("cascade: set a shared prefix (Problem tab) to see the prefix/suffix merge");
   }
+  draw_shards(s, cache, seq, head, scale);
 }
 
 }  // namespace pa::viewer
