@@ -88,7 +88,10 @@ void check_group_bounds(const std::vector<int>& b, int num_seqs) {
   for (std::size_t i = 1; ok && i < b.size(); ++i) ok = b[i] > b[i - 1];
   if (ok) return;
   std::string got;
-  for (int x : b) got += (got.empty() ? "" : ",") + std::to_string(x);
+  for (int x : b) {
+    if (!got.empty()) got += ',';
+    got += std::to_string(x);
+  }
   throw std::invalid_argument("ShardDecoder: group bounds {" + got + "}; accepted: 0 < s1 < ... < num_seqs (" +
                               std::to_string(num_seqs) + "), first 0 and last num_seqs");
 }
@@ -204,7 +207,8 @@ ShardedRun run_sharded(const PagedProblem& p, ShardPolicy policy, int num_shards
       const std::size_t row0 = static_cast<std::size_t>(bounds[k]) * p.spec.num_heads;
       d.decode_group(k, static_cast<float*>(states_out.get()) + s * out_elems + row0 * p.spec.head_size,
                      static_cast<float*>(states_lse.get()) + s * rows + row0, nullptr);
-      plan += (k ? "; " : "") + d.group_plan(k).describe();
+      if (k) plan += "; ";
+      plan += d.group_plan(k).describe();
     }
     PA_CUDA_CHECK(cudaDeviceSynchronize());
     r.plans.push_back(plan);

@@ -377,7 +377,10 @@ ContextParallelResult ContextParallel::run() {
     std::vector<float> out = download_decoded(r.out, m.out_elems(), m.dtype);
     std::vector<float> lse = download_floats(r.out_lse, m.rows());
     std::string plan;
-    for (int k = 0; k < r.shard->num_groups(); ++k) plan += (k ? "; " : "") + r.shard->group_plan(k).describe();
+    for (int k = 0; k < r.shard->num_groups(); ++k) {
+      if (k) plan += "; ";
+      plan += r.shard->group_plan(k).describe();
+    }
     res.plans.push_back(plan);
     if (r.device == 0) {
       res.out = std::move(out);
