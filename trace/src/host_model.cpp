@@ -57,8 +57,8 @@ std::string model_coverage_note(const ProblemSpec& spec, Stage stage) {
   if (stage == Stage::cascade_merge && spec.shared_prefix_len > 0 && spec.dtype != DType::f32) {
     std::string note = "the prefix kernel is traced as its mma.sync variant " +
                        std::to_string(kCascadeTracePrefixVariant) +
-                       " (cascade_prefix_kernel); on sm_90a GPUs the cascade runs the wgmma variant, which has no "
-                       "trace hooks";
+                       " (cascade_prefix_kernel); on sm_90a GPUs the cascade runs the wgmma variant, which records "
+                       "timelines (pa-lab timeline) but no per-access events";
     // The suffix: traced as V2; the timed default (07_cascade_merge.cu,
     // CascadePlan::Suffix) runs it through stage 8, traced on its own.
     note += ". The suffix is traced as V2 (stage 6); where stage 8 is built for the configuration the "

@@ -7,11 +7,11 @@
 //                    (stage 6's kernels over [prefix, context)), and the merge.
 // Block labels (Event::partition, pa/index/events.hpp) tell the kernels apart.
 //
-// EXTENSION POINT, model_cascade_prefix_kernel below: cascade_prefix_kernel
-// (the tensor-core prefix kernel) has no trace hooks yet, so its blocks emit
-// nothing here. Its thread blocks are (query tile, KV head, chunk), shared by
-// all sequences; whoever adds its hooks adds its events there (and the same
-// in trace/record/record_cascade.cu) with labels kPrefixBlockBase + chunk.
+// The tensor-core prefix kernel (cascade_prefix_kernel, traced in its
+// mma.sync form) is modelled in host_model_cascade_prefix.cpp: its thread
+// blocks are (query tile, KV head, chunk), shared by all sequences, labelled
+// kPrefixBlockBase + chunk, as trace/record/record_cascade.cu records them.
+// The wgmma form has timing hooks only (no per-access events).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,8 +26,8 @@ void model_cascade_prefix_blocks(const PagedProblem&, const CascadeTracePlan&, c
                                  ModelValues&, std::vector<Event>&);  // host_model_cascade_prefix.cpp
 namespace {
 
-// The extension point: the events of cascade_prefix_kernel's blocks that
-// the selection's (seq, head) rows need. Not modelled yet (no hooks).
+// The events of cascade_prefix_kernel's blocks that the selection's
+// (seq, head) rows need (host_model_cascade_prefix.cpp).
 void model_cascade_prefix_kernel(const PagedProblem& p, const CascadeTracePlan& plan, const std::vector<BlockId>& blocks,
                                  ModelValues& vals, std::vector<Event>& out) {
   model_cascade_prefix_blocks(p, plan, blocks, vals, out);  // host_model_cascade_prefix.cpp
