@@ -16,7 +16,7 @@
 //   all_gather: each device's state (out and lse: two all-gathers in one
 //     group) lands in every device's shard-major buffer; the merge kernel
 //     folds the N states in shard order. The result equals run_sharded
-//     (one device, shards in turn) bit for bit.
+//     (one device, shards in turn, the same sequence groups) bit for bit.
 //   sums: an all-reduce max of the lse, this device's state weighed by
 //     e^(lse - max), an all-reduce sum of the weighted states, a divide.
 //     Fewer bytes per device for N > 2 (2 (N-1)/N states against N-1), two
@@ -25,8 +25,9 @@
 // Built only where CMake found NCCL (PA_HAVE_NCCL); plain C++ (no CUDA or
 // NCCL headers). Every call leaves the caller's current device current.
 // NVLink multicast (NVLS) is kept off: the constructor sets
-// NCCL_NVLS_ENABLE=0 before NCCL starts, over any other value; the states are a few kilobytes,
-// where multicast buys nothing, and on a shared host it is not allowed.
+// NCCL_NVLS_ENABLE=0 before NCCL starts, over any other value; the states
+// are a few kilobytes, where multicast buys nothing, and on a shared host it
+// is not allowed.
 #pragma once
 #include <cstdint>
 #include <memory>
