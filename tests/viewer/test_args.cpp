@@ -49,6 +49,10 @@ TEST_CASE("bad pa-viewer arguments are usage errors naming the problem", "[viewe
   CHECK_THROWS_AS(parse_args({"--dump-layout", "x.txt"}), UsageError);
   CHECK_THROWS_AS(parse_args({"--exercise-resize"}), UsageError);
   CHECK_THROWS_AS(parse_args({"--tab", "nope"}), UsageError);
+  CHECK(parse_args({"--shards", "8,round_robin"}).shard_gpus == 8);
+  CHECK(parse_args({"--shards", "8,round_robin"}).shard_policy == 1);
+  CHECK(parse_args({"--shards", "2"}).shard_gpus == 2);
+  CHECK_FALSE(parse_args({"--shards", "2"}).shard_policy.has_value());
   CHECK(parse_args({"--tab", "partitions"}).tab == "partitions");
   CHECK_THROWS_AS(parse_args({"--block", "1"}), UsageError);
   CHECK_THROWS_AS(parse_args({"--click"}), UsageError);

@@ -306,6 +306,29 @@ TEST_CASE("screenshot: the Partitions tab deals the sequence's pages to GPUs and
   }
   CHECK(ran == 4);
   CHECK(std::abs(sum - 1.0) < 1e-5);
+
+  // 8 GPUs, round robin: block b on GPU b % 8, so GPU 7 holds none of the 7
+  // blocks: its state is the empty one, weight 0; the other seven sum to 1.
+  fs::remove(txt);
+  REQUIRE(run("--lesson 7 --tab partitions --shards 8,round_robin --size 1600x2100 --screenshot " + png +
+              " --dump-layout " + txt) == 0);
+  REQUIRE(fs::exists(txt));
+  const Dump d8 = load_dump(txt);
+  const auto& rr = d8.v.at("shards");
+  REQUIRE(rr.size() == 3 + 8);
+  CHECK(rr[0] == 8);
+  CHECK(rr[1] == 1);  // round robin
+  CHECK(rr[2] == 7);
+  CHECK(rr[3 + 7] == 0);
+  double rr_sum = 0;
+  int held = 0;
+  for (int g = 0; g < 7; ++g) {
+    CHECK(rr[3 + g] > 0);
+    rr_sum += rr[3 + g];
+    ++held;
+  }
+  CHECK(held == 7);
+  CHECK(std::abs(rr_sum - 1.0) < 1e-5);
 }
 
 TEST_CASE("screenshot: a trace file opens and replays", "[viewer][screenshot]") {

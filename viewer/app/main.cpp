@@ -8,6 +8,7 @@
 // loading (loader.cpp, over pa_viewer_core in viewer/core).
 #include <imgui.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -152,6 +153,11 @@ int main(int argc, char** argv) {
     s.tab_request = args.tab;
     s.tab_request_frames = 2;
   }
+  if (args.shard_gpus) {
+    const int* counts = RefValues::kShardCounts;
+    s.shard_count = static_cast<int>(std::find(counts, counts + 3, *args.shard_gpus) - counts);
+  }
+  if (args.shard_policy) s.shard_policy = *args.shard_policy;
   const SavedPosition* resume = interactive && saved.have_lesson && !lesson_given ? &saved : nullptr;
   // Screenshots and benchmarks are deterministic: the frame is drawn once the trace is in.
   // --bench-while-loading measures the frames drawn while the load runs instead.

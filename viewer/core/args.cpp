@@ -2,6 +2,7 @@
 
 #include "pa/core/config_dispatch.hpp"
 #include "pa/index/events.hpp"
+#include "pa/index/shard.hpp"
 #include "pa/trace/trace_file.hpp"
 
 #include <cmath>
@@ -132,6 +133,7 @@ std::string usage() {
       "  --keys K              with --screenshot: press keys first (R/L right/left, H/E home/end, space, 0-8, ?,\n"
       "                        F fit the timeline)\n"
       "  --tab T               open tab T: requests values partitions inspect kv shared lesson problem trace\n"
+      "  --shards N[,P]        the Partitions tab's Across GPUs picture: N = 2, 4 or 8 GPUs, P = contiguous | round_robin\n"
       "  --answer ID=VALUE     type VALUE into the lesson's exercise ID and check it (repeatable)\n"
       "  --help                this text\n"
       "keys: Space play/pause, Left/Right step, Home/End, 0-8 lesson, ? help, F fit the timeline\n";
@@ -202,6 +204,19 @@ Args parse_args(const std::vector<std::string>& av) {
       static const char* ok[] = {"requests", "values", "partitions", "inspect", "kv", "shared", "lesson", "problem", "trace"};
       if (std::find(std::begin(ok), std::end(ok), a.tab) == std::end(ok))
         throw UsageError("--tab: '" + a.tab + "' (accepted: requests values partitions inspect kv shared lesson problem trace)");
+    }
+    else if (f == "--shards") {
+      const std::string v = value();
+      const auto parts = split(v, ',');
+      if (parts.empty() || parts.size() > 2) throw UsageError("--shards: '" + v + "' is not N[,POLICY] (e.g. 8,round_robin)");
+      const int n = to_int("--shards", parts[0], 2, 8);
+      if (n != 2 && n != 4 && n != 8) throw UsageError("--shards: " + parts[0] + " GPUs (accepted: 2, 4, 8)");
+      a.shard_gpus = n;
+      if (parts.size() == 2) {
+        const auto p = shard_policy_from_name(parts[1]);
+        if (!p) throw UsageError("--shards: policy '" + parts[1] + "' (accepted: " + kShardPolicyNamesText + ")");
+        a.shard_policy = static_cast<int>(*p);
+      }
     }
     else if (f == "--answer") {
       const std::string v = value();

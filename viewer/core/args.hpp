@@ -58,6 +58,9 @@ struct Args {
   bool exercise_resize = false;    // --exercise-resize: screenshot after shrinking to tiny sizes and back (tests)
   std::optional<float> scale;      // --scale F: UI scale (fonts, sizes); default: the monitor's content scale
   std::string tab;                 // --tab: requests | values | partitions | inspect | kv | shared | problem | trace
+  // --shards N[,POLICY]: the Partitions tab's "Across GPUs" picture (N 2, 4 or 8; policy contiguous | round_robin).
+  std::optional<int> shard_gpus;
+  std::optional<int> shard_policy;
   // --answer ID=VALUE (repeatable): type VALUE into the lesson's exercise ID and check it (screenshots, tests)
   std::vector<std::pair<std::string, std::string>> answers;
   bool help = false;
