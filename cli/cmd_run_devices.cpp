@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -85,17 +84,9 @@ DevicesFlags take_devices_flags(Flags& f) {
 }  // namespace
 
 #if PA_HAVE_NCCL
-namespace {
-
 using kernels::ContextParallel;
 using kernels::ContextParallelOptions;
 using kernels::StateExchange;
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-}  // namespace
 
 int cmd_run_devices(Flags& f, ProblemSpec spec, int iters) {
   const DevicesFlags flags = take_devices_flags(f);
@@ -164,7 +155,7 @@ int cmd_run_devices(Flags& f, ProblemSpec spec, int iters) {
         for (int s = 0; s < n; ++s) std::printf("  shard %d plan: %s\n", s, r.plans[s].c_str());
         const CompareResult c = compare(ref.data(), r.out.data(), r.out.size(), tol);
         const bool ranks = r.ranks_agree;
-        const bool bitwise = same_bits(r.out, one.out) && same_bits(r.lse, one.lse);
+        const bool bitwise = kernels::same_bits(r.out, one.out) && kernels::same_bits(r.lse, one.lse);
         // all_gather folds in the one-GPU run's order: equal bit for bit. sums adds in NCCL's order.
         const bool one_ok = ex == StateExchange::all_gather ? bitwise : true;
         const bool pass = c.pass && ranks && one_ok;

@@ -98,19 +98,22 @@ void check_group_bounds(const std::vector<int>& b, int num_seqs) {
 }  // namespace
 
 struct ShardDecoder::Impl {
-  int device = 0, shard = 0;
+  int device = 0;
   std::unique_ptr<PagedProblem> local;  // DeviceInputs keeps a pointer to it: a stable address
   std::unique_ptr<DeviceInputs> in;
-  OptimizedArgs args;
-  OptimizedPlan plan;
-  std::vector<int> bounds;  // group g: sequences [bounds[g], bounds[g + 1])
-  std::vector<OptimizedArgs> group_args;
-  std::vector<OptimizedPlan> group_plans;
-  // One workspace per plan: a plan's arrival counters sit after its split
+  // Per sequence group: stage 8's arguments, plan and workspace. One
+  // workspace per plan: a plan's arrival counters sit after its split
   // states, at an offset that depends on the plan, and each workspace's
   // counters are zero only where its own plan's launches leave them.
-  DeviceBuffer ws;
+  std::vector<OptimizedArgs> group_args;
+  std::vector<OptimizedPlan> group_plans;
   std::vector<DeviceBuffer> group_ws;
+
+  void check_group(int g) const {
+    if (g < 0 || g >= static_cast<int>(group_plans.size()))
+      throw std::invalid_argument("ShardDecoder: group " + std::to_string(g) + "; accepted: 0.." +
+                                  std::to_string(group_plans.size() - 1));
+  }
 };
 
 ShardDecoder::ShardDecoder(const PagedProblem& p, ShardPolicy policy, int num_shards, int shard,
@@ -118,30 +121,22 @@ ShardDecoder::ShardDecoder(const PagedProblem& p, ShardPolicy policy, int num_sh
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   PA_CUDA_CHECK(cudaGetDevice(&m.device));
-  m.shard = shard;
-  m.bounds = group_bounds.empty() ? std::vector<int>{0, p.num_seqs()} : group_bounds;
-  check_group_bounds(m.bounds, p.num_seqs());
+  const std::vector<int> bounds = group_bounds.empty() ? std::vector<int>{0, p.num_seqs()} : group_bounds;
+  check_group_bounds(bounds, p.num_seqs());
   m.local = std::make_unique<PagedProblem>(shard_problem(p, policy, num_shards, shard));
   give_empty_pool_a_page(*m.local);
   give_empty_table_a_column(*m.local);
   m.in = std::make_unique<DeviceInputs>(*m.local);
   OptimizedArgs all = optimized_args(m.in->args());
   all.out = nullptr;  // the state is the output
-  m.args = sequence_range_args(all, *m.local, 0, p.num_seqs());
-  m.plan = plan_optimized(m.args);
-  // Arrival counters start at zero once; every launch leaves them there.
-  auto zeroed = [](std::size_t bytes) {
-    DeviceBuffer b(std::max<std::size_t>(bytes, 1));
-    b.fill_bytes(0);
-    return b;
-  };
-  m.ws = zeroed(m.plan.workspace_bytes);
-  for (std::size_t g = 0; g + 1 < m.bounds.size(); ++g) {
-    m.group_args.push_back(sequence_range_args(all, *m.local, m.bounds[g], m.bounds[g + 1]));
+  for (std::size_t g = 0; g + 1 < bounds.size(); ++g) {
+    m.group_args.push_back(sequence_range_args(all, *m.local, bounds[g], bounds[g + 1]));
     m.group_plans.push_back(plan_optimized(m.group_args.back()));
-    m.group_ws.push_back(zeroed(m.group_plans.back().workspace_bytes));
+    // Arrival counters start at zero once; every launch leaves them there.
+    m.group_ws.emplace_back(std::max<std::size_t>(m.group_plans.back().workspace_bytes, 1));
+    m.group_ws.back().fill_bytes(0);
   }
-  // The uploads and the memset run on the legacy default stream, which
+  // The uploads and the memsets run on the legacy default stream, which
   // orders nothing before a non-blocking stream's launches: wait for them.
   PA_CUDA_CHECK(cudaDeviceSynchronize());
   // Only the shape and the lengths are needed from here on.
@@ -157,18 +152,8 @@ ShardDecoder::~ShardDecoder() {
 ShardDecoder::ShardDecoder(ShardDecoder&&) noexcept = default;
 ShardDecoder& ShardDecoder::operator=(ShardDecoder&&) noexcept = default;
 
-void ShardDecoder::decode(float* state_out, float* state_lse, void* stream) const {
-  DeviceScope on(impl_->device);
-  OptimizedArgs a = impl_->args;
-  a.state_out = state_out;
-  a.state_lse = state_lse;
-  launch_optimized(a, impl_->plan, impl_->ws.get(), stream);
-}
-
-void ShardDecoder::decode_group(int g, float* state_out, float* state_lse, void* stream) const {
-  if (g < 0 || g >= num_groups())
-    throw std::invalid_argument("ShardDecoder: group " + std::to_string(g) + "; accepted: 0.." +
-                                std::to_string(num_groups() - 1));
+void ShardDecoder::decode(int g, float* state_out, float* state_lse, void* stream) const {
+  impl_->check_group(g);
   DeviceScope on(impl_->device);
   OptimizedArgs a = impl_->group_args[g];
   a.state_out = state_out;
@@ -177,16 +162,14 @@ void ShardDecoder::decode_group(int g, float* state_out, float* state_lse, void*
 }
 
 int ShardDecoder::num_groups() const { return static_cast<int>(impl_->group_plans.size()); }
-const OptimizedPlan& ShardDecoder::group_plan(int g) const {
-  if (g < 0 || g >= num_groups())
-    throw std::invalid_argument("ShardDecoder: group " + std::to_string(g) + "; accepted: 0.." +
-                                std::to_string(num_groups() - 1));
-  return impl_->group_plans[g];
+std::string ShardDecoder::describe() const {
+  std::string s;
+  for (const OptimizedPlan& plan : impl_->group_plans) {
+    if (!s.empty()) s += "; ";
+    s += plan.describe();
+  }
+  return s;
 }
-
-int ShardDecoder::device() const { return impl_->device; }
-int ShardDecoder::shard() const { return impl_->shard; }
-const OptimizedPlan& ShardDecoder::plan() const { return impl_->plan; }
 std::int64_t ShardDecoder::kv_bytes() const { return impl_->local->spec.kv_bytes(); }
 
 ShardedRun run_sharded(const PagedProblem& p, ShardPolicy policy, int num_shards, int sequence_groups) {
@@ -202,16 +185,13 @@ ShardedRun run_sharded(const PagedProblem& p, ShardPolicy policy, int num_shards
   for (int s = 0; s < num_shards; ++s) {
     // One shard's pages on the device at a time, as a device of its own would hold them.
     const ShardDecoder d(p, policy, num_shards, s, bounds);
-    std::string plan;
     for (int k = 0; k < d.num_groups(); ++k) {
       const std::size_t row0 = static_cast<std::size_t>(bounds[k]) * p.spec.num_heads;
-      d.decode_group(k, static_cast<float*>(states_out.get()) + s * out_elems + row0 * p.spec.head_size,
-                     static_cast<float*>(states_lse.get()) + s * rows + row0, nullptr);
-      if (k) plan += "; ";
-      plan += d.group_plan(k).describe();
+      d.decode(k, static_cast<float*>(states_out.get()) + s * out_elems + row0 * p.spec.head_size,
+               static_cast<float*>(states_lse.get()) + s * rows + row0, nullptr);
     }
     PA_CUDA_CHECK(cudaDeviceSynchronize());
-    r.plans.push_back(plan);
+    r.plans.push_back(d.describe());
   }
   ShardMergeArgs m;
   m.states_out = static_cast<const float*>(states_out.get());
@@ -238,13 +218,9 @@ ShardDecoder::ShardDecoder(const PagedProblem&, ShardPolicy, int, int, const std
 ShardDecoder::~ShardDecoder() = default;
 ShardDecoder::ShardDecoder(ShardDecoder&&) noexcept = default;
 ShardDecoder& ShardDecoder::operator=(ShardDecoder&&) noexcept = default;
-void ShardDecoder::decode(float*, float*, void*) const { throw NoGpuError("built without CUDA"); }
-void ShardDecoder::decode_group(int, float*, float*, void*) const { throw NoGpuError("built without CUDA"); }
+void ShardDecoder::decode(int, float*, float*, void*) const { throw NoGpuError("built without CUDA"); }
 int ShardDecoder::num_groups() const { throw NoGpuError("built without CUDA"); }
-const OptimizedPlan& ShardDecoder::group_plan(int) const { throw NoGpuError("built without CUDA"); }
-int ShardDecoder::device() const { throw NoGpuError("built without CUDA"); }
-int ShardDecoder::shard() const { throw NoGpuError("built without CUDA"); }
-const OptimizedPlan& ShardDecoder::plan() const { throw NoGpuError("built without CUDA"); }
+std::string ShardDecoder::describe() const { throw NoGpuError("built without CUDA"); }
 std::int64_t ShardDecoder::kv_bytes() const { throw NoGpuError("built without CUDA"); }
 ShardedRun run_sharded(const PagedProblem&, ShardPolicy, int, int) { throw NoGpuError("built without CUDA"); }
 

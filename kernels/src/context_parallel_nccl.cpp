@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -220,7 +219,7 @@ struct ContextParallel::Impl {
       const GroupSpan& k = groups[gi];
       for (Rank& r : ranks) {
         PA_CUDA_CHECK(cudaSetDevice(r.device));
-        r.shard->decode_group(static_cast<int>(gi), own_state_out(r, k), own_state_lse(r, k), r.stream);
+        r.shard->decode(static_cast<int>(gi), own_state_out(r, k), own_state_lse(r, k), r.stream);
         PA_CUDA_CHECK(cudaEventRecord(r.decoded[gi], r.stream));
         if (gi + 1 == groups.size()) PA_CUDA_CHECK(cudaEventRecord(r.ev[1], r.stream));
         if (r.comm != r.stream) PA_CUDA_CHECK(cudaStreamWaitEvent(r.comm, r.decoded[gi], 0));
@@ -376,20 +375,13 @@ ContextParallelResult ContextParallel::run() {
     PA_CUDA_CHECK(cudaSetDevice(r.device));
     std::vector<float> out = download_decoded(r.out, m.out_elems(), m.dtype);
     std::vector<float> lse = download_floats(r.out_lse, m.rows());
-    std::string plan;
-    for (int k = 0; k < r.shard->num_groups(); ++k) {
-      if (k) plan += "; ";
-      plan += r.shard->group_plan(k).describe();
-    }
-    res.plans.push_back(plan);
+    res.plans.push_back(r.shard->describe());
     if (r.device == 0) {
       res.out = std::move(out);
       res.lse = std::move(lse);
       continue;
     }
-    res.ranks_agree = res.ranks_agree && out.size() == res.out.size() && lse.size() == res.lse.size() &&
-                      std::memcmp(out.data(), res.out.data(), out.size() * sizeof(float)) == 0 &&
-                      std::memcmp(lse.data(), res.lse.data(), lse.size() * sizeof(float)) == 0;
+    res.ranks_agree = res.ranks_agree && same_bits(out, res.out) && same_bits(lse, res.lse);
   }
   return res;
 }
@@ -405,7 +397,7 @@ ContextParallelTiming ContextParallel::time(int iters, int warmup) {
     throw std::invalid_argument("context parallelism: warmup " + std::to_string(warmup) + "; accepted: >= 1");
   for (int i = 0; i < warmup; ++i) m.enqueue(false);  // connections set up, caches warm
   m.synchronize_all();
-  const int n = static_cast<int>(m.ranks.size());
+  const int n = m.n();
   std::vector<float> total, exchange, merge;
   std::vector<std::vector<float>> decode(n);
   for (int i = 0; i < iters; ++i) {

@@ -12,7 +12,6 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -28,14 +27,6 @@
 
 using namespace pa;
 using namespace pa::kernels;
-
-namespace {
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-}  // namespace
 
 #define PA_REQUIRE_GPUS(n)                                                                                     \
   do {                                                                                                         \

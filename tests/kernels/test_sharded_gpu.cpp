@@ -16,7 +16,6 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -50,9 +49,6 @@ std::vector<float> slice(const std::vector<float>& v, int s, std::size_t per_sha
   return {v.begin() + s * per_shard, v.begin() + (s + 1) * per_shard};
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 // NoGpuError.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,7 +34,7 @@ namespace pa::kernels {
 // not accepted (naming it), DeviceOutOfMemory when the pages do not fit.
 //
 // Sequence groups: a batch can also be decoded one group of sequences at a
-// time (decode_group), each group with stage 8's plan for its own sequences,
+// time (decode(g, ...)), each group with stage 8's plan for its own sequences,
 // so that a multi-device run can exchange one group's states while the next
 // group decodes. group_bounds are the groups' first sequences and the end:
 // {0, s1, s2, ..., num_seqs}, increasing (empty: one group, the whole batch).
@@ -47,21 +48,15 @@ class ShardDecoder {
   ShardDecoder(const ShardDecoder&) = delete;
   ShardDecoder& operator=(const ShardDecoder&) = delete;
 
-  // Stage 8 over the shard's pages on `stream` (a cudaStream_t of the
-  // shard's device): state_out [num_seqs, num_heads, head_size] fp32,
-  // state_lse [num_seqs, num_heads] natural log; a sequence the shard holds
-  // no token of gets the empty state (out 0, lse -inf).
-  void decode(float* state_out, float* state_lse, void* stream) const;
-  // The same for group g only: state_out / state_lse point at the group's
-  // first sequence's state ([group's sequences, num_heads, head_size]).
-  void decode_group(int g, float* state_out, float* state_lse, void* stream) const;
+  // Stage 8 over the shard's pages of sequence group g (without group
+  // bounds, group 0 is the whole batch) on `stream` (a cudaStream_t of the
+  // shard's device). state_out / state_lse point at the group's first
+  // sequence's state: [group's sequences, num_heads, head_size] fp32 and
+  // [group's sequences, num_heads] natural log; a sequence the shard holds no
+  // token of gets the empty state (out 0, lse -inf).
+  void decode(int g, float* state_out, float* state_lse, void* stream) const;
   int num_groups() const;
-
-  int device() const;
-  int shard() const;
-  const PagedProblem& local() const;  // the shard's problem (its pages, compact tables)
-  const OptimizedPlan& plan() const;  // the whole batch's
-  const OptimizedPlan& group_plan(int g) const;
+  std::string describe() const;   // the groups' plans, "; " between them
   std::int64_t kv_bytes() const;  // K and V bytes of the shard's tokens: what decode reads at least
 
  private:
@@ -95,6 +90,12 @@ enum class StateExchange : int { all_gather = 0, sums = 1 };
 const char* state_exchange_name(StateExchange e);
 std::optional<StateExchange> state_exchange_from_name(std::string_view s);  // the names above
 inline constexpr const char* kStateExchangeNamesText = "all_gather, sums";
+
+// Equal bit for bit (same size, same bytes; a NaN equals the same NaN): how
+// the context-parallel results are compared where the merge order is fixed.
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
 
 // The state geometry of a problem's shards (rows = num_seqs x num_heads).
 ShardedStateGeometry sharded_state_geometry(const PagedProblem& p, int num_shards);
