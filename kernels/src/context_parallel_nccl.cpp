@@ -78,12 +78,6 @@ class NcclGroup {
   bool open_ = true;
 };
 
-int current_device() {
-  int d = 0;
-  PA_CUDA_CHECK(cudaGetDevice(&d));
-  return d;
-}
-
 struct Rank {
   int device = 0;
   std::unique_ptr<ShardDecoder> shard;
@@ -285,7 +279,7 @@ struct ContextParallel::Impl {
 
 ContextParallel::ContextParallel(const PagedProblem& p, const ContextParallelOptions& opt)
     : impl_(std::make_unique<Impl>()) {
-  const DeviceScope keep(current_device());  // the caller's device is current again on return
+  const DeviceScope keep;  // the caller's device is current again on return
   Impl& m = *impl_;
   const int have = cuda_device_count();
   if (have < 1) throw NoGpuError("context parallelism: no CUDA GPU");
@@ -359,7 +353,7 @@ ContextParallel::~ContextParallel() = default;
 const ContextParallelOptions& ContextParallel::options() const { return impl_->opt; }
 
 ContextParallelResult ContextParallel::run() {
-  const DeviceScope keep(current_device());
+  const DeviceScope keep;
   Impl& m = *impl_;
   for (Rank& r : m.ranks) {
     PA_CUDA_CHECK(cudaSetDevice(r.device));
@@ -387,7 +381,7 @@ ContextParallelResult ContextParallel::run() {
 }
 
 ContextParallelTiming ContextParallel::time(int iters, int warmup) {
-  const DeviceScope keep(current_device());
+  const DeviceScope keep;
   Impl& m = *impl_;
   if (iters < 1)
     throw std::invalid_argument("context parallelism: iters " + std::to_string(iters) + "; accepted: >= 1");

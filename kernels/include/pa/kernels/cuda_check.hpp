@@ -22,13 +22,13 @@ namespace pa::kernels::detail {
 
 namespace pa::kernels {
 
-// Makes `device` current for a scope and puts the caller's device back: code
-// that drives several GPUs (context parallelism) leaves the current device
-// as it found it.
+// Makes `device` current for a scope (or, without one, only remembers the
+// current device) and puts the caller's device back: code that drives
+// several GPUs (context parallelism) leaves the current device as it found it.
 class DeviceScope {
  public:
-  explicit DeviceScope(int device) {
-    PA_CUDA_CHECK(cudaGetDevice(&saved_));
+  DeviceScope() { PA_CUDA_CHECK(cudaGetDevice(&saved_)); }
+  explicit DeviceScope(int device) : DeviceScope() {
     if (device != saved_) PA_CUDA_CHECK(cudaSetDevice(device));
   }
   ~DeviceScope() { cudaSetDevice(saved_); }  // a destructor cannot report an error
