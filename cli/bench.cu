@@ -41,7 +41,7 @@
 #include "pa/kernels/cuda_check.hpp"
 #include "pa/kernels/event_timer.hpp"
 #include "pa/kernels/optimized.hpp"
-#include "pa/kernels/optimized_args.hpp"
+#include "pa/kernels/runner.hpp"
 #include "pa/kernels/cascade.hpp"
 
 namespace {
@@ -96,13 +96,17 @@ double pct_of(std::vector<float> v, double q) {
   return v.empty() ? 0 : v[std::min(v.size() - 1, static_cast<std::size_t>(q * v.size()))];
 }
 
-// One problem instance set: R rotations of (Q, block tables) over disjoint KV blocks.
+// One problem instance set: R rotations of (Q, block tables) over disjoint KV
+// blocks, on the device, described for the runner by `layout`
+// (problem_layout: the shape, no host data) and `views`.
 struct Problem {
   Shape s;
   DType dt;
   int R = 0, blocks_per_seq = 0, set_blocks = 0;
   std::size_t block_elems = 0;
-  DeviceBuffer k, v, q, tables, ctx, out, out2;
+  DeviceBuffer k, v, q, tables, ctx;
+  PagedProblem layout;
+  kernels::DeviceInputViews views;
   double kv_bytes = 0, kv_unique = 0;
 };
 
@@ -117,8 +121,7 @@ void build_problem(Problem& P, const Shape& s, DType dt, const BenchOptions& o, 
   P.set_blocks = static_cast<int>(pool.set_blocks);
   P.R = pool.sets;
   P.block_elems = static_cast<std::size_t>(s.kv_heads) * s.head_size * s.block_size;
-  // K+V bytes read, the one formula (ProblemSpec::kv_bytes): every token once
-  // per sequence; the cascade's row counts the shared prefix once.
+  // V2 and the cascade's suffix decode in partitions of 512 tokens.
   ProblemSpec spec;
   spec.dtype = dt;
   spec.head_size = s.head_size;
@@ -127,6 +130,10 @@ void build_problem(Problem& P, const Shape& s, DType dt, const BenchOptions& o, 
   spec.num_kv_heads = s.kv_heads;
   spec.context_lens.assign(s.seqs, s.context);
   spec.shared_prefix_len = s.prefix;
+  spec.partition_size = 512;
+  P.layout = problem_layout(spec, P.R * P.set_blocks);
+  // K+V bytes read, the one formula (ProblemSpec::kv_bytes): every token once
+  // per sequence; the cascade's row counts the shared prefix once.
   P.kv_bytes = static_cast<double>(spec.kv_bytes());
   P.kv_unique = static_cast<double>(spec.kv_bytes(/*shared_prefix_once=*/true));
   const std::size_t pool_elems = static_cast<std::size_t>(P.R) * P.set_blocks * P.block_elems;
@@ -151,34 +158,24 @@ void build_problem(Problem& P, const Shape& s, DType dt, const BenchOptions& o, 
             b < prefix_blocks ? perm[b] : perm[next++];
   }
   P.tables = DeviceBuffer(tables.size() * 4);
-  PA_CUDA_CHECK(cudaMemcpy(P.tables.get(), tables.data(), tables.size() * 4, cudaMemcpyHostToDevice));
-  std::vector<int> ctx(s.seqs, s.context);
-  P.ctx = DeviceBuffer(ctx.size() * 4);
-  PA_CUDA_CHECK(cudaMemcpy(P.ctx.get(), ctx.data(), ctx.size() * 4, cudaMemcpyHostToDevice));
-  P.out = DeviceBuffer(q_elems * E);
-  P.out2 = DeviceBuffer(q_elems * E);
+  P.tables.upload(tables.data(), tables.size() * 4);
+  P.ctx = DeviceBuffer(spec.context_lens.size() * 4);
+  P.ctx.upload(spec.context_lens.data(), spec.context_lens.size() * 4);
+  P.views = kernels::DeviceInputViews{P.q.get(), P.k.get(), P.v.get(), static_cast<const int*>(P.tables.get()),
+                                      static_cast<const int*>(P.ctx.get()), P.R};
   PA_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-const int* table_of(const Problem& P, int r) {
-  return static_cast<const int*>(P.tables.get()) + static_cast<std::size_t>(r) * P.s.seqs * P.blocks_per_seq;
-}
-const void* q_of(const Problem& P, int r) {
-  return static_cast<const char*>(P.q.get()) +
-         static_cast<std::size_t>(r) * P.s.seqs * P.s.heads * P.s.head_size * dtype_bytes(P.dt);
-}
-
-// Times launch(r) for iters launches after a warm-up, rotating r over the R
-// disjoint data sets (pa/kernels/event_timer.hpp: one event pair per timed
-// launch, the busy-wait kernel before each). The warm-up runs the same loop
-// (busy-wait, event pair, launch) for at least --warmup launches and
+// Times runner.launch(r) for iters launches after a warm-up, rotating r over
+// the R disjoint data sets (pa/kernels/event_timer.hpp: one event pair per
+// timed launch, the busy-wait kernel before each). The warm-up runs the same
+// loop (busy-wait, event pair, launch) for at least --warmup launches and
 // --warmup-ms of wall time: on an H100, 10 warm-up launches (< 1 ms) left the
 // first row of a process ~1 us slower at (1,32,8,4096) than the same kernel
 // timed second, and 2000 warm-up launches (or a 200 us busy-wait) removed the
 // difference (kernels/NOTES.md, the warm-up measurement): the host's launch path had not
 // reached its steady state and outran the 50 us busy-wait.
-template <class F>
-void time_kernel(BenchRow& row, const Problem& P, const BenchOptions& o, F&& launch) {
+void time_kernel(BenchRow& row, const Problem& P, const BenchOptions& o, kernels::StageRunner& runner) {
   auto busy_wait = [&](int) {
     if (o.spin_us > 0) spin_kernel<<<1, 1>>>(static_cast<unsigned long long>(o.spin_us) * 1000ull);
   };
@@ -189,11 +186,12 @@ void time_kernel(BenchRow& row, const Problem& P, const BenchOptions& o, F&& lau
   };
   while (done < o.warmup || elapsed_ms() < o.warmup_ms) {
     constexpr int kRound = 8;
-    (void)kernels::time_indexed_launches_ms([&](int i) { launch((done + i) % P.R); }, kRound, 0, busy_wait);
+    (void)kernels::time_indexed_launches_ms([&](int i) { runner.launch((done + i) % P.R); }, kRound, 0, busy_wait);
     done += kRound;
   }
   row.warmup_launches = done;
-  const auto ms = kernels::time_indexed_launches_ms([&](int i) { launch((done + i) % P.R); }, o.iters, 0, busy_wait);
+  const auto ms =
+      kernels::time_indexed_launches_ms([&](int i) { runner.launch((done + i) % P.R); }, o.iters, 0, busy_wait);
   row.timed = static_cast<int>(ms.size());
   row.median_us = kernels::median_of(ms) * 1e3;
   row.min_us = *std::min_element(ms.begin(), ms.end()) * 1e3;
@@ -201,60 +199,35 @@ void time_kernel(BenchRow& row, const Problem& P, const BenchOptions& o, F&& lau
   row.p90_us = pct_of(ms, 0.9) * 1e3;
 }
 
-// Launch shape and device views of rotation r of the pool, for every kernel
-// (stage 8's through optimized_args).
-kernels::StageArgs stage_args(const Problem& P, int r, void* out) {
-  kernels::StageArgs a;
-  a.dtype = P.dt;
-  a.head_size = P.s.head_size;
-  a.block_size = P.s.block_size;
-  a.num_threads = 128;
-  a.num_seqs = P.s.seqs;
-  a.num_heads = P.s.heads;
-  a.num_kv_heads = P.s.kv_heads;
-  a.max_context_len = P.s.context;
-  a.partition_size = 0;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(P.s.head_size));
-  a.q = q_of(P, r);
-  a.k_cache = P.k.get();
-  a.v_cache = P.v.get();
-  a.block_tables = table_of(P, r);
-  a.context_lens = static_cast<const int*>(P.ctx.get());
-  a.qg = QueryGeometry{P.s.seqs, P.s.heads, P.s.head_size, P.s.heads * P.s.head_size};
-  a.cg = CacheGeometry{P.R * P.set_blocks, P.s.kv_heads, P.s.head_size, P.s.block_size, 16 / dtype_bytes(P.dt)};
-  a.btg = BlockTableGeometry{P.blocks_per_seq};
-  a.out = out;
-  return a;
-}
-
-
-// Max |a - b| of two dtype outputs, decoded on the host.
-float to_float(std::uint16_t h, DType dt) {
-  if (dt == DType::bf16) {
-    std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-  }
-  const std::uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
-  float f;
-  if (exp == 0) f = std::ldexp(static_cast<float>(man), -24);
-  else if (exp == 31) f = man ? NAN : INFINITY;
-  else f = std::ldexp(static_cast<float>(man | 0x400), static_cast<int>(exp) - 25);
-  return sign ? -f : f;
-}
-double max_abs_diff(const Problem& P) {
-  const std::size_t n = static_cast<std::size_t>(P.s.seqs) * P.s.heads * P.s.head_size;
-  std::vector<std::uint16_t> a(n), b(n);
-  PA_CUDA_CHECK(cudaMemcpy(a.data(), P.out.get(), n * 2, cudaMemcpyDeviceToHost));
-  PA_CUDA_CHECK(cudaMemcpy(b.data(), P.out2.get(), n * 2, cudaMemcpyDeviceToHost));
+// Max |a - b| of two decoded outputs (rotation 0 of each); infinity for a NaN.
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double m = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double d = std::fabs(static_cast<double>(to_float(a[i], P.dt)) - to_float(b[i], P.dt));
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
     if (std::isnan(d)) return INFINITY;
     m = std::max(m, d);
   }
   return m;
+}
+
+// One row: a runner for the stage over the problem's device inputs, timed;
+// then one launch on rotation 0, whose output is compared with `ref` (stage
+// 8's, when it ran) or, for stage 8, kept as `ref`.
+BenchRow time_row(BenchRow row, const Problem& P, const BenchOptions& o, kernels::Stage stage,
+                  const kernels::RunOptions& ro, std::vector<float>& ref, const char* refusal) {
+  try {
+    kernels::StageRunner runner(P.layout, P.views, stage, ro);
+    if (!runner.plan().empty()) row.plan = runner.plan();
+    time_kernel(row, P, o, runner);
+    runner.launch(0);
+    std::vector<float> out = runner.output();
+    if (stage == kernels::Stage::optimized) ref = std::move(out);
+    else if (!ref.empty()) row.xcheck_max_abs = max_abs_diff(ref, out);
+  } catch (const std::exception& e) {
+    row.status = std::string(refusal) + e.what();
+    cudaGetLastError();
+  }
+  return row;
 }
 
 void finish_row(BenchRow& row, double copy_gbps) {
@@ -278,144 +251,55 @@ void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64&
     return r;
   };
   const bool cascade_shape = s.prefix > 0;
-
-  // --- optimized (stage 8) ---
-  {
-    BenchRow row = new_row("optimized");
-    try {
-      OptimizedArgs a0 = kernels::optimized_args(stage_args(P, 0, P.out.get()));
-      const OptimizedPlan plan = plan_optimized(a0, o.force_splits);
-      row.plan = plan.describe();
-      DeviceBuffer ws(std::max<std::size_t>(1, plan.workspace_bytes));
-      PA_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.size()));
-      time_kernel(row, P, o, [&](int r) {
-        launch_optimized(kernels::optimized_args(stage_args(P, r, P.out.get())), plan, ws.get());
-      });
-      // Set 0 kept in out for the cross-check.
-      launch_optimized(kernels::optimized_args(stage_args(P, 0, P.out.get())), plan, ws.get());
-      PA_CUDA_CHECK(cudaDeviceSynchronize());
-    } catch (const std::exception& e) {
-      row.status = std::string("error: ") + e.what();
-    }
+  auto finish = [&](BenchRow row) {
     finish_row(row, copy_gbps);
     rows.push_back(row);
-  }
+    return row.status == "ok";
+  };
+  std::vector<float> ref;  // stage 8's output on rotation 0, the cross-check's reference
+
+  kernels::RunOptions opt8;
+  opt8.splits = o.force_splits;
+  const bool opt_ok = finish(time_row(new_row("optimized"), P, o, kernels::Stage::optimized, opt8, ref, "error: "));
   if (o.only_optimized) return;
-  const bool opt_ok = rows.back().status == "ok";
-
-  // --- v1 (stage 5) ---
-  {
-    BenchRow row = new_row("v1");
-    try {
-      time_kernel(row, P, o, [&](int r) {
-        kernels::launch_stage(kernels::Stage::warp_reduce, stage_args(P, r, P.out2.get()));
-      });
-      kernels::launch_stage(kernels::Stage::warp_reduce, stage_args(P, 0, P.out2.get()));
-      PA_CUDA_CHECK(cudaDeviceSynchronize());
-      if (opt_ok) row.xcheck_max_abs = max_abs_diff(P);
-    } catch (const std::exception& e) {
-      row.status = std::string("unsupported: ") + e.what();
-      cudaGetLastError();
-    }
-    finish_row(row, copy_gbps);
-    rows.push_back(row);
-  }
-
-  // --- v2 (stage 6) ---
-  {
-    BenchRow row = new_row("v2");
-    try {
-      const int psize = 512;
-      const int maxp = ceil_div(s.context, psize);
-      DeviceBuffer po(static_cast<std::size_t>(s.seqs) * s.heads * maxp * s.head_size * 4);
-      DeviceBuffer pm(static_cast<std::size_t>(s.seqs) * s.heads * maxp * 4);
-      DeviceBuffer ps(static_cast<std::size_t>(s.seqs) * s.heads * maxp * 4);
-      auto v2a = [&](int r, void* out) {
-        kernels::V2Args a;
-        a.base = stage_args(P, r, out);
-        a.base.partition_size = psize;
-        a.max_partitions = maxp;
-        a.part_out = static_cast<float*>(po.get());
-        a.part_max = static_cast<float*>(pm.get());
-        a.part_sum = static_cast<float*>(ps.get());
-        a.pg = PartitionGeometry{s.heads, maxp, s.head_size};
-        return a;
-      };
-      row.plan = "partition_size=512";
-      time_kernel(row, P, o, [&](int r) { kernels::launch_v2(v2a(r, P.out2.get())); });
-      kernels::launch_v2(v2a(0, P.out2.get()));
-      PA_CUDA_CHECK(cudaDeviceSynchronize());
-      if (opt_ok) row.xcheck_max_abs = max_abs_diff(P);
-    } catch (const std::exception& e) {
-      row.status = std::string("unsupported: ") + e.what();
-      cudaGetLastError();
-    }
-    finish_row(row, copy_gbps);
-    rows.push_back(row);
-  }
+  if (!opt_ok) ref.clear();
+  (void)finish(time_row(new_row("v1"), P, o, kernels::Stage::warp_reduce, {}, ref, "unsupported: "));
+  (void)finish(time_row(new_row("v2"), P, o, kernels::Stage::v2_partition, {}, ref, "unsupported: "));
+  if (!cascade_shape) return;
 
   // --- cascade (stage 7), shared-prefix problem only ---
-  if (cascade_shape) {
-    BenchRow row = new_row("cascade");
-    row.kv_bytes = P.kv_unique;  // what cascade must read: the prefix once
-    try {
-      auto cargs = [&](int r) {
-        kernels::StageArgs a = stage_args(P, r, P.out2.get());
-        a.partition_size = 512;  // the suffix runs through V2
-        return a;
-      };
-      const kernels::CascadePlan plan = kernels::plan_cascade(cargs(0), s.prefix);
-      row.plan = plan.describe();
-      DeviceBuffer ws(std::max<std::size_t>(1, plan.workspace_bytes));
-      PA_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.size()));
-      time_kernel(row, P, o, [&](int r) {
-        kernels::launch_cascade(cargs(r), plan, ws.get(), nullptr);
-      });
-      kernels::launch_cascade(cargs(0), plan, ws.get(), nullptr);
-      PA_CUDA_CHECK(cudaDeviceSynchronize());
-      if (opt_ok) row.xcheck_max_abs = max_abs_diff(P);
-    } catch (const std::exception& e) {
-      row.status = std::string("unsupported: ") + e.what();
-      cudaGetLastError();
-    }
-    finish_row(row, copy_gbps);
-    rows.push_back(row);
-    // Experiments (not rows of the JSON): other plans (kernels::CascadeOptions),
-    // each timed whole, prefix alone (kernel + chunk reduce) and suffix alone,
-    // on the same rotated data.
-    for (const bench::CascadeSweepItem& sweep : o.cascade_sweep) {
-      const kernels::CascadeOptions& copt = sweep.options;
-      const std::string& item = sweep.text;
-      try {
-        auto cargs = [&](int r) {
-          kernels::StageArgs a = stage_args(P, r, P.out2.get());
-          a.partition_size = 512;
-          return a;
-        };
-        const kernels::CascadePlan plan = kernels::plan_cascade(cargs(0), s.prefix, 0, copt);
-        DeviceBuffer ws(std::max<std::size_t>(1, plan.workspace_bytes));
-        PA_CUDA_CHECK(cudaMemset(ws.get(), 0, ws.size()));
-        double us[3];
-        const kernels::CascadeParts parts[3] = {kernels::CascadeParts::all, kernels::CascadeParts::prefix_only,
-                                                kernels::CascadeParts::suffix_only};
-        for (int k = 0; k < 3; ++k) {
-          BenchRow tr = new_row("sweep");
-          time_kernel(tr, P, o, [&](int r) { kernels::launch_cascade(cargs(r), plan, ws.get(), nullptr, nullptr, parts[k]); });
-          us[k] = tr.median_us;
-        }
-        kernels::launch_cascade(cargs(0), plan, ws.get(), nullptr);
-        PA_CUDA_CHECK(cudaDeviceSynchronize());
-        const double xc = opt_ok ? max_abs_diff(P) : -1;
-        std::printf("sweep %s %s: ran %s: all %.1f us, prefix %.1f, suffix %.1f, xcheck %.2g\n", dtype_name(dt),
-                    item.c_str(), plan.describe().c_str(), us[0], us[1], us[2], xc);
-      } catch (const std::exception& e) {
-        std::printf("sweep %s %s: error %s\n", dtype_name(dt), item.c_str(), e.what());
-        cudaGetLastError();
+  BenchRow cascade = new_row("cascade");
+  cascade.kv_bytes = P.kv_unique;  // what cascade must read: the prefix once
+  (void)finish(time_row(cascade, P, o, kernels::Stage::cascade_merge, {}, ref, "unsupported: "));
+  // Experiments (not rows of the JSON): other plans (kernels::CascadeOptions),
+  // each timed whole, prefix alone (kernel + chunk reduce) and suffix alone,
+  // on the same rotated data.
+  for (const bench::CascadeSweepItem& sweep : o.cascade_sweep) {
+    const kernels::CascadeParts parts[3] = {kernels::CascadeParts::all, kernels::CascadeParts::prefix_only,
+                                            kernels::CascadeParts::suffix_only};
+    double us[3];
+    std::string plan, error;
+    double xc = -1;
+    for (int k = 0; k < 3 && error.empty(); ++k) {
+      kernels::RunOptions ro;
+      ro.cascade = sweep.options;
+      ro.cascade_parts = parts[k];
+      std::vector<float> whole;  // the full cascade's output, checked against stage 8's
+      const BenchRow r = time_row(new_row("sweep"), P, o, kernels::Stage::cascade_merge, ro,
+                                  k == 0 ? ref : whole, "error ");
+      if (r.status != "ok") error = r.status;
+      us[k] = r.median_us;
+      if (k == 0) {
+        plan = r.plan;
+        xc = r.xcheck_max_abs;
       }
     }
+    if (!error.empty()) std::printf("sweep %s %s: %s\n", dtype_name(dt), sweep.text.c_str(), error.c_str());
+    else
+      std::printf("sweep %s %s: ran %s: all %.1f us, prefix %.1f, suffix %.1f, xcheck %.2g\n", dtype_name(dt),
+                  sweep.text.c_str(), plan.c_str(), us[0], us[1], us[2], xc);
   }
 }
-
 
 }  // namespace
 

@@ -236,9 +236,6 @@ void launch_stage(Stage stage, const StageArgs& a, void* stream) {
   }
 }
 
-namespace {
-}  // namespace
-
 std::vector<float> download_floats(const DeviceBuffer& b, std::size_t n) {
   std::vector<float> v(n);
   b.download(v.data(), n * sizeof(float));

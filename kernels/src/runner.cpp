@@ -49,6 +49,18 @@ void check_options(const PagedProblem& p, Stage s, const RunOptions& o) {
     bad("splits " + std::to_string(o.splits) + " (accepted: 0 for the heuristic, or > 0)");
 }
 
+// A runner over device inputs: the stages it launches and the views it reads.
+void check_views(Stage s, const DeviceInputViews& v) {
+  if (static_cast<int>(s) >= 1 && static_cast<int>(s) <= 4)
+    throw std::invalid_argument(std::string("StageRunner over device inputs: stage ") + stage_name(s) +
+                                " (accepted: warp_reduce, v2_partition, cascade_merge, optimized; stages 1-4 "
+                                "write intermediate outputs that only an uploaded problem has)");
+  if (v.rotations < 1)
+    throw std::invalid_argument("StageRunner: rotations " + std::to_string(v.rotations) + " (accepted: >= 1)");
+  if (!v.q || !v.k_cache || !v.v_cache || !v.block_tables || !v.context_lens)
+    throw std::invalid_argument("StageRunner: a null input pointer in DeviceInputViews (accepted: all five set)");
+}
+
 }  // namespace
 
 #if PA_HAVE_CUDA
@@ -71,7 +83,8 @@ struct StageRunner::Impl {
   RunOptions opt;
   std::string plan;
   std::unique_ptr<DeviceProblem> stages_1_5;  // stages 1-5: inputs and every stage output
-  std::unique_ptr<DeviceInputs> in;           // stages 6-8: inputs
+  std::unique_ptr<DeviceInputs> in;           // stages 6-8 from a PagedProblem: the uploaded inputs
+  int rotations = 1;                          // copies of Q and the tables (DeviceInputViews)
   DeviceBuffer out, lse, ws;                  // stages 6-8: output (dtype), lse, workspace
   DeviceBuffer part_out, part_max, part_sum;  // stage 6
   StageArgs base;  // stages 1-5: DeviceProblem's views; 6-8: the inputs and `out`
@@ -89,12 +102,34 @@ struct StageRunner::Impl {
       return;
     }
     in = std::make_unique<DeviceInputs>(p);
+    wire_outputs(in->args());
+  }
+
+  // Inputs already on the device: stage 5 launches like stages 6-8, with only
+  // its output wired in (launch_stage checks its configuration and shared
+  // memory at each launch).
+  Impl(const PagedProblem& layout, const DeviceInputViews& v, Stage s, const RunOptions& o)
+      : p(layout), stage(s), opt(o), rotations(v.rotations) {
+    check_options(p, s, o);
+    check_views(s, v);
+    StageArgs a = problem_stage_args(p);
+    a.q = v.q;
+    a.k_cache = v.k_cache;
+    a.v_cache = v.v_cache;
+    a.block_tables = v.block_tables;
+    a.context_lens = v.context_lens;
+    wire_outputs(a);
+  }
+
+  // Stages 5-8: the output, the lse and the stage's plan and workspace.
+  void wire_outputs(const StageArgs& inputs) {
     const std::size_t rows = rows_of(p);
     out = DeviceBuffer(rows * p.spec.head_size * dtype_bytes(p.spec.dtype));
     lse = DeviceBuffer(rows * sizeof(float));
-    base = in->args();
+    base = inputs;
     base.out = out.get();
-    switch (s) {
+    switch (stage) {
+      case Stage::warp_reduce: base.partition_size = 0; break;  // one partition
       case Stage::v2_partition: plan_v2(); break;
       case Stage::cascade_merge:
         cascade = plan_cascade(base, p.spec.shared_prefix_len, opt.chunk_len, opt.cascade);
@@ -110,7 +145,7 @@ struct StageRunner::Impl {
         ws.fill_bytes(0);
         break;
       default:
-        throw std::invalid_argument(std::string("StageRunner: stage ") + stage_name(s) + " (accepted: " +
+        throw std::invalid_argument(std::string("StageRunner: stage ") + stage_name(stage) + " (accepted: " +
                                     stage_names_text() + ")");
     }
   }
@@ -138,15 +173,50 @@ struct StageRunner::Impl {
            " tokens per sequence, then the reduce";
   }
 
-  // The stage's launch on the default stream (stage 7 without lse: run()
-  // launches the cascade itself, for its lse and the states it returns).
-  void launch() {
-    switch (stage) {
-      case Stage::v2_partition: launch_v2(v2); break;
-      case Stage::cascade_merge: (void)launch_cascade(base, cascade, ws.get(), nullptr); break;
-      case Stage::optimized: launch_optimized(opt_args, opt_plan, ws.get()); break;
-      default: launch_stage(stage, base, nullptr); break;
+  // The stage's launch on the default stream, on copy `r` of Q and the block
+  // tables (stage 7 without lse: run() launches the cascade itself, for its
+  // lse and the states it returns).
+  void launch(int r = 0) {
+    if (r < 0 || r >= rotations)
+      throw std::invalid_argument("StageRunner::launch: rotation " + std::to_string(r) + " (accepted: 0 to " +
+                                  std::to_string(rotations - 1) + ")");
+    if (r == 0) {
+      launch_on(base, v2, opt_args);
+      return;
     }
+    StageArgs a = base;
+    a.q = static_cast<const char*>(base.q) +
+          static_cast<std::size_t>(r) * p.num_seqs() * p.q_stride * dtype_bytes(p.spec.dtype);
+    a.block_tables = base.block_tables + static_cast<std::size_t>(r) * p.num_seqs() * p.max_blocks_per_seq;
+    V2Args v = v2;
+    v.base.q = a.q;
+    v.base.block_tables = a.block_tables;
+    OptimizedArgs o = opt_args;
+    o.q = a.q;
+    o.block_tables = a.block_tables;
+    launch_on(a, v, o);
+  }
+  void launch_on(const StageArgs& a, const V2Args& v, const OptimizedArgs& o) {
+    switch (stage) {
+      case Stage::v2_partition: launch_v2(v); break;
+      case Stage::cascade_merge:
+        (void)launch_cascade(a, cascade, ws.get(), nullptr, nullptr, opt.cascade_parts);
+        break;
+      case Stage::optimized: launch_optimized(o, opt_plan, ws.get()); break;
+      default: launch_stage(stage, a, nullptr); break;
+    }
+  }
+
+  std::vector<float> output() {
+    PA_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::size_t n = rows_of(p) * p.spec.head_size;
+    if (stages_1_5) {
+      if (stage != Stage::warp_reduce)
+        throw std::invalid_argument(std::string("StageRunner::output: stage ") + stage_name(stage) +
+                                    " has no attention output (accepted: warp_reduce and later)");
+      return download_decoded(stages_1_5->out, n, p.spec.dtype);
+    }
+    return download_decoded(out, n, p.spec.dtype);
   }
 
   void poison() {
@@ -201,10 +271,10 @@ struct StageRunner::Impl {
         }
         break;
       }
-      default:  // stage 8
+      default:  // stage 8, or stage 5 over device inputs
         launch();
         PA_CUDA_CHECK(cudaDeviceSynchronize());
-        r.optimized = opt_plan;
+        if (stage == Stage::optimized) r.optimized = opt_plan;
         break;
     }
     r.out = download_decoded(out, n, p.spec.dtype);
@@ -225,8 +295,12 @@ struct StageRunner::Impl {
 
 StageRunner::StageRunner(const PagedProblem& p, Stage stage, const RunOptions& opt)
     : impl_(std::make_unique<Impl>(p, stage, opt)) {}
+StageRunner::StageRunner(const PagedProblem& layout, const DeviceInputViews& in, Stage stage, const RunOptions& opt)
+    : impl_(std::make_unique<Impl>(layout, in, stage, opt)) {}
 RunResult StageRunner::run() { return impl_->run(); }
 StageTiming StageRunner::time(int iters, int warmup) { return impl_->time(iters, warmup); }
+void StageRunner::launch(int rotation) { impl_->launch(rotation); }
+std::vector<float> StageRunner::output() { return impl_->output(); }
 const StageArgs& StageRunner::stage_args() const { return impl_->base; }
 const V2Args& StageRunner::v2_args() const {
   if (impl_->stage != Stage::v2_partition)
@@ -252,8 +326,15 @@ StageRunner::StageRunner(const PagedProblem& p, Stage s, const RunOptions& o) {
   check_options(p, s, o);
   throw NoGpuError("built without CUDA");
 }
+StageRunner::StageRunner(const PagedProblem& layout, const DeviceInputViews& v, Stage s, const RunOptions& o) {
+  check_options(layout, s, o);
+  check_views(s, v);
+  throw NoGpuError("built without CUDA");
+}
 RunResult StageRunner::run() { throw NoGpuError("built without CUDA"); }
 StageTiming StageRunner::time(int, int) { throw NoGpuError("built without CUDA"); }
+void StageRunner::launch(int) { throw NoGpuError("built without CUDA"); }
+std::vector<float> StageRunner::output() { throw NoGpuError("built without CUDA"); }
 const StageArgs& StageRunner::stage_args() const { throw NoGpuError("built without CUDA"); }
 const V2Args& StageRunner::v2_args() const { throw NoGpuError("built without CUDA"); }
 const CascadePlan& StageRunner::cascade_plan() const { throw NoGpuError("built without CUDA"); }

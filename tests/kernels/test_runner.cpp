@@ -114,3 +114,110 @@ TEST_CASE("every stage runs and is timed through the one runner", "[gpu][runner]
   }
   CHECK(stages_run == 8);
 }
+
+namespace {
+
+// Two problems of one shape (different seeds) as two rotations over one
+// pool: rotation r's K and V blocks are problem r's, shifted by the blocks
+// before them; its Q and block tables follow the previous rotation's.
+struct TwoRotations {
+  kernels::DeviceBuffer q, k, v, tables, ctx;
+  kernels::DeviceInputViews views;
+  PagedProblem layout;
+};
+
+template <class T>
+std::vector<T> joined(const std::vector<T>& a, const std::vector<T>& b) {
+  std::vector<T> j = a;
+  j.insert(j.end(), b.begin(), b.end());
+  return j;
+}
+
+void upload(kernels::DeviceBuffer& d, const void* src, std::size_t bytes) {
+  d = kernels::DeviceBuffer(bytes);
+  d.upload(src, bytes);
+}
+
+TwoRotations two_rotations(const PagedProblem& a, const PagedProblem& b) {
+  REQUIRE(a.num_blocks == b.num_blocks);
+  TwoRotations t;
+  const std::vector<std::uint8_t> q = joined(a.q_bytes, b.q_bytes), k = joined(a.k_bytes, b.k_bytes),
+                                  v = joined(a.v_bytes, b.v_bytes);
+  std::vector<int> tables = a.block_tables;
+  for (int blk : b.block_tables) tables.push_back(blk == kNoBlock ? kNoBlock : blk + a.num_blocks);
+  upload(t.q, q.data(), q.size());
+  upload(t.k, k.data(), k.size());
+  upload(t.v, v.data(), v.size());
+  upload(t.tables, tables.data(), tables.size() * sizeof(int));
+  upload(t.ctx, a.context_lens.data(), a.context_lens.size() * sizeof(int));
+  t.views = {t.q.get(), t.k.get(), t.v.get(), static_cast<const int*>(t.tables.get()),
+             static_cast<const int*>(t.ctx.get()), 2};
+  t.layout = problem_layout(a.spec, 2 * a.num_blocks);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("over device inputs, the runner refuses stages 1-4, bad rotations and null pointers", "[runner]") {
+  const PagedProblem p = make_problem(small_spec(3));
+  const PagedProblem layout = problem_layout(p.spec, p.num_blocks);
+  CHECK(layout.q_bytes.empty());
+  CHECK(layout.block_tables.empty());
+  CHECK(layout.cache.num_blocks == p.num_blocks);
+  CHECK(layout.q_stride == p.q_stride);
+  CHECK(layout.max_blocks_per_seq == p.max_blocks_per_seq);
+  int dummy = 0;
+  kernels::DeviceInputViews v{&dummy, &dummy, &dummy, &dummy, &dummy, 1};
+  auto refused = [&](Stage s, const kernels::DeviceInputViews& views) -> std::string {
+    try {
+      StageRunner r(layout, views, s);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    } catch (const std::exception& e) {
+      return std::string("not refused: ") + e.what();
+    }
+    return "not refused";
+  };
+  int stages_refused = 0;
+  for (int i = 1; i <= 4; ++i) {
+    CHECK_THAT(refused(static_cast<Stage>(i), v),
+               ContainsSubstring(kernels::stage_name(static_cast<Stage>(i))) && ContainsSubstring("stages 1-4"));
+    ++stages_refused;
+  }
+  CHECK(stages_refused == 4);
+  v.rotations = 0;
+  CHECK_THAT(refused(Stage::optimized, v), ContainsSubstring("rotations 0"));
+  v.rotations = 1;
+  v.block_tables = nullptr;
+  CHECK_THAT(refused(Stage::optimized, v), ContainsSubstring("null input pointer"));
+  CHECK_THROWS_AS(problem_layout(p.spec, 0), std::invalid_argument);
+}
+
+TEST_CASE("over device inputs, each rotation's launch equals the runner on that problem, bit for bit",
+          "[gpu][runner]") {
+  PA_REQUIRE_GPU();
+  ProblemSpec spec = small_spec(4);
+  ProblemSpec shared_spec = spec;
+  shared_spec.context_lens = {32 + 1, 32 + 17, 32 + 100, 32 + 600};
+  shared_spec.shared_prefix_len = 32;
+  int launches_checked = 0;
+  for (int i = 5; i <= 8; ++i) {
+    const Stage s = static_cast<Stage>(i);
+    INFO("stage " << kernels::stage_name(s));
+    ProblemSpec sa = s == Stage::cascade_merge ? shared_spec : spec, sb = sa;
+    sb.seed = sa.seed + 1;
+    const PagedProblem a = make_problem(sa), b = make_problem(sb);
+    TwoRotations t = two_rotations(a, b);
+    StageRunner over_device(t.layout, t.views, s);
+    CHECK(over_device.plan() == StageRunner(a, s).plan());
+    const std::vector<float> want[2] = {StageRunner(a, s).run().out, StageRunner(b, s).run().out};
+    REQUIRE(want[0] != want[1]);  // the two rotations hold different problems
+    for (int r : {1, 0, 1}) {
+      over_device.launch(r);
+      CHECK(over_device.output() == want[r]);
+      ++launches_checked;
+    }
+    CHECK_THROWS_WITH(over_device.launch(2), ContainsSubstring("rotation 2") && ContainsSubstring("0 to 1"));
+  }
+  CHECK(launches_checked == 4 * 3);
+}

@@ -110,24 +110,31 @@ float PagedProblem::v_at(int seq, int kv_head, int token, int d) const {
   return v_cache[cache.v_offset(physical_block(seq, token / bs), kv_head, d, token % bs)];
 }
 
-PagedProblem make_problem(const ProblemSpec& spec) {
-  spec.validate();
+PagedProblem problem_layout(const ProblemSpec& spec, int num_blocks) {
+  spec.validate_shape();
+  if (num_blocks < 1)
+    throw std::invalid_argument("problem_layout: num_blocks " + std::to_string(num_blocks) + " (accepted: >= 1)");
   PagedProblem p;
   p.spec = spec;
   p.context_lens = spec.context_lens;
-  const int ns = spec.num_seqs(), bs = spec.block_size, hs = spec.head_size, nkv = spec.num_kv_heads;
+  p.num_blocks = num_blocks;
+  p.max_blocks_per_seq = spec.max_blocks_per_seq();
+  p.q_stride = spec.num_heads * spec.head_size + spec.extra_q_stride;
+  p.cache = CacheGeometry{p.num_blocks, spec.num_kv_heads, spec.head_size, spec.block_size, 16 / dtype_bytes(spec.dtype)};
+  p.query = QueryGeometry{spec.num_seqs(), spec.num_heads, spec.head_size, p.q_stride};
+  p.table = BlockTableGeometry{p.max_blocks_per_seq};
+  return p;
+}
+
+PagedProblem make_problem(const ProblemSpec& spec) {
+  spec.validate();
+  const int ns = spec.num_seqs(), bs = spec.block_size, hs = spec.head_size;
   const int prefix_blocks = spec.shared_prefix_blocks();
 
   // Physical blocks needed: the shared prefix once, then each sequence's own.
   std::int64_t needed = prefix_blocks;
   for (int c : spec.context_lens) needed += ceil_div(c, bs) - prefix_blocks;
-  p.num_blocks = static_cast<int>(needed + spec.spare_blocks);
-  p.max_blocks_per_seq = spec.max_blocks_per_seq();
-  p.q_stride = spec.num_heads * hs + spec.extra_q_stride;
-
-  p.cache = CacheGeometry{p.num_blocks, nkv, hs, bs, 16 / dtype_bytes(spec.dtype)};
-  p.query = QueryGeometry{ns, spec.num_heads, hs, p.q_stride};
-  p.table = BlockTableGeometry{p.max_blocks_per_seq};
+  PagedProblem p = problem_layout(spec, static_cast<int>(needed + spec.spare_blocks));  // validated again
 
   // Seeded shuffle of the physical block ids (Fisher-Yates with our own
   // index draw: std::uniform_int_distribution differs between libraries).

@@ -66,7 +66,7 @@ float ProblemSpec::scale() const { return 1.0f / std::sqrt(static_cast<float>(he
 
 int ProblemSpec::max_partitions() const { return num_partitions(max_context_len(), partition_size); }
 
-void ProblemSpec::validate() const {
+void ProblemSpec::validate_shape() const {
   if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
     bad("dtype", "dtype " + std::to_string(int(dtype)) + " is unknown; accepted: fp32, fp16, bf16");
   }
@@ -120,6 +120,11 @@ void ProblemSpec::validate() const {
   if (blocks > (std::int64_t{1} << 31) - 1) {
     bad("context_lens", "the pool needs " + std::to_string(blocks) + " blocks; accepted: < 2^31");
   }
+}
+
+void ProblemSpec::validate() const {
+  validate_shape();
+  const std::int64_t blocks = physical_blocks(*this);
   const double need = host_bytes();
   const std::int64_t limit = host_memory_limit_bytes();
   if (need > static_cast<double>(limit)) {

@@ -80,6 +80,13 @@ struct PagedProblem {
 // Validates the spec (std::invalid_argument) and builds the problem.
 PagedProblem make_problem(const ProblemSpec& spec);
 
+// The problem's shape without its data: the validated spec, the context
+// lengths and the geometries of a pool of num_blocks physical blocks; every
+// byte and float array, and the block tables, empty. For inputs that already
+// live on the device (pa-bench fills GBs of KV there): the runner builds its
+// launches from this and the device pointers (runner.hpp, DeviceInputViews).
+PagedProblem problem_layout(const ProblemSpec& spec, int num_blocks);
+
 // Contiguous ("dense") copy of one sequence's K and V, built independently of
 // the block tables from the same seeded values: [token][kv_head][head_size].
 // Used to check that paged attention equals dense attention.

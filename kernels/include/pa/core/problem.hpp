@@ -67,6 +67,9 @@ struct ProblemSpec {
   // spare_blocks >= 0; logit_spread finite and > 0; host_bytes() at most
   // host_memory_limit_bytes(). Throws ProblemError (a std::invalid_argument).
   void validate() const;
+  // The same without the host-memory limit: for a problem whose data lives
+  // on the device only (problem_layout).
+  void validate_shape() const;
   // Host memory the reference's PagedProblem holds for this problem: K, V and
   // Q as float and in the dtype's bytes, the block tables, the outputs.
   double host_bytes() const;

@@ -2,17 +2,25 @@
 // builds the stage's arguments (StageArgs, V2Args, the cascade plan or stage
 // 8's OptimizedArgs and plan) once, and then runs it: outputs poisoned with
 // NaN, one launch, a synchronize, the outputs copied back and decoded; or
-// times it: the same launch under CUDA events. pa-lab run, the cascade's
-// baselines and the tests go through it; trace recording (stages 1-7) and
-// timelines (stages 5-6) launch their traced instances with the arguments it
-// built (stage_args, v2_args). pa-bench (which rotates over copies of the KV)
-// and stage 8's recording and timeline (which launch the planned grid with
-// opt_make_params) still build their own. Plain C++ (no CUDA headers):
+// times it: the same launch under CUDA events. pa-lab run, pa-bench, the
+// cascade's baselines and the tests go through it; trace recording (stages
+// 1-7) and timelines (stages 5-6) launch their traced instances with the
+// arguments it built (stage_args, v2_args). Stage 8's recording and timeline
+// launch the planned grid with opt_make_params. Plain C++ (no CUDA headers):
 // without CUDA the constructor throws NoGpuError.
 //
 //   StageRunner r(problem, Stage::optimized, {.splits = 4});
 //   RunResult got = r.run();            // got.out: [seq][head][head_size]
 //   StageTiming t = r.time(100);        // median_ms, every sample
+//
+// Inputs that already live on the device (pa-bench fills GBs of KV there and
+// keeps R copies of Q and the block tables, each over its own blocks, so that
+// no launch finds its KV in L2) come as DeviceInputViews beside the problem's
+// shape (problem_layout); launch(r) enqueues one launch on copy r:
+//
+//   StageRunner r(problem_layout(spec, pool_blocks), views, Stage::v2_partition);
+//   for (int i = 0; i < n; ++i) r.launch(i % views.rotations);
+//   std::vector<float> out = r.output();
 #pragma once
 #include <memory>
 #include <optional>
@@ -35,8 +43,10 @@ struct RunOptions {
   bool single_partition_direct = true;
   TokenRange range;  // stage 6: the tokens decoded ({0, -1}: whole contexts)
   // Stage 7: prefix tokens per chunk (0: the planner's) and the cascade's options.
+  // Which parts launch() runs (pa-bench's sweep times the prefix and the suffix apart).
   int chunk_len = 0;
   CascadeOptions cascade;
+  CascadeParts cascade_parts = CascadeParts::all;
   // Stage 8: split-KV CTAs per sequence (0: the heuristic) and the pipeline.
   int splits = 0;
   OptPipeline pipeline = OptPipeline::automatic;
@@ -62,12 +72,31 @@ struct RunResult {
   std::optional<OptimizedPlan> optimized;
 };
 
+// Device pointers to a problem's inputs, laid out as PagedProblem's arrays
+// (paged_cache.hpp), with `rotations` copies of Q and of the block tables back
+// to back: copy r's Q starts r * num_seqs * q_stride elements after q, its
+// tables r * num_seqs * max_blocks_per_seq entries after block_tables. The
+// caller owns the memory; it must outlive the runner.
+struct DeviceInputViews {
+  const void* q = nullptr;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  const int* block_tables = nullptr;
+  const int* context_lens = nullptr;
+  int rotations = 1;
+};
+
 class StageRunner {
  public:
   // Validates the problem for the stage (throws std::invalid_argument naming
   // the value and what is accepted), uploads it, plans (stages 6-8) and
   // allocates every output and workspace. The problem must outlive the runner.
   StageRunner(const PagedProblem& p, Stage stage, const RunOptions& opt = {});
+  // The same over inputs already on the device: `layout` gives the shape
+  // (problem_layout; its arrays may be empty), `in` the data. Stages 5-8 (the
+  // stages that read only the inputs and write the output); stages 1-4 throw
+  // std::invalid_argument.
+  StageRunner(const PagedProblem& layout, const DeviceInputViews& in, Stage stage, const RunOptions& opt = {});
   ~StageRunner();
   StageRunner(StageRunner&&) noexcept;
   StageRunner& operator=(StageRunner&&) noexcept;
@@ -80,6 +109,14 @@ class StageRunner {
   RunResult run();
   // `warmup` untimed launches, then `iters` launches each between a CUDA event pair.
   StageTiming time(int iters, int warmup = 3);
+  // One launch on copy `rotation` of the inputs, enqueued on the default
+  // stream (no poisoning, no synchronize): for callers that time launches
+  // their own way. Throws std::invalid_argument for a rotation outside
+  // [0, rotations).
+  void launch(int rotation = 0);
+  // Synchronize and copy back the attention output [seq][head][head_size],
+  // decoded to float (stages 5-8).
+  std::vector<float> output();
 
   // The device arguments the runner built, for the same launch with another
   // tracer (trace recording launches the recording instances with them):
