@@ -17,15 +17,13 @@
 // Observable output (stage 3 kernel): probabilities [seq][head][max_context_len]
 // (logit_offset), and max and sum [seq][head] (stat_offset; events name them
 // part_max / part_sum: they are the statistics V2 stores per partition).
+// The (max, sum) pair is SoftmaxStats (attention_state.cuh): the state that
+// stages 6-8 merge.
 #pragma once
 #include "02_qk.cuh"
+#include "attention_state.cuh"
 
 namespace pa::kernels {
-
-struct SoftmaxStats {
-  float max;
-  float sum;
-};
 
 // Block-wide reduction of one float per thread (op = max or sum), as above.
 // Events (step = step, every thread unless said), iter -1 (no loop; the
@@ -79,7 +77,7 @@ __device__ __forceinline__ float block_reduce(float v, float* red, int slot_base
 //   prob_store     shared_load logits then shared_store logits (value = probability), iter k, token
 //   barrier
 template <class Cfg, class Tracer>
-__device__ __forceinline__ SoftmaxStats softmax_block(const PartitionRange& r, const ThreadCtx<Cfg>& c,
+__device__ __forceinline__ SoftmaxStats<> softmax_block(const PartitionRange& r, const ThreadCtx<Cfg>& c,
                                                       SharedV1<Cfg>& sm, Tracer& tracer) {
   using Map = ThreadMapping<Cfg>;
   const int n = r.token_end - r.token_begin;
@@ -136,7 +134,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage3_softmax_kernel(StageA
   const auto c = ThreadCtx<Cfg>::make(trace::Stage::softmax, a.num_heads, a.num_kv_heads);
   auto sm = shared_v1<Cfg>();
   const PartitionRange r = v1_logits<Cfg>(a, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
-  const SoftmaxStats st = softmax_block<Cfg>(r, c, sm, tracer);
+  const SoftmaxStats<> st = softmax_block<Cfg>(r, c, sm, tracer);
   store_logits_row<Cfg>(sm.logits, r, a.stage_out, a.sg, c, tracer);
   if (c.tid == 0) {
     const std::int64_t off = a.sg.stat_offset(c.seq, c.head);

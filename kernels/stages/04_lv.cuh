@@ -139,10 +139,10 @@ __device__ __forceinline__ void lv_reduce_rows(RowAcc<Cfg>& acc, const ThreadCtx
 // Returns the softmax's max and exp sum (V2 stores them per partition).
 // Events: softmax_block's (03_softmax.cuh), lv_accumulate's, lv_reduce_rows'.
 template <class Cfg, class Tracer>
-__device__ __forceinline__ SoftmaxStats softmax_times_v(const StageArgs& a, const PartitionRange& r,
+__device__ __forceinline__ SoftmaxStats<> softmax_times_v(const StageArgs& a, const PartitionRange& r,
                                                         const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm,
                                                         RowAcc<Cfg>& acc, Tracer& tracer) {
-  const SoftmaxStats st = softmax_block<Cfg>(r, c, sm, tracer);
+  const SoftmaxStats<> st = softmax_block<Cfg>(r, c, sm, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::softmax, -1);
   lv_accumulate<Cfg>(static_cast<const Elem<Cfg>*>(a.v_cache), a.cg, a.block_tables, a.btg, r, c, sm, acc,
                      tracer);

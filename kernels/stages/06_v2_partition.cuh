@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V
   auto sm = shared_v1<Cfg>();
   q_and_logits<Cfg>(a.base, r, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
   RowAcc<Cfg> acc;
-  const SoftmaxStats st = softmax_times_v<Cfg>(a.base, r, c, sm, acc, tracer);  // stages 3-4 (04_lv.cuh)
+  const SoftmaxStats<> st = softmax_times_v<Cfg>(a.base, r, c, sm, acc, tracer);  // stages 3-4 (04_lv.cuh)
   warp_tree_reduce<Cfg>(acc, c, sm, tracer);  // stage 5
   PA_TIME_PHASE(tracer, trace::Phase::warp_reduce, -1);
 
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V
                             Step::partition_store, trace::Tensor::state_out, acc, c, tracer);
     if (a.lse != nullptr && c.tid == 0) {
       const std::int64_t off = a.stg.lse_offset(c.seq, c.head);
-      a.lse[off] = st.max + logf(st.sum);
+      a.lse[off] = st.lse();
       PA_TRACE(tracer, ev(c.tc, Step::partition_store, Op::global_store, trace::Tensor::state_lse)
                            .at(off * 4, 4).val(a.lse[off]));
     }
@@ -191,7 +191,7 @@ __global__ void stage6_v2_reduce_kernel(V2Args a, Tracer tracer) {
     const float mp = a.part_max[off];
     const float sp = a.part_sum[off];
     // Rescale each partition from its own max to the global one.
-    const float wp = (mp == -INFINITY || !(sp > 0.f)) ? 0.f : expf(mp - m) * sp;
+    const float wp = SoftmaxStats<>{mp, sp}.sum_at(m);
     w[p] = wp;
     s += wp;
     PA_TRACE(tracer, ev(tc, Step::exp_sum_reduce, Op::global_load, Tensor::part_max).it(k).at(off * 4, 4).val(mp));
@@ -235,9 +235,9 @@ __global__ void stage6_v2_reduce_kernel(V2Args a, Tracer tracer) {
     }
   }
   if (a.lse != nullptr && tid == 0) {
-    a.lse[a.stg.lse_offset(seq, head)] = s > 0.f ? m + logf(s) : -INFINITY;
+    a.lse[a.stg.lse_offset(seq, head)] = SoftmaxStats<>{m, s}.lse();
     PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::state_lse)
-                         .at(a.stg.lse_offset(seq, head) * 4, 4).val(s > 0.f ? m + logf(s) : -INFINITY));
+                         .at(a.stg.lse_offset(seq, head) * 4, 4).val(SoftmaxStats<>{m, s}.lse()));
   }
   // LESSON-END(v2_partition.partition_reduce)
   PA_TIME_PHASE(tracer, trace::Phase::partition_reduce, -1);

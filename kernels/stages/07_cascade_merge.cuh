@@ -4,7 +4,8 @@
 // What it adds to stage 6: the attention STATE (out, lse) of a query over a
 // token set, lse = log(sum_t exp(logit_t)) in NATURAL log, out normalized over
 // the set; the empty set is (0, -inf). Two states over disjoint sets merge into
-// the state over their union:
+// the state over their union (attention_state.cuh: the merge of every stage
+// from 6 on):
 //   m = max(lse_a, lse_b), w_a = exp(lse_a - m), w_b = exp(lse_b - m),
 //   out = (w_a out_a + w_b out_b) / (w_a + w_b), lse = m + log(w_a + w_b).
 // A V2 partition (out_p, max_p, sum_p) is the state (out_p, max_p + log sum_p).
@@ -39,8 +40,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "07_cascade_prefix_mma.cuh"
+#include "attention_state.cuh"
 #include "pa/index/cascade.hpp"
 #include "pa/index/merge.hpp"
 #include "pa/kernels/cascade_args.hpp"
@@ -49,28 +52,35 @@
 namespace pa::kernels {
 
 // ---- the merge kernel -----------------------------------------------------
-// Weights of two states; both empty -> (0, 0, -inf). Never NaN for -inf lse.
-struct MergeWeights {
-  float wa, wb, lse;
-};
-__device__ __forceinline__ MergeWeights merge_weights(float la, float lb) {
-  const float m = fmaxf(la, lb);
-  if (m == -INFINITY) return {0.f, 0.f, -INFINITY};
-  const float ea = la == -INFINITY ? 0.f : __expf(la - m);
-  const float eb = lb == -INFINITY ? 0.f : __expf(lb - m);
-  const float s = ea + eb;  // >= 1: the larger one is exp(0)
-  return {ea / s, eb / s, m + __logf(s)};
-}
+// The two-state merge's weights (merge_weights) and weighted sums (scaled4,
+// fma4) are the attention state's (attention_state.cuh).
 
-__device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 template <class T>
 __device__ __forceinline__ void store4(T* p, float4 v) {
-  Vec<T, 4> o;
-  o.e[0] = from_float<T>(v.x);
-  o.e[1] = from_float<T>(v.y);
-  o.e[2] = from_float<T>(v.z);
-  o.e[3] = from_float<T>(v.w);
-  store_vec<T, 4>(p, o);
+  if constexpr (std::is_same_v<T, float>) {
+    *reinterpret_cast<float4*>(p) = v;
+  } else {
+    Vec<T, 4> o;
+    o.e[0] = from_float<T>(v.x);
+    o.e[1] = from_float<T>(v.y);
+    o.e[2] = from_float<T>(v.z);
+    o.e[3] = from_float<T>(v.w);
+    store_vec<T, 4>(p, o);
+  }
+}
+
+// The merge kernels' grid-stride walk over a state's float4 vectors
+// (MergeGrid, pa/index/merge.hpp): f(row, d, iter) for each vector of the
+// rows x head_size / 4 that this thread owns, d its first element, iter the
+// grid-stride iteration.
+template <class F>
+__device__ __forceinline__ void for_each_state_vector(std::int64_t rows, int head_size, F&& f) {
+  const int vecs_per_row = head_size / 4;
+  const std::int64_t total = rows * vecs_per_row;
+  int it = 0;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x, ++it)
+    f(i / vecs_per_row, MergeGrid::elem_of(i, vecs_per_row), it);
 }
 
 // Events (stage cascade_merge, step merge, block label partition = kMergeBlock,
@@ -87,13 +97,7 @@ __global__ void merge_states_kernel(const float* __restrict__ a_out, const float
                                     OutT* __restrict__ out, float* __restrict__ out_lse, std::int64_t rows,
                                     StateGeometry stg, Tracer tracer = {}) {
   PA_TIME_START(tracer);
-  const int vecs_per_row = stg.head_size / 4;
-  const std::int64_t total = rows * vecs_per_row;
-  int it = 0;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x, ++it) {
-    const std::int64_t row = i / vecs_per_row;
-    const int d = MergeGrid::elem_of(i, vecs_per_row);
+  for_each_state_vector(rows, stg.head_size, [&](std::int64_t row, int d, int it) {
     const TraceCtx tc{trace::Stage::cascade_merge, static_cast<int>(threadIdx.x) / kWarpSize,
                       static_cast<int>(threadIdx.x) % kWarpSize, static_cast<int>(row / stg.num_heads),
                       static_cast<int>(row % stg.num_heads), kMergeBlock, -1};
@@ -105,15 +109,14 @@ __global__ void merge_states_kernel(const float* __restrict__ a_out, const float
     const std::int64_t off = stg.row_elem_offset(row, d);
     float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
     if (w.wa > 0.f) {
-      const float4 x = *reinterpret_cast<const float4*>(a_out + off);
-      r.x = w.wa * x.x; r.y = w.wa * x.y; r.z = w.wa * x.z; r.w = w.wa * x.w;
+      const float4 x = load4(a_out + off);
+      r = scaled4(w.wa, x);
       PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::prefix_out)
                            .it(it).dims(d, 4).at(off * 4, 16).val(x.x));
     }
     if (w.wb > 0.f) {
-      const float4 x = *reinterpret_cast<const float4*>(b_out + off);
-      r.x = fmaf(w.wb, x.x, r.x); r.y = fmaf(w.wb, x.y, r.y);
-      r.z = fmaf(w.wb, x.z, r.z); r.w = fmaf(w.wb, x.w, r.w);
+      const float4 x = load4(b_out + off);
+      r = fma4(w.wb, x, r);
       PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::suffix_out)
                            .it(it).dims(d, 4).at(off * 4, 16).val(x.x));
     }
@@ -125,7 +128,7 @@ __global__ void merge_states_kernel(const float* __restrict__ a_out, const float
       out_lse[row] = w.lse;
       PA_TRACE(tracer, ev(tc, Step::merge, Op::global_store, Tensor::state_lse).it(it).at(row * 4, 4).val(w.lse));
     }
-  }
+  });
   PA_TIME_PHASE(tracer, trace::Phase::merge, -1);  // a timeline: one span per warp, the whole merge
 }
 // LESSON-END(cascade_merge.merge)

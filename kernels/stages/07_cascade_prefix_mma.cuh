@@ -325,7 +325,7 @@ __device__ __forceinline__ void prefix_online_softmax(const PrefixCta<Cfg, VARIA
     PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(tile).src(lane ^ 2));
     PA_TRACE(tracer, ev(tc, Step::rescale, Op::compute, Tensor::none).it(tile));
     const float mnew = fmaxf(acc.m[i], mx[i]);  // finite: every tile has a valid token
-    const float corr = exp2f(acc.m[i] - mnew);  // 0 on the first tile (m = -inf)
+    const float corr = rescale<LogBase::two>(acc.m[i], mnew);  // 0 on the first tile (m = -inf)
     acc.m[i] = mnew;
     acc.l[i] *= corr;
     acc.lr[i] *= corr;

@@ -272,7 +272,7 @@ __device__ __forceinline__ bool wgmma_lazy_softmax(float (&s)[Tl::kTileTokens / 
     mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
     const float tile_max = mx[i] * scale_log2;  // finite: every tile has a valid token
     if (tile_max > m[i] + kWgRescaleSlack) {
-      corr[i] = exp2f(m[i] - tile_max);  // 0 on the first tile (m = -inf)
+      corr[i] = rescale<LogBase::two>(m[i], tile_max);  // 0 on the first tile (m = -inf)
       m[i] = tile_max;
       l[i] *= corr[i];
       moved = true;

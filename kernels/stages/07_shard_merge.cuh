@@ -8,7 +8,7 @@
 //   1. gather, then fold: an all-gather gives every device all N states,
 //      shard-major (ShardedStateGeometry), and merge_shards_kernel folds them
 //      in shard order with the two-state merge's own weights (merge_weights,
-//      07_cascade_merge.cuh): acc = merge(...merge(merge(s0, s1), s2)...).
+//      attention_state.cuh): acc = merge(...merge(merge(s0, s1), s2)...).
 //      A fixed order, the same arithmetic as a chain of merge_states_kernel
 //      launches: the result does not depend on which device computes it, or
 //      on whether the shards ran on one device or on N.
@@ -38,19 +38,13 @@
 
 namespace pa::kernels {
 
-__device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
-
 // LESSON-BEGIN(cascade_merge.merge_shards)
 // Fold of N shard states in shard order; out_lse optional.
 template <class OutT>
 __global__ void merge_shards_kernel(const float* __restrict__ states_out, const float* __restrict__ states_lse,
                                     ShardedStateGeometry g, OutT* __restrict__ out, float* __restrict__ out_lse) {
-  const int vecs_per_row = g.state.head_size / 4;
-  const std::int64_t rows = g.rows_per_shard(), total = rows * vecs_per_row;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t row = i / vecs_per_row;
-    const int d = MergeGrid::elem_of(i, vecs_per_row);
+  const std::int64_t rows = g.rows_per_shard();
+  for_each_state_vector(rows, g.state.head_size, [&](std::int64_t row, int d, int) {
     const std::int64_t off = g.state.row_elem_offset(row, d);
     // Shard 0's state as it is (an empty one is never read), then the others
     // merged in: exactly the chain merge(merge(s0, s1), s2)..., even in the
@@ -60,25 +54,14 @@ __global__ void merge_shards_kernel(const float* __restrict__ states_out, const 
     for (int s = 1; s < g.num_shards; ++s) {
       const MergeWeights w = merge_weights(lse, states_lse[s * rows + row]);
       float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (w.wa > 0.f) {
-        r.x = w.wa * acc.x;
-        r.y = w.wa * acc.y;
-        r.z = w.wa * acc.z;
-        r.w = w.wa * acc.w;
-      }
-      if (w.wb > 0.f) {
-        const float4 x = load4(states_out + s * g.out_elems_per_shard() + off);
-        r.x = fmaf(w.wb, x.x, r.x);
-        r.y = fmaf(w.wb, x.y, r.y);
-        r.z = fmaf(w.wb, x.z, r.z);
-        r.w = fmaf(w.wb, x.w, r.w);
-      }
+      if (w.wa > 0.f) r = scaled4(w.wa, acc);
+      if (w.wb > 0.f) r = fma4(w.wb, load4(states_out + s * g.out_elems_per_shard() + off), r);
       acc = r;
       lse = w.lse;
     }
     store4(out + off, acc);
     if (d == 0 && out_lse != nullptr) out_lse[row] = lse;
-  }
+  });
 }
 // LESSON-END(cascade_merge.merge_shards)
 
@@ -87,25 +70,13 @@ __global__ void merge_shards_kernel(const float* __restrict__ states_out, const 
 __global__ void weigh_state_kernel(const float* __restrict__ state_out, const float* __restrict__ state_lse,
                                    const float* __restrict__ max_lse, float* __restrict__ sums, std::int64_t rows,
                                    int head_size) {
-  const int vecs_per_row = head_size / 4;
-  const std::int64_t total = rows * vecs_per_row;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t row = i / vecs_per_row;
-    const int d = MergeGrid::elem_of(i, vecs_per_row);
-    const float l = state_lse[row];
-    const float w = l == -INFINITY ? 0.f : __expf(l - max_lse[row]);
+  for_each_state_vector(rows, head_size, [&](std::int64_t row, int d, int) {
+    const float w = SoftmaxStats<>{state_lse[row], 1.f}.sum_at(max_lse[row]);
     float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (w > 0.f) {
-      const float4 x = load4(state_out + row * head_size + d);
-      r.x = w * x.x;
-      r.y = w * x.y;
-      r.z = w * x.z;
-      r.w = w * x.w;
-    }
+    if (w > 0.f) r = scaled4(w, load4(state_out + row * head_size + d));
     store4(sums + row * head_size + d, r);
     if (d == 0) sums[rows * head_size + row] = w;
-  }
+  });
 }
 
 // The summed weighted states of all devices, normalized: the merged state.
@@ -113,25 +84,13 @@ template <class OutT>
 __global__ void normalize_sums_kernel(const float* __restrict__ sums, const float* __restrict__ max_lse,
                                       OutT* __restrict__ out, float* __restrict__ out_lse, std::int64_t rows,
                                       int head_size) {
-  const int vecs_per_row = head_size / 4;
-  const std::int64_t total = rows * vecs_per_row;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t row = i / vecs_per_row;
-    const int d = MergeGrid::elem_of(i, vecs_per_row);
+  for_each_state_vector(rows, head_size, [&](std::int64_t row, int d, int) {
     const float w = sums[rows * head_size + row];  // >= 1 where any shard has tokens: e^0 for the largest
     float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (w > 0.f) {
-      const float4 x = load4(sums + row * head_size + d);
-      const float inv = 1.f / w;
-      r.x = x.x * inv;
-      r.y = x.y * inv;
-      r.z = x.z * inv;
-      r.w = x.w * inv;
-    }
+    if (w > 0.f) r = scaled4(1.f / w, load4(sums + row * head_size + d));
     store4(out + row * head_size + d, r);
-    if (d == 0 && out_lse != nullptr) out_lse[row] = w > 0.f ? max_lse[row] + __logf(w) : -INFINITY;
-  }
+    if (d == 0 && out_lse != nullptr) out_lse[row] = SoftmaxStats<>{max_lse[row], w}.lse();
+  });
 }
 // LESSON-END(cascade_merge.state_sums)
 

@@ -302,7 +302,7 @@ __device__ __forceinline__ void opt_online_softmax(const OptParams& p, const Opt
     PA_TRACE(tracer, ev(tc, Step::max_reduce, Op::shuffle, Tensor::none).it(j).src(lane ^ 2));
     const float m_new = fmaxf(m_run[h], mx);
     const float m_use = m_new == kNegInf ? 0.f : m_new;  // a fully masked row stays at 0
-    alpha[h] = exp2f(m_run[h] - m_use);
+    alpha[h] = rescale<LogBase::two>(m_run[h], m_use);  // the running state moved to the new max
     m_run[h] = m_new;
     float sum = 0.f;
 #pragma unroll

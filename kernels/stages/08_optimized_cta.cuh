@@ -17,6 +17,7 @@
 #include "pa/index/optimized.hpp"
 #include "pa/index/tracer.hpp"
 #include "pa/kernels/optimized.hpp"
+#include "attention_state.cuh"
 
 namespace pa::opt {
 
@@ -79,6 +80,9 @@ template <> struct OptElem<DType::bf16> { using T = __nv_bfloat16; };
 using trace::Op;
 using trace::Step;
 using trace::Tensor;
+using kernels::LogBase;  // the attention state's merge (attention_state.cuh)
+using kernels::rescale;
+using kernels::SoftmaxStats;
 inline constexpr unsigned kFull = 0xffffffffu;           // every lane of the warp takes part
 inline constexpr float kNegInf = -__builtin_huge_valf();
 inline constexpr float kLn2 = 0.6931471805599453f;      // base-2 lse -> natural log

@@ -8,7 +8,8 @@
 // Thread mapping: the warp merge reads each warp's accumulator fragments
 // (lane l: O^T dims l/4 (+8) of each 16-dim tile, heads 2(l%4)+{0,1}); the
 // split merge spreads (split, head) items and output elements over all the
-// CTA's threads, as each step below says.
+// CTA's threads, as each step below says. Both merges are the attention
+// state's (attention_state.cuh), in base 2.
 #pragma once
 #include <cstdint>
 
@@ -69,7 +70,7 @@ __device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<
                              .it(2 * h + e).at(Cfg::stat_smem_byte(0, w, g), 4));
       }
       // (the warp's own max, read again here, is one of the loads above)
-      const float f = exp2f(stat[Cfg::stat_offset(0, warp, g)] - M);  // 0 for an idle warp
+      const float f = rescale<LogBase::two>(stat[Cfg::stat_offset(0, warp, g)], M);  // 0 for an idle warp
 #pragma unroll
       for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
         red[Cfg::red_offset(warp, g, Cfg::o_dim(dt, lane))] = o[dt][h][e] * f;
@@ -103,13 +104,13 @@ __device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<
       acc += red[Cfg::red_offset(w, g, d)];
       PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_load, Tensor::out_scratch)
                            .it(it_t).dims(d, 1).at(Cfg::red_smem_byte(w, g, d), 4));
-      L += stat[Cfg::stat_offset(1, w, g)] * exp2f(stat[Cfg::stat_offset(0, w, g)] - M);
+      L += stat[Cfg::stat_offset(1, w, g)] * rescale<LogBase::two>(stat[Cfg::stat_offset(0, w, g)], M);
       PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_load, Tensor::red_scratch)
                            .it(it_t).at(Cfg::stat_smem_byte(1, w, g), 4));
     }
     if (single && p.state_out != nullptr) {  // cascade suffix: the state
       p.state_out[p.stg.out_offset(seq, head0 + g, d)] = acc / L;
-      if (d == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = (M + log2f(L)) * kLn2;
+      if (d == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = SoftmaxStats<LogBase::two>{M, L}.lse() * kLn2;
     } else if (single) {
       out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc / L);
       PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::output)
@@ -184,7 +185,7 @@ struct OptMergeSmem {
   float* sm_m;   // [n_active][16]: the max, then the weight 2^(m_s - M)
   float* sm_l;   // [n_active][16]: the exp sum
   float* inv_l;  // [16]
-  float* lse2;   // [16] (state output only): log2 of the exp sum
+  float* lse2;   // [16] (state output only): the base-2 lse, M + log2 L
 };
 
 // Where those arrays lie for n_active splits, from the start of the CTA's
@@ -267,7 +268,7 @@ __device__ __forceinline__ void opt_merge_weights(const OptParams& p, const OptC
     }
     float L = 0.f;
     for (int sp = lane; sp < n_active; sp += kWarpSize) {
-      const float w = exp2f(sm_m[sp * kUH + g] - M);
+      const float w = rescale<LogBase::two>(sm_m[sp * kUH + g], M);
       PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
                            .it(round).lane_it(sp / kWarpSize).at(opt_merge_m_byte(sp, g), 4));
       sm_m[sp * kUH + g] = w;  // now the split's weight
@@ -283,7 +284,7 @@ __device__ __forceinline__ void opt_merge_weights(const OptParams& p, const OptC
       PA_TRACE(tracer, ev(tc, Step::merge, Op::shuffle, Tensor::none).it(round).src(lane ^ o));
     }
     if (lane == 0) {
-      if (p.state_out != nullptr) lse2[g] = M + log2f(L);
+      if (p.state_out != nullptr) lse2[g] = SoftmaxStats<LogBase::two>{M, L}.lse();
       inv_l[g] = 1.f / L;
       PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch)
                            .it(round).at(opt_merge_inv_byte(n_active, g), 4));
