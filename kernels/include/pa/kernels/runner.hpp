@@ -1,6 +1,6 @@
 // One runner for all eight stages. A StageRunner uploads a problem once,
-// builds the stage's arguments (StageArgs, V2Args, the cascade plan or stage
-// 8's OptimizedArgs and plan) once, and then runs it: outputs poisoned with
+// builds the stage's arguments once (stages 1-5: DeviceProblem; 5-8:
+// StageLaunch, stage_launch.hpp), and then runs it: outputs poisoned with
 // NaN, one launch, a synchronize, the outputs copied back and decoded; or
 // times it: the same launch under CUDA events. pa-lab run, pa-bench, the
 // cascade's baselines and the tests go through it; trace recording (stages
@@ -29,28 +29,11 @@
 
 #include "pa/core/paged_cache.hpp"
 #include "pa/kernels/api.hpp"
-#include "pa/kernels/optimized.hpp"
 #include "pa/kernels/cascade.hpp"
+#include "pa/kernels/optimized.hpp"
+#include "pa/kernels/stage_launch.hpp"
 
 namespace pa::kernels {
-
-// What a stage takes beyond the problem (each field read by its stage only).
-struct RunOptions {
-  // Stage 6: tokens per partition (0: the problem's spec.partition_size),
-  // whether a one-partition sequence writes the output directly (no reduce),
-  // and which tokens.
-  int partition_size = 0;
-  bool single_partition_direct = true;
-  TokenRange range;  // stage 6: the tokens decoded ({0, -1}: whole contexts)
-  // Stage 7: prefix tokens per chunk (0: the planner's) and the cascade's options.
-  // Which parts launch() runs (pa-bench's sweep times the prefix and the suffix apart).
-  int chunk_len = 0;
-  CascadeOptions cascade;
-  CascadeParts cascade_parts = CascadeParts::all;
-  // Stage 8: split-KV CTAs per sequence (0: the heuristic) and the pipeline.
-  int splits = 0;
-  OptPipeline pipeline = OptPipeline::automatic;
-};
 
 // What one run leaves behind, copied back as float.
 struct RunResult {
