@@ -1,0 +1,179 @@
+// The PyTorch ops' argument checks (checks.hpp).
+#include "checks.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <limits>
+#include <sstream>
+
+#include "pa/index/config.hpp"
+
+namespace pa::torch_ops {
+
+namespace {
+
+std::string sizes_text(at::IntArrayRef s) {
+  std::ostringstream o;
+  o << "[";
+  for (std::size_t i = 0; i < s.size(); ++i) o << (i ? ", " : "") << s[i];
+  o << "]";
+  return o.str();
+}
+
+template <class Arr>
+std::string list_text(const Arr& a) {
+  std::ostringstream o;
+  for (std::size_t i = 0; i < std::size(a); ++i) o << (i ? ", " : "") << a[i];
+  return o.str();
+}
+
+template <class Arr>
+bool contains(const Arr& a, int64_t v) {
+  return std::find(std::begin(a), std::end(a), v) != std::end(a);
+}
+
+void check_cuda_on(const at::Tensor& t, const char* name, const at::Device& device) {
+  TORCH_CHECK_VALUE(t.is_cuda(), name, ": a CUDA tensor is needed (got one on ", t.device(), ")");
+  TORCH_CHECK_VALUE(t.device() == device, name, ": on ", t.device(), "; accepted: the query's device, ", device);
+}
+
+void check_sizes(const at::Tensor& t, const char* name, at::IntArrayRef sizes, const char* layout) {
+  TORCH_CHECK_VALUE(t.sizes() == sizes, name, ": sizes ", sizes_text(t.sizes()), "; accepted: ",
+                    sizes_text(sizes), " (", layout, ")");
+}
+
+void check_int32_vector_like(const at::Tensor& t, const char* name, const at::Device& device) {
+  check_cuda_on(t, name, device);
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kInt, name, ": dtype ", t.scalar_type(), "; accepted: torch.int32");
+  TORCH_CHECK_VALUE(t.is_contiguous(), name, ": not contiguous; accepted: a contiguous tensor");
+}
+
+int to_int(int64_t v, const char* name) {
+  TORCH_CHECK_VALUE(v >= 0 && v <= std::numeric_limits<int>::max(), name, " ", v,
+                    "; accepted: 0 to ", std::numeric_limits<int>::max());
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+DType dtype_of(const at::Tensor& t, const char* name) {
+  switch (t.scalar_type()) {
+    case at::kHalf: return DType::f16;
+    case at::kBFloat16: return DType::bf16;
+    case at::kFloat: return DType::f32;
+    default:
+      TORCH_CHECK_TYPE(false, name, ": dtype ", t.scalar_type(),
+                       "; accepted: torch.float16, torch.bfloat16, torch.float32");
+  }
+  return DType::f32;  // unreachable
+}
+
+void check_f32_state(const at::Tensor& t, const char* name, at::IntArrayRef sizes, const at::Device& device) {
+  check_cuda_on(t, name, device);
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, name, ": dtype ", t.scalar_type(),
+                   "; accepted: torch.float32 (attention states are kept in float32)");
+  check_sizes(t, name, sizes, "an attention state");
+  TORCH_CHECK_VALUE(t.is_contiguous(), name, ": not contiguous; accepted: a contiguous tensor");
+}
+
+void check_vllm_options(const std::optional<at::Tensor>& alibi_slopes, const std::string& kv_cache_dtype,
+                        const at::Tensor& k_scale, const at::Tensor& v_scale) {
+  TORCH_CHECK_VALUE(!alibi_slopes.has_value(),
+                    "alibi_slopes: ALiBi is not implemented in the lab's kernels yet; accepted: None");
+  TORCH_CHECK_VALUE(kv_cache_dtype == "auto", "kv_cache_dtype '", kv_cache_dtype,
+                    "': fp8 caches are not implemented in the lab's kernels yet; accepted: 'auto' (the cache in the "
+                    "query's dtype)");
+  for (const auto* s : {&k_scale, &v_scale}) {
+    const char* name = s == &k_scale ? "k_scale" : "v_scale";
+    TORCH_CHECK_TYPE(s->scalar_type() == at::kFloat, name, ": dtype ", s->scalar_type(),
+                     "; accepted: a one-element torch.float32 tensor (unused with kv_cache_dtype 'auto')");
+    TORCH_CHECK_VALUE(s->numel() == 1, name, ": ", s->numel(),
+                      " elements; accepted: a one-element torch.float32 tensor (unused with kv_cache_dtype 'auto')");
+  }
+}
+
+StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in) {
+  const at::Tensor& q = in.query;
+  TORCH_CHECK_VALUE(q.is_cuda(), "query: a CUDA tensor is needed (got one on ", q.device(), ")");
+  const at::Device device = q.device();
+  const DType dt = dtype_of(q, "query");
+  TORCH_CHECK_VALUE(q.dim() == 3, "query: ", q.dim(),
+                    " dimensions; accepted: 3, [num_seqs, num_heads, head_size]");
+  const int64_t num_seqs = q.size(0), num_heads = q.size(1), head_size = q.size(2);
+  TORCH_CHECK_VALUE(num_seqs >= 1 && num_heads >= 1, "query: sizes ", sizes_text(q.sizes()),
+                    "; accepted: at least one sequence and one head");
+  TORCH_CHECK_VALUE(contains(kSupportedHeadSizes, head_size), "query: head size ", head_size,
+                    "; accepted: ", list_text(kSupportedHeadSizes));
+  TORCH_CHECK_VALUE(q.stride(2) == 1 && q.stride(1) == head_size && q.stride(0) >= num_heads * head_size,
+                    "query: strides ", sizes_text(q.strides()), "; accepted: [row stride >= ",
+                    num_heads * head_size, ", ", head_size, ", 1] (heads and dimensions dense)");
+  TORCH_CHECK_VALUE(contains(kSupportedBlockSizes, in.block_size), "block_size ", in.block_size, "; accepted: ",
+                    list_text(kSupportedBlockSizes));
+  TORCH_CHECK_VALUE(in.num_kv_heads >= 1 && num_heads % in.num_kv_heads == 0, "num_kv_heads ", in.num_kv_heads,
+                    "; accepted: a divisor of the query's ", num_heads, " heads (1 = MQA)");
+  TORCH_CHECK_VALUE(std::isfinite(in.scale) && in.scale > 0, "scale ", in.scale, "; accepted: finite and > 0");
+
+  const at::Tensor& k = in.key_cache;
+  const at::Tensor& v = in.value_cache;
+  check_cuda_on(k, "key_cache", device);
+  check_cuda_on(v, "value_cache", device);
+  TORCH_CHECK_TYPE(k.scalar_type() == q.scalar_type(), "key_cache: dtype ", k.scalar_type(),
+                   "; accepted: the query's, ", q.scalar_type());
+  TORCH_CHECK_TYPE(v.scalar_type() == q.scalar_type(), "value_cache: dtype ", v.scalar_type(),
+                   "; accepted: the query's, ", q.scalar_type());
+  const int64_t x = 16 / dtype_bytes(dt);
+  TORCH_CHECK_VALUE(k.dim() == 5, "key_cache: ", k.dim(),
+                    " dimensions; accepted: 5, [num_blocks, num_kv_heads, head_size / x, block_size, x]");
+  const int64_t num_blocks = k.size(0);
+  TORCH_CHECK_VALUE(num_blocks >= 1, "key_cache: no blocks; accepted: at least one");
+  check_sizes(k, "key_cache", {num_blocks, in.num_kv_heads, head_size / x, in.block_size, x},
+              "[num_blocks, num_kv_heads, head_size / x, block_size, x], x = 16 bytes / element");
+  check_sizes(v, "value_cache", {num_blocks, in.num_kv_heads, head_size, in.block_size},
+              "[num_blocks, num_kv_heads, head_size, block_size]");
+  TORCH_CHECK_VALUE(k.is_contiguous(), "key_cache: not contiguous; accepted: a contiguous tensor");
+  TORCH_CHECK_VALUE(v.is_contiguous(), "value_cache: not contiguous; accepted: a contiguous tensor");
+
+  check_int32_vector_like(in.block_tables, "block_tables", device);
+  check_int32_vector_like(in.seq_lens, "seq_lens", device);
+  TORCH_CHECK_VALUE(in.block_tables.dim() == 2 && in.block_tables.size(0) == num_seqs &&
+                        in.block_tables.size(1) >= 1,
+                    "block_tables: sizes ", sizes_text(in.block_tables.sizes()), "; accepted: [", num_seqs,
+                    ", max_blocks_per_seq >= 1]");
+  check_sizes(in.seq_lens, "seq_lens", {num_seqs}, "[num_seqs]");
+  const int64_t max_blocks = in.block_tables.size(1);
+  TORCH_CHECK_VALUE(in.max_seq_len >= 1 && in.max_seq_len <= max_blocks * in.block_size, "max_seq_len ",
+                    in.max_seq_len, "; accepted: 1 to max_blocks_per_seq x block_size = ", max_blocks * in.block_size);
+
+  TORCH_CHECK_VALUE(out.is_cuda() && out.device() == device, "out: on ", out.device(),
+                    "; accepted: the query's device, ", device);
+  TORCH_CHECK_TYPE(out.scalar_type() == q.scalar_type(), "out: dtype ", out.scalar_type(),
+                   "; accepted: the query's, ", q.scalar_type());
+  check_sizes(out, "out", {num_seqs, num_heads, head_size}, "[num_seqs, num_heads, head_size]");
+  TORCH_CHECK_VALUE(out.is_contiguous(), "out: not contiguous; accepted: a contiguous tensor");
+
+  StageArgs a;
+  a.dtype = dt;
+  a.head_size = static_cast<int>(head_size);
+  a.block_size = static_cast<int>(in.block_size);
+  a.num_threads = 128;
+  a.num_seqs = to_int(num_seqs, "num_seqs");
+  a.num_heads = to_int(num_heads, "num_heads");
+  a.num_kv_heads = static_cast<int>(in.num_kv_heads);
+  a.max_context_len = to_int(in.max_seq_len, "max_seq_len");
+  a.partition_size = kDefaultPartitionSize;
+  a.scale = static_cast<float>(in.scale);
+  a.q = q.data_ptr();
+  a.k_cache = k.data_ptr();
+  a.v_cache = v.data_ptr();
+  a.block_tables = in.block_tables.data_ptr<int>();
+  a.context_lens = in.seq_lens.data_ptr<int>();
+  a.qg = QueryGeometry{a.num_seqs, a.num_heads, a.head_size, to_int(q.stride(0), "query row stride")};
+  a.cg = CacheGeometry{to_int(num_blocks, "num_blocks"), a.num_kv_heads, a.head_size, a.block_size,
+                       static_cast<int>(x)};
+  a.btg = BlockTableGeometry{to_int(max_blocks, "max_blocks_per_seq")};
+  a.out = out.data_ptr();
+  return a;
+}
+
+}  // namespace pa::torch_ops

@@ -1,0 +1,105 @@
+"""pa_lab: the paged-attention lab's decode kernels as PyTorch operators.
+
+    import pa_lab
+    cache = pa_lab.paged_kv_cache(keys, values, block_size=16)   # vLLM's layout
+    out = pa_lab.paged_attention(query, cache)                   # stage 8
+
+The operators are registered by the compiled library (python/csrc/ops.cpp) in
+torch.ops.pa_lab; these functions are thin wrappers that allocate the output
+and fill in defaults:
+  paged_attention    decode over a paged cache, vLLM's paged_attention_v1
+                     argument list plus the stage: "v1" (stage 5), "v2"
+                     (stage 6) or "optimized" (stage 8, the default);
+  cascade_attention  stage 7: sequences that share their first
+                     shared_prefix_len tokens (the same physical blocks);
+  merge_attn_states  two attention states (float32 outputs, natural-log lse
+                     [num_seqs, num_heads]) merged into one.
+Bad arguments raise ValueError (a wrong size, stride, device or value) or
+TypeError (a wrong dtype), naming the argument and what is accepted. Each
+kernel runs on PyTorch's current CUDA stream; torch.compile traces through
+the ops (pa_lab/_fake.py) and CUDA graphs capture them.
+"""
+from typing import Optional, Tuple
+
+import torch
+
+from ._library import load as _load
+
+LIBRARY = _load()
+from . import _fake  # noqa: E402,F401  (registers the fake implementations)
+from .paged import PagedCache, paged_kv_cache  # noqa: E402
+
+ops = torch.ops.pa_lab
+
+__all__ = ["LIBRARY", "PagedCache", "paged_kv_cache", "paged_attention", "cascade_attention", "merge_attn_states",
+           "tolerance", "built", "ops"]
+
+
+def _unit_scale() -> torch.Tensor:
+    # vLLM's k_scale / v_scale: unused for a cache in the query's dtype.
+    return torch.ones(1, dtype=torch.float32)
+
+
+def paged_attention(query: torch.Tensor, cache: PagedCache, *, scale: Optional[float] = None,
+                    stage: str = "optimized", out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Decode attention of query [num_seqs, num_heads, head_size] over `cache`.
+
+    scale defaults to 1/sqrt(head_size); out (the query's dtype and shape,
+    contiguous) is allocated when not given. Returns out.
+    """
+    if scale is None:
+        scale = query.shape[-1] ** -0.5
+    if out is None:
+        out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
+    one = _unit_scale()
+    ops.paged_attention(out, query, cache.key_cache, cache.value_cache, cache.key_cache.shape[1], scale,
+                        cache.block_tables, cache.seq_lens, cache.block_size, cache.max_seq_len, None, "auto", one,
+                        one, stage)
+    return out
+
+
+def cascade_attention(query: torch.Tensor, cache: PagedCache, shared_prefix_len: int, *,
+                      scale: Optional[float] = None, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Stage 7: like paged_attention, for sequences whose first shared_prefix_len
+    tokens are the same physical blocks (paged_kv_cache(..., shared_prefix_len=P)).
+    That the tables share those blocks is the caller's promise (checking it
+    would read the tables on the host)."""
+    if scale is None:
+        scale = query.shape[-1] ** -0.5
+    if out is None:
+        out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
+    ops.cascade_attention(out, query, cache.key_cache, cache.value_cache, cache.key_cache.shape[1], scale,
+                          cache.block_tables, cache.seq_lens, cache.block_size, cache.max_seq_len,
+                          shared_prefix_len)
+    return out
+
+
+def merge_attn_states(prefix_output: torch.Tensor, prefix_lse: torch.Tensor, suffix_output: torch.Tensor,
+                      suffix_lse: torch.Tensor, dtype: torch.dtype = torch.float32
+                      ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The state over the union of two disjoint token sets: outputs float32
+    [num_seqs, num_heads, head_size], lse float32 [num_seqs, num_heads] (natural
+    log; -inf for an empty set). Returns (output in `dtype`, lse)."""
+    output = torch.empty(prefix_output.shape, dtype=dtype, device=prefix_output.device)
+    lse = torch.empty(prefix_lse.shape, dtype=torch.float32, device=prefix_lse.device)
+    ops.merge_attn_states(output, lse, prefix_output, prefix_lse, suffix_output, suffix_lse)
+    return output, lse
+
+
+def tolerance(dtype: torch.dtype) -> Tuple[float, float, float]:
+    """The lab's one tolerance for an output stored in dtype (pa/core/tolerance.hpp):
+    (abs, rel) of |got - ref| <= abs + rel |ref|, and the absolute tolerance of an lse."""
+    a, r, lse = ops.tolerance(_dtype_name(dtype))
+    return a, r, lse
+
+
+def built(stage: str, dtype: torch.dtype, head_size: int, block_size: int) -> bool:
+    """Whether this build holds the stage's kernel for the configuration."""
+    return ops.built(stage, _dtype_name(dtype), head_size, block_size)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    names = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+    if dtype not in names:
+        raise TypeError(f"dtype {dtype}; accepted: torch.float16, torch.bfloat16, torch.float32")
+    return names[dtype]
