@@ -93,7 +93,7 @@ void check_vllm_options(const std::optional<at::Tensor>& alibi_slopes, const std
   }
 }
 
-StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in) {
+kernels::StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in) {
   const at::Tensor& q = in.query;
   TORCH_CHECK_VALUE(q.is_cuda(), "query: a CUDA tensor is needed (got one on ", q.device(), ")");
   const at::Device device = q.device();
@@ -152,7 +152,7 @@ StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in) {
   check_sizes(out, "out", {num_seqs, num_heads, head_size}, "[num_seqs, num_heads, head_size]");
   TORCH_CHECK_VALUE(out.is_contiguous(), "out: not contiguous; accepted: a contiguous tensor");
 
-  StageArgs a;
+  kernels::StageArgs a;
   a.dtype = dt;
   a.head_size = static_cast<int>(head_size);
   a.block_size = static_cast<int>(in.block_size);

@@ -40,7 +40,7 @@ struct PagedInputs {
 // the host (a device synchronization, which would also break CUDA graph
 // capture) is the caller's promise: every seq_len <= max_seq_len and every
 // used block table entry a block of the cache.
-StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in);
+kernels::StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in);
 
 // vLLM's options that the kernels do not have yet: alibi_slopes must be None,
 // kv_cache_dtype "auto" (the cache in the query's dtype; k_scale and v_scale,

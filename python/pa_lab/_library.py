@@ -4,6 +4,13 @@ Where it is looked for, first match wins:
   1. the path in the environment variable PA_LAB_LIBRARY;
   2. python/ of a CMake build folder of this checkout whose name starts with
      "build" (build/, build-release/, ...), newest first.
+
+On the GPU machine the library crashes inside libstdc++ (std::ostringstream,
+the first time a plan is described) unless Python starts with the C++
+runtime preloaded, LD_PRELOAD=$(c++ -print-file-name=libstdc++.so.6): the
+same file Python loads anyway, but then first in symbol lookup, ahead of
+PyTorch's libraries. Why the order matters there was not found; the README
+and scripts/device/torch_ops.sh preload it.
 """
 import glob
 import os

@@ -195,10 +195,10 @@ def test_cuda_graph_capture_and_replay(stage):
     assert replays == 2
 
 
-def _call(query, cache, **over):
+def _call(q0, cache, **over):
     """torch.ops.pa_lab.paged_attention with vLLM's argument list, any argument replaced."""
     one = torch.ones(1, dtype=torch.float32)
-    a = dict(out=torch.empty_like(query), query=query, key_cache=cache.key_cache, value_cache=cache.value_cache,
+    a = dict(out=torch.empty_like(q0), query=q0, key_cache=cache.key_cache, value_cache=cache.value_cache,
              num_kv_heads=cache.key_cache.shape[1], scale=0.1, block_tables=cache.block_tables,
              seq_lens=cache.seq_lens, block_size=cache.block_size, max_seq_len=cache.max_seq_len,
              alibi_slopes=None, kv_cache_dtype="auto", k_scale=one, v_scale=one, stage="optimized")
