@@ -53,7 +53,8 @@ def parse_summary(text, name):
 def paragraph(summaries, commit):
     last = summaries[-1]
     steps = [s for summ in summaries for s in summ["steps"]]
-    ok = all(r.startswith("PASS") and "SKIPPED" not in r for _, r in steps)
+    ok = all(r.startswith("PASS") for _, r in steps)
+    skipped = sum(int(m) for _, r in steps for m in re.findall(r"(\d+) SKIPPED", r))
     parts = []
     for step, result in steps:
         parts.append(f"{step}: {result}")
@@ -61,7 +62,9 @@ def paragraph(summaries, commit):
     kernel_text = f"kernels: {kernels}" if kernels else "kernel set not recorded in the summary"
     text = (f"The last check on the GPU (`scripts/gpu-check.sh`, {last['date']}, {last['gpu']}, "
             f"commit {commit}, {kernel_text}) "
-            + ("passed every step" if ok else "did NOT pass every step") + ": " + "; ".join(parts) + ".")
+            + ("did NOT pass every step" if not ok else
+               f"passed every step, {skipped} test(s) SKIPPED" if skipped else "passed every step")
+            + ": " + "; ".join(parts) + ".")
     sans = [s for s in summaries if s["cells"]]
     if sans:
         s = sans[-1]

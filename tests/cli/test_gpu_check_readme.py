@@ -77,6 +77,17 @@ class GpuCheckReadme(unittest.TestCase):
         self.assertIn("passed every step", r.stdout)
         self.assertIn("20 of 20 runs clean", r.stdout)
 
+    def test_skipped_tests_are_counted_not_hidden(self):
+        ok = TESTS.replace("FAIL 1/2", "PASS 2/2").replace("FAIL (19/20", "PASS (20/20")
+        ok = ok.replace("tests (label gpu)                        PASS (161s)",
+                        "tests (label gpu)                        PASS, 5 SKIPPED (161s)")
+        with open(self.tests, "w") as f:
+            f.write(ok)
+        r = run("--commit", "abc1234", self.build, self.tests)
+        self.assertIn("passed every step, 5 test(s) SKIPPED", r.stdout)
+        self.assertIn("tests (label gpu): PASS, 5 SKIPPED (161s)", r.stdout)
+        self.assertNotIn("NOT", r.stdout)
+
     def test_readme_region_replaced_atomically(self):
         readme = os.path.join(self.dir, "README.md")
         with open(readme, "w") as f:
