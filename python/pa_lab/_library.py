@@ -5,13 +5,16 @@ Where it is looked for, first match wins:
   2. python/ of a CMake build folder of this checkout whose name starts with
      "build" (build/, build-release/, ...), newest first.
 
-On the GPU machine the library crashes inside libstdc++ (std::ostringstream,
-the first time a plan is described) unless Python starts with the C++
-runtime preloaded, LD_PRELOAD=$(c++ -print-file-name=libstdc++.so.6): the
-same file Python loads anyway, but then first in symbol lookup, ahead of
-PyTorch's libraries. Why the order matters there was not found; the README
-and scripts/device/torch_ops.sh preload it.
+The C++ runtime goes into the process's global symbol scope first (load()).
+Without that, on the GPU machine, the library crashed inside
+std::ostringstream the first time a plan was described, and preloading
+libstdc++ (LD_PRELOAD) or this line cured it: the library carries its own
+copies of libstdc++'s template statics (nm lists the locale facets' ids
+among its unique symbols), and with the runtime loaded privately by an
+earlier module its references bound to those copies instead of the
+runtime's, two copies of one object.
 """
+import ctypes
 import glob
 import os
 
@@ -37,5 +40,6 @@ def library_path() -> str:
 
 def load() -> str:
     path = library_path()
+    ctypes.CDLL("libstdc++.so.6", mode=os.RTLD_GLOBAL)  # already loaded: made global
     torch.ops.load_library(path)
     return path
