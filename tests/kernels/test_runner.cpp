@@ -34,9 +34,12 @@ ProblemSpec small_spec(std::uint64_t salt) {
   return s;
 }
 
-std::string refusal(const PagedProblem& p, Stage s, const RunOptions& o) {
+// What constructing a runner with these arguments throws: an invalid_argument's
+// message, or what else happened.
+template <class... Args>
+std::string refusal(const Args&... args) {
   try {
-    StageRunner r(p, s, o);
+    StageRunner r(args...);
   } catch (const std::invalid_argument& e) {
     return e.what();
   } catch (const std::exception& e) {
@@ -168,16 +171,7 @@ TEST_CASE("over device inputs, the runner refuses stages 1-4, bad rotations and 
   CHECK(layout.max_blocks_per_seq == p.max_blocks_per_seq);
   int dummy = 0;
   kernels::DeviceInputViews v{&dummy, &dummy, &dummy, &dummy, &dummy, 1};
-  auto refused = [&](Stage s, const kernels::DeviceInputViews& views) -> std::string {
-    try {
-      StageRunner r(layout, views, s);
-    } catch (const std::invalid_argument& e) {
-      return e.what();
-    } catch (const std::exception& e) {
-      return std::string("not refused: ") + e.what();
-    }
-    return "not refused";
-  };
+  auto refused = [&](Stage s, const kernels::DeviceInputViews& views) { return refusal(layout, views, s); };
   int stages_refused = 0;
   for (int i = 1; i <= 4; ++i) {
     CHECK_THAT(refused(static_cast<Stage>(i), v),
