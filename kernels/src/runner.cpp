@@ -51,7 +51,8 @@ std::vector<float> download_f32(const float* dev, std::size_t n) {
 }  // namespace
 
 struct StageRunner::Impl {
-  const PagedProblem& p;
+  PagedProblem own_layout;  // over device inputs: the problem's shape, kept here
+  const PagedProblem& p;    // the uploaded problem, or own_layout
   Stage stage;
   RunOptions opt;
   std::unique_ptr<DeviceProblem> stages_1_5;  // stages 1-5 from a PagedProblem: inputs and every stage output
@@ -80,7 +81,11 @@ struct StageRunner::Impl {
   // its output wired in (launch_stage checks its configuration and shared
   // memory at each launch).
   Impl(const PagedProblem& layout, const DeviceInputViews& v, Stage s, const RunOptions& o)
-      : p(layout), stage(s), opt(with_problem(layout, o)), rotations(v.rotations) {
+      : own_layout(problem_layout(layout.spec, layout.num_blocks)),
+        p(own_layout),
+        stage(s),
+        opt(with_problem(layout, o)),
+        rotations(v.rotations) {
     check_run_options(problem_stage_args(p), s, opt);
     check_views(v);
     StageArgs a = problem_stage_args(p);
@@ -103,16 +108,7 @@ struct StageRunner::Impl {
     ws.fill_bytes(0);
     base = inputs;
     base.out = out.get();
-    if (stage == Stage::v2_partition) {
-      v2 = launcher->v2_args();
-      v2.base.out = out.get();
-      v2.lse = static_cast<float*>(lse.get());
-      auto* w = static_cast<float*>(ws.get());
-      const StageLaunch::PartitionScratch& ps = launcher->partitions();
-      v2.part_out = w;
-      v2.part_max = w + ps.max_offset;
-      v2.part_sum = w + ps.sum_offset;
-    }
+    if (stage == Stage::v2_partition) v2 = launcher->v2_args(buffers());
   }
 
   StageBuffers buffers() const {

@@ -128,19 +128,9 @@ CascadeStates StageLaunch::launch(const StageBuffers& b, void* stream, const voi
   a.out = b.out;
   const auto s = static_cast<cudaStream_t>(stream);
   switch (stage_) {
-    case Stage::v2_partition: {
-      V2Args v = v2_;
-      v.base.q = a.q;
-      v.base.block_tables = a.block_tables;
-      v.base.out = b.out;
-      auto* ws = static_cast<float*>(b.workspace);
-      v.part_out = ws;
-      v.part_max = ws + parts_.max_offset;
-      v.part_sum = ws + parts_.sum_offset;
-      v.lse = b.lse;
-      launch_v2(v, stream);
+    case Stage::v2_partition:
+      launch_v2(v2_args(b, a.q, a.block_tables), stream);
       return {};
-    }
     case Stage::cascade_merge:
       return launch_cascade(a, *cascade_, b.workspace, b.lse, stream, opt_.cascade_parts);
     case Stage::optimized: {
@@ -160,6 +150,21 @@ CascadeStates StageLaunch::launch(const StageBuffers& b, void* stream, const voi
   }
 }
 
+V2Args StageLaunch::v2_args(const StageBuffers& b, const void* q, const int* block_tables) const {
+  if (stage_ != Stage::v2_partition)
+    throw std::logic_error(std::string("StageLaunch::v2_args: the launch is of stage ") + stage_name(stage_));
+  V2Args v = v2_;
+  if (q != nullptr) v.base.q = q;
+  if (block_tables != nullptr) v.base.block_tables = block_tables;
+  v.base.out = b.out;
+  auto* ws = static_cast<float*>(b.workspace);
+  v.part_out = ws;
+  v.part_max = ws + parts_.max_offset;
+  v.part_sum = ws + parts_.sum_offset;
+  v.lse = b.lse;
+  return v;
+}
+
 #else  // no CUDA: say so
 
 StageLaunch::StageLaunch(const StageArgs& inputs, Stage stage, const RunOptions& opt)
@@ -168,6 +173,9 @@ StageLaunch::StageLaunch(const StageArgs& inputs, Stage stage, const RunOptions&
   throw NoGpuError("built without CUDA");
 }
 CascadeStates StageLaunch::launch(const StageBuffers&, void*, const void*, const int*) const {
+  throw NoGpuError("built without CUDA");
+}
+V2Args StageLaunch::v2_args(const StageBuffers&, const void*, const int*) const {
   throw NoGpuError("built without CUDA");
 }
 

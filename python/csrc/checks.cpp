@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 #include <limits>
 #include <sstream>
@@ -57,6 +58,12 @@ int to_int(int64_t v, const char* name) {
 
 }  // namespace
 
+void check_aligned(const at::Tensor& t, const char* name) {
+  TORCH_CHECK_VALUE(reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0, name,
+                    ": data at an address not a multiple of 16 bytes (a view at an offset?); accepted: 16-byte "
+                    "aligned data (a fresh tensor is)");
+}
+
 DType dtype_of(const at::Tensor& t, const char* name) {
   switch (t.scalar_type()) {
     case at::kHalf: return DType::f16;
@@ -75,6 +82,7 @@ void check_f32_state(const at::Tensor& t, const char* name, at::IntArrayRef size
                    "; accepted: torch.float32 (attention states are kept in float32)");
   check_sizes(t, name, sizes, "an attention state");
   TORCH_CHECK_VALUE(t.is_contiguous(), name, ": not contiguous; accepted: a contiguous tensor");
+  check_aligned(t, name);
 }
 
 void check_vllm_options(const std::optional<at::Tensor>& alibi_slopes, const std::string& kv_cache_dtype,
@@ -108,6 +116,9 @@ kernels::StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in) {
   TORCH_CHECK_VALUE(q.stride(2) == 1 && q.stride(1) == head_size && q.stride(0) >= num_heads * head_size,
                     "query: strides ", sizes_text(q.strides()), "; accepted: [row stride >= ",
                     num_heads * head_size, ", ", head_size, ", 1] (heads and dimensions dense)");
+  TORCH_CHECK_VALUE(q.stride(0) * q.element_size() % 16 == 0, "query: row stride ", q.stride(0),
+                    " elements; accepted: a multiple of 16 bytes (", 16 / q.element_size(), " elements)");
+  check_aligned(q, "query");
   TORCH_CHECK_VALUE(contains(kSupportedBlockSizes, in.block_size), "block_size ", in.block_size, "; accepted: ",
                     list_text(kSupportedBlockSizes));
   TORCH_CHECK_VALUE(in.num_kv_heads >= 1 && num_heads % in.num_kv_heads == 0, "num_kv_heads ", in.num_kv_heads,
@@ -133,6 +144,8 @@ kernels::StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in) {
               "[num_blocks, num_kv_heads, head_size, block_size]");
   TORCH_CHECK_VALUE(k.is_contiguous(), "key_cache: not contiguous; accepted: a contiguous tensor");
   TORCH_CHECK_VALUE(v.is_contiguous(), "value_cache: not contiguous; accepted: a contiguous tensor");
+  check_aligned(k, "key_cache");
+  check_aligned(v, "value_cache");
 
   check_int32_vector_like(in.block_tables, "block_tables", device);
   check_int32_vector_like(in.seq_lens, "seq_lens", device);
@@ -151,6 +164,7 @@ kernels::StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in) {
                    "; accepted: the query's, ", q.scalar_type());
   check_sizes(out, "out", {num_seqs, num_heads, head_size}, "[num_seqs, num_heads, head_size]");
   TORCH_CHECK_VALUE(out.is_contiguous(), "out: not contiguous; accepted: a contiguous tensor");
+  check_aligned(out, "out");
 
   kernels::StageArgs a;
   a.dtype = dt;

@@ -38,7 +38,8 @@ struct PagedInputs {
 // query's dtype on its device; returns the launch shape with the input and
 // output pointers set. What cannot be checked without reading the tensors on
 // the host (a device synchronization, which would also break CUDA graph
-// capture) is the caller's promise: every seq_len <= max_seq_len and every
+// capture) is the caller's promise: every seq_len <= max_seq_len (a longer
+// one overruns stage 6's partition buffers, sized by max_seq_len) and every
 // used block table entry a block of the cache.
 kernels::StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in);
 
@@ -51,7 +52,12 @@ void check_vllm_options(const std::optional<at::Tensor>& alibi_slopes, const std
 // The lab's dtype of a tensor (float16, bfloat16 or float32; TypeError otherwise).
 DType dtype_of(const at::Tensor& t, const char* name);
 
-// A float32 CUDA tensor on `device`, contiguous, of the given sizes.
+// The kernels load and store 16 bytes at a time: a tensor whose data starts
+// elsewhere (a view at an odd offset) would fault, and a fault ends the CUDA
+// context for every later call, so it is refused (ValueError).
+void check_aligned(const at::Tensor& t, const char* name);
+
+// A float32 CUDA tensor on `device`, contiguous, 16-byte aligned, of the given sizes.
 void check_f32_state(const at::Tensor& t, const char* name, at::IntArrayRef sizes, const at::Device& device);
 
 }  // namespace pa::torch_ops

@@ -97,6 +97,10 @@ void cascade_attention(at::Tensor& out, const at::Tensor& query, const at::Tenso
                     "), a multiple of block_size (", block_size, ")");
   kernels::RunOptions opt;
   opt.shared_prefix_len = static_cast<int>(shared_prefix_len);
+  // Every part on PyTorch's stream: the cascade's own side streams (which run
+  // the suffix beside the prefix) belong to the process, not to PyTorch's
+  // stream of this device, and a CUDA graph or another thread would not see them.
+  opt.cascade.streams = 0;
   launch_into(out, a, Stage::cascade_merge, opt);
 }
 
@@ -108,6 +112,7 @@ void merge_attn_states(at::Tensor& output, const std::optional<at::Tensor>& outp
   TORCH_CHECK_VALUE(output.dim() == 3, "output: ", output.dim(),
                     " dimensions; accepted: 3, [num_seqs, num_heads, head_size]");
   TORCH_CHECK_VALUE(output.is_contiguous(), "output: not contiguous; accepted: a contiguous tensor");
+  check_aligned(output, "output");
   const int64_t ns = output.size(0), nh = output.size(1), hs = output.size(2);
   TORCH_CHECK_VALUE(ns >= 1 && nh >= 1 && hs >= 4 && hs % 4 == 0, "output: sizes [", ns, ", ", nh, ", ", hs,
                     "]; accepted: at least one sequence and head, head_size a positive multiple of 4");
@@ -130,7 +135,11 @@ void merge_attn_states(at::Tensor& output, const std::optional<at::Tensor>& outp
   m.head_size = static_cast<int>(hs);
   m.stg = StateGeometry{m.num_heads, m.head_size};
   const c10::cuda::CUDAGuard guard(dev);
-  kernels::launch_merge_states(m, c10::cuda::getCurrentCUDAStream(dev.index()).stream());
+  try {
+    kernels::launch_merge_states(m, c10::cuda::getCurrentCUDAStream(dev.index()).stream());
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
 }
 
 // The one tolerance per dtype (pa/core/tolerance.hpp), for Python's tests:

@@ -45,7 +45,9 @@ def paged_attention(query: torch.Tensor, cache: PagedCache, *, scale: Optional[f
     """Decode attention of query [num_seqs, num_heads, head_size] over `cache`.
 
     scale defaults to 1/sqrt(head_size); out (the query's dtype and shape,
-    contiguous) is allocated when not given. Returns out.
+    contiguous) is allocated when not given. Returns out. The sequence
+    lengths must not exceed cache.max_seq_len (not checked: reading them would
+    synchronize with the GPU; a longer one overruns stage 6's partition buffers).
     """
     if scale is None:
         scale = query.shape[-1] ** -0.5

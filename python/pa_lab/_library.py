@@ -5,14 +5,14 @@ Where it is looked for, first match wins:
   2. python/ of a CMake build folder of this checkout whose name starts with
      "build" (build/, build-release/, ...), newest first.
 
-The C++ runtime goes into the process's global symbol scope first (load()).
-Without that, on the GPU machine, the library crashed inside
-std::ostringstream the first time a plan was described, and preloading
-libstdc++ (LD_PRELOAD) or this line cured it: the library carries its own
+load() first puts the already loaded C++ runtime, libstdc++, into the
+process's global symbol scope. Without that the library crashes on the GPU
+machine inside std::ostringstream (the first time a plan is described),
+and with it, or with libstdc++ preloaded, it does not. The library carries
 copies of libstdc++'s template statics (nm lists the locale facets' ids
-among its unique symbols), and with the runtime loaded privately by an
-earlier module its references bound to those copies instead of the
-runtime's, two copies of one object.
+among its unique symbols); the likely cause is its references binding to
+those copies instead of the runtime's while the runtime sits in an earlier
+module's private scope.
 """
 import ctypes
 import glob

@@ -43,8 +43,18 @@ def paged_kv_cache(keys: List[torch.Tensor], values: List[torch.Tensor], block_s
     """
     if len(keys) != len(values) or not keys:
         raise ValueError(f"keys and values: {len(keys)} and {len(values)} sequences; accepted: the same number, >= 1")
-    if shared_prefix_len % block_size:
-        raise ValueError(f"shared_prefix_len {shared_prefix_len}; accepted: a multiple of block_size {block_size}")
+    if block_size < 1:
+        raise ValueError(f"block_size {block_size}; accepted: >= 1")
+    if shared_prefix_len < 0 or shared_prefix_len % block_size:
+        raise ValueError(f"shared_prefix_len {shared_prefix_len}; accepted: >= 0, a multiple of block_size {block_size}")
+    if spare_blocks < 0:
+        raise ValueError(f"spare_blocks {spare_blocks}; accepted: >= 0")
+    for i, (k, v) in enumerate(zip(keys, values)):
+        if k.dim() != 3 or k.shape != v.shape or k.shape[0] != keys[0].shape[0] or k.shape[2] != keys[0].shape[2] \
+                or k.dtype != keys[0].dtype or v.dtype != k.dtype:
+            raise ValueError(f"sequence {i}: keys {tuple(k.shape)} {k.dtype}, values {tuple(v.shape)} {v.dtype}; "
+                             "accepted: both [num_kv_heads, seq_len, head_size], one dtype, the heads and head "
+                             "size of sequence 0")
     k0 = keys[0]
     kv_heads, head_size = k0.shape[0], k0.shape[2]
     x = 16 // k0.element_size()
@@ -60,7 +70,6 @@ def paged_kv_cache(keys: List[torch.Tensor], values: List[torch.Tensor], block_s
     key_cache = torch.full((num_blocks, kv_heads, head_size // x, block_size, x), tail_value, dtype=dt, device=dev)
     value_cache = torch.full((num_blocks, kv_heads, head_size, block_size), tail_value, dtype=dt, device=dev)
     tables = torch.full((len(keys), max(nb)), -1, dtype=torch.int32)
-    nxt = 0
     prefix_phys = perm[:prefix_blocks]
     nxt = prefix_blocks
     for i, (k, v) in enumerate(zip(keys, values)):

@@ -75,7 +75,9 @@ LENS = [[1, 17, 100, 1000], [16, 33, 512], [700], [1, 1, 2048, 5]]
 @pytest.mark.parametrize("block_size", [16, 32])
 def test_matches_sdpa(stage, dtype, head_size, block_size):
     require_built(stage, dtype, head_size, block_size)
-    k = STAGE_DTYPES.index((stage, dtype)) + head_size + block_size
+    # Mixed so that every stage x dtype meets every GQA ratio and length set
+    # across the head and block sizes.
+    k = 7 * STAGE_DTYPES.index((stage, dtype)) + 3 * (head_size // 64) + block_size // 16
     heads, kv_heads = GQA[k % len(GQA)]
     lens = LENS[k % len(LENS)]
     query, keys, values, cache = make_case(dtype, head_size, block_size, heads, kv_heads, lens, seed=k)
@@ -142,14 +144,17 @@ def test_merge_attn_states_formula_and_empty_states():
 def test_runs_on_the_current_stream():
     require_built("optimized", torch.float16, 128, 16)
     query, keys, values, cache = make_case(torch.float16, 128, 16, 8, 2, [100, 2000], seed=2)
-    side = torch.cuda.Stream()
+    new_q = torch.randn(query.shape, generator=torch.Generator().manual_seed(12)).to(DEV, torch.float16)
+    side = torch.cuda.Stream()  # PyTorch's streams do not wait for the legacy default stream
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # tens of ms: a launch on another stream would run first
+        query.copy_(new_q)
         out = pa_lab.paged_attention(query, cache)
         done = torch.cuda.Event()
         done.record(side)
     done.synchronize()
-    assert_close(out, reference(query, keys, values), torch.float16)
+    assert_close(out, reference(new_q, keys, values), torch.float16)
 
 
 @pytest.mark.parametrize("stage", ["v2", "optimized"])
@@ -230,13 +235,17 @@ def test_bad_inputs_raise_the_documented_errors():
         (dict(query=torch.empty(2, 8, 48, dtype=torch.float16, device=DEV),
               out=torch.empty(2, 8, 48, dtype=torch.float16, device=DEV)), ValueError, "head size 48"),
         (dict(query=query.cpu()), ValueError, "query: a CUDA tensor is needed"),
+        (dict(query=torch.empty(2 * 8 * 128 + 1, dtype=torch.float16, device=DEV)[1:].view(2, 8, 128)),
+         ValueError, "query: data at an address not a multiple of 16 bytes"),
+        (dict(query=torch.empty(2, 8 * 128 + 1, dtype=torch.float16, device=DEV)[:, :8 * 128].view(2, 8, 128)),
+         ValueError, "query: row stride 1025"),
     ]
     checked = 0
     for over, exc, text in cases:
         with pytest.raises(exc, match=text.replace("(", r"\(").replace(")", r"\)")):
             _call(query, cache, **over)
         checked += 1
-    assert checked == len(cases) == 17
+    assert checked == len(cases) == 19
     # Tensors of another device only: no CUDA kernel is dispatched to.
     cpu = dict(out=torch.empty(2, 8, 128, dtype=torch.float16), query=query.cpu(), key_cache=kc.cpu(),
                value_cache=vc.cpu(), block_tables=cache.block_tables.cpu(), seq_lens=cache.seq_lens.cpu())

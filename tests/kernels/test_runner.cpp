@@ -191,6 +191,7 @@ TEST_CASE("over device inputs, each rotation's launch equals the runner on that 
           "[gpu][runner]") {
   PA_REQUIRE_GPU();
   ProblemSpec spec = small_spec(4);
+  spec.extra_q_stride = 8;  // Q rows padded: each rotation's Q is q_stride elements a row
   ProblemSpec shared_spec = spec;
   shared_spec.context_lens = {32 + 1, 32 + 17, 32 + 100, 32 + 600};
   shared_spec.shared_prefix_len = 32;

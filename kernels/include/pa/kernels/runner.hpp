@@ -76,7 +76,8 @@ class StageRunner {
   // allocates every output and workspace. The problem must outlive the runner.
   StageRunner(const PagedProblem& p, Stage stage, const RunOptions& opt = {});
   // The same over inputs already on the device: `layout` gives the shape
-  // (problem_layout; its arrays may be empty), `in` the data. Stages 5-8 (the
+  // (problem_layout; its arrays may be empty; the runner keeps a copy of the
+  // shape), `in` the data. Stages 5-8 (the
   // stages that read only the inputs and write the output); stages 1-4 throw
   // std::invalid_argument.
   StageRunner(const PagedProblem& layout, const DeviceInputViews& in, Stage stage, const RunOptions& opt = {});

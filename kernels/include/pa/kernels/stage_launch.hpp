@@ -90,9 +90,11 @@ class StageLaunch {
   // Stage 7 and stage 8: their plans (std::logic_error for another stage).
   const CascadePlan& cascade_plan() const;
   const OptimizedPlan& optimized_plan() const;
-  // The inputs as given, and stage 6's arguments with null buffers.
+  // The inputs as given.
   const StageArgs& inputs() const { return in_; }
-  const V2Args& v2_args() const { return v2_; }
+  // Stage 6's arguments with the buffers of `b` wired in (its partition
+  // buffers in b.workspace) and, when set, another q and block tables.
+  V2Args v2_args(const StageBuffers& b, const void* q = nullptr, const int* block_tables = nullptr) const;
 
  private:
   StageArgs in_;
