@@ -5,7 +5,8 @@
 # NO_BENCH is set, the benchmark against SDPA (fp16 and bf16) as JSON.
 # Logs and results under $OUT/torch_ops.
 #   scripts/device/torch_ops.sh
-# Environment: PA_BUILD_DIR (default build-torch, quick kernels), NO_BENCH, PYTEST_ARGS.
+# Environment: PA_BUILD_DIR (default build-torch, quick kernels), NO_BENCH, BENCH_DTYPES (default
+# "fp16 bf16"), PYTEST_ARGS.
 set -u
 OUTD=${OUT:-/tmp/pa-out}/torch_ops; mkdir -p "$OUTD"
 B=${PA_BUILD_DIR:-build-torch}
@@ -23,7 +24,7 @@ python3 -m pytest -q -rs ${PYTEST_ARGS:-} python/tests >"$OUTD/pytest.log" 2>&1;
 tail -30 "$OUTD/pytest.log"
 python3 python/examples/check_against_sdpa.py 2>&1 | tee "$OUTD/example.log"
 if [ -z "${NO_BENCH:-}" ]; then
-  for dt in fp16 bf16; do
+  for dt in ${BENCH_DTYPES:-fp16 bf16}; do
     python3 python/benchmarks/bench_vs_sdpa.py --dtype $dt --json "$OUTD/bench_$dt.json" >"$OUTD/bench_$dt.log" 2>&1
     echo "bench $dt: rc=$? ($((SECONDS - t0)) s)"; cat "$OUTD/bench_$dt.log" | tail -14
   done
