@@ -104,7 +104,7 @@ struct Problem {
   DType dt;
   int R = 0, blocks_per_seq = 0, set_blocks = 0;
   std::size_t block_elems = 0;
-  DeviceBuffer k, v, q, tables, ctx;
+  DeviceBuffer k, v, q, tables, ctx, slopes;
   PagedProblem layout;
   kernels::DeviceInputViews views;
   double kv_bytes = 0, kv_unique = 0;
@@ -131,6 +131,7 @@ void build_problem(Problem& P, const Shape& s, DType dt, const BenchOptions& o, 
   spec.context_lens.assign(s.seqs, s.context);
   spec.shared_prefix_len = s.prefix;
   spec.partition_size = 512;
+  spec.alibi = o.alibi;
   P.layout = problem_layout(spec, P.R * P.set_blocks);
   // K+V bytes read, the one formula (ProblemSpec::kv_bytes): every token once
   // per sequence; the cascade's row counts the shared prefix once.
@@ -163,6 +164,12 @@ void build_problem(Problem& P, const Shape& s, DType dt, const BenchOptions& o, 
   P.ctx.upload(spec.context_lens.data(), spec.context_lens.size() * 4);
   P.views = kernels::DeviceInputViews{P.q.get(), P.k.get(), P.v.get(), static_cast<const int*>(P.tables.get()),
                                       static_cast<const int*>(P.ctx.get()), P.R};
+  if (P.layout.has_alibi()) {
+    const std::vector<float>& sl = P.layout.alibi_slopes;
+    P.slopes = DeviceBuffer(sl.size() * sizeof(float));
+    P.slopes.upload(sl.data(), sl.size() * sizeof(float));
+    P.views.alibi_slopes = static_cast<const float*>(P.slopes.get());
+  }
   PA_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

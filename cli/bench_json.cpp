@@ -88,6 +88,7 @@ std::string bench_json(const BenchRun& run) {
   j += "  \"warmup\": " + num(o.warmup) + ",\n";
   j += "  \"warmup_ms\": " + num(o.warmup_ms) + ",\n";
   j += "  \"spin_us\": " + num(o.spin_us) + ",\n";
+  j += "  \"alibi\": " + std::string(o.alibi ? "true" : "false") + ",\n";
   j += "  \"pool_gb\": " + num(o.pool_gb) + ",\n";
   j += "  \"kv_bytes_note\": \"K+V bytes of every context token, each read once (cascade: the shared prefix "
        "once)\",\n";

@@ -5,7 +5,7 @@
 //
 // Schema (every key always present; numbers are JSON numbers):
 //   gpu, sm_count, l2_bytes, copy_gbps, copy_bytes_each_way   the device and its copy bandwidth
-//   iters, warmup, warmup_ms, spin_us, pool_gb                 the options of the run
+//   iters, warmup, warmup_ms, spin_us, alibi, pool_gb          the options of the run (alibi: a boolean)
 //   kv_bytes_note, pct_copy_note, pool_note                    what the derived numbers mean
 //   rows: [{kernel, dtype, seqs, heads, kv_heads, context, prefix, head_size, block_size,
 //           kv_bytes, pool_sets, pool_bytes, status, median_us, min_us, p10_us, p90_us, timed,

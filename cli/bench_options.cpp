@@ -151,6 +151,7 @@ std::string bench_usage() {
          " us (default 50; 0 = off)\n"
          "  --splits N            stage 8: force N splits, 0.." + std::to_string(kMaxSplits) +
          " (default 0: the heuristic)\n"
+         "  --alibi               every kernel with ALiBi (the paper's slope per query head)\n"
          "  --shape S,H,KV,C,D    one shape instead of the set: seqs, heads, kv heads (divides heads), context,\n"
          "                        head size (" + head_sizes_text() + ")\n"
          "  --dtypes LIST         fp16,bf16 (default), or one of them\n"
@@ -187,6 +188,7 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
       o.only_optimized = true;
     }
     else if (a == "--quick") o.quick = true;
+    else if (a == "--alibi") o.alibi = true;
     else if (a == "--cascade-only") o.cascade_only = true;
     else if (a == "--cascade-sweep") {
       const std::string v = next();

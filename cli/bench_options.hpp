@@ -45,6 +45,7 @@ struct BenchOptions {
   std::vector<CascadeSweepItem> cascade_sweep;  // extra cascade plans, timed whole and by part
   int spin_us = 50;                 // GPU busy-wait before each timed launch (0 = off)
   int force_splits = 0;             // stage 8: 0 = the split heuristic
+  bool alibi = false;               // --alibi: every problem with ALiBi's slopes
   bool has_shape = false;           // --shape replaces the shape list
   BenchShape shape;
   std::vector<DType> dtypes = {DType::f16, DType::bf16};  // timed in this order

@@ -147,6 +147,7 @@ ProblemSpec take_problem_flags(Flags& f) {
     }
     s.logit_spread = x;
   }
+  s.alibi = f.take_switch("alibi");
   return s;
 }
 
@@ -186,7 +187,8 @@ const char* problem_flags_help() {
          "  --partition-size N         V2 partition size, multiple of the block size (default 512)\n"
          "  --extra-q-stride N         padding elements after each Q row (default 0)\n"
          "  --seed S                   random inputs seed (default 1)\n"
-         "  --spread F                 logit spread: larger = softmax further from uniform (default 4)\n";
+         "  --spread F                 logit spread: larger = softmax further from uniform (default 4)\n"
+         "  --alibi                    ALiBi: the paper's slope per query head, bias on every logit\n";
   return text.c_str();
 }
 

@@ -125,7 +125,9 @@ def table(data, src, cdata=None, csrc=None):
         + (f"at least {data['warmup']} warm-up launches and {data['warmup_ms']:g} ms of them"
            if "warmup_ms" in data else f"{data['warmup']} warm-up launches")
         + f"; GB/s of K+V read and that as % of the copy bandwidth. {spin_text}"
-        f"Launches rotate over a pool of disjoint copies of the KV so that none finds its KV in L2: "
+        + ("Every kernel ran with ALiBi (a slope per query head, a bias on every logit). "
+           if data.get("alibi") else "")
+        + f"Launches rotate over a pool of disjoint copies of the KV so that none finds its KV in L2: "
         f"{data['pool_gb']:g} GB asked for, but at most {data['iters'] + data['warmup']} copies "
         f"(iters + warm-up), so the pool is {min(pools) / 1e9:.2f} to {max(pools) / 1e9:.2f} GB "
         f"(\"pool\" column). Block size {', '.join(str(b) for b in block_sizes)}. "

@@ -61,6 +61,9 @@ if [[ "${1:-}" == --one ]]; then
     cascade_merge) cmd+=(--seqs 3 --prefix-len 32 --suffix-lens 1,17,68 --baselines 0) ;;
     *) cmd+=(--context-lens 1,17,100) ;;
   esac
+  # bf16 runs with ALiBi: its slope loads (and the cascade's per-row context
+  # lengths) go through the sanitizers too.
+  [[ $dtype == bf16 ]] && cmd+=(--alibi)
   t0=$SECONDS
   {
     echo "# compute-sanitizer --tool $tool ${extra[*]} --error-exitcode 99 ${cmd[*]}"

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "pa/core/alibi.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/cuda_check.hpp"
 #include "pa/kernels/event_timer.hpp"
@@ -145,6 +146,8 @@ const PagedProblem& validated_for_stages_1_5(const PagedProblem& p) {
 }  // namespace
 
 DeviceInputs::DeviceInputs(const PagedProblem& p) : host_(&p) {
+  // Every stage reads a slope per query head: a short list would be read past its end.
+  if (p.has_alibi()) check_alibi_slopes(p.alibi_slopes, p.spec.num_heads, "ALiBi");
   q = DeviceBuffer(p.q_bytes.size());
   q.upload(p.q_bytes.data(), p.q_bytes.size());
   k_cache = DeviceBuffer(p.k_bytes.size());
@@ -155,6 +158,10 @@ DeviceInputs::DeviceInputs(const PagedProblem& p) : host_(&p) {
   block_tables.upload(p.block_tables.data(), p.block_tables.size() * sizeof(int));
   context_lens = DeviceBuffer(p.context_lens.size() * sizeof(int));
   context_lens.upload(p.context_lens.data(), p.context_lens.size() * sizeof(int));
+  if (p.has_alibi()) {
+    alibi_slopes = DeviceBuffer(p.alibi_slopes.size() * sizeof(float));
+    alibi_slopes.upload(p.alibi_slopes.data(), p.alibi_slopes.size() * sizeof(float));
+  }
 }
 
 StageArgs DeviceInputs::args() const {
@@ -164,6 +171,7 @@ StageArgs DeviceInputs::args() const {
   a.v_cache = v_cache.get();
   a.block_tables = static_cast<const int*>(block_tables.get());
   a.context_lens = static_cast<const int*>(context_lens.get());
+  a.alibi_slopes = static_cast<const float*>(alibi_slopes.get());  // null without ALiBi
   return a;
 }
 

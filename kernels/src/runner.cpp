@@ -94,6 +94,12 @@ struct StageRunner::Impl {
     a.v_cache = v.v_cache;
     a.block_tables = v.block_tables;
     a.context_lens = v.context_lens;
+    if ((v.alibi_slopes != nullptr) != p.has_alibi())
+      throw std::invalid_argument(std::string("StageRunner: the problem ") +
+                                  (p.has_alibi() ? "has ALiBi and no alibi_slopes view was given"
+                                                 : "has no ALiBi and an alibi_slopes view was given") +
+                                  " (accepted: alibi_slopes set exactly when the layout has slopes)");
+    a.alibi_slopes = v.alibi_slopes;
     wire(a);
   }
 

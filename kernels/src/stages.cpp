@@ -10,6 +10,7 @@
 #include "pa/index/config.hpp"
 #include "pa/index/layout.hpp"
 #include "pa/kernels/api.hpp"
+#include "pa/core/alibi.hpp"
 #include "pa/kernels/instances.hpp"
 #include "pa/kernels/v2_partition_instances.hpp"
 #include "pa/core/config_dispatch.hpp"
@@ -146,6 +147,7 @@ void validate_problem(Stage stage, const PagedProblem& p, std::int64_t smem_limi
          std::to_string(s.num_kv_heads) + ")");
   }
   if (p.context_lens.empty()) fail("no sequences: at least one context length is needed");
+  if (p.has_alibi()) check_alibi_slopes(p.alibi_slopes, s.num_heads, "ALiBi");
   if (p.block_tables.size() != static_cast<std::size_t>(p.num_seqs()) * p.max_blocks_per_seq) {
     fail("block table has " + std::to_string(p.block_tables.size()) + " entries, expected num_seqs x " +
          "max_blocks_per_seq = " + std::to_string(p.num_seqs()) + " x " + std::to_string(p.max_blocks_per_seq));

@@ -3,7 +3,8 @@
 // What it adds to stage 1: the walk over the sequence's KV blocks through its
 // block table, K vec loads into registers, the per-thread partial dot product
 // with the Q vecs in shared memory, the shuffle reduction inside each thread
-// group, and the logits in shared memory.
+// group, and the logits in shared memory (with ALiBi's bias added when the
+// launch has slopes: load_alibi).
 //
 // Thread mapping: warp w handles logical blocks warp_block(block_begin, w, n),
 // n = 0, 1, ... (round robin over the 4 warps); inside a block the warp's
@@ -55,6 +56,36 @@ __device__ __forceinline__ int load_physical_block(const int* __restrict__ block
 }
 // LESSON-END(qk.block_table_load)
 
+// LESSON-BEGIN(qk.alibi)
+// ALiBi (pa/index/alibi.hpp): the head's slope, and the bias it adds to the
+// logit of each token, measured from the end of the whole context (a V2
+// partition's tokens get the bias of their place in the sequence).
+struct AlibiBias {
+  bool on = false;  // false: no ALiBi, the logit is scale * q . k unchanged
+  float slope = 0.f;
+  int context_len = 0;
+  __device__ __forceinline__ float biased(float scaled_qk, int token) const {
+    return on ? scaled_qk + alibi_bias(slope, token, context_len) : scaled_qk;
+  }
+};
+
+// The head's slope, when the launch has slopes (every thread loads it; a
+// cached 4-byte load per thread block).
+// Event (only with ALiBi): alibi_bias global_load alibi_slopes, every thread,
+// iter -1, byte_offset head * 4, bytes 4, value = the slope.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ AlibiBias load_alibi(const float* __restrict__ slopes, int context_len,
+                                                const ThreadCtx<Cfg>& c, Tracer& tracer) {
+  AlibiBias b;
+  if (slopes == nullptr) return b;
+  b.on = true;
+  b.slope = __ldg(slopes + c.head);
+  b.context_len = context_len;
+  PA_TRACE(tracer, ev(c.tc, Step::alibi_bias, Op::global_load, Tensor::alibi_slopes).at(c.head * 4, 4).val(b.slope));
+  return b;
+}
+// LESSON-END(qk.alibi)
+
 // Step qk: logits[token - r.token_begin] = scale * q . k for the tokens of r,
 // then a barrier (the softmax reads every warp's logits).
 // Events, per warp iteration n (iter = n), every thread, in this order:
@@ -68,12 +99,13 @@ __device__ __forceinline__ int load_physical_block(const int* __restrict__ block
 //   qk_group_reduce shuffle, log2(kThreadGroupSize) events (none for 1-thread groups), token
 //   logit_store shared_store logits, only g_off == 0 and token < r.token_end: token,
 //               byte_offset logits_smem_byte(token - r.token_begin), bytes 4, value = the logit
+//               (scale * q . k, plus the ALiBi bias when alibi.on)
 // then barrier (every thread).
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void qk_logits(const Elem<Cfg>* __restrict__ k_cache, const CacheGeometry& cg,
                                           const int* __restrict__ block_tables, const BlockTableGeometry& btg,
-                                          const PartitionRange& r, float scale, const ThreadCtx<Cfg>& c,
-                                          SharedV1<Cfg>& sm, Tracer& tracer) {
+                                          const PartitionRange& r, float scale, const AlibiBias& alibi,
+                                          const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm, Tracer& tracer) {
   using Map = ThreadMapping<Cfg>;
   using T = Elem<Cfg>;
   using KVec = Vec<T, Cfg::kVecSize>;
@@ -122,7 +154,7 @@ __device__ __forceinline__ void qk_logits(const Elem<Cfg>* __restrict__ k_cache,
 
     // LESSON-BEGIN(qk.logit_store)
     if (c.g_off == 0 && token < r.token_end) {
-      const float logit = scale * qk;
+      const float logit = alibi.biased(scale * qk, token);
       const int idx = token - r.token_begin;
       sm.logits[idx] = logit;
       PA_TRACE(tracer, ev(c.tc, Step::logit_store, Op::shared_store, Tensor::logits)
@@ -156,16 +188,17 @@ __device__ __forceinline__ void store_logits_row(const float* logits, const Part
   }
 }
 
-// Steps q_to_smem then qk on range r: what every v1-style kernel does first
-// once it knows its range (stages 2-5: the whole context; stage 6: one
-// partition). Leaves the logits in sm.logits[0, r tokens).
-// Events: q_to_smem's (01_q_to_smem.cuh), then qk_logits'.
+// Steps q_to_smem then qk on range r of a context of ctx tokens: what every
+// v1-style kernel does first once it knows its range (stages 2-5: the whole
+// context; stage 6: one partition). Leaves the logits in sm.logits[0, r tokens).
+// Events: q_to_smem's (01_q_to_smem.cuh), load_alibi's, then qk_logits'.
 template <class Cfg, class Tracer>
-__device__ __forceinline__ void q_and_logits(const StageArgs& a, const PartitionRange& r, const ThreadCtx<Cfg>& c,
-                                             SharedV1<Cfg>& sm, Tracer& tracer) {
+__device__ __forceinline__ void q_and_logits(const StageArgs& a, const PartitionRange& r, int ctx,
+                                             const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm, Tracer& tracer) {
   q_to_smem<Cfg>(static_cast<const Elem<Cfg>*>(a.q), a.qg, c, sm, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::q_to_smem, -1);
-  qk_logits<Cfg>(static_cast<const Elem<Cfg>*>(a.k_cache), a.cg, a.block_tables, a.btg, r, a.scale, c, sm,
+  const AlibiBias alibi = load_alibi<Cfg>(a.alibi_slopes, ctx, c, tracer);
+  qk_logits<Cfg>(static_cast<const Elem<Cfg>*>(a.k_cache), a.cg, a.block_tables, a.btg, r, a.scale, alibi, c, sm,
                  tracer);
   PA_TIME_PHASE(tracer, trace::Phase::qk, -1);
 }
@@ -182,7 +215,7 @@ __device__ __forceinline__ PartitionRange v1_logits(const StageArgs& a, const Th
   PA_TIME_START(tracer);
   const int ctx = load_context_len<Cfg>(a.context_lens, c, tracer);
   const PartitionRange r = partition_range(ctx, Cfg::kBlockSize, 0, 0);
-  q_and_logits<Cfg>(a, r, c, sm, tracer);
+  q_and_logits<Cfg>(a, r, ctx, c, sm, tracer);
   return r;
 }
 

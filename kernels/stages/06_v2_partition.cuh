@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V
   const PartitionRange r = partition_range_in(a.range, ctx, Cfg::kBlockSize, a.base.partition_size, c.partition);
   // LESSON-END(v2_partition.range)
   auto sm = shared_v1<Cfg>();
-  q_and_logits<Cfg>(a.base, r, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
+  q_and_logits<Cfg>(a.base, r, ctx, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
   RowAcc<Cfg> acc;
   const SoftmaxStats<> st = softmax_times_v<Cfg>(a.base, r, c, sm, acc, tracer);  // stages 3-4 (04_lv.cuh)
   warp_tree_reduce<Cfg>(acc, c, sm, tracer);  // stage 5

@@ -31,6 +31,10 @@ struct PrefixArgs {
   const void* k_cache = nullptr;
   const void* v_cache = nullptr;
   const int* prefix_blocks = nullptr;  // the shared logical->physical map (sequence 0's table row)
+  // ALiBi: slopes [num_heads] or null; with slopes, the context lengths
+  // [num_seqs] (a prefix token's bias depends on its sequence's length).
+  const float* alibi_slopes = nullptr;
+  const int* context_lens = nullptr;
   QueryGeometry qg;
   CacheGeometry cg;
   int num_seqs = 0, num_heads = 0, num_kv_heads = 0;
@@ -51,6 +55,8 @@ inline PrefixArgs prefix_args(const StageArgs& b, const CascadePlan& plan, void*
   pa.k_cache = b.k_cache;
   pa.v_cache = b.v_cache;
   pa.prefix_blocks = b.block_tables + b.btg.offset(0, 0);
+  pa.alibi_slopes = b.alibi_slopes;
+  pa.context_lens = b.context_lens;
   pa.qg = b.qg;
   pa.cg = b.cg;
   pa.num_seqs = b.num_seqs;
@@ -124,6 +130,14 @@ struct PrefixCta {
   int num_rows, row0;       // query rows of this KV head; this block's first
   int chunk_begin, chunk_end;
   TraceCtx tc;
+};
+
+// ALiBi for this lane's two accumulator rows (i = 0, 1: frag_row(lane, 2i)):
+// each row's slope in log2 units and its sequence's context length.
+struct PrefixAlibi {
+  bool on = false;
+  float slope_log2[2] = {0.f, 0.f};
+  int context_len[2] = {1, 1};
 };
 
 template <class Cfg, int VARIANT>
@@ -293,6 +307,34 @@ __device__ __forceinline__ void prefix_qk_mma(const PrefixCta<Cfg, VARIANT>& c, 
 }
 // LESSON-END(cascade_merge.prefix_qk)
 
+// ALiBi: each of the lane's rows' slope and context length (rows past the
+// group keep none). The prefix is shared, but the bias is not: a prefix
+// token's position is measured from the end of each row's own sequence.
+// LESSON-BEGIN(cascade_merge.prefix_alibi)
+template <class Cfg, int VARIANT, class Tracer>
+__device__ __forceinline__ PrefixAlibi prefix_alibi(const PrefixArgs& a, const PrefixCta<Cfg, VARIANT>& c,
+                                                    Tracer& tracer) {
+  using Tl = typename PrefixCta<Cfg, VARIANT>::Tl;
+  PrefixAlibi al;
+  if (a.alibi_slopes == nullptr) return al;
+  al.on = true;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int grow = c.row0 + c.warp * 16 + Tl::frag_row(c.lane, 2 * i);
+    if (grow >= c.num_rows) continue;
+    const int seq = Tl::row_seq(grow, c.ratio), head = Tl::row_head(grow, c.kvh, c.ratio);
+    al.context_len[i] = __ldg(a.context_lens + seq);
+    PA_TRACE(tracer, ev(c.tc, Step::alibi_bias, Op::global_load, Tensor::context_lens).it(i)
+                         .at(context_len_offset(seq) * 4, 4));
+    const float slope = __ldg(a.alibi_slopes + head);
+    al.slope_log2[i] = slope * 1.4426950408889634f;  // the logits are in base 2
+    PA_TRACE(tracer, ev(c.tc, Step::alibi_bias, Op::global_load, Tensor::alibi_slopes).it(i)
+                         .at(head * 4, 4).val(slope));
+  }
+  return al;
+}
+// LESSON-END(cascade_merge.prefix_alibi)
+
 // Online softmax over one tile: scale to log2 units, mask tokens past the
 // chunk, the row max across the quad of lanes that share a row, rescale the
 // running state, and turn s into the probabilities (rounded to the dtype, as
@@ -300,7 +342,8 @@ __device__ __forceinline__ void prefix_qk_mma(const PrefixCta<Cfg, VARIANT>& c, 
 // LESSON-BEGIN(cascade_merge.prefix_softmax)
 template <class Cfg, int VARIANT, class Tracer>
 __device__ __forceinline__ void prefix_online_softmax(const PrefixCta<Cfg, VARIANT>& c, int tile, int valid,
-                                                      float scale_log2, float (&s)[PrefixCta<Cfg, VARIANT>::kNT][4],
+                                                      float scale_log2, const PrefixAlibi& al,
+                                                      float (&s)[PrefixCta<Cfg, VARIANT>::kNT][4],
                                                       PrefixAccum<Cfg, VARIANT>& acc, Tracer& tracer) {
   using C = PrefixCta<Cfg, VARIANT>;
   using Tl = typename C::Tl;
@@ -313,7 +356,10 @@ __device__ __forceinline__ void prefix_online_softmax(const PrefixCta<Cfg, VARIA
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int t = nt * 8 + Tl::frag_col(lane, j);
-      const float v = t < valid ? s[nt][j] * scale_log2 : -INFINITY;
+      const float x = s[nt][j] * scale_log2;
+      const int token = c.chunk_begin + tile * Tl::kTileTokens + t;  // in the sequence (the prefix starts it)
+      const float biased = al.on ? x + alibi_bias(al.slope_log2[j / 2], token, al.context_len[j / 2]) : x;
+      const float v = t < valid ? biased : -INFINITY;
       s[nt][j] = v;
       mx[j / 2] = fmaxf(mx[j / 2], v);
     }
@@ -448,6 +494,7 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
     ptx::cp_async_commit();
   }
   cascade_prefix::prefix_q_to_smem(a, c, tracer);
+  const cascade_prefix::PrefixAlibi al = cascade_prefix::prefix_alibi(a, c, tracer);
 
   const bool warp_active = c.row0 + c.warp * Tl::kRowsPerWarp < c.num_rows;
   // Q A-fragments for all head dims, in registers for the whole chunk (mma_8warps).
@@ -484,7 +531,7 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
       const int valid = min(Tl::kTileTokens, c.chunk_end - (c.chunk_begin + tile * Tl::kTileTokens));
       float s[C::kNT][4];
       cascade_prefix::prefix_qk_mma(c, tile, ks, qreg, s, tracer);
-      cascade_prefix::prefix_online_softmax(c, tile, valid, scale_log2, s, acc, tracer);
+      cascade_prefix::prefix_online_softmax(c, tile, valid, scale_log2, al, s, acc, tracer);
       cascade_prefix::prefix_pv_mma(c, tile, vs, s, acc, tracer);
     }
   }

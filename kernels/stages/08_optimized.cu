@@ -26,6 +26,7 @@ OptParams opt_make_params(const OptimizedArgs& a, const OptimizedPlan& plan, voi
   p.v_cache = a.v_cache;
   p.block_tables = a.block_tables;
   p.context_lens = a.context_lens;
+  p.alibi_slopes = a.alibi_slopes;
   p.cache = CacheGeometry{a.num_blocks, a.num_kv_heads, a.head_size, a.block_size, 16 / dtype_bytes(a.dtype)};
   p.qg = QueryGeometry{a.num_seqs, a.num_heads, a.head_size, a.q_stride};
   p.btg = BlockTableGeometry{a.max_blocks_per_seq};

@@ -39,6 +39,7 @@
 
 #include "08_optimized_cta.cuh"
 #include "08_optimized_epilogue.cuh"
+#include "pa/index/alibi.hpp"
 #include "pa/index/cascade.hpp"
 #include "pa/index/config.hpp"
 #include "pa/index/events.hpp"
@@ -139,6 +140,28 @@ __device__ __forceinline__ void opt_q_frags(const OptParams& p, const OptCta<Cfg
     }
   }
   // LESSON-END(optimized.q_frag)
+}
+
+// ALiBi's slopes of the lane's S rows, once (pa/index/alibi.hpp's bias is
+// added in opt_online_softmax). Rows past the unit's heads keep 0.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ OptAlibi<Cfg> opt_alibi_slopes(const OptParams& p, const OptCta<Cfg>& c, Tracer& tracer) {
+  OptAlibi<Cfg> al;
+  al.on = p.alibi_slopes != nullptr;
+  // LESSON-BEGIN(optimized.alibi)
+#pragma unroll
+  for (int h = 0; h < Cfg::kHeadTiles; ++h) {
+    const int g = Cfg::qk_row(c.lane) + 8 * h;
+    al.slope_log2[h] = 0.f;
+    if (al.on && g < c.nh) {
+      const float slope = __ldg(p.alibi_slopes + c.head0 + g);
+      al.slope_log2[h] = slope * 1.4426950408889634f;  // the logits are in base 2
+      PA_TRACE(tracer, ev(c.tc, Step::alibi_bias, Op::global_load, Tensor::alibi_slopes)
+                           .it(h).at((c.head0 + g) * 4, 4).val(slope));
+    }
+  }
+  // LESSON-END(optimized.alibi)
+  return al;
 }
 
 // Step j of this warp's pipeline issued: its K and V tiles copied with
@@ -272,9 +295,13 @@ __device__ __forceinline__ void opt_qk_mma(const OptCta<Cfg>& c, std::uint32_t s
 
 // The online softmax of step j in base 2: each head's running max, S turned
 // into P in place, the lane's partial sum, and O rescaled by exp2(m_old - m_new).
+// With ALiBi each logit first gets its bias: tokens are counted from the
+// attended range's start and so is c.ctx, so t - ctx + 1 is the position in
+// the whole sequence.
 template <class Cfg, class Tracer>
-__device__ __forceinline__ void opt_online_softmax(const OptParams& p, const OptCta<Cfg>& c, int j,
-                                                   float (&s)[Cfg::kQkNTiles][4], OptAccum<Cfg>& acc, Tracer& tracer) {
+__device__ __forceinline__ void opt_online_softmax(const OptParams& p, const OptCta<Cfg>& c, const OptAlibi<Cfg>& al,
+                                                   int j, float (&s)[Cfg::kQkNTiles][4], OptAccum<Cfg>& acc,
+                                                   Tracer& tracer) {
   constexpr int HT = Cfg::kHeadTiles;
   const int lane = c.lane, tok_limit = c.tok_limit;
   const TraceCtx& tc = c.tc;
@@ -292,7 +319,9 @@ __device__ __forceinline__ void opt_online_softmax(const OptParams& p, const Opt
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int tok = tok0 + nt * 8 + Cfg::qk_col(lane) + e;
-        const float v = tok < tok_limit ? s[nt][2 * h + e] * p.scale_log2 : kNegInf;
+        const float x = s[nt][2 * h + e] * p.scale_log2;
+        const float biased = al.on ? x + alibi_bias(al.slope_log2[h], tok, c.ctx) : x;
+        const float v = tok < tok_limit ? biased : kNegInf;
         s[nt][2 * h + e] = v;
         mx = fmaxf(mx, v);
       }
@@ -405,6 +434,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   if (!has_work) return;
   std::uint32_t qf[Cfg::kQkKSteps][4];
   opt_q_frags<Cfg>(p, c, qf, tracer);
+  const OptAlibi<Cfg> al = opt_alibi_slopes<Cfg>(p, c, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::opt_q_frag, -1);
   const int my_steps = Cfg::warp_steps(c.nsteps, c.warp);
 
@@ -439,7 +469,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
     float s[Cfg::kQkNTiles][4];
     opt_qk_mma<Cfg>(c, smem_base, qf, j, s, tracer);
     PA_TIME_PHASE(tracer, trace::Phase::opt_qk_mma, j);
-    opt_online_softmax<Cfg>(p, c, j, s, acc, tracer);
+    opt_online_softmax<Cfg>(p, c, al, j, s, acc, tracer);
     PA_TIME_PHASE(tracer, trace::Phase::opt_online_softmax, j);
     opt_pv_mma<Cfg>(c, smem_base, j, s, acc, tracer);
     __syncwarp();  // every lane is done with this stage before it is refilled

@@ -28,6 +28,7 @@ struct OptParams {
   const void* v_cache;
   const int* block_tables;
   const int* context_lens;
+  const float* alibi_slopes;  // [num_heads] or null (no ALiBi)
   float* ws_out;
   float* ws_stat;
   int* ws_counter;
@@ -98,6 +99,15 @@ struct OptCta {
   int nsteps;              // steps of the split (16 tokens, or one block of 32), over all warps
   int kvh, head0, nh;      // the unit's KV head, first query head and number of query heads
   TraceCtx tc;             // trace identity: head = the unit's first head, partition = the split
+};
+
+// ALiBi for the lane's S rows (heads qk_row(lane) + 8 h of the unit): each
+// head's slope in log2 units, so the bias joins the logit already scaled to
+// base 2. on = false: no ALiBi (the slopes are then unused).
+template <class Cfg>
+struct OptAlibi {
+  bool on;
+  float slope_log2[Cfg::kHeadTiles];
 };
 
 // A thread's running attention state: O^T fragments (mma C, per dim tile and

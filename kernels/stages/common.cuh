@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "pa/core/timeline.hpp"
+#include "pa/index/alibi.hpp"
 #include "pa/index/config.hpp"
 #include "pa/index/events.hpp"
 #include "pa/index/layout.hpp"

@@ -41,6 +41,7 @@ constexpr const char* kStepNames[] = {
     "prob_store",    "logit_load",     "v_load",      "accumulate",       "warp_reduce",
     "out_store",     "partition_store", "partition_reduce", "merge",      "stage_output",
     "barrier",       "k_smem_load",    "v_smem_load", "rescale",          "split_arrive",
+    "alibi_bias",
 };
 static_assert(std::size(kStepNames) == static_cast<std::size_t>(Step::count_),
               "kStepNames must list every Step of event.hpp, in order");
@@ -56,7 +57,8 @@ constexpr const char* kOpNames[] = {"global_load", "global_store", "shared_load"
 constexpr const char* kTensorNames[] = {
     "none",       "q",         "k_cache",    "v_cache",    "block_table", "context_lens", "q_smem",  "logits",
     "red_scratch", "out_scratch", "output",   "part_out",   "part_max",    "part_sum",     "state_out", "state_lse",
-    "stage_out",  "kv_smem",   "workspace",  "counter",    "prefix_out",  "prefix_lse",   "suffix_out", "suffix_lse"};
+    "stage_out",  "kv_smem",   "workspace",  "counter",    "prefix_out",  "prefix_lse",   "suffix_out", "suffix_lse",
+    "alibi_slopes"};
 constexpr const char* kAskNames[] = {"sectors", "wavefronts", "lane",    "warp",    "byte_offset",
                                      "physical_block", "token", "dim", "threads", "events"};
 static_assert(std::size(kAskNames) == static_cast<std::size_t>(kNumExerciseAsks),

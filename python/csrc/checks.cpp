@@ -85,10 +85,19 @@ void check_f32_state(const at::Tensor& t, const char* name, at::IntArrayRef size
   check_aligned(t, name);
 }
 
-void check_vllm_options(const std::optional<at::Tensor>& alibi_slopes, const std::string& kv_cache_dtype,
-                        const at::Tensor& k_scale, const at::Tensor& v_scale) {
-  TORCH_CHECK_VALUE(!alibi_slopes.has_value(),
-                    "alibi_slopes: ALiBi is not implemented in the lab's kernels yet; accepted: None");
+const float* alibi_slopes_of(const std::optional<at::Tensor>& alibi_slopes, const kernels::StageArgs& a,
+                             const at::Device& device) {
+  if (!alibi_slopes.has_value()) return nullptr;
+  const at::Tensor& t = *alibi_slopes;
+  check_cuda_on(t, "alibi_slopes", device);
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, "alibi_slopes: dtype ", t.scalar_type(),
+                   "; accepted: torch.float32, one slope per query head");
+  check_sizes(t, "alibi_slopes", {a.num_heads}, "[num_heads]");
+  TORCH_CHECK_VALUE(t.is_contiguous(), "alibi_slopes: not contiguous; accepted: a contiguous tensor");
+  return t.data_ptr<float>();
+}
+
+void check_vllm_options(const std::string& kv_cache_dtype, const at::Tensor& k_scale, const at::Tensor& v_scale) {
   TORCH_CHECK_VALUE(kv_cache_dtype == "auto", "kv_cache_dtype '", kv_cache_dtype,
                     "': fp8 caches are not implemented in the lab's kernels yet; accepted: 'auto' (the cache in the "
                     "query's dtype)");

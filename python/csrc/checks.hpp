@@ -43,11 +43,16 @@ struct PagedInputs {
 // used block table entry a block of the cache.
 kernels::StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in);
 
-// vLLM's options that the kernels do not have yet: alibi_slopes must be None,
-// kv_cache_dtype "auto" (the cache in the query's dtype; k_scale and v_scale,
-// one-element float32 tensors, are then unused).
-void check_vllm_options(const std::optional<at::Tensor>& alibi_slopes, const std::string& kv_cache_dtype,
-                        const at::Tensor& k_scale, const at::Tensor& v_scale);
+// vLLM's options that the kernels do not have yet: kv_cache_dtype "auto" (the
+// cache in the query's dtype; k_scale and v_scale, one-element float32
+// tensors, are then unused).
+void check_vllm_options(const std::string& kv_cache_dtype, const at::Tensor& k_scale, const at::Tensor& v_scale);
+
+// ALiBi's slopes as the kernels take them: None -> null, else a contiguous
+// float32 tensor [num_heads] on the query's device (ValueError / TypeError
+// naming what is accepted).
+const float* alibi_slopes_of(const std::optional<at::Tensor>& alibi_slopes, const kernels::StageArgs& a,
+                             const at::Device& device);
 
 // The lab's dtype of a tensor (float16, bfloat16 or float32; TypeError otherwise).
 DType dtype_of(const at::Tensor& t, const char* name);

@@ -77,9 +77,10 @@ void paged_attention(at::Tensor& out, const at::Tensor& query, const at::Tensor&
                      const std::optional<at::Tensor>& alibi_slopes, const std::string& kv_cache_dtype,
                      const at::Tensor& k_scale, const at::Tensor& v_scale, const std::string& stage) {
   const Stage s = stage_of(stage);
-  check_vllm_options(alibi_slopes, kv_cache_dtype, k_scale, v_scale);
-  const kernels::StageArgs a = stage_args_of(
+  check_vllm_options(kv_cache_dtype, k_scale, v_scale);
+  kernels::StageArgs a = stage_args_of(
       out, {query, key_cache, value_cache, block_tables, seq_lens, num_kv_heads, scale, block_size, max_seq_len});
+  a.alibi_slopes = alibi_slopes_of(alibi_slopes, a, query.device());
   TORCH_CHECK_TYPE(s != Stage::optimized || a.dtype != DType::f32,
                    "query: dtype torch.float32; accepted by stage 'optimized' (tensor cores): torch.float16, "
                    "torch.bfloat16 ('v1' and 'v2' take float32)");

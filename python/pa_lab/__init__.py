@@ -41,9 +41,12 @@ def _unit_scale() -> torch.Tensor:
 
 
 def paged_attention(query: torch.Tensor, cache: PagedCache, *, scale: Optional[float] = None,
-                    stage: str = "optimized", out: Optional[torch.Tensor] = None) -> torch.Tensor:
+                    stage: str = "optimized", alibi_slopes: Optional[torch.Tensor] = None,
+                    out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Decode attention of query [num_seqs, num_heads, head_size] over `cache`.
 
+    alibi_slopes (float32 [num_heads] on the query's device, optional) adds
+    ALiBi's bias slope * (t - seq_len + 1) to the logit of token t.
     scale defaults to 1/sqrt(head_size); out (the query's dtype and shape,
     contiguous) is allocated when not given. Returns out. The sequence
     lengths must not exceed cache.max_seq_len (not checked: reading them would
@@ -55,8 +58,8 @@ def paged_attention(query: torch.Tensor, cache: PagedCache, *, scale: Optional[f
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
     one = _unit_scale()
     ops.paged_attention(out, query, cache.key_cache, cache.value_cache, cache.key_cache.shape[1], scale,
-                        cache.block_tables, cache.seq_lens, cache.block_size, cache.max_seq_len, None, "auto", one,
-                        one, stage)
+                        cache.block_tables, cache.seq_lens, cache.block_size, cache.max_seq_len, alibi_slopes, "auto",
+                        one, one, stage)
     return out
 
 

@@ -38,11 +38,17 @@ def make_case(dtype, head_size, block_size, heads, kv_heads, lens, *, seed=0, sh
     return query, keys, values, cache
 
 
-def reference(query, keys, values, scale=None):
+def reference(query, keys, values, scale=None, alibi_slopes=None):
     outs = []
     for i, (k, v) in enumerate(zip(keys, values)):
         q = query[i].double()[None, :, None, :]  # [1, heads, 1, head_size]
-        o = F.scaled_dot_product_attention(q, k.double()[None], v.double()[None], scale=scale, enable_gqa=True)
+        bias = None
+        if alibi_slopes is not None:  # ALiBi as SDPA's additive mask: slope * (t - n + 1), [1, heads, 1, n]
+            n = k.shape[1]
+            pos = torch.arange(n, device=DEV, dtype=torch.float64) - (n - 1)
+            bias = (alibi_slopes.double()[:, None] * pos[None, :])[None, :, None, :]
+        o = F.scaled_dot_product_attention(q, k.double()[None], v.double()[None], attn_mask=bias, scale=scale,
+                                           enable_gqa=True)
         outs.append(o[0, :, 0])
     return torch.stack(outs)
 
@@ -83,6 +89,23 @@ def test_matches_sdpa(stage, dtype, head_size, block_size):
     query, keys, values, cache = make_case(dtype, head_size, block_size, heads, kv_heads, lens, seed=k)
     out = pa_lab.paged_attention(query, cache, stage=stage)
     assert_close(out, reference(query, keys, values), dtype)
+
+
+@pytest.mark.parametrize("stage", ["v1", "v2", "optimized"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_alibi_matches_sdpa_with_the_bias(stage, dtype):
+    require_built(stage, dtype, 128, 16)
+    heads, kv_heads = 16, 4
+    query, keys, values, cache = make_case(dtype, 128, 16, heads, kv_heads, [1, 17, 600, 2100], seed=31)
+    # The paper's slopes for 16 heads (2^-0.5 .. 2^-8), then slopes so steep
+    # that the last token takes nearly all the weight.
+    paper = torch.tensor([2.0 ** (-0.5 * (h + 1)) for h in range(heads)], dtype=torch.float32, device=DEV)
+    checked = 0
+    for slopes in (paper, torch.full((heads,), 30.0, device=DEV)):
+        out = pa_lab.paged_attention(query, cache, stage=stage, alibi_slopes=slopes)
+        assert_close(out, reference(query, keys, values, alibi_slopes=slopes), dtype)
+        checked += 1
+    assert checked == 2
 
 
 @pytest.mark.parametrize("stage", ["v2", "optimized"])
@@ -225,7 +248,8 @@ def test_bad_inputs_raise_the_documented_errors():
         (dict(block_size=24), ValueError, "block_size 24"),
         (dict(max_seq_len=10 ** 6), ValueError, "max_seq_len 1000000"),
         (dict(scale=float("nan")), ValueError, "scale nan"),
-        (dict(alibi_slopes=torch.ones(8, device=DEV)), ValueError, "alibi_slopes"),
+        (dict(alibi_slopes=torch.ones(7, device=DEV)), ValueError, "alibi_slopes: sizes"),
+        (dict(alibi_slopes=torch.ones(8, device=DEV, dtype=torch.float16)), TypeError, "alibi_slopes: dtype"),
         (dict(kv_cache_dtype="fp8_e4m3"), ValueError, "kv_cache_dtype 'fp8_e4m3'"),
         (dict(k_scale=torch.ones(2)), ValueError, "k_scale: 2 elements"),
         (dict(stage="v3"), ValueError, "stage 'v3'"),
@@ -245,7 +269,7 @@ def test_bad_inputs_raise_the_documented_errors():
         with pytest.raises(exc, match=text.replace("(", r"\(").replace(")", r"\)")):
             _call(query, cache, **over)
         checked += 1
-    assert checked == len(cases) == 19
+    assert checked == len(cases) == 20
     # Tensors of another device only: no CUDA kernel is dispatched to.
     cpu = dict(out=torch.empty(2, 8, 128, dtype=torch.float16), query=query.cpu(), key_cache=kc.cpu(),
                value_cache=vc.cpu(), block_tables=cache.block_tables.cpu(), seq_lens=cache.seq_lens.cpu())

@@ -18,18 +18,20 @@ using namespace ref_core;
 
 // ---- dense ----------------------------------------------------------------------
 std::vector<double> dense_attention(const float* q, const float* k, const float* v, int context_len,
-                                    int head_size, int row_stride, double scale, double* lse_out) {
+                                    int head_size, int row_stride, double scale, double* lse_out,
+                                    double alibi_slope) {
   if (context_len < 0 || head_size < 1 || row_stride < head_size) {
     throw std::invalid_argument("dense_attention: context_len " + std::to_string(context_len) + ", head_size " +
                                 std::to_string(head_size) + ", row_stride " + std::to_string(row_stride) +
                                 "; accepted: context_len >= 0, head_size >= 1, row_stride >= head_size");
   }
-  const auto sm = softmax_core(context_len, scale, [&](int t) {
+  const bool alibi = !std::isnan(alibi_slope);
+  const auto sm = softmax_of_logits(context_len, [&](int t) {
     double acc = 0.0;
     for (int d = 0; d < head_size; ++d) {
       acc += static_cast<double>(q[d]) * static_cast<double>(k[static_cast<std::size_t>(t) * row_stride + d]);
     }
-    return acc;
+    return alibi ? scale * acc + alibi_bias(alibi_slope, t, context_len) : scale * acc;
   });
   if (lse_out) *lse_out = context_len > 0 ? sm.max + std::log(sm.sum) : kNegInf;
   if (context_len == 0) return std::vector<double>(head_size, 0.0);
@@ -52,7 +54,7 @@ std::vector<double> dense_output(const PagedProblem& p) {
       for (int d = 0; d < s.head_size; ++d) qrow[d] = p.q_at(seq, h, d);
       const std::size_t kvoff = static_cast<std::size_t>(p.kv_head(h)) * s.head_size;
       const auto o = dense_attention(qrow.data(), kv.k.data() + kvoff, kv.v.data() + kvoff, kv.context_len,
-                                     s.head_size, row_stride, scale_of(s));
+                                     s.head_size, row_stride, scale_of(s), nullptr, alibi_slope_of(p, h));
       for (int d = 0; d < s.head_size; ++d) out[p.query.out_offset(seq, h, d)] = o[d];
     });
   }
@@ -236,12 +238,14 @@ std::vector<double> ref_output_paged(const PagedProblem& p, const LayoutCache& c
   std::vector<double> out(out_size(p));
   for_each_row(p, [&](int seq, int h) {
     const int kvh = p.kv_head(h);
-    const Softmaxed sm = softmax_core(lens[seq], scale_of(p.spec), [&](int t) {
+    const double slope = alibi_slope_of(p, h);
+    const Softmaxed sm = softmax_of_logits(lens[seq], [&](int t) {
       const int page = page_of(seq, t);
       double acc = 0.0;
       for (int d = 0; d < hs; ++d)
         acc += static_cast<double>(p.q_at(seq, h, d)) * static_cast<double>(k[cache.geo.k_offset(page, kvh, d, t % bs)]);
-      return acc;
+      const double logit = scale_of(p.spec) * acc;
+      return std::isnan(slope) ? logit : logit + alibi_bias(slope, t, lens[seq]);
     });
     const std::vector<double> o = lv_core(sm, hs, [&](int t, double w, std::vector<double>& acc) {
       const int page = page_of(seq, t);

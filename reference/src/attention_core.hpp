@@ -12,6 +12,7 @@
 
 #include "pa/core/paged_cache.hpp"
 #include "pa/core/parallel.hpp"
+#include "pa/index/alibi.hpp"
 #include "pa/reference/attention.hpp"
 
 namespace pa::ref_core {
@@ -82,11 +83,25 @@ struct PagedRow {
   }
 };
 
+// The ALiBi slope of a head: the problem's, or none (a NaN, which no slope is).
+inline double alibi_slope_of(const PagedProblem& p, int head) {
+  return p.has_alibi() ? static_cast<double>(p.alibi_slopes[head]) : std::numeric_limits<double>::quiet_NaN();
+}
+
 // Tokens [begin, end) of (seq, head): the softmax of their logits, and the
-// LV sum with those probabilities.
-inline Softmaxed paged_softmax(const PagedProblem& p, int seq, int head, int begin, int end) {
+// LV sum with those probabilities. With an ALiBi slope (not NaN) each logit is
+// scale * q . k plus pa/index/alibi.hpp's bias, measured from the end of the
+// whole context; a zero slope adds +-0 and leaves every logit as it was.
+inline Softmaxed paged_softmax(const PagedProblem& p, int seq, int head, double slope, int begin, int end) {
   const PagedRow row{p, seq, head, p.kv_head(head), begin};
-  return softmax_core(std::max(end - begin, 0), scale_of(p.spec), [&](int i) { return row.kdot(i); });
+  const int n = std::max(end - begin, 0);
+  if (std::isnan(slope)) return softmax_core(n, scale_of(p.spec), [&](int i) { return row.kdot(i); });
+  const double scale = scale_of(p.spec);
+  const int ctx = p.context_len(seq);
+  return softmax_of_logits(n, [&](int i) { return scale * row.kdot(i) + alibi_bias(slope, begin + i, ctx); });
+}
+inline Softmaxed paged_softmax(const PagedProblem& p, int seq, int head, int begin, int end) {
+  return paged_softmax(p, seq, head, alibi_slope_of(p, head), begin, end);
 }
 
 inline std::vector<double> paged_lv(const PagedProblem& p, int seq, int head, int begin, const Softmaxed& sm) {

@@ -45,7 +45,7 @@ TEST_CASE("bench JSON: every documented key, in every row", "[cli][bench]") {
   run.rows = {row("optimized", "fp16", 0, "ok", 15.3), row("v1", "fp16", 0, "unsupported: too long", 0)};
   const std::string j = bench_json(run);
   for (const char* key : {"gpu", "sm_count", "l2_bytes", "copy_gbps", "copy_bytes_each_way", "iters", "warmup",
-                          "warmup_ms", "spin_us", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows",
+                          "warmup_ms", "spin_us", "alibi", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows",
                           "cascade"}) {
     INFO(key);
     CHECK_THAT(j, ContainsSubstring("\n  \"" + std::string(key) + "\": "));
@@ -75,6 +75,7 @@ TEST_CASE("bench JSON: every documented key, in every row", "[cli][bench]") {
   CHECK_THAT(j, ContainsSubstring("\"pool_sets\": 110, \"pool_bytes\": 1845493760,"));
   CHECK_THAT(j, ContainsSubstring("\"status\": \"unsupported: too long\""));
   CHECK_THAT(j, ContainsSubstring("\"spin_us\": 50,"));
+  CHECK_THAT(j, ContainsSubstring("\"alibi\": false,"));
 }
 
 TEST_CASE("bench JSON: strings are escaped, non-finite numbers are null", "[cli][bench]") {

@@ -25,6 +25,7 @@ TEST_CASE("pa-bench: no arguments are the documented defaults", "[cli][bench]") 
   CHECK(o.pool_gb == 6.0);
   CHECK(o.spin_us == 50);
   CHECK(o.force_splits == 0);
+  CHECK_FALSE(o.alibi);
   CHECK_FALSE(o.quick);
   CHECK_FALSE(o.only_optimized);
   CHECK_FALSE(o.has_shape);
@@ -35,7 +36,8 @@ TEST_CASE("pa-bench: no arguments are the documented defaults", "[cli][bench]") 
 TEST_CASE("pa-bench: every option is read", "[cli][bench]") {
   const BenchOptions o = parse_bench_options({"--json", "out/r.json", "--iters", "200", "--warmup", "0",
                                               "--warmup-ms", "12.5", "--pool-gb", "0.5", "--spin-us", "0",
-                                              "--splits", "4", "--dtypes", "bf16", "--shape", "2,16,4,1000,64"});
+                                              "--splits", "4", "--dtypes", "bf16", "--shape", "2,16,4,1000,64",
+                                              "--alibi"});
   CHECK(o.json == "out/r.json");
   CHECK(o.iters == 200);
   CHECK(o.warmup == 0);
@@ -43,6 +45,7 @@ TEST_CASE("pa-bench: every option is read", "[cli][bench]") {
   CHECK(o.pool_gb == 0.5);
   CHECK(o.spin_us == 0);
   CHECK(o.force_splits == 4);
+  CHECK(o.alibi);
   CHECK(o.dtypes == std::vector<DType>{DType::bf16});
   REQUIRE(o.has_shape);
   CHECK(o.shape.seqs == 2);

@@ -147,7 +147,7 @@ class WriterSchema(unittest.TestCase):
                 "kv_bytes", "pool_sets", "pool_bytes", "status", "median_us", "min_us", "p10_us", "p90_us",
                 "timed", "warmup_launches", "gbps", "pct_copy", "xcheck_max_abs_vs_optimized", "plan"]
     TOP_KEYS = ["gpu", "sm_count", "l2_bytes", "copy_gbps", "copy_bytes_each_way", "iters", "warmup", "warmup_ms",
-                "spin_us", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows", "cascade"]
+                "spin_us", "alibi", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows", "cascade"]
 
     def setUp(self):
         if SAMPLE is None:

@@ -200,6 +200,7 @@ TEST_CASE("stage 8 matches the reference: every dtype x head size x block size",
         s.context_lens = {1, bs - 1, bs, bs + 1, 300 + 37 * sample, 1000};
         s.seed = 1000 + hs * 7 + bs + 13 * sample + (dt == DType::bf16 ? 5 : 0);
         s.extra_q_stride = sample ? 8 : 0;
+        s.alibi = sample == 1;  // every configuration once without ALiBi, once with
         check_case(s, sample == 0 ? 0 : 3);
         ++ran;
       }
@@ -219,6 +220,7 @@ TEST_CASE("stage 8: GQA ratios incl. MQA and groups over 16", "[optimized][gpu]"
     s.num_kv_heads = kv_heads;
     s.context_lens = {17, 1, 513, 64};
     s.seed = 77 + heads + kv_heads;
+    s.alibi = dt == DType::bf16;  // every group size with ALiBi too (slopes per query head of the unit)
     check_case(s, 0);
     check_case(s, 2);
   }
@@ -236,6 +238,7 @@ TEST_CASE("stage 8: split counts and long ragged contexts", "[optimized][gpu]") 
     s.num_kv_heads = 2;
     s.context_lens = {5000, 1, 16, 2049, 333};
     s.seed = 4242 + splits;
+    s.alibi = dt == DType::f16;  // ALiBi across splits: positions from the sequence's end in every split
     check_case(s, splits);
   }
 }

@@ -75,6 +75,7 @@ TEST_CASE("every built configuration: all stages, ragged contexts, GQA sampled",
     // 1, bs-1, bs, bs+1, a few hundred: the masking cases of the last block,
     // and more blocks than warps.
     s.context_lens = {1, bs - 1, bs, bs + 1, 333 + idx};
+    s.alibi = idx % 2 == 1;  // every other configuration with ALiBi's slopes
     INFO("config " << kernels::describe(key) << " heads " << s.num_heads << " kv " << s.num_kv_heads << " seed "
                    << s.seed);
     check_all_stages(s);

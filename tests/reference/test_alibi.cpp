@@ -165,3 +165,36 @@ TEST_CASE("alibi: bad slopes are refused by name", "[reference][alibi]") {
   CHECK_THROWS_WITH(ref_states_alibi(p, nan_slope, 0, 10),
                     ContainsSubstring("slope of head 2 is nan") && ContainsSubstring("accepted: finite values"));
 }
+
+TEST_CASE("alibi: a problem with slopes gets the bias in every reference function", "[reference][alibi]") {
+  const auto heads = GENERATE(std::pair{8, 8}, std::pair{12, 4}, std::pair{8, 1});
+  ProblemSpec s = spec_of(DType::f16, 64, 16, heads.first, heads.second, {1, 15, 130, 700}, 406);
+  s.alibi = true;
+  const PagedProblem p = make_problem(s);
+  INFO(s.describe());
+  REQUIRE(p.alibi_slopes == alibi_slopes(heads.first));
+  // The same arithmetic as the explicit-slope functions: equal, bit for bit.
+  CHECK(ref_output(p) == ref_output_alibi(p, p.alibi_slopes));
+  CHECK(ref_logits(p).values == ref_logits_alibi(p, p.alibi_slopes).values);
+  const auto a = ref_states(p, 20, 200), b = ref_states_alibi(p, p.alibi_slopes, 20, 200);
+  CHECK(flat_out(a) == flat_out(b));
+  CHECK(flat_lse(a) == flat_lse(b));
+  // Dense attention (no block tables) with the bias; V2's partitions and the
+  // cascade's prefix and suffix merged: all the same attention.
+  const auto out = ref_output(p);
+  test::require_close(out, dense_output(p), reference_tolerance());
+  test::require_close(out, ref_v2(p, 64).out, reference_tolerance());
+  test::require_close(test::naive_output(p, alibi_bias(p.alibi_slopes)), out, reference_tolerance());
+  CHECK(out != ref_output(make_problem(spec_of(DType::f16, 64, 16, heads.first, heads.second, {1, 15, 130, 700}, 406))));
+}
+
+TEST_CASE("alibi: the cascade's prefix and suffix carry the bias of their place in each sequence",
+          "[reference][alibi]") {
+  ProblemSpec s = spec_of(DType::bf16, 64, 16, 8, 2, {64 + 1, 64 + 100, 64}, 407);
+  s.shared_prefix_len = 64;
+  s.alibi = true;
+  const PagedProblem p = make_problem(s);
+  const CascadeRef c = ref_cascade(p);
+  test::require_close(ref_output(p), c.out, reference_tolerance());
+  test::require_close(test::naive_output(p, alibi_bias(p.alibi_slopes)), c.out, reference_tolerance());
+}

@@ -18,6 +18,7 @@
 #include "pa/core/config_dispatch.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/core/tolerance.hpp"
+#include "pa/reference/alibi.hpp"
 #include "pa/trace/analysis.hpp"
 #include "pa/trace/compare.hpp"
 #include "pa/trace/host_model.hpp"
@@ -164,6 +165,46 @@ TEST_CASE("host model, fp16 head 128 block 16, 100 tokens: counts by hand", "[tr
   CHECK(counts[0].shared_loads == 2 * 16 + 1);            // q_vecs, then the logits read-back (token 0)
   CHECK(counts[0].shared_stores == 1 + 2);                // its Q slot, logits of tokens 0 and 64
   CHECK(counts[1].shared_stores == 1);                    // g_off 1 stores no logit
+}
+
+TEST_CASE("host model with ALiBi: each thread loads its head's slope once, the logits carry the bias",
+          "[trace][model][alibi]") {
+  ProblemSpec s = spec_of(DType::f16, 128, 16, {100}, 4, 2);
+  s.alibi = true;
+  const Selection sel{{{0, 3, 0}}};
+  const auto ev = model_events(s, Stage::qk, sel);
+  const auto slopes = only(ev, Step::alibi_bias, Op::global_load);
+  REQUIRE(slopes.size() == 128);  // every thread of the block, once
+  const PagedProblem p = make_problem(s);
+  for (const Event& e : slopes) {
+    CHECK(e.tensor == Tensor::alibi_slopes);
+    CHECK(e.byte_offset == 3 * 4);
+    CHECK(e.value == p.alibi_slopes[3]);
+  }
+  // After the Q tile, before the first K load of the thread.
+  for (int tid : {0, 77}) {
+    int slope_at = -1, k_at = -1, q_at = -1;
+    for (const Event& e : ev) {
+      if (e.warp * 32 + e.lane != tid) continue;
+      if (e.step == Step::alibi_bias) slope_at = e.seq_in_thread;
+      if (e.step == Step::k_load && k_at < 0) k_at = e.seq_in_thread;
+      if (e.step == Step::q_smem_store) q_at = e.seq_in_thread;
+    }
+    CHECK(slope_at > q_at);
+    CHECK(slope_at < k_at);
+  }
+  // The stored logits are the biased ones: the last token's (99) unbiased,
+  // token 0's lowered by 99 slopes.
+  const pa::TokenTensor biased = pa::ref_logits(p), unbiased = pa::ref_logits_alibi(p, std::vector<float>(4, 0.0f));
+  int checked = 0;
+  for (const Event& e : only(ev, Step::logit_store, Op::shared_store)) {
+    if (e.token != 0 && e.token != 99) continue;
+    CHECK(e.value == static_cast<float>(biased.at(0, 3, e.token)));
+    const double bias = double(p.alibi_slopes[3]) * (e.token - 99);
+    CHECK(std::abs(biased.at(0, 3, e.token) - bias - unbiased.at(0, 3, e.token)) < 1e-9);
+    ++checked;
+  }
+  CHECK(checked == 2);
 }
 
 TEST_CASE("host model: every K element of the context is loaded exactly once (stage 2)", "[trace][model]") {

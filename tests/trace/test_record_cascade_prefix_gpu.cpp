@@ -42,6 +42,7 @@ TEST_CASE("recorded GPU events equal the host model, cascade prefix kernel", "[g
     s.context_lens.clear();
     for (int x : c.suffixes) s.context_lens.push_back(c.prefix + x);
     s.seed = 13;
+    s.alibi = (&c - cases) % 2 == 1;  // every other case with ALiBi (each row's slope and context length)
     INFO(s.describe());
     expected += v1_instance_built(s);
     CHECK(can_record(Stage::cascade_merge, s) == v1_instance_built(s));

@@ -80,6 +80,7 @@ TEST_CASE("recorded GPU events equal the host model, stages 1-7", "[gpu][trace][
     s.num_heads = c.heads;
     s.num_kv_heads = c.kv_heads;
     s.seed = 11;
+    s.alibi = (&c - cases) % 2 == 1;  // every other case with ALiBi (its slope loads and biased logits)
     const PagedProblem p = make_problem(s);
     for (Stage st : {Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce,
                      Stage::v2_partition, Stage::cascade_merge}) {

@@ -68,6 +68,7 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
     s.num_heads = c.heads;
     s.num_kv_heads = c.kv_heads;
     s.seed = 23;
+    s.alibi = (&c - cases) % 2 == 1;  // every other case with ALiBi (its slope loads and biased logits)
     INFO(s.describe() << " force_splits " << c.force_splits);
     REQUIRE(can_record(Stage::optimized, s));
     const PagedProblem p = make_problem(s);

@@ -68,7 +68,7 @@ TEST_CASE("enum names round trip", "[trace][event]") {
     REQUIRE(step_from_string(to_string(s)) == s);
   }
   for (int v = 0; v <= static_cast<int>(Op::atomic); ++v) REQUIRE(op_from_string(to_string(Op(v))) == Op(v));
-  for (int v = 0; v <= static_cast<int>(Tensor::suffix_lse); ++v)
+  for (int v = 0; v <= static_cast<int>(Tensor::alibi_slopes); ++v)
     REQUIRE(tensor_from_string(to_string(Tensor(v))) == Tensor(v));
   CHECK(std::string(to_string(Stage::qk)) == "qk");
   CHECK(std::string(to_string(Step::k_load)) == "k_load");
@@ -76,7 +76,7 @@ TEST_CASE("enum names round trip", "[trace][event]") {
   CHECK_FALSE(is_valid(static_cast<Stage>(0)));
   CHECK_FALSE(is_valid(static_cast<Step>(Step::count_)));
   CHECK_FALSE(is_valid(static_cast<Op>(10)));
-  CHECK_FALSE(is_valid(static_cast<Tensor>(24)));
+  CHECK_FALSE(is_valid(static_cast<Tensor>(25)));
 }
 
 TEST_CASE("timeline enum names round trip", "[trace][timeline]") {
@@ -228,8 +228,8 @@ TEST_CASE("foreign and corrupt files give clear errors", "[trace][file][corrupt]
     struct Case { std::size_t rec_off; std::uint8_t width; std::uint64_t value; const char* msg; };
     const Case cases[] = {
         {0, 1, 0, "stage value 0"},       {0, 1, 9, "stage value 9"},
-        {1, 1, 25, "step value 25"},      {1, 1, 255, "step value 255"},
-        {2, 1, 10, "op value 10"},        {3, 1, 24, "tensor value 24"},
+        {1, 1, 26, "step value 26"},      {1, 1, 255, "step value 255"},
+        {2, 1, 10, "op value 10"},        {3, 1, 25, "tensor value 25"},
         {4, 2, 4, "warp"},                {6, 2, 32, "lane"},
         {8, 4, 2, "seq"},                 {8, 4, 0xffffffff, "seq"},
         {12, 4, 4, "head"},               {16, 4, 1, "partition"},

@@ -87,6 +87,19 @@ void model_prefix_block(const PagedProblem& p, const CascadeTracePlan& plan, con
       em.record(tid, ev(tc, Step::q_smem_store, Op::shared_store, Tensor::q_smem).it(it).dims(d, 1).at(
                          static_cast<std::int64_t>(Tl::q_smem_elem(r, d)) * kEb, kEb));
     }
+    // prefix_alibi: each row's context length and slope, with ALiBi only.
+    if (p.has_alibi()) {
+      const int warp = tid / kWarpSize, lane = tid % kWarpSize;
+      for (int i = 0; i < 2; ++i) {
+        const int grow = row0 + warp * 16 + Tl::frag_row(lane, 2 * i);
+        if (grow >= num_rows) continue;
+        const int seq = Tl::row_seq(grow, ratio), head = Tl::row_head(grow, kvh, ratio);
+        em.record(tid, ev(tc, Step::alibi_bias, Op::global_load, Tensor::context_lens).it(i)
+                           .at(context_len_offset(seq) * 4, 4));
+        em.record(tid, ev(tc, Step::alibi_bias, Op::global_load, Tensor::alibi_slopes).it(i)
+                           .at(head * 4, 4).val(p.alibi_slopes[head]));
+      }
+    }
   }
   auto q_frag = [&](int tid, int it, int kk) {
     const int warp = tid / kWarpSize, lane = tid % kWarpSize;

@@ -53,6 +53,15 @@ struct V1Model : BlockModel {
     em.barrier_all();
   }
 
+  // load_alibi (02_qk.cuh): every thread loads its head's slope, with ALiBi only.
+  void alibi() {
+    if (!p.has_alibi()) return;
+    for (int tid = 0; tid < kThreads; ++tid) {
+      em.record(tid, ev_(tid, Step::alibi_bias, Op::global_load, Tensor::alibi_slopes)
+                         .at(b.head * 4, 4).val(p.alibi_slopes[b.head]));
+    }
+  }
+
   // stage1_q_to_smem_kernel's read-back
   void q_readback() {
     for (int tid = 0; tid < kThreads; ++tid) {
@@ -366,6 +375,7 @@ struct V1Model : BlockModel {
     if (part >= n_parts) return;
     const PartitionRange r = partition_range_in(l->range, ctx_len(), Cfg::kBlockSize, l->partition_size, part);
     q_to_smem();
+    alibi();
     qk(r);
     softmax(r);
     lv(r);
@@ -382,6 +392,7 @@ struct V1Model : BlockModel {
     }
     context_len();
     q_to_smem();
+    alibi();
     qk(r);
     if (stage == Stage::qk) {
       logits_row(r, false);

@@ -76,6 +76,18 @@ struct OptModel : BlockModel {
     }
   }
 
+  // ALiBi's slopes of the lane's S rows (opt_alibi_slopes), with ALiBi only.
+  void alibi(int tid) {
+    if (!p.has_alibi()) return;
+    const int lane = tid % kWarpSize;
+    for (int h = 0; h < HT; ++h) {
+      const int g = Cfg::qk_row(lane) + 8 * h;
+      if (g >= nh) continue;
+      em.record(tid, ev_(tid, Step::alibi_bias, Op::global_load, Tensor::alibi_slopes)
+                         .it(h).at((head0 + g) * 4, 4).val(p.alibi_slopes[head0 + g]));
+    }
+  }
+
   // The warp's j-th step's copies (optimized.pipeline_issue).
   void issue(int tid, int j) {
     const int warp = tid / kWarpSize, lane = tid % kWarpSize;
@@ -173,6 +185,7 @@ struct OptModel : BlockModel {
     for (int tid = 0; tid < kThreads; ++tid) {
       const int warp = tid / kWarpSize;
       q_frag(tid);
+      alibi(tid);
       const int my_steps = Cfg::warp_steps(nsteps, warp);
       for (int j = 0; j < Cfg::kStages - 1; ++j)
         if (j < my_steps) issue(tid, j);

@@ -73,6 +73,7 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
   out << "\n";
   out << "partition_size " << s.spec.partition_size << "\n";
   out << "prefix " << s.spec.shared_prefix_len << "\n";
+  out << "alibi " << s.spec.alibi << "\n";
   out << "block_labels";
   for (int b = 0; b < s.index.num_blocks(); ++b) out << " " << s.index.block(b).partition;
   out << "\n";

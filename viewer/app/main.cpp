@@ -52,6 +52,7 @@ void state_from_args(AppState& s, const Args& args) {
   if (args.num_kv_heads) s.spec.num_kv_heads = *args.num_kv_heads;
   if (args.partition_size) s.spec.partition_size = *args.partition_size;
   if (args.prefix) s.spec.shared_prefix_len = *args.prefix;
+  if (args.alibi) s.spec.alibi = true;
   if (!args.context_lens.empty()) s.spec.context_lens = args.context_lens;
   if (args.block_seq) {
     s.sel_seq = *args.block_seq;

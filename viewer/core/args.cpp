@@ -118,6 +118,7 @@ std::string usage() {
       "  --block-size N        " + block_sizes_text() + "\n"
       "  --context L[,L...]    context length of each sequence\n"
       "  --heads N --kv-heads N --partition-size N --prefix N\n"
+      "  --alibi               ALiBi: a slope per query head, a bias on every logit\n"
       "  --block SEQ,HEAD[,BLOCK] the thread block to trace and show (default 0,0,0), fields as in the Problem tab;\n"
       "                        BLOCK: partition/split N, reduce, prefix_reduce, merge, prefix:C (prefix chunk C)\n"
       "  --size WxH            window size (default 1600x1000, times the scale)\n"
@@ -267,6 +268,7 @@ Args parse_args(const std::vector<std::string>& av) {
     else if (f == "--kv-heads") a.num_kv_heads = to_int(f, value(), 1, 4096);
     else if (f == "--partition-size") a.partition_size = to_int(f, value(), 0, 1 << 20);
     else if (f == "--prefix") a.prefix = to_int(f, value(), 0, 1 << 24);
+    else if (f == "--alibi") a.alibi = true;
     else if (f == "--context") {
       a.context_lens.clear();
       for (const auto& p : split(value(), ',')) a.context_lens.push_back(to_int("--context", p, 1, 1 << 24));

@@ -46,6 +46,7 @@ struct Args {
   // Problem overrides for the host model.
   std::optional<DType> dtype;
   std::optional<int> head_size, block_size, num_heads, num_kv_heads, partition_size, prefix;
+  bool alibi = false;  // --alibi: the problem gets ALiBi slopes
   std::vector<int> context_lens;
   std::string lessons_dir, source_dir;
   int bench_frames = 0;            // --bench N: time N frames and exit

@@ -210,6 +210,7 @@ Rgba tensor_color(trace::Tensor t) {
     // Split-KV workspace (unnormalized O, max, sum) and its arrival counters.
     case trace::Tensor::workspace: return {0.85f, 0.60f, 0.35f, 1};
     case trace::Tensor::counter: return {0.95f, 0.35f, 0.35f, 1};
+    case trace::Tensor::alibi_slopes: return {0.95f, 0.85f, 0.45f, 1};
     default: return {0.7f, 0.7f, 0.75f, 1};
   }
 }
@@ -274,7 +275,7 @@ bool is_global_buffer(trace::Tensor t) {
     case trace::Tensor::part_sum: case trace::Tensor::state_out: case trace::Tensor::state_lse:
     case trace::Tensor::stage_out: case trace::Tensor::workspace: case trace::Tensor::counter:
     case trace::Tensor::context_lens: case trace::Tensor::prefix_out: case trace::Tensor::prefix_lse:
-    case trace::Tensor::suffix_out: case trace::Tensor::suffix_lse:
+    case trace::Tensor::suffix_out: case trace::Tensor::suffix_lse: case trace::Tensor::alibi_slopes:
       return true;
     default:
       return false;

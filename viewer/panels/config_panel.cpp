@@ -82,6 +82,11 @@ void draw_config_panel(AppState& s) {
   if (ImGui::InputInt("partition size", &sp.partition_size, sp.block_size)) changed = true;
   ImGui::SetNextItemWidth(w);
   if (ImGui::InputInt("shared prefix", &sp.shared_prefix_len, sp.block_size)) changed = true;
+  if (ImGui::Checkbox("ALiBi", &sp.alibi)) changed = true;
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Attention with linear biases: each query head has a slope, and every logit gets\n"
+                      "slope * (token - context_len + 1) added (0 for the last token). The trace adds each\n"
+                      "thread's slope load (step alibi_bias); the logits it shows include the bias.");
   int seed = static_cast<int>(sp.seed);
   ImGui::SetNextItemWidth(w);
   if (ImGui::InputInt("seed", &seed)) { sp.seed = static_cast<std::uint64_t>(std::max(0, seed)); changed = true; }

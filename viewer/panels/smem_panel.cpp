@@ -321,6 +321,7 @@ void draw_smem_panel(AppState& s) {
       case trace::Tensor::prefix_lse: b.what = "cascade: the shared prefix's state, log-sum-exp"; break;
       case trace::Tensor::suffix_out: b.what = "cascade: the suffix's state, output"; break;
       case trace::Tensor::suffix_lse: b.what = "cascade: the suffix's state, log-sum-exp"; break;
+      case trace::Tensor::alibi_slopes: b.what = "ALiBi: one slope per query head (float)"; break;
       default: b.what = "global"; break;
     }
     b.bytes = static_cast<int>(std::min<std::int64_t>(x.end - b.base, 1 << 20));

@@ -51,6 +51,7 @@ const char* to_string(Step s) {
     case Step::v_smem_load: return "v_smem_load";
     case Step::rescale: return "rescale";
     case Step::split_arrive: return "split_arrive";
+    case Step::alibi_bias: return "alibi_bias";
     case Step::count_: break;
   }
   return "invalid_step";
@@ -98,6 +99,7 @@ const char* to_string(Tensor t) {
     case Tensor::prefix_lse: return "prefix_lse";
     case Tensor::suffix_out: return "suffix_out";
     case Tensor::suffix_lse: return "suffix_lse";
+    case Tensor::alibi_slopes: return "alibi_slopes";
   }
   return "invalid_tensor";
 }
@@ -108,7 +110,7 @@ bool is_valid(Stage s) {
 }
 bool is_valid(Step s) { return static_cast<unsigned>(s) < static_cast<unsigned>(Step::count_); }
 bool is_valid(Op o) { return static_cast<unsigned>(o) <= static_cast<unsigned>(Op::atomic); }
-bool is_valid(Tensor t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(Tensor::suffix_lse); }
+bool is_valid(Tensor t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(Tensor::alibi_slopes); }
 
 const char* to_string(KernelRole k) {
   switch (k) {
@@ -175,7 +177,7 @@ std::optional<Op> op_from_string(std::string_view name) {
   return parse_enum<Op>(name, 0, static_cast<unsigned>(Op::atomic));
 }
 std::optional<Tensor> tensor_from_string(std::string_view name) {
-  return parse_enum<Tensor>(name, 0, static_cast<unsigned>(Tensor::suffix_lse));
+  return parse_enum<Tensor>(name, 0, static_cast<unsigned>(Tensor::alibi_slopes));
 }
 std::optional<KernelRole> kernel_role_from_string(std::string_view name) {
   return parse_enum<KernelRole>(name, 0, static_cast<unsigned>(KernelRole::count_) - 1);

@@ -2,6 +2,8 @@
 // prefix blocks, spare garbage blocks, NaN tails.
 #include "pa/core/paged_cache.hpp"
 
+#include "pa/core/alibi.hpp"
+
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -123,6 +125,7 @@ PagedProblem problem_layout(const ProblemSpec& spec, int num_blocks) {
   p.cache = CacheGeometry{p.num_blocks, spec.num_kv_heads, spec.head_size, spec.block_size, 16 / dtype_bytes(spec.dtype)};
   p.query = QueryGeometry{spec.num_seqs(), spec.num_heads, spec.head_size, p.q_stride};
   p.table = BlockTableGeometry{p.max_blocks_per_seq};
+  if (spec.alibi) p.alibi_slopes = alibi_slopes(spec.num_heads);
   return p;
 }
 

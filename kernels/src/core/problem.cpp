@@ -185,6 +185,7 @@ std::string ProblemSpec::describe() const {
   os << " part=" << partition_size;
   if (shared_prefix_len > 0) os << " prefix=" << shared_prefix_len;
   if (extra_q_stride > 0) os << " q_pad=" << extra_q_stride;
+  if (alibi) os << " alibi";
   os << " seed=" << seed;
   return os.str();
 }

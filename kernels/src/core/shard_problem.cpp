@@ -17,6 +17,12 @@ ShardPlan shard_plan_of(const PagedProblem& p, int seq, ShardPolicy policy, int 
 }
 
 PagedProblem shard_problem(const PagedProblem& p, ShardPolicy policy, int num_shards, int shard) {
+  if (p.has_alibi()) {
+    // A shard's kernels would measure ALiBi positions from the end of the
+    // shard's tokens, not of the sequence's.
+    throw std::invalid_argument("shard_problem: a problem with ALiBi slopes (context parallelism does not "
+                                "support ALiBi; accepted: a problem without ALiBi)");
+  }
   const int ns = p.num_seqs();
   std::vector<ShardPlan> plans;
   plans.reserve(ns);

@@ -47,6 +47,7 @@ enum class Step : std::uint8_t {
   v_smem_load,      // V tile (shared) -> mma fragments (ldmatrix)
   rescale,          // online softmax: accumulators scaled by exp(m_old - m_new)
   split_arrive,     // split-KV: a CTA counts itself in (atomic), the last one merges
+  alibi_bias,       // ALiBi: the head's slope global -> register (the bias joins the logit)
   count_
 };
 
@@ -67,7 +68,8 @@ enum class Tensor : std::uint8_t {
   // [seq][head][head_size], lse [seq][head]); appended like the values above.
   // In a cascade trace state_out / state_lse are not used for them: state_lse
   // is the merged lse output.
-  prefix_out, prefix_lse, suffix_out, suffix_lse
+  prefix_out, prefix_lse, suffix_out, suffix_lse,
+  alibi_slopes  // [num_heads] float, ALiBi's slope per query head
 };
 
 struct Event {

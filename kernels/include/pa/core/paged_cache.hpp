@@ -57,6 +57,11 @@ struct PagedProblem {
 
   std::vector<int> block_tables;  // [num_seqs, max_blocks_per_seq]; unused = kNoBlock
   std::vector<int> context_lens;  // [num_seqs]
+  // ALiBi slopes, one per query head (pa/index/alibi.hpp's bias); empty: no
+  // ALiBi. make_problem and problem_layout set the paper's slopes when
+  // spec.alibi; a test may put others here (the kernels upload what is here).
+  std::vector<float> alibi_slopes;
+  bool has_alibi() const { return !alibi_slopes.empty(); }
 
   int num_seqs() const { return static_cast<int>(context_lens.size()); }
   int num_heads() const { return spec.num_heads; }

@@ -51,6 +51,9 @@ struct ProblemSpec {
   bool nan_tails = true;
   std::uint64_t seed = 1;
   float logit_spread = 4.0f;     // inputs scaled so softmax is far from uniform
+  // ALiBi: make_problem gives the problem the paper's slopes for num_heads
+  // (pa/core/alibi.hpp), and every stage adds the bias to its logits.
+  bool alibi = false;
 
   int num_seqs() const { return static_cast<int>(context_lens.size()); }
   int max_context_len() const;

@@ -29,6 +29,8 @@ ShardPlan shard_plan_of(const PagedProblem& p, int seq, ShardPolicy policy, int 
 //   spec.spare_blocks = 0: the pool has no spare pages, and a shard's first
 //   local blocks are not in general the same pages for every sequence.
 // Throws std::invalid_argument for shard outside [0, num_shards).
+// Throws std::invalid_argument for a problem with ALiBi slopes (not supported
+// across shards).
 PagedProblem shard_problem(const PagedProblem& p, ShardPolicy policy, int num_shards, int shard);
 
 }  // namespace pa

@@ -140,7 +140,7 @@ std::vector<float> download_floats(const DeviceBuffer& b, std::size_t n);
 std::vector<float> download_decoded(const DeviceBuffer& b, std::size_t n, DType t);
 
 // A PagedProblem's inputs on the device, uploaded once: Q, the K and V pool,
-// the block tables and the context lengths. Every stage reads these; the
+// the block tables, the context lengths and the ALiBi slopes if any. Every stage reads these; the
 // stage 8 runs (pa-lab run, its recording, its tests) add only their output.
 class DeviceInputs {
  public:
@@ -151,6 +151,7 @@ class DeviceInputs {
   StageArgs args() const;
 
   DeviceBuffer q, k_cache, v_cache, block_tables, context_lens;
+  DeviceBuffer alibi_slopes;  // empty without ALiBi
 
  private:
   const PagedProblem* host_;

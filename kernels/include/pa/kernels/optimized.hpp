@@ -19,6 +19,7 @@ struct OptimizedArgs {
   const void* v_cache = nullptr;       // [num_blocks, num_kv_heads, head_size, block_size]
   const int* block_tables = nullptr;   // [num_seqs, max_blocks_per_seq]
   const int* context_lens = nullptr;   // [num_seqs], each >= 1
+  const float* alibi_slopes = nullptr; // [num_heads] ALiBi slopes; null: no ALiBi
   DType dtype = DType::f16;
   int head_size = 128;
   int block_size = 16;

@@ -18,6 +18,7 @@ inline OptimizedArgs optimized_args(const StageArgs& base, int first_token = 0) 
   o.v_cache = base.v_cache;
   o.block_tables = base.block_tables;
   o.context_lens = base.context_lens;
+  o.alibi_slopes = base.alibi_slopes;
   o.dtype = base.dtype;
   o.head_size = base.head_size;
   o.block_size = base.block_size;

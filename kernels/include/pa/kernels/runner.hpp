@@ -67,6 +67,7 @@ struct DeviceInputViews {
   const int* block_tables = nullptr;
   const int* context_lens = nullptr;
   int rotations = 1;
+  const float* alibi_slopes = nullptr;  // [num_heads]; required when the layout has ALiBi, else null
 };
 
 class StageRunner {

@@ -23,6 +23,7 @@ struct StageArgs {
   const void* v_cache = nullptr;  // [num_blocks, num_kv_heads, head_size, block_size]
   const int* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
   const int* context_lens = nullptr;  // [num_seqs]
+  const float* alibi_slopes = nullptr;  // [num_heads] ALiBi slopes (pa/index/alibi.hpp); null: no ALiBi
   QueryGeometry qg;
   CacheGeometry cg;
   BlockTableGeometry btg;

@@ -11,25 +11,23 @@
 // slope * (t - query position) form. The slope belongs to the query head, not
 // the KV head: under GQA the heads that share a KV head still differ.
 //
-// Everything else is ref_output's convention (attention.hpp), in float64, in
-// the same order, so all slopes zero gives exactly ref_output. ALiBi over an
-// fp8 cache: pass dequantized_problem(p, cache) (fp8_cache.hpp).
+// A problem with slopes (PagedProblem::alibi_slopes, spec.alibi) gets the bias
+// in every reference function of attention.hpp: ref_logits, ref_softmax,
+// ref_output, ref_v2, ref_states, ref_cascade all attend with it. The
+// functions below take the slopes explicitly instead (they replace the
+// problem's): everything else is ref_output's convention, in float64, in the
+// same order, so all slopes zero gives exactly ref_output without ALiBi.
+// ALiBi over an fp8 cache: pass dequantized_problem(p, cache) (fp8_cache.hpp).
 #pragma once
 #include <vector>
 
+#include "pa/core/alibi.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/reference/attention.hpp"
 
 namespace pa {
 
-// The paper's slopes for n heads. For n a power of two, the geometric
-// sequence that starts and has ratio 2^(-8/n): slope_i = 2^(-8 i / n),
-// i = 1..n (8 heads: 1/2, 1/4, ..., 1/256). Otherwise, with c the largest
-// power of two below n: the c slopes of c heads, then the first n - c of the
-// odd-numbered slopes of 2c heads, 2^(-8 i / 2c) for i = 1, 3, 5, ... (those
-// fall between the first ones). Computed in float64, rounded once to float
-// (the slopes a kernel is given). Throws std::invalid_argument for n < 1.
-std::vector<float> alibi_slopes(int num_heads);
+// The slopes: alibi_slopes(num_heads) (pa/core/alibi.hpp).
 
 // Scaled logits with the bias, [seq][head][token] (ref_logits's layout). The
 // slope arguments below throw std::invalid_argument unless there is one finite

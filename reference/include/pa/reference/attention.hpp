@@ -5,7 +5,8 @@
 // pa/index/mapping.hpp (ThreadMapping of the problem's KernelConfig).
 //
 // Conventions:
-// - scale = spec.scale() = 1/sqrt(head_size); logit(t) = scale * q . k_t.
+// - scale = spec.scale() = 1/sqrt(head_size); logit(t) = scale * q . k_t,
+//   plus ALiBi's bias where the problem has slopes (alibi.hpp).
 // - Softmax is the max-subtracted form: p_t = exp(l_t - m) / sum_u exp(l_u - m).
 // - Log-sum-exp is in natural log: lse = m + log(sum exp(l - m)).
 // - Outputs [seq][head][head_size] use QueryGeometry::out_offset's dense order.
@@ -21,10 +22,12 @@ namespace pa {
 // ---- dense reference ---------------------------------------------------------
 // One query head over contiguous K/V: k and v are [context_len] rows of
 // `row_stride` floats, the head's values at offset 0..head_size-1 of each row.
-// Returns out[head_size]. Optional: the lse (natural log) of the logits.
+// Returns out[head_size]. Optional: the lse (natural log) of the logits, and
+// an ALiBi slope (NaN: none; the query is the last of the context_len tokens).
 std::vector<double> dense_attention(const float* q, const float* k, const float* v, int context_len,
                                     int head_size, int row_stride, double scale,
-                                    double* lse_out = nullptr);
+                                    double* lse_out = nullptr,
+                                    double alibi_slope = std::numeric_limits<double>::quiet_NaN());
 
 // Dense attention for every (seq, head) from make_dense_kv (no block tables):
 // [seq][head][head_size]. What the paged reference must equal.
