@@ -43,6 +43,22 @@ TEST_CASE("lse tolerance: absolute, the merge-weight error the output tolerance 
   CHECK(lse_tolerance(DType::f16).abs < lse_tolerance(DType::bf16).abs);
 }
 
+TEST_CASE("float logit rounding: the widening is the e^(2d) - 1 of the derivation, none at logit 0",
+          "[reference][tolerance]") {
+  const Tolerance f32 = tolerance_for(DType::f32);
+  const Tolerance same = with_float_logit_rounding(f32, 0.0, 10.0);
+  CHECK(same.abs == f32.abs);
+  CHECK(same.rel == f32.rel);
+  // A logit of -5000 (ALiBi slope 1/4, 20000 tokens back): d = 5000 * 2^-23.
+  const double grow = std::expm1(2 * 5000 * std::ldexp(1.0, -23));
+  const Tolerance far = with_float_logit_rounding(f32, -5000.0, 10.0);
+  CHECK(std::fabs(far.rel - (f32.rel + grow)) <= 1e-18);
+  CHECK(std::fabs(far.abs - (f32.abs + 10.0 * grow)) <= 1e-15);
+  // Small logits (|l| <= 30, no ALiBi) widen by less than a float ulp of 1.
+  const Tolerance near = with_float_logit_rounding(f32, 30.0, 10.0);
+  CHECK(near.rel - f32.rel < std::ldexp(1.0, -17));
+}
+
 TEST_CASE("compare: pass, fail, worst index", "[reference][tolerance]") {
   const Tolerance tol{1e-3, 1e-3};
   const std::vector<double> ref = {1.0, 2.0, -3.0, 100.0};

@@ -29,6 +29,11 @@ Tolerance lse_tolerance(DType math) { return {std::log1p(tolerance_for(math).rel
 // per operation; 1e-9 leaves room for long contexts and exp/log round trips.
 Tolerance reference_tolerance() { return {1e-9, 1e-9}; }
 
+Tolerance with_float_logit_rounding(Tolerance t, double max_abs_logit, double value_range) {
+  const double grow = std::expm1(2.0 * std::ldexp(std::fabs(max_abs_logit), -23));
+  return {t.abs + grow * std::fabs(value_range), t.rel + grow};
+}
+
 bool within(double ref, double got, Tolerance tol) { return std::fabs(got - ref) <= tol.abs + tol.rel * std::fabs(ref); }
 
 namespace {

@@ -39,6 +39,18 @@ Tolerance tolerance_for(DType stored);
 // the lse itself (near 14, bf16 would accept +-0.24: a 27% weight error).
 Tolerance lse_tolerance(DType math);
 
+// `t` widened for softmax-weighted quantities over tokens whose float logits
+// reach max_abs_logit in magnitude: ALiBi's bias makes the logits of far
+// tokens large (slope x distance: -5000 at 20000 tokens with slope 1/4), and a
+// float logit L is then off by up to |L| 2^-24 per rounding (the bias product
+// and the sum: d = |L| 2^-23). Within a set of tokens (a V2 partition) the
+// weights are exp(l - max): each moves by a factor within e^(+-2d), so their
+// sum moves by at most e^(2d) - 1 relative, and a weighted mean of values
+// within value_range of each other by at most (e^(2d) - 1) value_range. The
+// attention output is not affected (a far token's weight is e^(L) ~ 0); the
+// internals of a partition of far tokens are.
+Tolerance with_float_logit_rounding(Tolerance t, double max_abs_logit, double value_range);
+
 // Tolerance for comparing two float64 reference computations that sum in a
 // different order (e.g. merged states vs one pass over the whole context).
 Tolerance reference_tolerance();
