@@ -106,13 +106,6 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len, cons
   // The prefix kernel: wgmma only where it runs, else its mma.sync form.
   p.prefix_kernel = opt.prefix == PrefixKernel::automatic ? kDefaultPrefix : opt.prefix;
   if (p.prefix_kernel == PrefixKernel::wgmma && !wgmma_usable(b)) p.prefix_kernel = PrefixKernel::mma_8warps;
-  // ALiBi is in the mma.sync forms (prefix_alibi), not in the wgmma kernel.
-  if (b.alibi_slopes != nullptr) {
-    if (opt.prefix == PrefixKernel::wgmma)
-      bad("cascade: prefix kernel wgmma with ALiBi slopes (the wgmma kernel has no ALiBi; accepted with ALiBi: "
-          "automatic, mma_4warps, mma_8warps)");
-    if (p.prefix_kernel == PrefixKernel::wgmma) p.prefix_kernel = PrefixKernel::mma_8warps;
-  }
   const int variant = static_cast<int>(p.prefix_kernel);
   const int forced_chunks = opt.chunks;
   const int ratio = b.num_heads / b.num_kv_heads;

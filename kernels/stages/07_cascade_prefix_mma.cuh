@@ -310,30 +310,38 @@ __device__ __forceinline__ void prefix_qk_mma(const PrefixCta<Cfg, VARIANT>& c, 
 // ALiBi: each of the lane's rows' slope and context length (rows past the
 // group keep none). The prefix is shared, but the bias is not: a prefix
 // token's position is measured from the end of each row's own sequence.
+// The rows of a warp's 16-row slice that start at query row warp_row0 (the
+// wgmma kernel's warps own such slices too).
 // LESSON-BEGIN(cascade_merge.prefix_alibi)
-template <class Cfg, int VARIANT, class Tracer>
-__device__ __forceinline__ PrefixAlibi prefix_alibi(const PrefixArgs& a, const PrefixCta<Cfg, VARIANT>& c,
-                                                    Tracer& tracer) {
-  using Tl = typename PrefixCta<Cfg, VARIANT>::Tl;
+template <class Tl, class Tracer>
+__device__ __forceinline__ PrefixAlibi prefix_alibi_rows(const PrefixArgs& a, int warp_row0, int num_rows, int ratio,
+                                                         int kvh, int lane, const TraceCtx& tc, Tracer& tracer) {
   PrefixAlibi al;
   if (a.alibi_slopes == nullptr) return al;
   al.on = true;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int grow = c.row0 + c.warp * 16 + Tl::frag_row(c.lane, 2 * i);
-    if (grow >= c.num_rows) continue;
-    const int seq = Tl::row_seq(grow, c.ratio), head = Tl::row_head(grow, c.kvh, c.ratio);
+    const int grow = warp_row0 + Tl::frag_row(lane, 2 * i);
+    if (grow >= num_rows) continue;
+    const int seq = Tl::row_seq(grow, ratio), head = Tl::row_head(grow, kvh, ratio);
     al.context_len[i] = __ldg(a.context_lens + seq);
-    PA_TRACE(tracer, ev(c.tc, Step::alibi_bias, Op::global_load, Tensor::context_lens).it(i)
+    PA_TRACE(tracer, ev(tc, Step::alibi_bias, Op::global_load, Tensor::context_lens).it(i)
                          .at(context_len_offset(seq) * 4, 4));
     const float slope = __ldg(a.alibi_slopes + head);
     al.slope_log2[i] = slope * 1.4426950408889634f;  // the logits are in base 2
-    PA_TRACE(tracer, ev(c.tc, Step::alibi_bias, Op::global_load, Tensor::alibi_slopes).it(i)
+    PA_TRACE(tracer, ev(tc, Step::alibi_bias, Op::global_load, Tensor::alibi_slopes).it(i)
                          .at(head * 4, 4).val(slope));
   }
   return al;
 }
 // LESSON-END(cascade_merge.prefix_alibi)
+
+template <class Cfg, int VARIANT, class Tracer>
+__device__ __forceinline__ PrefixAlibi prefix_alibi(const PrefixArgs& a, const PrefixCta<Cfg, VARIANT>& c,
+                                                    Tracer& tracer) {
+  using Tl = typename PrefixCta<Cfg, VARIANT>::Tl;
+  return prefix_alibi_rows<Tl>(a, c.row0 + c.warp * 16, c.num_rows, c.ratio, c.kvh, c.lane, c.tc, tracer);
+}
 
 // Online softmax over one tile: scale to log2 units, mask tokens past the
 // chunk, the row max across the quad of lanes that share a row, rescale the

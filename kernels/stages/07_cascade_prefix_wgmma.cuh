@@ -220,6 +220,26 @@ __device__ __forceinline__ void wgmma_mask_tile_max(float (&s)[Tl::kTileTokens /
     for (int j = 0; j < 4; ++j) mx[j / 2] = fmaxf(mx[j / 2], s[nt * 4 + j]);
 }
 
+// With ALiBi: S in log2 units with each row's bias added (tokens from tok0,
+// the tile's first token in the sequence), -inf past `valid`, then the rows'
+// max over the tile, as wgmma_mask_tile_max does for raw logits.
+template <class Tl>
+__device__ __forceinline__ void wgmma_alibi_tile_max(float (&s)[Tl::kTileTokens / 2], int valid, int lane,
+                                                     float scale_log2, const cascade_prefix::PrefixAlibi& al, int tok0,
+                                                     float (&mx)[2]) {
+  constexpr int kNT = Tl::kTileTokens / 8;
+  mx[0] = mx[1] = -INFINITY;
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int t = nt * 8 + Tl::frag_col(lane, j);
+      const float biased = s[nt * 4 + j] * scale_log2 + alibi_bias(al.slope_log2[j / 2], tok0 + t, al.context_len[j / 2]);
+      s[nt * 4 + j] = t < valid ? biased : -INFINITY;
+      mx[j / 2] = fmaxf(mx[j / 2], s[nt * 4 + j]);
+    }
+}
+
 // O's two rows of this thread (fragment rows lane / 4 and + 8) times corr[0], corr[1].
 template <class Tl>
 __device__ __forceinline__ void wgmma_scale_o(float (&o)[Tl::kHead / 2], const float (&corr)[2]) {
@@ -258,19 +278,26 @@ using WgmmaPrefixTiling = PrefixWgmmaTiling<Cfg, 64, kWgAhead + 2, 2>;
 // moved, which after the first tiles is almost always. (m, l, O) stay one
 // consistent state: O / l and m + log l are exact. Returns whether any row of
 // the warp moved; corr = the factor O's rows must be multiplied by.
+// With ALiBi (al.on) S is first turned into biased log2 units
+// (wgmma_alibi_tile_max), so `unit`, what turns S into log2 units, is 1.
 template <class Tl>
 __device__ __forceinline__ bool wgmma_lazy_softmax(float (&s)[Tl::kTileTokens / 2], int valid, int lane, float scale_log2,
-                                                   float (&m)[2], float (&l)[2], float (&corr)[2]) {
+                                                   const cascade_prefix::PrefixAlibi& al, int tok0, float (&m)[2], float (&l)[2],
+                                                   float (&corr)[2]) {
   constexpr int kNT = Tl::kTileTokens / 8;
   float mx[2];
-  wgmma_mask_tile_max<Tl>(s, valid, lane, mx);
+  if (al.on)
+    wgmma_alibi_tile_max<Tl>(s, valid, lane, scale_log2, al, tok0, mx);
+  else
+    wgmma_mask_tile_max<Tl>(s, valid, lane, mx);
+  const float unit = al.on ? 1.f : scale_log2;
   bool moved = false;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     corr[i] = 1.f;
     mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
     mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-    const float tile_max = mx[i] * scale_log2;  // finite: every tile has a valid token
+    const float tile_max = mx[i] * unit;  // finite: every tile has a valid token
     if (tile_max > m[i] + kWgRescaleSlack) {
       corr[i] = rescale<LogBase::two>(m[i], tile_max);  // 0 on the first tile (m = -inf)
       m[i] = tile_max;
@@ -282,7 +309,7 @@ __device__ __forceinline__ bool wgmma_lazy_softmax(float (&s)[Tl::kTileTokens / 
   for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      s[nt * 4 + j] = fast_exp2(fmaf(s[nt * 4 + j], scale_log2, -m[j / 2]));
+      s[nt * 4 + j] = fast_exp2(fmaf(s[nt * 4 + j], unit, -m[j / 2]));
       l[j / 2] += s[nt * 4 + j];
     }
   return __any_sync(0xffffffffu, moved);
@@ -434,6 +461,8 @@ __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProdu
     wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
     PA_TIME_PHASE(tracer, trace::Phase::prefix_load, -1);
     const float scale_log2 = a.scale * 1.4426950408889634f;
+    const cascade_prefix::PrefixAlibi al = cascade_prefix::prefix_alibi_rows<Tl>(a, blk.row0 + warp * 16, blk.num_rows, blk.ratio, blk.kvh,
+                                                                 lane, TraceCtx{}, tracer);
     float o[kO];
 #pragma unroll
     for (int i = 0; i < kO; ++i) o[i] = 0.f;
@@ -473,7 +502,8 @@ __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProdu
       accum_fence(s);
       const int valid = blk.valid_tokens(tile);
       float corr[2];
-      const bool moved = wgmma_lazy_softmax<Tl>(s, valid, lane, scale_log2, m, l, corr);
+      const bool moved = wgmma_lazy_softmax<Tl>(s, valid, lane, scale_log2, al, blk.chunk_begin + tile * Tl::kTileTokens,
+                                                m, l, corr);
       ptx::wgmma_wait<0>();  // O += P(tile - 1) V(tile - 1) done: O and pa may be written
       if (tile > 0 && lane == 0) ptx::mbar_arrive(empty_bar + 8 * ((tile - 1) % Tl::kStages));
       accum_fence(o);

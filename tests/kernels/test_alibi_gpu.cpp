@@ -5,8 +5,9 @@
 // - the paper's slopes and slopes so steep that the last token takes nearly
 //   all the weight match the reference (pa/reference/alibi.hpp) within the
 //   dtype's tolerance, on ragged contexts with GQA and MQA;
-// - what does not have ALiBi says so: the wgmma prefix kernel, context
-//   parallelism.
+// - every prefix kernel of the cascade (mma.sync with 4 and 8 warps, wgmma)
+//   adds each row's own bias to the shared prefix;
+// - what does not have ALiBi says so: context parallelism.
 // The other GPU suites sample ALiBi on their own cases (spec.alibi).
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
@@ -42,9 +43,6 @@ constexpr Stage kStages[] = {Stage::warp_reduce, Stage::v2_partition, Stage::cas
 RunOptions options_for(Stage s) {
   RunOptions o;
   if (s == Stage::v2_partition) o.partition_size = 256;
-  // The same prefix kernel with and without slopes (automatic would take
-  // wgmma without them, where it runs, and mma_8warps with them).
-  if (s == Stage::cascade_merge) o.cascade.prefix = PrefixKernel::mma_8warps;
   return o;
 }
 
@@ -110,19 +108,33 @@ TEST_CASE("alibi: the paper's slopes and steep slopes match the reference (stage
   CHECK(ran == (3 + 3 + 3 + 2) * 3 * 2);
 }
 
-TEST_CASE("alibi: the cascade refuses the wgmma prefix kernel with slopes, and takes mma.sync", "[gpu][alibi]") {
+TEST_CASE("alibi: every prefix kernel of the cascade, zero slopes exact, the paper's slopes close", "[gpu][alibi]") {
   PA_REQUIRE_GPU();
-  ProblemSpec spec = spec_for(Stage::cascade_merge, DType::f16, 8, 2, 7);
-  spec.alibi = true;
-  const PagedProblem p = make_problem(spec);
-  RunOptions o;
-  o.cascade.prefix = PrefixKernel::wgmma;
-  CHECK_THROWS_WITH(StageRunner(p, Stage::cascade_merge, o),
-                    ContainsSubstring("wgmma") && ContainsSubstring("accepted with ALiBi"));
-  const auto got = StageRunner(p, Stage::cascade_merge).run();
-  REQUIRE(got.cascade.has_value());
-  CHECK(got.cascade->prefix_kernel == PrefixKernel::mma_8warps);
-  test::require_close(ref_output(p), got.out, tolerance_for(DType::f16));
+  constexpr PrefixKernel kKernels[] = {PrefixKernel::mma_4warps, PrefixKernel::mma_8warps, PrefixKernel::wgmma};
+  int ran = 0;
+  for (PrefixKernel pk : kKernels)
+    for (DType dt : {DType::f16, DType::bf16}) {
+      // 70 sequences x GQA 4: 280 query rows, several query tiles; ragged suffixes.
+      std::vector<int> ctx;
+      for (int i = 0; i < 70; ++i) ctx.push_back(1024 + (i * 37) % 300);
+      ProblemSpec spec = test::fresh_spec_of(dt, 128, 16, 16, 4, ctx, 300 + ran);
+      spec.shared_prefix_len = 1024;
+      const PagedProblem plain = make_problem(spec);
+      PagedProblem zero = plain, paper = plain;
+      zero.alibi_slopes.assign(16, 0.0f);
+      paper.alibi_slopes = alibi_slopes(16);
+      RunOptions o;
+      o.cascade.prefix = pk;
+      INFO(kernels::prefix_kernel_name(pk) << " " << spec.describe());
+      const auto a = StageRunner(plain, Stage::cascade_merge, o).run();
+      const auto b = StageRunner(zero, Stage::cascade_merge, o).run();
+      CHECK(a.cascade->prefix_kernel == b.cascade->prefix_kernel);
+      CHECK(same_bits(a.out, b.out));
+      const auto c = StageRunner(paper, Stage::cascade_merge, o).run();
+      test::require_close(ref_output(paper), c.out, tolerance_for(dt));
+      ++ran;
+    }
+  CHECK(ran == 3 * 2);
 }
 
 TEST_CASE("alibi: context parallelism refuses a problem with slopes", "[alibi]") {

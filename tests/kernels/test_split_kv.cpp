@@ -453,7 +453,6 @@ void check_cascade(const KernelKey& k, int prefix, std::vector<int> suffixes, in
   std::vector<int> ctx;
   for (int s : suffixes) ctx.push_back(prefix + s);
   ProblemSpec s = spec_for(k, ctx, heads, kv, salt);
-  s.alibi = s.alibi && opt.prefix != PrefixKernel::wgmma;  // the wgmma prefix kernel refuses ALiBi (tested apart)
   s.shared_prefix_len = prefix;
   const PagedProblem p = make_problem(s);
   const CascadeRef ref = ref_cascade(p);

@@ -30,8 +30,6 @@ struct CascadeOptions {
   // The prefix kernel (PrefixKernel in pa/index/cascade.hpp). automatic: wgmma
   // where this build and the device run it (sm_90a, head 128), else
   // mma_8warps; wgmma asked for where it cannot run falls back the same way.
-  // With ALiBi slopes automatic is mma_8warps and wgmma is refused (the wgmma
-  // kernel has no ALiBi).
   PrefixKernel prefix = PrefixKernel::automatic;
   // -1 automatic; 0 every launch on the caller's stream; 1 the suffix on a
   // side stream; 2 also the prefix on a high-priority stream, launched first.
