@@ -220,12 +220,24 @@ __device__ __forceinline__ void wgmma_mask_tile_max(float (&s)[Tl::kTileTokens /
     for (int j = 0; j < 4; ++j) mx[j / 2] = fmaxf(mx[j / 2], s[nt * 4 + j]);
 }
 
-// ALiBi's bias of S element (nt, j) in log2 units (tokens from tok0, the
-// tile's first token in the sequence).
+// With ALiBi: S in log2 units with each row's bias added (tokens from tok0,
+// the tile's first token in the sequence), -inf past `valid`, then the rows'
+// max over the tile, as wgmma_mask_tile_max does for raw logits.
 template <class Tl>
-__device__ __forceinline__ float wgmma_alibi_bias(const cascade_prefix::PrefixAlibi& al, int tok0, int nt, int j,
-                                                  int lane) {
-  return alibi_bias(al.slope_log2[j / 2], tok0 + nt * 8 + Tl::frag_col(lane, j), al.context_len[j / 2]);
+__device__ __forceinline__ void wgmma_alibi_tile_max(float (&s)[Tl::kTileTokens / 2], int valid, int lane,
+                                                     float scale_log2, const cascade_prefix::PrefixAlibi& al, int tok0,
+                                                     float (&mx)[2]) {
+  constexpr int kNT = Tl::kTileTokens / 8;
+  mx[0] = mx[1] = -INFINITY;
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int t = nt * 8 + Tl::frag_col(lane, j);
+      const float biased = s[nt * 4 + j] * scale_log2 + alibi_bias(al.slope_log2[j / 2], tok0 + t, al.context_len[j / 2]);
+      s[nt * 4 + j] = t < valid ? biased : -INFINITY;
+      mx[j / 2] = fmaxf(mx[j / 2], s[nt * 4 + j]);
+    }
 }
 
 // O's two rows of this thread (fragment rows lane / 4 and + 8) times corr[0], corr[1].
@@ -266,26 +278,19 @@ using WgmmaPrefixTiling = PrefixWgmmaTiling<Cfg, 64, kWgAhead + 2, 2>;
 // moved, which after the first tiles is almost always. (m, l, O) stay one
 // consistent state: O / l and m + log l are exact. Returns whether any row of
 // the warp moved; corr = the factor O's rows must be multiplied by.
-// With ALiBi (al.on) each logit is fma(S, scale_log2, bias) and P =
-// exp2(fma(S, scale_log2, bias - m)): with zero slopes exactly the numbers
-// without ALiBi (round(S x scale_log2) is monotone in S, so the tile's max is
-// the same too).
+// With ALiBi (al.on) S is first turned into biased log2 units
+// (wgmma_alibi_tile_max), so `unit`, what turns S into log2 units, is 1.
 template <class Tl>
 __device__ __forceinline__ bool wgmma_lazy_softmax(float (&s)[Tl::kTileTokens / 2], int valid, int lane, float scale_log2,
                                                    const cascade_prefix::PrefixAlibi& al, int tok0, float (&m)[2], float (&l)[2],
                                                    float (&corr)[2]) {
   constexpr int kNT = Tl::kTileTokens / 8;
   float mx[2];
-  wgmma_mask_tile_max<Tl>(s, valid, lane, mx);
-  if (al.on) {  // the max of the biased logits instead (masked S is -inf, and stays so)
-    mx[0] = mx[1] = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        mx[j / 2] = fmaxf(mx[j / 2], fmaf(s[nt * 4 + j], scale_log2, wgmma_alibi_bias<Tl>(al, tok0, nt, j, lane)));
-  }
-  const float unit = al.on ? 1.f : scale_log2;  // what turns the row max into log2 units
+  if (al.on)
+    wgmma_alibi_tile_max<Tl>(s, valid, lane, scale_log2, al, tok0, mx);
+  else
+    wgmma_mask_tile_max<Tl>(s, valid, lane, mx);
+  const float unit = al.on ? 1.f : scale_log2;
   bool moved = false;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -304,8 +309,7 @@ __device__ __forceinline__ bool wgmma_lazy_softmax(float (&s)[Tl::kTileTokens / 
   for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const float bias = al.on ? wgmma_alibi_bias<Tl>(al, tok0, nt, j, lane) : 0.f;
-      s[nt * 4 + j] = fast_exp2(fmaf(s[nt * 4 + j], scale_log2, bias - m[j / 2]));
+      s[nt * 4 + j] = fast_exp2(fmaf(s[nt * 4 + j], unit, -m[j / 2]));
       l[j / 2] += s[nt * 4 + j];
     }
   return __any_sync(0xffffffffu, moved);
