@@ -113,9 +113,11 @@ TEST_CASE("lessons 1-8 tie sections to their own stage", "[lessons][markers]") {
 #if PA_LESSON_HAVE_HOST_MODEL
 namespace {
 // A problem on which every step of the stage happens: several partitions for
-// V2, a shared prefix for the cascade, GQA so that stage 8 groups heads.
+// V2, a shared prefix for the cascade, GQA so that stage 8 groups heads, ALiBi
+// (its slope loads are steps of their own).
 pa::ProblemSpec spec_for(Stage s) {
   pa::ProblemSpec spec;  // fp16, head 128, block 16, 128 threads
+  spec.alibi = true;
   spec.context_lens = {100};
   if (s == Stage::v2_partition) spec.context_lens = {1100};
   if (s == Stage::cascade_merge) {

@@ -295,10 +295,13 @@ std::uint32_t phases_of_anchor(std::string_view anchor) {
       {"cascade_merge.prefix_softmax", phase_bit(P::prefix_softmax)},
       {"cascade_merge.prefix_pv", phase_bit(P::prefix_pv)},
       {"cascade_merge.prefix_store", phase_bit(P::prefix_store)},
+      // The timed (wgmma) kernel loads its rows' slopes after the Q tile, inside tile 0's QK span.
+      {"cascade_merge.prefix_alibi", phase_bit(P::prefix_qk)},
       {"cascade_merge.merge", phase_bit(P::merge)},
       // Stage 8: one phase per step function; the split merge is timed in its four steps.
       {"optimized.prologue", phase_bit(P::opt_prologue)},
       {"optimized.q_frag", phase_bit(P::opt_q_frag)},
+      {"optimized.alibi", phase_bit(P::opt_q_frag)},  // timed with the Q fragments
       {"optimized.pipeline_issue", phase_bit(P::opt_pipeline_issue)},
       {"optimized.qk_mma", phase_bit(P::opt_qk_mma)},
       {"optimized.online_softmax", phase_bit(P::opt_online_softmax)},

@@ -269,11 +269,24 @@ void draw_lesson_panel(AppState& s) {
           s.replay.pause();
           if (at.block != s.block) select_block(s, at.block);
           s.replay.jump(at.step);
+        } else if (m.step == trace::Step::alibi_bias && !s.spec.alibi && s.trace_path.empty()) {
+          // ALiBi's steps exist only in a problem with slopes: give it its
+          // slopes (the Problem tab's checkbox) and open the step once traced.
+          ProblemSpec sp = s.spec;
+          sp.alibi = true;
+          s.replay.pause();
+          s.open_step = m.step;
+          s.open_tensor = trace::Tensor::none;
+          request_model(s, sp, s.stage, 0);
         }
       }
       if (ImGui::IsItemHovered()) {
         const StepLocation at = locate_step(s.index, s.block, m.step, m.block);
-        if (!at.found())
+        if (!at.found() && m.step == trace::Step::alibi_bias && !s.spec.alibi && s.trace_path.empty())
+          ImGui::SetTooltip("the problem has no ALiBi slopes: click to give it the paper's slopes (the Problem\n"
+                            "tab's ALiBi checkbox) and jump to the first alibi_bias step (source anchor %s)",
+                            m.anchor.c_str());
+        else if (!at.found())
           ImGui::SetTooltip("no %s step%s%s in this trace (source anchor %s)", m.step_name.c_str(),
                             m.block ? " in a block of kind " : "", m.block ? lesson::block_role_name(*m.block) : "",
                             m.anchor.c_str());
