@@ -10,6 +10,8 @@
 namespace pa::cli {
 
 Flags::Flags(Args args, std::vector<std::string> switches) : switches_(std::move(switches)) {
+  // The problem flags without a value (take_problem_flags), in every command.
+  switches_.push_back("alibi");
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h") {

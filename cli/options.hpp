@@ -20,7 +20,8 @@ class UsageError : public std::runtime_error {
 
 class Flags {
  public:
-  // `switches` are the flags that take no value (e.g. "help").
+  // `switches` are the flags that take no value (e.g. "help"); the problem's
+  // (--alibi) are switches in every command.
   Flags(Args args, std::vector<std::string> switches = {"help"});
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   std::optional<std::string> take(const std::string& name);

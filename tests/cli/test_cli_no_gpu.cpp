@@ -70,3 +70,36 @@ TEST_CASE("pa-lab run without CUDA exits 2 and says so", "[cli]") {
   CHECK(has(out, "pa-viewer --lesson 3"));
 #endif
 }
+
+// --alibi is a switch: it takes no value wherever it stands on the line, and
+// the trace it gives has the slope loads (one more event per thread).
+TEST_CASE("pa-lab trace --alibi: a switch anywhere, and the slope loads in the trace", "[cli][alibi]") {
+#if !defined(PA_LAB_EXE)
+  SKIP("pa-lab is not built in this configuration");
+#else
+  // "wrote FILE: ..., N events" (the first line).
+  auto events_of = [](const std::string& out) -> long {
+    const std::string line = out.substr(0, out.find('\n'));
+    const auto end = line.rfind(" events");
+    const auto at = line.rfind(", ", end);
+    if (line.rfind("wrote ", 0) != 0 || end == std::string::npos || at == std::string::npos) return -1;
+    return std::stol(line.substr(at + 2, end - at - 2));
+  };
+  const std::string file = "pa_lab_alibi_test.patr";
+  long counts[2] = {-1, -1};
+  int ran = 0;
+  for (const char* extra : {"", "--alibi "}) {
+    const std::string args = std::string("trace ") + extra +
+                             "--stage qk --source model --heads 4 --kv-heads 2 --context-lens 20 --output " + file;
+    std::string out;
+    const int status = pa::test::run_tool(PA_LAB_EXE, args, out);
+    INFO(args << "\n" << out);
+    REQUIRE(status == 0);
+    counts[ran++] = events_of(out);
+  }
+  std::remove(file.c_str());
+  REQUIRE(ran == 2);
+  REQUIRE(counts[0] > 0);
+  CHECK(counts[1] - counts[0] == 128);  // the traced block's 128 threads each load the slope once
+#endif
+}
