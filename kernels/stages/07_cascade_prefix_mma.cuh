@@ -12,6 +12,9 @@
 // each warp runs S = Q K^T (ldmatrix A from Q, B from K), an online softmax
 // over its 16 rows (a row lives in the 4 lanes of a quad), and O += P V with
 // P converted in registers to the A operand (no shared-memory round trip).
+// With ALiBi slopes each lane also holds its two rows' slopes and sequence
+// lengths (prefix_alibi): the shared prefix has a different bias in every
+// sequence.
 #pragma once
 #include <cuda_runtime.h>
 

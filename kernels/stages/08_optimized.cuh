@@ -16,6 +16,9 @@
 //    kernel's occupancy and the problem; the per-split states (unnormalized O,
 //    max, sum in base 2) are merged by the last CTA of each (sequence, unit) to
 //    arrive (arrival counter), so there is one launch.
+//  * ALiBi (when the launch has slopes): each lane's S rows get their head's
+//    slope once (opt_alibi_slopes), and the bias joins each logit in the
+//    online softmax, already in base 2.
 //
 // Thread mapping (pa/index/optimized.hpp has every formula):
 //   grid (splits, units, seqs); 4 warps; warp w handles steps w, w+4, ... of
