@@ -90,9 +90,11 @@ void paged_attention(at::Tensor& out, const at::Tensor& query, const at::Tensor&
 void cascade_attention(at::Tensor& out, const at::Tensor& query, const at::Tensor& key_cache,
                        const at::Tensor& value_cache, int64_t num_kv_heads, double scale,
                        const at::Tensor& block_tables, const at::Tensor& seq_lens, int64_t block_size,
-                       int64_t max_seq_len, int64_t shared_prefix_len) {
-  const kernels::StageArgs a = stage_args_of(
+                       int64_t max_seq_len, int64_t shared_prefix_len,
+                       const std::optional<at::Tensor>& alibi_slopes) {
+  kernels::StageArgs a = stage_args_of(
       out, {query, key_cache, value_cache, block_tables, seq_lens, num_kv_heads, scale, block_size, max_seq_len});
+  a.alibi_slopes = alibi_slopes_of(alibi_slopes, a, query.device());
   TORCH_CHECK_VALUE(shared_prefix_len >= 0 && shared_prefix_len % block_size == 0 && shared_prefix_len <= max_seq_len,
                     "shared_prefix_len ", shared_prefix_len, "; accepted: 0 to max_seq_len (", max_seq_len,
                     "), a multiple of block_size (", block_size, ")");
@@ -177,7 +179,7 @@ TORCH_LIBRARY(pa_lab, m) {
   m.def(
       "cascade_attention(Tensor(a!) out, Tensor query, Tensor key_cache, Tensor value_cache, int num_kv_heads, "
       "float scale, Tensor block_tables, Tensor seq_lens, int block_size, int max_seq_len, "
-      "int shared_prefix_len) -> ()");
+      "int shared_prefix_len, Tensor? alibi_slopes=None) -> ()");
   m.def(
       "merge_attn_states(Tensor(a!) output, Tensor(b!)? output_lse, Tensor prefix_output, Tensor prefix_lse, "
       "Tensor suffix_output, Tensor suffix_lse) -> ()");

@@ -64,9 +64,12 @@ def paged_attention(query: torch.Tensor, cache: PagedCache, *, scale: Optional[f
 
 
 def cascade_attention(query: torch.Tensor, cache: PagedCache, shared_prefix_len: int, *,
-                      scale: Optional[float] = None, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+                      scale: Optional[float] = None, alibi_slopes: Optional[torch.Tensor] = None,
+                      out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Stage 7: like paged_attention, for sequences whose first shared_prefix_len
     tokens are the same physical blocks (paged_kv_cache(..., shared_prefix_len=P)).
+    alibi_slopes as for paged_attention (each sequence's prefix gets the bias of
+    its place in that sequence).
     That the tables share those blocks is the caller's promise (checking it
     would read the tables on the host)."""
     if scale is None:
@@ -75,7 +78,7 @@ def cascade_attention(query: torch.Tensor, cache: PagedCache, shared_prefix_len:
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
     ops.cascade_attention(out, query, cache.key_cache, cache.value_cache, cache.key_cache.shape[1], scale,
                           cache.block_tables, cache.seq_lens, cache.block_size, cache.max_seq_len,
-                          shared_prefix_len)
+                          shared_prefix_len, alibi_slopes)
     return out
 
 

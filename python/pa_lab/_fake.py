@@ -19,7 +19,7 @@ def _paged_attention_fake(out, query, key_cache, value_cache, num_kv_heads, scal
 
 @torch.library.register_fake("pa_lab::cascade_attention")
 def _cascade_attention_fake(out, query, key_cache, value_cache, num_kv_heads, scale, block_tables, seq_lens,
-                            block_size, max_seq_len, shared_prefix_len):
+                            block_size, max_seq_len, shared_prefix_len, alibi_slopes=None):
     torch._check(out.shape == query.shape, lambda: "out: the query's shape")
     return None
 

@@ -136,6 +136,10 @@ def test_cascade_with_shared_blocks(dtype):
     ref = reference(query, keys, values)
     assert_close(pa_lab.cascade_attention(query, cache, 256), ref, dtype)
     assert_close(pa_lab.paged_attention(query, cache), ref, dtype)  # the shared blocks read once per sequence
+    # With ALiBi: the shared prefix's tokens get a different bias in each sequence.
+    slopes = torch.tensor([2.0 ** -(h + 1) for h in range(8)], dtype=torch.float32, device=DEV)
+    assert_close(pa_lab.cascade_attention(query, cache, 256, alibi_slopes=slopes),
+                 reference(query, keys, values, alibi_slopes=slopes), dtype)
 
 
 def test_merge_attn_states_formula_and_empty_states():
