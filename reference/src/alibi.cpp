@@ -1,28 +1,17 @@
-// ALiBi slopes and the reference attention with linear biases.
+// The reference attention with linear biases and explicit slopes (the
+// slopes themselves: pa/core/alibi.hpp).
 #include "pa/reference/alibi.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <limits>
-#include <stdexcept>
-#include <string>
 
 #include "attention_core.hpp"
 
 namespace pa {
-namespace {
 
 using namespace ref_core;
 
-void check_slopes(const PagedProblem& p, const std::vector<float>& slopes, const char* who) {
-  check_alibi_slopes(slopes, p.spec.num_heads, who);
-}
-
-}  // namespace
-
 TokenTensor ref_logits_alibi(const PagedProblem& p, const std::vector<float>& slopes) {
-  check_slopes(p, slopes, "ref_logits_alibi");
+  check_alibi_slopes(slopes, p.spec.num_heads, "ref_logits_alibi");
   TokenTensor tt = empty_token_tensor(p);
   for_each_row(p, [&](int seq, int h) {
     const Softmaxed r = paged_softmax(p, seq, h, slopes[h], 0, p.context_len(seq));
@@ -33,13 +22,13 @@ TokenTensor ref_logits_alibi(const PagedProblem& p, const std::vector<float>& sl
 
 std::vector<AttentionState> ref_states_alibi(const PagedProblem& p, const std::vector<float>& slopes, int token_begin,
                                              int token_end) {
-  check_slopes(p, slopes, "ref_states_alibi");
+  check_alibi_slopes(slopes, p.spec.num_heads, "ref_states_alibi");
   return states_over(p, token_begin, token_end,
                      [&](int seq, int h, int b, int e) { return paged_softmax(p, seq, h, slopes[h], b, e); });
 }
 
 std::vector<double> ref_output_alibi(const PagedProblem& p, const std::vector<float>& slopes) {
-  check_slopes(p, slopes, "ref_output_alibi");
+  check_alibi_slopes(slopes, p.spec.num_heads, "ref_output_alibi");
   std::vector<double> out(out_size(p));
   for_each_row(p, [&](int seq, int h) {
     const Softmaxed r = paged_softmax(p, seq, h, slopes[h], 0, p.context_len(seq));

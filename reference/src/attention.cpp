@@ -25,13 +25,12 @@ std::vector<double> dense_attention(const float* q, const float* k, const float*
                                 std::to_string(head_size) + ", row_stride " + std::to_string(row_stride) +
                                 "; accepted: context_len >= 0, head_size >= 1, row_stride >= head_size");
   }
-  const bool alibi = !std::isnan(alibi_slope);
   const auto sm = softmax_of_logits(context_len, [&](int t) {
     double acc = 0.0;
     for (int d = 0; d < head_size; ++d) {
       acc += static_cast<double>(q[d]) * static_cast<double>(k[static_cast<std::size_t>(t) * row_stride + d]);
     }
-    return alibi ? scale * acc + alibi_bias(alibi_slope, t, context_len) : scale * acc;
+    return biased_logit(scale * acc, alibi_slope, t, context_len);
   });
   if (lse_out) *lse_out = context_len > 0 ? sm.max + std::log(sm.sum) : kNegInf;
   if (context_len == 0) return std::vector<double>(head_size, 0.0);
@@ -244,8 +243,7 @@ std::vector<double> ref_output_paged(const PagedProblem& p, const LayoutCache& c
       double acc = 0.0;
       for (int d = 0; d < hs; ++d)
         acc += static_cast<double>(p.q_at(seq, h, d)) * static_cast<double>(k[cache.geo.k_offset(page, kvh, d, t % bs)]);
-      const double logit = scale_of(p.spec) * acc;
-      return std::isnan(slope) ? logit : logit + alibi_bias(slope, t, lens[seq]);
+      return biased_logit(scale_of(p.spec) * acc, slope, t, lens[seq]);
     });
     const std::vector<double> o = lv_core(sm, hs, [&](int t, double w, std::vector<double>& acc) {
       const int page = page_of(seq, t);

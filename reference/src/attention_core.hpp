@@ -1,6 +1,6 @@
 // The reference's attention core, shared by attention.cpp (every stage's
-// expected output) and the references that change one ingredient (alibi.cpp:
-// a bias on each logit), so that the softmax and the LV sum are written once
+// expected output, with ALiBi's bias where the problem has slopes) and
+// alibi.cpp (explicit slopes), so that the softmax and the LV sum are written once
 // and every variant agrees with ref_output bit for bit where its inputs do.
 // Internal to reference/src.
 #pragma once
@@ -39,12 +39,6 @@ Softmaxed softmax_of_logits(int n, Logit&& logit) {
   }
   for (int t = 0; t < n; ++t) r.sum += std::exp(r.logits[t] - r.max);
   return r;
-}
-
-// kdot(t) = sum_d q[d] * k_t[d] (double); the logit is scale * kdot(t).
-template <class KDot>
-Softmaxed softmax_core(int n, double scale, KDot&& kdot) {
-  return softmax_of_logits(n, [&](int t) { return scale * kdot(t); });
 }
 
 // vadd(t, w, out) adds w * v_t to out.
@@ -88,17 +82,22 @@ inline double alibi_slope_of(const PagedProblem& p, int head) {
   return p.has_alibi() ? static_cast<double>(p.alibi_slopes[head]) : std::numeric_limits<double>::quiet_NaN();
 }
 
-// Tokens [begin, end) of (seq, head): the softmax of their logits, and the
-// LV sum with those probabilities. With an ALiBi slope (not NaN) each logit is
-// scale * q . k plus pa/index/alibi.hpp's bias, measured from the end of the
-// whole context; a zero slope adds +-0 and leaves every logit as it was.
+// Token `token`'s final logit from its scaled dot product: with an ALiBi
+// slope (not NaN) plus pa/index/alibi.hpp's bias, measured from the end of a
+// context of context_len tokens; a zero slope adds +-0 and leaves it as it was.
+// The one place every reference (paged, dense, other layouts) adds the bias.
+inline double biased_logit(double scaled, double slope, int token, int context_len) {
+  return std::isnan(slope) ? scaled : scaled + alibi_bias(slope, token, context_len);
+}
+
+// Tokens [begin, end) of (seq, head): the softmax of their logits (with the
+// slope's bias), and the LV sum with those probabilities.
 inline Softmaxed paged_softmax(const PagedProblem& p, int seq, int head, double slope, int begin, int end) {
   const PagedRow row{p, seq, head, p.kv_head(head), begin};
-  const int n = std::max(end - begin, 0);
-  if (std::isnan(slope)) return softmax_core(n, scale_of(p.spec), [&](int i) { return row.kdot(i); });
   const double scale = scale_of(p.spec);
   const int ctx = p.context_len(seq);
-  return softmax_of_logits(n, [&](int i) { return scale * row.kdot(i) + alibi_bias(slope, begin + i, ctx); });
+  return softmax_of_logits(std::max(end - begin, 0),
+                           [&](int i) { return biased_logit(scale * row.kdot(i), slope, begin + i, ctx); });
 }
 inline Softmaxed paged_softmax(const PagedProblem& p, int seq, int head, int begin, int end) {
   return paged_softmax(p, seq, head, alibi_slope_of(p, head), begin, end);
