@@ -310,11 +310,11 @@ __device__ __forceinline__ void prefix_qk_mma(const PrefixCta<Cfg, VARIANT>& c, 
 }
 // LESSON-END(cascade_merge.prefix_qk)
 
-// ALiBi: each of the lane's rows' slope and context length (rows past the
-// group keep none). The prefix is shared, but the bias is not: a prefix
-// token's position is measured from the end of each row's own sequence.
-// The rows of a warp's 16-row slice that start at query row warp_row0 (the
-// wgmma kernel's warps own such slices too).
+// ALiBi: the slope and context length of each of the lane's two rows in the
+// warp's 16-row slice starting at query row warp_row0 (the wgmma kernel's
+// warps own such slices too); rows past the group keep none. The prefix is
+// shared, but the bias is not: a prefix token's position is measured from the
+// end of each row's own sequence.
 // LESSON-BEGIN(cascade_merge.prefix_alibi)
 template <class Tl, class Tracer>
 __device__ __forceinline__ PrefixAlibi prefix_alibi_rows(const PrefixArgs& a, int warp_row0, int num_rows, int ratio,
@@ -331,7 +331,7 @@ __device__ __forceinline__ PrefixAlibi prefix_alibi_rows(const PrefixArgs& a, in
     PA_TRACE(tracer, ev(tc, Step::alibi_bias, Op::global_load, Tensor::context_lens).it(i)
                          .at(context_len_offset(seq) * 4, 4));
     const float slope = __ldg(a.alibi_slopes + head);
-    al.slope_log2[i] = slope * 1.4426950408889634f;  // the logits are in base 2
+    al.slope_log2[i] = slope * kLog2e;  // the logits are in base 2
     PA_TRACE(tracer, ev(tc, Step::alibi_bias, Op::global_load, Tensor::alibi_slopes).it(i)
                          .at(head * 4, 4).val(slope));
   }
@@ -473,10 +473,10 @@ __device__ __forceinline__ void prefix_store(const PrefixArgs& a, const PrefixCt
                            .at(a.pg.out_offset(seq, head, chunk, d) * 4, 8));
     }
     if (lane % 4 == 0) {
-      a.part_max[a.pg.stat_offset(seq, head, chunk)] = acc.m[i] * 0.6931471805599453f;  // log2 -> natural
+      a.part_max[a.pg.stat_offset(seq, head, chunk)] = acc.m[i] * kLn2;  // log2 -> natural
       a.part_sum[a.pg.stat_offset(seq, head, chunk)] = acc.l[i];
       PA_TRACE(tracer, ev(tc, Step::partition_store, Op::global_store, Tensor::part_max).it(i)
-                           .at(a.pg.stat_offset(seq, head, chunk) * 4, 4).val(acc.m[i] * 0.6931471805599453f));
+                           .at(a.pg.stat_offset(seq, head, chunk) * 4, 4).val(acc.m[i] * kLn2));
       PA_TRACE(tracer, ev(tc, Step::partition_store, Op::global_store, Tensor::part_sum).it(i)
                            .at(a.pg.stat_offset(seq, head, chunk) * 4, 4).val(acc.l[i]));
     }
@@ -516,7 +516,7 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
 #pragma unroll
     for (int kk = 0; kk < Tl::kHead / 16; ++kk) cascade_prefix::prefix_q_frag(c, kk, kk, qreg[kk], tracer);
   }
-  const float scale_log2 = a.scale * 1.4426950408889634f;  // exp(x) = exp2(x * log2 e)
+  const float scale_log2 = a.scale * kLog2e;  // exp(x) = exp2(x * log2 e)
   cascade_prefix::PrefixAccum<Cfg, VARIANT> acc;
 #pragma unroll
   for (int dn = 0; dn < C::kDN; ++dn) acc.o[dn][0] = acc.o[dn][1] = acc.o[dn][2] = acc.o[dn][3] = 0.f;

@@ -194,7 +194,7 @@ __device__ __forceinline__ void wgmma_store_chunk_state(const PrefixArgs& a, con
           make_float2(o[dn * 4 + 2 * i] * inv, o[dn * 4 + 2 * i + 1] * inv);
     }
     if (lane % 4 == 0) {
-      a.part_max[a.pg.stat_offset(seq, head, chunk)] = m[i] * 0.6931471805599453f;
+      a.part_max[a.pg.stat_offset(seq, head, chunk)] = m[i] * kLn2;
       a.part_sum[a.pg.stat_offset(seq, head, chunk)] = l[i];
     }
   }
@@ -460,7 +460,7 @@ __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProdu
     std::uint32_t qreg[Tl::kHead / 16][4];
     wgmma_load_q_frags<Tl>(q_s, warp, lane, qreg);
     PA_TIME_PHASE(tracer, trace::Phase::prefix_load, -1);
-    const float scale_log2 = a.scale * 1.4426950408889634f;
+    const float scale_log2 = a.scale * kLog2e;
     const cascade_prefix::PrefixAlibi al = cascade_prefix::prefix_alibi_rows<Tl>(a, blk.row0 + warp * 16, blk.num_rows, blk.ratio, blk.kvh,
                                                                  lane, TraceCtx{}, tracer);
     float o[kO];

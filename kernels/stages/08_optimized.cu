@@ -40,7 +40,7 @@ OptParams opt_make_params(const OptimizedArgs& a, const OptimizedPlan& plan, voi
   p.group = a.num_heads / a.num_kv_heads;
   p.head_chunks = plan.head_chunks;
   p.split_blocks = plan.split_blocks;
-  p.scale_log2 = a.scale * 1.4426950408889634f;
+  p.scale_log2 = a.scale * kLog2e;
   p.first_block = a.first_token / a.block_size;
   p.state_out = a.state_out;
   p.state_lse = a.state_lse;

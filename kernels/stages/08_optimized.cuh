@@ -158,7 +158,7 @@ __device__ __forceinline__ OptAlibi<Cfg> opt_alibi_slopes(const OptParams& p, co
     al.slope_log2[h] = 0.f;
     if (al.on && g < c.nh) {
       const float slope = __ldg(p.alibi_slopes + c.head0 + g);
-      al.slope_log2[h] = slope * 1.4426950408889634f;  // the logits are in base 2
+      al.slope_log2[h] = slope * kLog2e;  // the logits are in base 2
       PA_TRACE(tracer, ev(c.tc, Step::alibi_bias, Op::global_load, Tensor::alibi_slopes)
                            .it(h).at((c.head0 + g) * 4, 4).val(slope));
     }

@@ -86,7 +86,8 @@ using kernels::rescale;
 using kernels::SoftmaxStats;
 inline constexpr unsigned kFull = 0xffffffffu;           // every lane of the warp takes part
 inline constexpr float kNegInf = -__builtin_huge_valf();
-inline constexpr float kLn2 = 0.6931471805599453f;      // base-2 lse -> natural log
+using kernels::kLn2;    // base-2 lse -> natural log (attention_state.cuh)
+using kernels::kLog2e;  // natural -> base-2 logits
 
 // What one CTA works on, decided by opt_prologue and read by every step.
 template <class Cfg>

@@ -27,6 +27,12 @@ namespace pa::kernels {
 
 enum class LogBase { e, two };
 
+// The change of base between them: e^x = 2^(x kLog2e) (kernels that work in
+// base 2 pre-scale their logits by it), and a base-2 max or lse times kLn2 is
+// in natural log (how states leave those kernels).
+inline constexpr float kLog2e = 1.4426950408889634f;
+inline constexpr float kLn2 = 0.6931471805599453f;
+
 template <LogBase B>
 __device__ __forceinline__ float exp_b(float x) {
   if constexpr (B == LogBase::two) return exp2f(x);
