@@ -36,6 +36,7 @@
 #include "bench_json.hpp"
 #include "bench_options.hpp"
 #include "pa/core/atomic_file.hpp"
+#include "pa/core/fp8.hpp"
 #include "pa/index/layout.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/cuda_check.hpp"
@@ -75,6 +76,21 @@ __global__ void fill_random16(std::uint16_t* dst, std::size_t n, std::uint32_t s
   }
 }
 
+// Random fp8 codes of values in [-1, 1) (pa/core/fp8.hpp's conversion, the
+// one the reference uses), from the same hash: an fp8 KV pool at scale 1.
+__global__ void fill_random8(std::uint8_t* dst, std::size_t n, std::uint32_t seed, Fp8Format f) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed ^ static_cast<std::uint32_t>(i >> 32) * 40503u;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    h *= 3266489917u;
+    h ^= h >> 16;
+    dst[i] = fp8_from_float(f, static_cast<float>(h & 0xFFFFFF) / 8388608.0f - 1.0f);
+  }
+}
+
 // Keeps the GPU busy while the host enqueues the next timed launch, so the
 // event pair measures the kernel, not the host's launch path (the GPU would
 // otherwise sit idle between the first event and the kernel's arrival).
@@ -88,6 +104,12 @@ __global__ void spin_kernel(unsigned long long ns) {
 
 void fill(void* p, std::size_t elems, std::uint32_t seed, DType dt, float scale) {
   fill_random16<<<4096, 256>>>(static_cast<std::uint16_t*>(p), elems, seed, dt == DType::bf16 ? 1 : 0, scale);
+  PA_CUDA_CHECK(cudaGetLastError());
+}
+// The KV pool: in the dtype, or fp8 codes.
+void fill_kv(void* p, std::size_t elems, std::uint32_t seed, DType dt, KvDType kv) {
+  if (!is_fp8(kv)) return fill(p, elems, seed, dt, 1.0f);
+  fill_random8<<<4096, 256>>>(static_cast<std::uint8_t*>(p), elems, seed, fp8_format_of(kv));
   PA_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -110,14 +132,15 @@ struct Problem {
   double kv_bytes = 0, kv_unique = 0;
 };
 
-void build_problem(Problem& P, const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64& rng) {
+void build_problem(Problem& P, const Shape& s, DType dt, KvDType kv, const BenchOptions& o, std::mt19937_64& rng) {
   P.s = s;
   P.dt = dt;
   const int E = dtype_bytes(dt);
+  const int EKV = kv_elem_bytes(dt, kv);
   P.blocks_per_seq = ceil_div(s.context, s.block_size);
   const int prefix_blocks = s.prefix / s.block_size;
   // The pool (its sets and their size) as the JSON reports it: bench_options.hpp.
-  const bench::KvPool pool = bench::kv_pool_of(s, E, o);
+  const bench::KvPool pool = bench::kv_pool_of(s, EKV, o);
   P.set_blocks = static_cast<int>(pool.set_blocks);
   P.R = pool.sets;
   P.block_elems = static_cast<std::size_t>(s.kv_heads) * s.head_size * s.block_size;
@@ -132,16 +155,17 @@ void build_problem(Problem& P, const Shape& s, DType dt, const BenchOptions& o, 
   spec.shared_prefix_len = s.prefix;
   spec.partition_size = 512;
   spec.alibi = o.alibi;
+  spec.kv_dtype = kv;  // fp8: scales 1 (problem_layout), the codes' values
   P.layout = problem_layout(spec, P.R * P.set_blocks);
   // K+V bytes read, the one formula (ProblemSpec::kv_bytes): every token once
   // per sequence; the cascade's row counts the shared prefix once.
   P.kv_bytes = static_cast<double>(spec.kv_bytes());
   P.kv_unique = static_cast<double>(spec.kv_bytes(/*shared_prefix_once=*/true));
   const std::size_t pool_elems = static_cast<std::size_t>(P.R) * P.set_blocks * P.block_elems;
-  P.k = DeviceBuffer(pool_elems * E);
-  P.v = DeviceBuffer(pool_elems * E);
-  fill(P.k.get(), pool_elems, static_cast<std::uint32_t>(rng()), dt, 1.0f);
-  fill(P.v.get(), pool_elems, static_cast<std::uint32_t>(rng()), dt, 1.0f);
+  P.k = DeviceBuffer(pool_elems * EKV);
+  P.v = DeviceBuffer(pool_elems * EKV);
+  fill_kv(P.k.get(), pool_elems, static_cast<std::uint32_t>(rng()), dt, kv);
+  fill_kv(P.v.get(), pool_elems, static_cast<std::uint32_t>(rng()), dt, kv);
   const std::size_t q_elems = static_cast<std::size_t>(s.seqs) * s.heads * s.head_size;
   P.q = DeviceBuffer(q_elems * E * P.R);
   fill(P.q.get(), q_elems * P.R, static_cast<std::uint32_t>(rng()), dt, 2.0f);
@@ -243,18 +267,19 @@ void finish_row(BenchRow& row, double copy_gbps) {
   row.pct_copy = 100.0 * row.gbps / copy_gbps;
 }
 
-void run_shape(const Shape& s, DType dt, const BenchOptions& o, std::mt19937_64& rng, double copy_gbps,
+void run_shape(const Shape& s, DType dt, KvDType kv, const BenchOptions& o, std::mt19937_64& rng, double copy_gbps,
                std::vector<BenchRow>& rows) {
   Problem P;
-  build_problem(P, s, dt, o, rng);
+  build_problem(P, s, dt, kv, o, rng);
   auto new_row = [&](const char* k) {
     BenchRow r;
     r.kernel = k;
     r.dtype = dtype_name(dt);
+    r.kv_dtype = kv_dtype_name(kv);
     r.shape = s;
     r.kv_bytes = P.kv_bytes;
     r.pool_sets = P.R;
-    r.pool_bytes = 2.0 * static_cast<double>(P.R) * P.set_blocks * P.block_elems * dtype_bytes(dt);
+    r.pool_bytes = 2.0 * static_cast<double>(P.R) * P.set_blocks * P.block_elems * kv_elem_bytes(dt, kv);
     return r;
   };
   const bool cascade_shape = s.prefix > 0;
@@ -349,21 +374,24 @@ int main(int argc, char** argv) {
                 prop.multiProcessorCount, prop.l2CacheSize >> 20, run.copy_gbps);
 
     std::mt19937_64 rng(20261122);
-    for (const Shape& s : bench::bench_shapes(o))
-      for (DType dt : o.dtypes) {
-        const std::size_t first = run.rows.size();
-        run_shape(s, dt, o, rng, run.copy_gbps, run.rows);
-        const BenchRow& r = run.rows[first];
-        std::fprintf(stderr, "  done %s seqs=%d heads=%d kv=%d ctx=%d hs=%d: optimized %.1f us\n",
-                     dtype_name(dt), s.seqs, s.heads, s.kv_heads, s.context, s.head_size, r.median_us);
-      }
+    for (KvDType kv : o.kv_dtypes)
+      for (const Shape& s : bench::bench_shapes(o))
+        for (DType dt : o.dtypes) {
+          const std::size_t first = run.rows.size();
+          run_shape(s, dt, kv, o, rng, run.copy_gbps, run.rows);
+          const BenchRow& r = run.rows[first];
+          std::fprintf(stderr, "  done %s kv %s seqs=%d heads=%d kv=%d ctx=%d hs=%d: optimized %.1f us\n",
+                       dtype_name(dt), kv_dtype_name(kv), s.seqs, s.heads, s.kv_heads, s.context, s.head_size,
+                       r.median_us);
+        }
     run.cascade = bench::cascade_speedups(run.rows);
     core::write_file_atomically(o.json, bench::bench_json(run));
 
-    std::printf("%-9s %-4s %4s %3s %3s %7s %4s %9s %7s %6s  %s\n", "kernel", "dt", "seqs", "hd", "kv", "ctx", "hs",
-                "us", "GB/s", "%copy", "status");
+    std::printf("%-9s %-4s %-8s %4s %3s %3s %7s %4s %9s %7s %6s  %s\n", "kernel", "dt", "cache", "seqs", "hd", "kv",
+                "ctx", "hs", "us", "GB/s", "%copy", "status");
     for (const BenchRow& r : run.rows)
-      std::printf("%-9s %-4s %4d %3d %3d %7d %4d %9.1f %7.0f %6.1f  %s\n", r.kernel.c_str(), r.dtype.c_str(),
+      std::printf("%-9s %-4s %-8s %4d %3d %3d %7d %4d %9.1f %7.0f %6.1f  %s\n", r.kernel.c_str(), r.dtype.c_str(),
+                  r.kv_dtype.c_str(),
                   r.shape.seqs, r.shape.heads, r.shape.kv_heads, r.shape.context, r.shape.head_size, r.median_us,
                   r.gbps, r.pct_copy, r.status == "ok" ? "" : r.status.substr(0, 60).c_str());
     for (const auto& c : run.cascade)

@@ -23,6 +23,7 @@ std::string num(int v) { return std::to_string(v); }
 std::string row_json(const BenchRow& r) {
   const BenchShape& s = r.shape;
   return "{\"kernel\": " + json_string(r.kernel) + ", \"dtype\": " + json_string(r.dtype) +
+         ", \"kv_dtype\": " + json_string(r.kv_dtype) +
          ", \"seqs\": " + num(s.seqs) + ", \"heads\": " + num(s.heads) + ", \"kv_heads\": " + num(s.kv_heads) +
          ", \"context\": " + num(s.context) + ", \"prefix\": " + num(s.prefix) + ", \"head_size\": " +
          num(s.head_size) + ", \"block_size\": " + num(s.block_size) + ", \"kv_bytes\": " + num(r.kv_bytes) +
@@ -89,6 +90,9 @@ std::string bench_json(const BenchRun& run) {
   j += "  \"warmup_ms\": " + num(o.warmup_ms) + ",\n";
   j += "  \"spin_us\": " + num(o.spin_us) + ",\n";
   j += "  \"alibi\": " + std::string(o.alibi ? "true" : "false") + ",\n";
+  j += "  \"kv_dtypes\": [";
+  for (std::size_t i = 0; i < o.kv_dtypes.size(); ++i) j += (i ? ", " : "") + json_string(kv_dtype_name(o.kv_dtypes[i]));
+  j += "],\n";
   j += "  \"pool_gb\": " + num(o.pool_gb) + ",\n";
   j += "  \"kv_bytes_note\": \"K+V bytes of every context token, each read once (cascade: the shared prefix "
        "once)\",\n";

@@ -5,9 +5,10 @@
 //
 // Schema (every key always present; numbers are JSON numbers):
 //   gpu, sm_count, l2_bytes, copy_gbps, copy_bytes_each_way   the device and its copy bandwidth
-//   iters, warmup, warmup_ms, spin_us, alibi, pool_gb          the options of the run (alibi: a boolean)
+//   iters, warmup, warmup_ms, spin_us, alibi, kv_dtypes, pool_gb the options of the run (alibi: a boolean,
+//                                                              kv_dtypes: a list of auto, fp8_e4m3, fp8_e5m2)
 //   kv_bytes_note, pct_copy_note, pool_note                    what the derived numbers mean
-//   rows: [{kernel, dtype, seqs, heads, kv_heads, context, prefix, head_size, block_size,
+//   rows: [{kernel, dtype, kv_dtype, seqs, heads, kv_heads, context, prefix, head_size, block_size,
 //           kv_bytes, pool_sets, pool_bytes, status, median_us, min_us, p10_us, p90_us, timed,
 //           warmup_launches, gbps, pct_copy, xcheck_max_abs_vs_optimized, plan}]
 //   cascade: [{dtype, cascade_us, best_non_cascade, best_non_cascade_us, speedup}]
@@ -23,7 +24,7 @@
 namespace pa::bench {
 
 struct BenchRow {
-  std::string kernel, dtype, status = "ok", plan;
+  std::string kernel, dtype, kv_dtype = "auto", status = "ok", plan;
   BenchShape shape;
   double kv_bytes = 0;         // K+V of every context token, each read once (cascade: the prefix once)
   int pool_sets = 0;           // kv_pool_of: the sets launches rotate over

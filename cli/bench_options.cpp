@@ -152,6 +152,9 @@ std::string bench_usage() {
          "  --splits N            stage 8: force N splits, 0.." + std::to_string(kMaxSplits) +
          " (default 0: the heuristic)\n"
          "  --alibi               every kernel with ALiBi (the paper's slope per query head)\n"
+         "  --kv-dtypes LIST      KV cache element types, comma separated: auto (default: the dtype's),\n"
+         "                        fp8_e4m3, fp8_e5m2 (fp8 = fp8_e4m3; random codes at scale 1; the cascade\n"
+         "                        refuses fp8)\n"
          "  --shape S,H,KV,C,D    one shape instead of the set: seqs, heads, kv heads (divides heads), context,\n"
          "                        head size (" + head_sizes_text() + ")\n"
          "  --dtypes LIST         fp16,bf16 (default), or one of them\n"
@@ -189,6 +192,17 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
     }
     else if (a == "--quick") o.quick = true;
     else if (a == "--alibi") o.alibi = true;
+    else if (a == "--kv-dtypes") {
+      const std::string v = next();
+      o.kv_dtypes.clear();
+      for (const std::string& tok : split(v, ',')) {
+        const auto k = kv_dtype_from_name(tok);
+        if (!k) bad(a, v, "unknown KV cache dtype '" + tok + "'; accepted: a comma list of " + kKvDTypeNamesText);
+        if (std::find(o.kv_dtypes.begin(), o.kv_dtypes.end(), *k) != o.kv_dtypes.end())
+          bad(a, v, tok + " twice (fp8 and fp8_e4m3 are the same); each KV cache dtype is accepted once");
+        o.kv_dtypes.push_back(*k);
+      }
+    }
     else if (a == "--cascade-only") o.cascade_only = true;
     else if (a == "--cascade-sweep") {
       const std::string v = next();

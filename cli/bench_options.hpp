@@ -46,6 +46,8 @@ struct BenchOptions {
   int spin_us = 50;                 // GPU busy-wait before each timed launch (0 = off)
   int force_splits = 0;             // stage 8: 0 = the split heuristic
   bool alibi = false;               // --alibi: every problem with ALiBi's slopes
+  // --kv-dtypes: the KV cache element types timed, each with every dtype (fp8: one byte per element).
+  std::vector<KvDType> kv_dtypes = {KvDType::same};
   bool has_shape = false;           // --shape replaces the shape list
   BenchShape shape;
   std::vector<DType> dtypes = {DType::f16, DType::bf16};  // timed in this order

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 
 namespace pa::cli {
 
@@ -117,6 +118,21 @@ DType parse_dtype(const std::string& s) {
   throw UsageError("option --dtype: unknown dtype '" + s + "' (accepted: " + kDTypeNamesText + ")");
 }
 
+// An fp8 scale option: > 0 when given, else 0 (ProblemSpec: chosen from the data).
+static float take_scale(Flags& f, const std::string& name) {
+  const auto v = f.take(name);
+  if (!v) return 0.0f;
+  float x = 0;
+  const char* end = v->data() + v->size();
+  const auto [p, ec] = std::from_chars(v->data(), end, x);
+  if (v->empty() || ec != std::errc() || p != end || !std::isfinite(x) || x <= 0.0f) {
+    throw UsageError("option --" + name + ": '" + *v +
+                     "' is not accepted (accepted: a finite number > 0; without the option the scale is chosen "
+                     "from the data)");
+  }
+  return x;
+}
+
 ProblemSpec take_problem_flags(Flags& f) {
   ProblemSpec s;
   s.dtype = parse_dtype(f.take_str("dtype", "fp16"));
@@ -150,6 +166,16 @@ ProblemSpec take_problem_flags(Flags& f) {
     s.logit_spread = x;
   }
   s.alibi = f.take_switch("alibi");
+  const std::string kv = f.take_str("kv-dtype", "auto");
+  const auto k = kv_dtype_from_name(kv);
+  if (!k) throw UsageError("option --kv-dtype: unknown KV cache dtype '" + kv + "' (accepted: " + kKvDTypeNamesText + ")");
+  s.kv_dtype = *k;
+  const bool scale_given = f.has("k-scale") || f.has("v-scale");
+  s.k_scale = take_scale(f, "k-scale");
+  s.v_scale = take_scale(f, "v-scale");
+  if (scale_given && !is_fp8(s.kv_dtype))
+    throw UsageError("options --k-scale / --v-scale need an fp8 cache (--kv-dtype fp8_e4m3 or fp8_e5m2; got " + kv +
+                     ")");
   return s;
 }
 
@@ -167,6 +193,9 @@ void validate_problem_flags(const ProblemSpec& spec) {
       {"shared_prefix_len", "--prefix-len"},
       {"extra_q_stride", "--extra-q-stride"},
       {"logit_spread", "--spread"},
+      {"kv_dtype", "--kv-dtype"},
+      {"k_scale", "--k-scale"},
+      {"v_scale", "--v-scale"},
       {"host_memory", "--seqs, --context-lens / --context-len, --kv-heads, --head-size"},
   };
   if (const auto error = problem_flag_error(spec, flag_of)) throw UsageError("option " + *error);
@@ -190,7 +219,11 @@ const char* problem_flags_help() {
          "  --extra-q-stride N         padding elements after each Q row (default 0)\n"
          "  --seed S                   random inputs seed (default 1)\n"
          "  --spread F                 logit spread: larger = softmax further from uniform (default 4)\n"
-         "  --alibi                    ALiBi: the paper's slope per query head, bias on every logit\n";
+         "  --alibi                    ALiBi: the paper's slope per query head, bias on every logit\n"
+         "  --kv-dtype auto|fp8_e4m3|fp8_e5m2\n"
+         "                             KV cache element type: auto = --dtype's; fp8 = one byte per\n"
+         "                             element (fp8 = fp8_e4m3; with fp16 or bf16)\n"
+         "  --k-scale S, --v-scale S   fp8 scales (element = code * scale; default: from the data)\n";
   return text.c_str();
 }
 

@@ -38,6 +38,21 @@ KERNELS = ["v1", "v2", "optimized", "cascade"]
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
+def kv_dtype(row):
+    """The row's KV cache element type: auto (the dtype's) or an fp8 format (files before fp8: auto)."""
+    return row.get("kv_dtype", "auto")
+
+
+def kv_elem_bytes(row):
+    return 1 if kv_dtype(row).startswith("fp8") else DTYPE_BYTES[row["dtype"]]
+
+
+def dtype_text(row):
+    """The dtype column: the query dtype, and the cache's when it is fp8."""
+    kv = kv_dtype(row)
+    return row["dtype"] if kv == "auto" else f"{row['dtype']}, {kv} KV"
+
+
 def fmt_us(us):
     return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} us"
 
@@ -57,7 +72,7 @@ def kv_pool(row, data):
     blocks_per_seq = -(-row["context"] // bs)
     prefix_blocks = row["prefix"] // bs
     set_blocks = prefix_blocks + row["seqs"] * (blocks_per_seq - prefix_blocks)
-    set_bytes = 2.0 * set_blocks * row["kv_heads"] * row["head_size"] * bs * DTYPE_BYTES[row["dtype"]]
+    set_bytes = 2.0 * set_blocks * row["kv_heads"] * row["head_size"] * bs * kv_elem_bytes(row)
     wanted = math.ceil(data["pool_gb"] * 1e9 / set_bytes)
     sets = int(max(2, min(wanted, data["iters"] + data["warmup"])))
     return sets, sets * set_bytes
@@ -89,7 +104,7 @@ def cell(row):
 
 
 def shape_text(r):
-    return f"{r['kernel']} {r['dtype']} at {r['seqs']} x {r['context']} tokens (head {r['head_size']})"
+    return f"{r['kernel']} {dtype_text(r)} at {r['seqs']} x {r['context']} tokens (head {r['head_size']})"
 
 
 def error_lines(rows):
@@ -127,6 +142,9 @@ def table(data, src, cdata=None, csrc=None):
         + f"; GB/s of K+V read and that as % of the copy bandwidth. {spin_text}"
         + ("Every kernel ran with ALiBi (a slope per query head, a bias on every logit). "
            if data.get("alibi") else "")
+        + ("Rows marked \"fp8_e4m3 KV\" / \"fp8_e5m2 KV\" store K and V in one byte per element (random "
+           "codes at scale 1), queries and output in the dtype; KV MB counts those bytes. "
+           if any(kv_dtype(r) != "auto" for r in rows) else "")
         + f"Launches rotate over a pool of disjoint copies of the KV so that none finds its KV in L2: "
         f"{data['pool_gb']:g} GB asked for, but at most {data['iters'] + data['warmup']} copies "
         f"(iters + warm-up), so the pool is {min(pools) / 1e9:.2f} to {max(pools) / 1e9:.2f} GB "
@@ -141,14 +159,15 @@ def table(data, src, cdata=None, csrc=None):
     out.append("| seqs | heads | kv heads | context | head | dtype | KV MB | pool GB | "
                + " | ".join(KERNELS[:3]) + " |")
     out.append("|---:|---:|---:|---:|---:|---|---:|---:|" + "---|" * 3)
+    def row_key(r):
+        return (r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"], dtype_text(r))
+
     keys = []
     for r in main_rows:
-        k = (r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"], r["dtype"])
-        if k not in keys:
-            keys.append(k)
+        if row_key(r) not in keys:
+            keys.append(row_key(r))
     for k in keys:
-        by = {r["kernel"]: r for r in main_rows
-              if (r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"], r["dtype"]) == k}
+        by = {r["kernel"]: r for r in main_rows if row_key(r) == k}
         first = next(iter(by.values()))
         kvmb = first["kv_bytes"] / 1e6
         pool_gb = kv_pool(first, data)[1] / 1e9
@@ -159,7 +178,7 @@ def table(data, src, cdata=None, csrc=None):
         out.append("")
         out.extend(errors)
     cd = cdata if cdata is not None else data
-    casc = [r for r in cd["rows"] if r["prefix"]]
+    casc = [r for r in cd["rows"] if r["prefix"] and kv_dtype(r) == "auto"]  # the cascade takes no fp8 cache
     if casc:
         out.append("")
         r0 = casc[0]

@@ -8,6 +8,8 @@
 #   3. compute-sanitizer memcheck, racecheck, synccheck and initcheck over
 #      `pa-lab run --stage S ...` for every stage, small problems, in one
 #      configuration per dtype and per block size (fp32/8, fp16/16, bf16/32)
+#      and one per fp8 cache format (fp16 + fp8_e4m3 / 16, bf16 + fp8_e5m2 / 32;
+#      no cascade: it takes no fp8 cache)
 #   4. a PASS/FAIL table, tool x stage
 # Logs go to $OUT/gpu-check when $OUT is set, else out/gpu-check.
 set -uo pipefail
@@ -20,12 +22,14 @@ usage() {
   cat <<EOF
 usage: scripts/gpu-check.sh [options]
   --quick              quick kernel build (PA_QUICK_KERNELS=ON: head 128 x block 16
-                       only, much faster to build) and one configuration (fp16, block 16)
+                       only, much faster to build) and two configurations (fp16, block 16;
+                       bf16 with an fp8_e5m2 cache, block 16)
   --quick-kernels      the quick kernel build, keeping the configurations given
   --full-kernels       every kernel configuration (the default; needed for blocks 8, 32)
   --full-matrix        every dtype x block size (9 configurations)
-  --configs LIST       configurations as dtype:block, comma separated
-                       (default fp32:8,fp16:16,bf16:32: each dtype and each block size once)
+  --configs LIST       configurations as dtype:block or dtype-kvdtype:block, comma separated
+                       (default fp32:8,fp16:16,bf16:32,fp16-fp8_e4m3:16,bf16-fp8_e5m2:32: each
+                       dtype, block size and fp8 format once)
   --stages LIST        comma separated stages (default: all:
                        ${ALL_STAGES// /,})
   --tools LIST         comma separated compute-sanitizer tools (default: ${ALL_TOOLS// /,})
@@ -47,13 +51,15 @@ if [[ "${1:-}" == --one ]]; then
   # --one TOOL STAGE DTYPE BLOCK PA_LAB LOGDIR TIMEOUT
   tool=$2 stage=$3 dtype=$4 bs=$5 palab=$6 logdir=$7 limit=$8
   log="$logdir/$tool-$stage-$dtype-b$bs.log"
+  kv=auto
+  if [[ $dtype == *-* ]]; then kv=${dtype#*-}; dtype=${dtype%%-*}; fi
   extra=()
   [[ $tool == memcheck ]] && extra+=(--leak-check full)
   # Small problem: 3 sequences (one token, a partial block, several blocks),
   # GQA 2:1, a seed so a failure can be replayed; --iters 0: one checked run,
   # no timing loop (the sanitizers make every launch slow).
   cmd=("$palab" run --stage "$stage" --dtype "$dtype" --head-size 128 --block-size "$bs"
-       --heads 4 --kv-heads 2 --seed 7 --iters 0)
+       --heads 4 --kv-heads 2 --seed 7 --iters 0 --kv-dtype "$kv")
   case $stage in
     # Two partitions for the 100-token sequence.
     v2_partition) cmd+=(--context-lens 1,17,100 --partition-size 64) ;;
@@ -80,12 +86,12 @@ if [[ "${1:-}" == --one ]]; then
   exit 0
 fi
 
-stages="$ALL_STAGES"; tools="$ALL_TOOLS"; configs="fp32:8 fp16:16 bf16:32"
+stages="$ALL_STAGES"; tools="$ALL_TOOLS"; configs="fp32:8 fp16:16 bf16:32 fp16-fp8_e4m3:16 bf16-fp8_e5m2:32"
 do_build=1 do_tests=1 do_san=1 jobs=4 limit=240 quick_kernels=0
 bdir="$PA_ROOT/build-device"
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --quick) configs="fp16:16"; quick_kernels=1 ;;
+    --quick) configs="fp16:16 bf16-fp8_e5m2:16"; quick_kernels=1 ;;
     --quick-kernels) quick_kernels=1 ;;
     --full-kernels) quick_kernels=0 ;;
     --full-matrix) configs="fp32:8 fp32:16 fp32:32 fp16:8 fp16:16 fp16:32 bf16:8 bf16:16 bf16:32" ;;
@@ -110,7 +116,8 @@ for t in $tools; do
   [[ " $ALL_TOOLS " == *" $t "* ]] || pa_die "unknown tool '$t'; accepted: $ALL_TOOLS"
 done
 for c in $configs; do
-  [[ $c =~ ^(fp32|fp16|bf16):(8|16|32)$ ]] || pa_die "bad configuration '$c'; accepted: dtype:block with dtype fp32|fp16|bf16, block 8|16|32"
+  [[ $c =~ ^(fp32|fp16|bf16|fp16-fp8_e4m3|fp16-fp8_e5m2|bf16-fp8_e4m3|bf16-fp8_e5m2):(8|16|32)$ ]] ||
+    pa_die "bad configuration '$c'; accepted: dtype:block with dtype fp32|fp16|bf16 or fp16|bf16 followed by -fp8_e4m3|-fp8_e5m2, block 8|16|32"
 done
 
 if [[ $quick_kernels -eq 1 && " $configs " =~ :(8|32)\  ]]; then
@@ -196,6 +203,8 @@ if [[ $do_san -eq 1 ]]; then
       # The tensor-core kernels (cascade prefix, stage 8) have no fp32 path:
       # their fp32 configuration runs as fp16, so the block size is still covered.
       if [[ $dt == fp32 && ( $s == cascade_merge || $s == optimized ) ]]; then dt=fp16; fi
+      # fp8 caches: the cascade refuses them, stage 8 takes blocks of 16 and 32.
+      if [[ $dt == *-fp8_* && ( $s == cascade_merge || ( $s == optimized && ${c##*:} == 8 ) ) ]]; then continue; fi
       echo "$t $s $dt ${c##*:}" >>"$list"
     done; done; done
     sort -u -o "$list" "$list"

@@ -22,16 +22,18 @@ namespace detail {
 // Defined in the generated instance files (one per stage x dtype x head size):
 // false when the (head, block) pair is not that file's.
 using LaunchFn = bool (*)(int, int, const StageArgs&, cudaStream_t);
-#define PA_INSTANCE(STAGE, DT, H) bool launch_##STAGE##_##DT##_h##H(int, int, const StageArgs&, cudaStream_t);
+#define PA_INSTANCE(STAGE, DT, KV, H) \
+  bool launch_##STAGE##_##DT##_##KV##_h##H(int, int, const StageArgs&, cudaStream_t);
 #include "instances.inc"
 #undef PA_INSTANCE
 
 struct Instance {
   Stage stage;
   DType dtype;
+  KvDType kv_dtype;
   LaunchFn fn;
 };
-#define PA_INSTANCE(STAGE, DT, H) {Stage::STAGE, DType::DT, &launch_##STAGE##_##DT##_h##H},
+#define PA_INSTANCE(STAGE, DT, KV, H) {Stage::STAGE, DType::DT, KvDType::KV, &launch_##STAGE##_##DT##_##KV##_h##H},
 constexpr Instance kInstances[] = {
 #include "instances.inc"
 };
@@ -220,7 +222,7 @@ void check_args(Stage stage, const StageArgs& a) {
   if (n == 5 && !a.out) fail("launch_stage: out is null");
   if (a.max_context_len < 1) fail("launch_stage: max_context_len must be >= 1");
   if (a.cg.head_size != a.head_size || a.cg.block_size != a.block_size || a.cg.num_kv_heads != a.num_kv_heads ||
-      a.cg.x != 16 / dtype_bytes(a.dtype)) {
+      a.cg.x != 16 / kv_elem_bytes(a.dtype, a.kv_dtype)) {
     fail("launch_stage: cache geometry does not match the problem (head size, block size, kv heads, x)");
   }
 }
@@ -228,13 +230,13 @@ void check_args(Stage stage, const StageArgs& a) {
 
 void launch_stage(Stage stage, const StageArgs& a, void* stream) {
   check_args(stage, a);
-  const KernelKey key{a.dtype, a.head_size, a.block_size, a.num_threads};
+  const KernelKey key{a.dtype, a.head_size, a.block_size, a.num_threads, a.kv_dtype};
   const auto built = built_configs();
   if (a.num_threads != 128 || std::find(built.begin(), built.end(), key) == built.end()) {
     throw std::invalid_argument("kernel configuration " + describe(key) + " is not available; " + supported_text());
   }
   for (const auto& inst : detail::kInstances) {
-    if (inst.stage == stage && inst.dtype == a.dtype &&
+    if (inst.stage == stage && inst.dtype == a.dtype && inst.kv_dtype == a.kv_dtype &&
         inst.fn(a.head_size, a.block_size, a, static_cast<cudaStream_t>(stream))) {
       return;
     }

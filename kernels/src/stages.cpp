@@ -75,10 +75,15 @@ std::string stage_names_text() {
 
 namespace {
 // Every dtype with each (head size, block size) of a build's instance list.
+// Every dtype with each (head size, block size) of a build's instance list,
+// then the fp8 caches with fp16 and bf16 queries.
 std::vector<KernelKey> keys_of(std::initializer_list<std::pair<int, int>> head_blocks) {
   std::vector<KernelKey> v;
-  for (DType dt : kAllDTypes)
-    for (const auto& [h, b] : head_blocks) v.push_back({dt, h, b, 128});
+  for (KvDType kv : kAllKvDTypes)
+    for (DType dt : kAllDTypes) {
+      if (is_fp8(kv) && dt == DType::f32) continue;
+      for (const auto& [h, b] : head_blocks) v.push_back({dt, h, b, 128, kv});
+    }
   return v;
 }
 }  // namespace
@@ -97,12 +102,14 @@ bool quick_kernels_build() {
 }
 
 std::string describe(const KernelKey& k) {
-  return std::string(dtype_name(k.dtype)) + " head " + std::to_string(k.head_size) + " block " +
-         std::to_string(k.block_size) + " threads " + std::to_string(k.num_threads);
+  return std::string(dtype_name(k.dtype)) + (is_fp8(k.kv_dtype) ? std::string(" kv ") + kv_dtype_name(k.kv_dtype) : "") +
+         " head " + std::to_string(k.head_size) + " block " + std::to_string(k.block_size) + " threads " +
+         std::to_string(k.num_threads);
 }
 
 std::string supported_text() {
-  std::string s = "supported: dtypes fp32, fp16, bf16; head sizes " + join(kSupportedHeadSizes) +
+  std::string s = "supported: dtypes fp32, fp16, bf16 (fp16 and bf16 also with an fp8_e4m3 or fp8_e5m2 KV cache); "
+                  "head sizes " + join(kSupportedHeadSizes) +
                   "; block sizes " + join(kSupportedBlockSizes) + "; threads " + join(kSupportedThreadCounts);
   if (quick_kernels_build()) {
     s += " (this build has PA_QUICK_KERNELS=ON: only head 128 x block 16 x threads 128 is compiled, "
@@ -131,7 +138,7 @@ void validate_problem(Stage stage, const PagedProblem& p, std::int64_t smem_limi
     fail(std::string("stage ") + stage_name(stage) + " is not launched by the stage 1-5 kernels");
   }
   // Configuration: supported by the design, then compiled into this build.
-  const KernelKey key{s.dtype, s.head_size, s.block_size, s.num_threads};
+  const KernelKey key{s.dtype, s.head_size, s.block_size, s.num_threads, s.kv_dtype};
   const bool known = std::ranges::find(kSupportedHeadSizes, s.head_size) != std::end(kSupportedHeadSizes) &&
                      std::ranges::find(kSupportedBlockSizes, s.block_size) != std::end(kSupportedBlockSizes) &&
                      std::ranges::find(kSupportedThreadCounts, s.num_threads) != std::end(kSupportedThreadCounts) &&
@@ -153,7 +160,7 @@ void validate_problem(Stage stage, const PagedProblem& p, std::int64_t smem_limi
          "max_blocks_per_seq = " + std::to_string(p.num_seqs()) + " x " + std::to_string(p.max_blocks_per_seq));
   }
   // Q rows must keep every Q vec aligned: the kernels load whole vecs.
-  const int vec_bytes = make_runtime_config(s).vec_bytes;
+  const int vec_bytes = make_runtime_config(s).q_vec_bytes;
   if ((static_cast<std::int64_t>(p.query.q_stride) * dtype_bytes(s.dtype)) % vec_bytes != 0) {
     fail("Q row stride " + std::to_string(p.query.q_stride) + " elements (extra_q_stride " +
          std::to_string(s.extra_q_stride) + ") is not a multiple of the " + std::to_string(vec_bytes) +
@@ -221,6 +228,9 @@ std::int64_t stage_bytes(Stage stage, const ProblemSpec& s) {
 StageArgs problem_stage_args(const PagedProblem& p) {
   StageArgs a;
   a.dtype = p.spec.dtype;
+  a.kv_dtype = p.spec.kv_dtype;
+  a.k_scale = p.k_scale;
+  a.v_scale = p.v_scale;
   a.head_size = p.spec.head_size;
   a.block_size = p.spec.block_size;
   a.num_threads = p.spec.num_threads;

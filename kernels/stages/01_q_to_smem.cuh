@@ -42,7 +42,7 @@ __device__ __forceinline__ SharedV1<Cfg> shared_v1() {
 // Events (Stage = the running kernel's):
 //   q_load       global_load  q      every thread, once per vec it loads; iter = n
 //                (its n-th vec i = tg + n * kNumThreadGroups), dims [qk_vec_dim(g_off, i), +kVecSize),
-//                byte_offset = q_offset(seq, head, dim) * elem bytes, bytes = kVecBytes
+//                byte_offset = q_offset(seq, head, dim) * elem bytes, bytes = kQVecBytes
 //   q_smem_store shared_store q_smem same threads/iter/dims, right after its q_load;
 //                byte_offset = q_smem_byte(g_off, i)
 //   barrier      every thread, once at the end
@@ -58,12 +58,12 @@ __device__ __forceinline__ void q_to_smem(const Elem<Cfg>* __restrict__ q, const
     const std::int64_t off = qg.q_offset(c.seq, c.head, dim);
     const auto v = load_vec<T, Cfg::kVecSize>(q + off);
     PA_TRACE(tracer, ev(c.tc, Step::q_load, Op::global_load, Tensor::q)
-                         .it(n).dims(dim, Cfg::kVecSize).at(off * Cfg::kElemBytes, Cfg::kVecBytes));
+                         .it(n).dims(dim, Cfg::kVecSize).at(off * Cfg::kElemBytes, Cfg::kQVecBytes));
     // LESSON-END(q_to_smem.q_load)
     // LESSON-BEGIN(q_to_smem.q_smem_store)
     sm.q_vecs[Map::q_smem_slot(c.g_off, i)] = v;
     PA_TRACE(tracer, ev(c.tc, Step::q_smem_store, Op::shared_store, Tensor::q_smem)
-                         .it(n).dims(dim, Cfg::kVecSize).at(Map::q_smem_byte(c.g_off, i), Cfg::kVecBytes));
+                         .it(n).dims(dim, Cfg::kVecSize).at(Map::q_smem_byte(c.g_off, i), Cfg::kQVecBytes));
   }
   PA_SYNC(tracer, c);
   // LESSON-END(q_to_smem.q_smem_store)
@@ -72,7 +72,7 @@ __device__ __forceinline__ void q_to_smem(const Elem<Cfg>* __restrict__ q, const
 // Stage 1 kernel: Q to shared memory, then q_vecs read back in slot order.
 // Events after q_to_smem (step stage_output): thread tid handles slots
 // s = strided_index(tid, k) < kNumQSlots, iter = k:
-//   shared_load q_smem (byte_offset s * kVecBytes, dims of the slot), then
+//   shared_load q_smem (byte_offset s * kQVecBytes, dims of the slot), then
 //   kVecSize x global_store stage_out, one per float the kernel stores (element
 //   e: byte_offset = (q_smem_offset(seq, head, s * kVecSize) + e) * 4, bytes 4,
 //   dims [s * kVecSize + e, 1) of the output row).
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) stage1_q_to_smem_kernel(Stag
     const int g_off = Map::q_slot_g_off(s), i = Map::q_slot_vec(s);
     PA_TRACE(tracer, ev(c.tc, Step::stage_output, Op::shared_load, Tensor::q_smem)
                          .it(k).dims(Map::qk_vec_dim(g_off, i), Cfg::kVecSize)
-                         .at(Map::q_smem_byte(g_off, i), Cfg::kVecBytes));
+                         .at(Map::q_smem_byte(g_off, i), Cfg::kQVecBytes));
 #pragma unroll
     for (int e = 0; e < Cfg::kVecSize; ++e) {
       a.stage_out[off + e] = to_float(v.e[e]);  // one 4-byte store per element (STG.32), as traced

@@ -16,6 +16,11 @@
 // read adjacent kVecBytes pieces of one 16-byte x chunk, and the group's
 // consecutive tokens are x elements apart, so a warp's request is contiguous.
 //
+// fp8 cache (config.hpp): x = 16, so a K vec holds twice the elements in the
+// same bytes, and each thread has half as many K vecs to load. Each loaded
+// vec is dequantized (dequant, common.cuh: code to float, times k_scale) just
+// before its dot product with the Q vec, which stays in the query's dtype.
+//
 // Range: the step takes a PartitionRange (config.hpp) so V2 (stage 6) calls
 // it on one partition; logits[] is indexed by token - range.token_begin.
 // The later kernels start with stages 1-2 as one call: v1_logits (the whole
@@ -93,8 +98,10 @@ __device__ __forceinline__ AlibiBias load_alibi(const float* __restrict__ slopes
 //   k_load      global_load k_cache, one per i = 0..kNumVecsPerThread-1: token = token_of(lblock,
 //               qk_token_in_block(lane)) (also for tokens >= r.token_end of the last block: the load
 //               happens, the logit is dropped), dims [qk_vec_dim(g_off, i), +kVecSize),
-//               byte_offset = k_offset(phys, kv_head, dim, t) * elem bytes, bytes kVecBytes
-//   q_smem_load shared_load q_smem, one per i: same dims, byte_offset q_smem_byte(g_off, i)
+//               byte_offset = k_offset(phys, kv_head, dim, t) * cache elem bytes (kKvBytes), bytes kVecBytes
+//   then per i = 0..kNumVecsPerThread-1:
+//   dequant     compute (fp8 cache only), token, dims [qk_vec_dim(g_off, i), +kVecSize)
+//   q_smem_load shared_load q_smem: same dims, byte_offset q_smem_byte(g_off, i), bytes kQVecBytes
 //   qk_dot      compute, token, dims [qk_vec_dim(g_off, 0), kNumElemsPerThread) (strided), value NaN
 //   qk_group_reduce shuffle, log2(kThreadGroupSize) events (none for 1-thread groups), token
 //   logit_store shared_store logits, only g_off == 0 and token < r.token_end: token,
@@ -102,13 +109,14 @@ __device__ __forceinline__ AlibiBias load_alibi(const float* __restrict__ slopes
 //               (scale * q . k, plus the ALiBi bias when alibi.on)
 // then barrier (every thread).
 template <class Cfg, class Tracer>
-__device__ __forceinline__ void qk_logits(const Elem<Cfg>* __restrict__ k_cache, const CacheGeometry& cg,
+__device__ __forceinline__ void qk_logits(const KvElem<Cfg>* __restrict__ k_cache, const CacheGeometry& cg,
                                           const int* __restrict__ block_tables, const BlockTableGeometry& btg,
-                                          const PartitionRange& r, float scale, const AlibiBias& alibi,
-                                          const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm, Tracer& tracer) {
+                                          const PartitionRange& r, float scale, float k_scale,
+                                          const AlibiBias& alibi, const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm,
+                                          Tracer& tracer) {
   using Map = ThreadMapping<Cfg>;
-  using T = Elem<Cfg>;
-  using KVec = Vec<T, Cfg::kVecSize>;
+  using KVec = Vec<KvElem<Cfg>, Cfg::kVecSize>;
+  using QVec = Vec<Elem<Cfg>, Cfg::kVecSize>;
   const int t_in_block = Map::qk_token_in_block(c.lane);
   for (int n = 0, lblock = Map::warp_block(r.block_begin, c.warp, 0); lblock < r.block_end;
        lblock = Map::warp_block(r.block_begin, c.warp, ++n)) {
@@ -121,10 +129,10 @@ __device__ __forceinline__ void qk_logits(const Elem<Cfg>* __restrict__ k_cache,
     for (int i = 0; i < Cfg::kNumVecsPerThread; ++i) {
       const int dim = Map::qk_vec_dim(c.g_off, i);
       const std::int64_t off = cg.k_offset(phys, c.kv_head, dim, t_in_block);
-      k_vecs[i] = load_vec<T, Cfg::kVecSize>(k_cache + off);
+      k_vecs[i] = load_vec<KvElem<Cfg>, Cfg::kVecSize>(k_cache + off);
       PA_TRACE(tracer, ev(c.tc, Step::k_load, Op::global_load, Tensor::k_cache)
                            .it(n).tok(token).blk(lblock, phys).dims(dim, Cfg::kVecSize)
-                           .at(off * Cfg::kElemBytes, Cfg::kVecBytes));
+                           .at(off * Cfg::kKvBytes, Cfg::kVecBytes));
     }
     // LESSON-END(qk.k_load)
 
@@ -132,11 +140,15 @@ __device__ __forceinline__ void qk_logits(const Elem<Cfg>* __restrict__ k_cache,
     float qk = 0.f;
 #pragma unroll
     for (int i = 0; i < Cfg::kNumVecsPerThread; ++i) {
-      const KVec q_vec = sm.q_vecs[Map::q_smem_slot(c.g_off, i)];
+      const auto k = dequant(k_vecs[i], k_scale);  // as loaded, or fp8 codes -> float * k_scale
+      if constexpr (is_fp8(Cfg::kKvDType))
+        PA_TRACE(tracer, ev(c.tc, Step::dequant, Op::compute, Tensor::none)
+                             .it(n).tok(token).dims(Map::qk_vec_dim(c.g_off, i), Cfg::kVecSize));
+      const QVec q_vec = sm.q_vecs[Map::q_smem_slot(c.g_off, i)];
       PA_TRACE(tracer, ev(c.tc, Step::q_smem_load, Op::shared_load, Tensor::q_smem)
                            .it(n).tok(token).dims(Map::qk_vec_dim(c.g_off, i), Cfg::kVecSize)
-                           .at(Map::q_smem_byte(c.g_off, i), Cfg::kVecBytes));
-      qk += dot(q_vec, k_vecs[i]);
+                           .at(Map::q_smem_byte(c.g_off, i), Cfg::kQVecBytes));
+      qk += dot(q_vec, k);
     }
     PA_TRACE(tracer, ev(c.tc, Step::qk_dot, Op::compute, Tensor::none)
                          .it(n).tok(token).blk(lblock, phys)
@@ -198,8 +210,8 @@ __device__ __forceinline__ void q_and_logits(const StageArgs& a, const Partition
   q_to_smem<Cfg>(static_cast<const Elem<Cfg>*>(a.q), a.qg, c, sm, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::q_to_smem, -1);
   const AlibiBias alibi = load_alibi<Cfg>(a.alibi_slopes, ctx, c, tracer);
-  qk_logits<Cfg>(static_cast<const Elem<Cfg>*>(a.k_cache), a.cg, a.block_tables, a.btg, r, a.scale, alibi, c, sm,
-                 tracer);
+  qk_logits<Cfg>(static_cast<const KvElem<Cfg>*>(a.k_cache), a.cg, a.block_tables, a.btg, r, a.scale, a.k_scale,
+                 alibi, c, sm, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::qk, -1);
 }
 

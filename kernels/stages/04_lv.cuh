@@ -14,6 +14,11 @@
 // kNumVVecsPerRow lanes of a row are reduced into the first (lv_row_owner), so
 // each warp holds one partial output over the blocks it walked.
 //
+// fp8 cache (config.hpp): a V vec is min(16, block size) one-byte elements,
+// a whole block row for blocks of 8 and 16, half a row for 32, and each
+// loaded vec is dequantized (dequant, common.cuh: code to float, times
+// v_scale) before it meets the probabilities.
+//
 // Range: like qk_logits, takes a PartitionRange (V2 calls it per partition).
 // The later kernels run stages 3-4 as one call, softmax_times_v, and write
 // their rows with this stage's row-owner store, store_owned_rows.
@@ -39,19 +44,20 @@ struct RowAcc {
 //               logits_smem_byte(token0 - r.token_begin), bytes = 4 * (valid tokens of the vec)
 //   then for each valid row i (lv_row_valid(lv_row(lane, i))), in order of i:
 //     v_load     global_load v_cache, token0, dims [row, 1), byte_offset = v_offset(phys, kv_head,
-//                row, lv_token_in_block(lane)) * elem bytes, bytes kVVecBytes (also past the context:
-//                the load happens, those tokens are zeroed)
+//                row, lv_token_in_block(lane)) * cache elem bytes (kKvBytes), bytes kVVecBytes (also
+//                past the context: the load happens, those tokens are zeroed)
+//     dequant    compute (fp8 cache only), token0, dims [row, 1)
 //     accumulate compute, token0, dims [row, 1)
 // After the loop (lv_reduce_rows): for each valid row i, for mask = kNumVVecsPerRow/2 .. 1:
 //     accumulate shuffle, iter = mask, dims [row, 1)   (no events when kNumVVecsPerRow == 1)
 template <class Cfg, class Tracer>
-__device__ __forceinline__ void lv_accumulate(const Elem<Cfg>* __restrict__ v_cache, const CacheGeometry& cg,
-                                              const int* __restrict__ block_tables,
+__device__ __forceinline__ void lv_accumulate(const KvElem<Cfg>* __restrict__ v_cache, const CacheGeometry& cg,
+                                              float v_scale, const int* __restrict__ block_tables,
                                               const BlockTableGeometry& btg, const PartitionRange& r,
                                               const ThreadCtx<Cfg>& c, const SharedV1<Cfg>& sm,
                                               RowAcc<Cfg>& acc, Tracer& tracer) {
   using Map = ThreadMapping<Cfg>;
-  using T = Elem<Cfg>;
+  using T = KvElem<Cfg>;
   constexpr int kN = Cfg::kVVecSize;
 #pragma unroll
   for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) acc.v[i] = 0.f;
@@ -69,7 +75,7 @@ __device__ __forceinline__ void lv_accumulate(const Elem<Cfg>* __restrict__ v_ca
     float p[kN];
     if (valid >= kN) {
 #pragma unroll
-      for (int e = 0; e < kN; e += 4) {  // kVVecSize is 4 or 8; logits are 16-byte aligned
+      for (int e = 0; e < kN; e += 4) {  // kVVecSize is a multiple of 4; logits are 16-byte aligned
         const float4 f = *reinterpret_cast<const float4*>(sm.logits + idx0 + e);
         p[e] = f.x; p[e + 1] = f.y; p[e + 2] = f.z; p[e + 3] = f.w;
       }
@@ -90,10 +96,14 @@ __device__ __forceinline__ void lv_accumulate(const Elem<Cfg>* __restrict__ v_ca
       const int row = Map::lv_row(c.lane, i);
       if (Map::lv_row_valid(row)) {
         const std::int64_t off = cg.v_offset(phys, c.kv_head, row, t_in_block);
-        auto v = load_vec<T, kN>(v_cache + off);
+        const auto loaded = load_vec<T, kN>(v_cache + off);
         PA_TRACE(tracer, ev(c.tc, Step::v_load, Op::global_load, Tensor::v_cache)
                              .it(n).tok(token0).blk(lblock, phys).dims(row, 1)
-                             .at(off * Cfg::kElemBytes, Cfg::kVVecBytes));
+                             .at(off * Cfg::kKvBytes, Cfg::kVVecBytes));
+        const auto v = dequant(loaded, v_scale);  // as loaded, or fp8 codes -> float * v_scale
+        if constexpr (is_fp8(Cfg::kKvDType))
+          PA_TRACE(tracer, ev(c.tc, Step::dequant, Op::compute, Tensor::none)
+                               .it(n).tok(token0).blk(lblock, phys).dims(row, 1));
         // LESSON-END(lv.v_load)
         // LESSON-BEGIN(lv.accumulate)
         // Past the context the cache holds anything (NaN too), and 0 * NaN = NaN: zero it.
@@ -144,7 +154,7 @@ __device__ __forceinline__ SoftmaxStats<> softmax_times_v(const StageArgs& a, co
                                                         RowAcc<Cfg>& acc, Tracer& tracer) {
   const SoftmaxStats<> st = softmax_block<Cfg>(r, c, sm, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::softmax, -1);
-  lv_accumulate<Cfg>(static_cast<const Elem<Cfg>*>(a.v_cache), a.cg, a.block_tables, a.btg, r, c, sm, acc,
+  lv_accumulate<Cfg>(static_cast<const KvElem<Cfg>*>(a.v_cache), a.cg, a.v_scale, a.block_tables, a.btg, r, c, sm, acc,
                      tracer);
   lv_reduce_rows<Cfg>(acc, c, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::lv, -1);

@@ -1,5 +1,5 @@
 // Host side of stage 6: the launch's argument checks and the dtype dispatch
-// to the instance files (06_v2_partition_<dtype>.cu), which launch the
+// to the instance files (06_v2_partition_<dtype>[_<cache dtype>].cu), which launch the
 // partition kernel and then the reduce kernel (06_v2_partition.cuh).
 #include <cuda_runtime.h>
 
@@ -9,9 +9,13 @@
 #include "pa/kernels/v2_partition.hpp"
 
 namespace pa::kernels::detail {
-bool launch_v2_f32(int, int, const V2Args&, cudaStream_t);
-bool launch_v2_f16(int, int, const V2Args&, cudaStream_t);
-bool launch_v2_bf16(int, int, const V2Args&, cudaStream_t);
+bool launch_v2_f32_same(int, int, const V2Args&, cudaStream_t);
+bool launch_v2_f16_same(int, int, const V2Args&, cudaStream_t);
+bool launch_v2_bf16_same(int, int, const V2Args&, cudaStream_t);
+bool launch_v2_f16_fp8_e4m3(int, int, const V2Args&, cudaStream_t);
+bool launch_v2_f16_fp8_e5m2(int, int, const V2Args&, cudaStream_t);
+bool launch_v2_bf16_fp8_e4m3(int, int, const V2Args&, cudaStream_t);
+bool launch_v2_bf16_fp8_e5m2(int, int, const V2Args&, cudaStream_t);
 }  // namespace pa::kernels::detail
 
 namespace pa::kernels {
@@ -33,12 +37,24 @@ void launch_v2(const V2Args& a, void* stream) {
     bad("v2_partition: partition buffers hold " + std::to_string(a.pg.max_partitions) +
         " partitions, the launch needs " + std::to_string(a.max_partitions));
   const auto s = static_cast<cudaStream_t>(stream);
+  using Fn = bool (*)(int, int, const V2Args&, cudaStream_t);
+  struct Inst {
+    DType dtype;
+    KvDType kv;
+    Fn fn;
+  };
+  static constexpr Inst kInsts[] = {
+      {DType::f32, KvDType::same, &detail::launch_v2_f32_same},
+      {DType::f16, KvDType::same, &detail::launch_v2_f16_same},
+      {DType::bf16, KvDType::same, &detail::launch_v2_bf16_same},
+      {DType::f16, KvDType::fp8_e4m3, &detail::launch_v2_f16_fp8_e4m3},
+      {DType::f16, KvDType::fp8_e5m2, &detail::launch_v2_f16_fp8_e5m2},
+      {DType::bf16, KvDType::fp8_e4m3, &detail::launch_v2_bf16_fp8_e4m3},
+      {DType::bf16, KvDType::fp8_e5m2, &detail::launch_v2_bf16_fp8_e5m2},
+  };
   bool ok = false;
-  switch (b.dtype) {
-    case DType::f32: ok = detail::launch_v2_f32(b.head_size, b.block_size, a, s); break;
-    case DType::f16: ok = detail::launch_v2_f16(b.head_size, b.block_size, a, s); break;
-    case DType::bf16: ok = detail::launch_v2_bf16(b.head_size, b.block_size, a, s); break;
-  }
+  for (const Inst& i : kInsts)
+    if (i.dtype == b.dtype && i.kv == b.kv_dtype) ok = i.fn(b.head_size, b.block_size, a, s);
   if (!ok) bad("v2_partition: configuration " + detail::config_text(b) + " is not built (PA_V2_FOR_EACH_HEAD_BLOCK)");
 }
 

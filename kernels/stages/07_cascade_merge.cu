@@ -88,6 +88,10 @@ void launch_merge_states(const MergeArgs& m, void* stream) {
 
 CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len, const CascadeOptions& opt) {
   check_base(b);
+  if (is_fp8(b.kv_dtype))
+    bad(std::string("cascade: a ") + kv_dtype_name(b.kv_dtype) +
+        " KV cache is not supported by stage 7's prefix kernels (accepted: kv dtype auto, a cache in the query's "
+        "dtype); stages 1-6 and 8 take fp8 caches");
   if (prefix_len < 0 || prefix_len % b.block_size != 0 || prefix_len > b.max_context_len)
     bad("cascade: prefix length " + std::to_string(prefix_len) + " must be >= 0, a multiple of the block size " +
         std::to_string(b.block_size) + " and <= every context length");

@@ -27,7 +27,8 @@ OptParams opt_make_params(const OptimizedArgs& a, const OptimizedPlan& plan, voi
   p.block_tables = a.block_tables;
   p.context_lens = a.context_lens;
   p.alibi_slopes = a.alibi_slopes;
-  p.cache = CacheGeometry{a.num_blocks, a.num_kv_heads, a.head_size, a.block_size, 16 / dtype_bytes(a.dtype)};
+  p.cache = CacheGeometry{a.num_blocks, a.num_kv_heads, a.head_size, a.block_size,
+                          16 / kv_elem_bytes(a.dtype, a.kv_dtype)};
   p.qg = QueryGeometry{a.num_seqs, a.num_heads, a.head_size, a.q_stride};
   p.btg = BlockTableGeometry{a.max_blocks_per_seq};
   p.wsg = OptWorkspaceGeometry{a.num_seqs, plan.units, plan.splits, a.head_size};
@@ -40,7 +41,10 @@ OptParams opt_make_params(const OptimizedArgs& a, const OptimizedPlan& plan, voi
   p.group = a.num_heads / a.num_kv_heads;
   p.head_chunks = plan.head_chunks;
   p.split_blocks = plan.split_blocks;
-  p.scale_log2 = a.scale * kLog2e;
+  // fp8: S = Q . (codes * k_scale) = k_scale * (Q . codes): the K scale joins
+  // the softmax scale once instead of multiplying every element.
+  p.scale_log2 = a.scale * (is_fp8(a.kv_dtype) ? a.k_scale : 1.0f) * kLog2e;
+  p.v_scale = is_fp8(a.kv_dtype) ? a.v_scale : 1.0f;
   p.first_block = a.first_token / a.block_size;
   p.state_out = a.state_out;
   p.state_lse = a.state_lse;
@@ -60,26 +64,29 @@ void check_cuda(cudaError_t e, const char* what) {
 // The head and block sizes stage 8 is built for (opt_built_sizes.hpp, generated
 // by optimized.cmake, which also compiles one instance file per head size of
 // the list): the registry's (pa/index/config.hpp) in full builds, fewer in
-// quick builds. The dispatch below names an instance for every pair of the
-// lists, so the link fails if an instance file misses one.
+// quick builds; for fp8 caches, block sizes 16 and 32 only. The dispatch
+// below names an instance for every pair of the lists, so the link fails if
+// an instance file misses one.
 constexpr int kHeadSizes[] = {PA_OPT_HEAD_SIZES};
 constexpr int kBlockSizes[] = {PA_OPT_BLOCK_SIZES};
+constexpr int kFp8HeadSizes[] = {PA_OPT_FP8_HEAD_SIZES};
+constexpr int kFp8BlockSizes[] = {PA_OPT_FP8_BLOCK_SIZES};
 
-// Calls pick.operator()<HS, BS>() for the built pair equal to (hs, bs);
-// false if none is.
-template <int HS, class Pick, std::size_t... B>
+// Calls pick.operator()<HS, BS>() for the pair of the lists Heads x Blocks
+// equal to (hs, bs); false if none is.
+template <const auto& Blocks, int HS, class Pick, std::size_t... B>
 bool dispatch_block(int bs, Pick& pick, std::index_sequence<B...>) {
-  return ((bs == kBlockSizes[B] && (pick.template operator()<HS, kBlockSizes[B]>(), true)) || ...);
+  return ((bs == Blocks[B] && (pick.template operator()<HS, Blocks[B]>(), true)) || ...);
 }
-template <class Pick, std::size_t... H>
+template <const auto& Heads, const auto& Blocks, class Pick, std::size_t... H>
 bool dispatch_head(int hs, int bs, Pick& pick, std::index_sequence<H...>) {
-  return ((hs == kHeadSizes[H] &&
-           dispatch_block<kHeadSizes[H]>(bs, pick, std::make_index_sequence<std::size(kBlockSizes)>{})) ||
+  return ((hs == Heads[H] &&
+           dispatch_block<Blocks, Heads[H]>(bs, pick, std::make_index_sequence<std::size(Blocks)>{})) ||
           ...);
 }
-template <class Pick>
+template <const auto& Heads = kHeadSizes, const auto& Blocks = kBlockSizes, class Pick>
 bool dispatch_sizes(int hs, int bs, Pick&& pick) {
-  return dispatch_head(hs, bs, pick, std::make_index_sequence<std::size(kHeadSizes)>{});
+  return dispatch_head<Heads, Blocks>(hs, bs, pick, std::make_index_sequence<std::size(Heads)>{});
 }
 
 template <DType DT>
@@ -88,9 +95,27 @@ bool entry_of(int hs, int bs, int ht, OptEntry& e) {
     e = ht == 1 ? opt::opt_entry<DT, HS, BS, 1>() : opt::opt_entry<DT, HS, BS, 2>();
   });
 }
-bool find_entry(DType dt, int hs, int bs, int ht, OptEntry& e) {
-  if (dt == DType::f16) return entry_of<DType::f16>(hs, bs, ht, e);
-  if (dt == DType::bf16) return entry_of<DType::bf16>(hs, bs, ht, e);
+template <DType DT, KvDType KV>
+bool fp8_entry_of(int hs, int bs, int ht, OptEntry& e) {
+  return dispatch_sizes<kFp8HeadSizes, kFp8BlockSizes>(hs, bs, [&]<int HS, int BS>() {
+    e = ht == 1 ? opt::opt_entry<DT, HS, BS, 1, KV>() : opt::opt_entry<DT, HS, BS, 2, KV>();
+  });
+}
+bool find_entry(DType dt, KvDType kv, int hs, int bs, int ht, OptEntry& e) {
+  switch (kv) {
+    case KvDType::same:
+      if (dt == DType::f16) return entry_of<DType::f16>(hs, bs, ht, e);
+      if (dt == DType::bf16) return entry_of<DType::bf16>(hs, bs, ht, e);
+      return false;
+    case KvDType::fp8_e4m3:
+      if (dt == DType::f16) return fp8_entry_of<DType::f16, KvDType::fp8_e4m3>(hs, bs, ht, e);
+      if (dt == DType::bf16) return fp8_entry_of<DType::bf16, KvDType::fp8_e4m3>(hs, bs, ht, e);
+      return false;
+    case KvDType::fp8_e5m2:
+      if (dt == DType::f16) return fp8_entry_of<DType::f16, KvDType::fp8_e5m2>(hs, bs, ht, e);
+      if (dt == DType::bf16) return fp8_entry_of<DType::bf16, KvDType::fp8_e5m2>(hs, bs, ht, e);
+      return false;
+  }
   return false;
 }
 
@@ -108,18 +133,18 @@ bool find_lean_entry(DType dt, int hs, int bs, int ht, OptEntry& e) {
   return false;
 }
 
-OptEntry require_entry(DType dt, int hs, int bs, int ht, OptPipeline pipe = OptPipeline::automatic) {
+OptEntry require_entry(DType dt, KvDType kv, int hs, int bs, int ht, OptPipeline pipe = OptPipeline::automatic) {
   OptEntry e{};
   if (pipe == OptPipeline::lean) {
-    if (!find_lean_entry(dt, hs, bs, ht, e))
+    if (is_fp8(kv) || !find_lean_entry(dt, hs, bs, ht, e))
       throw std::invalid_argument("stage 8: the plan asks for the lean pipeline, which is built for fp16/bf16 x "
                                   "head 128 x at most 8 query heads per KV head only");
     return e;
   }
-  if (!find_entry(dt, hs, bs, ht, e)) {
+  if (!find_entry(dt, kv, hs, bs, ht, e)) {
     std::ostringstream m;
-    m << "stage 8 (optimized) has no kernel for dtype " << dtype_name(dt) << ", head size " << hs
-      << ", block size " << bs << "; this build supports " << optimized_supported_list();
+    m << "stage 8 (optimized) has no kernel for dtype " << dtype_name(dt) << ", kv cache " << kv_dtype_name(kv)
+      << ", head size " << hs << ", block size " << bs << "; this build supports " << optimized_supported_list();
     throw std::invalid_argument(m.str());
   }
   return e;
@@ -134,10 +159,13 @@ int device_sm_count() {
 
 }  // namespace
 
-bool optimized_supported(DType dtype, int head_size, int block_size) {
+bool optimized_supported(DType dtype, int head_size, int block_size, KvDType kv) {
   if (dtype == DType::f32) return false;
-  return std::find(std::begin(kHeadSizes), std::end(kHeadSizes), head_size) != std::end(kHeadSizes) &&
-         std::find(std::begin(kBlockSizes), std::end(kBlockSizes), block_size) != std::end(kBlockSizes);
+  if (is_fp8(kv))
+    return std::ranges::find(kFp8HeadSizes, head_size) != std::end(kFp8HeadSizes) &&
+           std::ranges::find(kFp8BlockSizes, block_size) != std::end(kFp8BlockSizes);
+  return std::ranges::find(kHeadSizes, head_size) != std::end(kHeadSizes) &&
+         std::ranges::find(kBlockSizes, block_size) != std::end(kBlockSizes);
 }
 
 std::string optimized_supported_list() {
@@ -146,7 +174,11 @@ std::string optimized_supported_list() {
   for (int h : kHeadSizes) m << h << (h == kHeadSizes[std::size(kHeadSizes) - 1] ? "" : ", ");
   m << "}, block sizes {";
   for (int b : kBlockSizes) m << b << (b == kBlockSizes[std::size(kBlockSizes) - 1] ? "" : ", ");
-  m << "}";
+  m << "}; with an fp8_e4m3 or fp8_e5m2 KV cache: head sizes {";
+  for (int h : kFp8HeadSizes) m << h << (h == kFp8HeadSizes[std::size(kFp8HeadSizes) - 1] ? "" : ", ");
+  m << "}, block sizes {";
+  for (int b : kFp8BlockSizes) m << b << (b == kFp8BlockSizes[std::size(kFp8BlockSizes) - 1] ? "" : ", ");
+  m << "} (a V row of a block must fill whole 16-byte copies)";
 #if defined(PA_QUICK_KERNELS)
   m << " (quick build: configure with -DPA_QUICK_KERNELS=OFF for all)";
 #endif
@@ -191,10 +223,11 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
   plan.head_chunks = ceil_div(group, OptWorkspaceGeometry::kUnitHeads);
   plan.units = a.num_kv_heads * plan.head_chunks;
   OptEntry e{};
-  if (pipeline == OptPipeline::lean && find_lean_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles, e))
+  if (pipeline == OptPipeline::lean && !is_fp8(a.kv_dtype) &&
+      find_lean_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles, e))
     plan.pipeline = OptPipeline::lean;
   else
-    e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles);
+    e = require_entry(a.dtype, a.kv_dtype, a.head_size, a.block_size, plan.head_tiles);
   plan.smem_bytes = e.smem_bytes;
   plan.stages = e.stages;
   plan.ctas_per_sm = std::max(1, e.ctas_per_sm);
@@ -207,7 +240,7 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
   in.units = plan.units;
   in.head_size = a.head_size;
   in.block_size = a.block_size;
-  in.elem_bytes = dtype_bytes(a.dtype);
+  in.elem_bytes = kv_elem_bytes(a.dtype, a.kv_dtype);
   in.blocks_per_step = e.blocks_per_step;
   in.max_context_len = std::max(1, a.max_context_len - a.first_token);  // the attended range
   in.sm_count = plan.sm_count;
@@ -225,7 +258,7 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
 
 void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace, void* stream) {
   check_range_and_state(a);
-  const OptEntry e = require_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles, plan.pipeline);
+  const OptEntry e = require_entry(a.dtype, a.kv_dtype, a.head_size, a.block_size, plan.head_tiles, plan.pipeline);
   if (plan.splits > 1 && workspace == nullptr)
     throw std::invalid_argument("stage 8: plan has " + std::to_string(plan.splits) +
                                 " splits but no workspace was given (need plan.workspace_bytes)");

@@ -19,13 +19,20 @@
 //  * ALiBi (when the launch has slopes): each lane's S rows get their head's
 //    slope once (opt_alibi_slopes), and the bias joins each logit in the
 //    online softmax, already in base 2.
+//  * fp8 caches (Cfg::kFp8): the pipeline copies the one-byte codes (half
+//    the bytes per token, so twice the steps fit in the same stages); the
+//    mma fragments come from 4-byte shared loads converted to fp16/bf16 by
+//    cvt (opt_qk_mma_fp8, opt_pv_mma_fp8), exactly, since every fp8 value is
+//    an fp16 and a bf16 value. The scales never touch an element: k_scale
+//    joins the softmax scale (S = k_scale * Q . codes) and v_scale multiplies
+//    the output once (opt_v_scale), because both enter linearly.
 //
 // Thread mapping (pa/index/optimized.hpp has every formula):
 //   grid (splits, units, seqs); 4 warps; warp w handles steps w, w+4, ... of
 //   its split; a step = 16 tokens (one block of 16, two of 8) or one block of 32.
 //   In a step, lane l holds S for heads l/4 (+8) and tokens 2(l%4)+{0,1} of
-//   each 8-token n-tile, and O^T for dims l/4 (+8) of each 16-dim tile and
-//   heads 2(l%4)+{0,1}.
+//   each 8-token n-tile (fp8: tokens s_token(nt, 2(l%4)+{0,1})), and O^T for
+//   dims l/4 (+8) of each 16-dim tile and heads 2(l%4)+{0,1}.
 //   Epilogue: warps merge through shared memory; one CTA per split writes its
 //   state to the workspace and the last one merges the splits.
 //
@@ -173,7 +180,6 @@ __device__ __forceinline__ OptAlibi<Cfg> opt_alibi_slopes(const OptParams& p, co
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_pipeline_issue(const OptParams& p, const OptCta<Cfg>& c, std::uint32_t smem_base,
                                                    int j, int& tbl, Tracer& tracer) {
-  using T = typename OptElem<Cfg::kDType>::T;
   constexpr int BS = Cfg::kBlockSize;
   constexpr int BPS = Cfg::kBlocksPerStep;
   constexpr int kStages = Cfg::kStages;
@@ -182,8 +188,9 @@ __device__ __forceinline__ void opt_pipeline_issue(const OptParams& p, const Opt
             kvh = c.kvh;
   const TraceCtx& tc = c.tc;
   auto table_index = [&](int lb) { return p.btg.offset(seq, p.first_block + lb); };
-  const T* __restrict__ kc = static_cast<const T*>(p.k_cache);
-  const T* __restrict__ vc = static_cast<const T*>(p.v_cache);
+  using KvT = OptKvElem<Cfg>;
+  const KvT* __restrict__ kc = static_cast<const KvT*>(p.k_cache);
+  const KvT* __restrict__ vc = static_cast<const KvT*>(p.v_cache);
   // LESSON-BEGIN(optimized.pipeline_issue)
   if (j > 0 && j % kStepsPerTbl == 0) {  // one coalesced block-table load per 32 blocks
     const int lb = Cfg::step_block(blk_begin, warp, j + lane / BPS, lane % BPS);
@@ -202,8 +209,8 @@ __device__ __forceinline__ void opt_pipeline_issue(const OptParams& p, const Opt
     // Past the split's end (block size 8: a step's second block) there is no block.
     const int lb_t = lb < blk_end ? lb : -1, phys_t = lb < blk_end ? phys : -1;
     PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::shuffle, Tensor::none).it(j).blk(lb_t, phys_t).src(owner));
-    const T* kt = kc + p.cache.k_offset(phys, kvh, 0, 0);
-    const T* vt = vc + p.cache.v_offset(phys, kvh, 0, 0);
+    const KvT* kt = kc + p.cache.k_offset(phys, kvh, 0, 0);
+    const KvT* vt = vc + p.cache.v_offset(phys, kvh, 0, 0);
 #pragma unroll
     for (int L = lane; L < Cfg::kTileChunks; L += kWarpSize) {
       const bool kok = Cfg::k_chunk_token(L) < nvalid;
@@ -221,11 +228,11 @@ __device__ __forceinline__ void opt_pipeline_issue(const OptParams& p, const Opt
                            .at(Cfg::k_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
       const int vn = cmax(0, cmin(Cfg::kX, nvalid - Cfg::v_chunk_first_token(L)));
       ptx::cp_async_16_l2_256b(smem_base + 16u * Cfg::v_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
-                               vn > 0 ? vt + Cfg::chunk_elem_offset(L) : vc, vn * Cfg::kElemBytes);
+                               vn > 0 ? vt + Cfg::chunk_elem_offset(L) : vc, vn * Cfg::kKvBytes);
       PA_TRACE(tracer, ev(tc, Step::v_load, Op::async_copy, Tensor::v_cache)
                            .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
                            .dims(Cfg::v_chunk_dim(L), 1)
-                           .at(vn > 0 ? Cfg::v_chunk_byte(p.cache, phys, kvh, L) : -1, vn * Cfg::kElemBytes));
+                           .at(vn > 0 ? Cfg::v_chunk_byte(p.cache, phys, kvh, L) : -1, vn * Cfg::kKvBytes));
       PA_TRACE(tracer, ev(tc, Step::v_load, Op::shared_store, Tensor::kv_smem)
                            .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
                            .dims(Cfg::v_chunk_dim(L), 1)
@@ -296,6 +303,45 @@ __device__ __forceinline__ void opt_qk_mma(const OptCta<Cfg>& c, std::uint32_t s
   // LESSON-END(optimized.qk_mma)
 }
 
+// S = Q K^T of step j with an fp8 cache: per n-tile and 16-dim k-step, each
+// lane loads 4 bytes of one token's K chunk (pa/index/optimized.hpp,
+// fp8_k_frag_byte) and converts them into the two B registers. The K scale is
+// not applied here: it is part of p.scale_log2.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void opt_qk_mma_fp8(const OptCta<Cfg>& c, std::uint32_t smem_base,
+                                               const std::uint32_t (&qf)[Cfg::kQkKSteps][4], int j,
+                                               float (&s)[Cfg::kQkNTiles][4], Tracer& tracer) {
+  using T = typename OptElem<Cfg::kDType>::T;
+  constexpr bool kE5m2 = Cfg::kKvDType == KvDType::fp8_e5m2;
+  const int warp = c.warp, lane = c.lane, blk_end = c.blk_end;
+  const TraceCtx& tc = c.tc;
+  const int stage = j % Cfg::kStages;
+  const int tok0 = Cfg::step_block(c.blk_begin, warp, j, 0) * Cfg::kBlockSize;
+  // LESSON-BEGIN(optimized.qk_mma_fp8)
+#pragma unroll
+  for (int nt = 0; nt < Cfg::kQkNTiles; ++nt) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
+    const int tok = Cfg::trace_token(tok0 + Cfg::fp8_k_token(nt, lane), blk_end);
+#pragma unroll
+    for (int ks = 0; ks < Cfg::kQkKSteps; ++ks) {
+      const int byte = Cfg::fp8_k_frag_byte(warp, stage, nt, ks, lane);
+      const std::uint32_t codes = ptx::lds_u32(smem_base + byte);
+      PA_TRACE(tracer, ev(tc, Step::k_smem_load, Op::shared_load, Tensor::kv_smem)
+                           .it(j * Cfg::kQkNTiles + nt).tok(tok).dims(Cfg::q_frag_dim(lane, ks, 0), 4).at(byte, 4));
+      const std::uint32_t b0 = ptx::fp8x2_to<kE5m2, T>(static_cast<std::uint16_t>(codes));
+      const std::uint32_t b1 = ptx::fp8x2_to<kE5m2, T>(static_cast<std::uint16_t>(codes >> 16));
+      PA_TRACE(tracer, ev(tc, Step::dequant, Op::compute, Tensor::none)
+                           .it(j * Cfg::kQkNTiles + nt).tok(tok).dims(Cfg::q_frag_dim(lane, ks, 0), 4));
+      ptx::mma_m16n8k16<T>(s[nt], qf[ks], b0, b1);
+      PA_TRACE(tracer, ev(tc, Step::qk_dot, Op::mma, Tensor::none)
+                           .it(j * Cfg::kQkNTiles + nt).tok(Cfg::trace_token(tok0 + Cfg::s_token(nt, 0), blk_end))
+                           .dims(16 * ks, 16));
+    }
+  }
+  // LESSON-END(optimized.qk_mma_fp8)
+}
+
 // The online softmax of step j in base 2: each head's running max, S turned
 // into P in place, the lane's partial sum, and O rescaled by exp2(m_old - m_new).
 // With ALiBi each logit first gets its bias: tokens are counted from the
@@ -321,7 +367,7 @@ __device__ __forceinline__ void opt_online_softmax(const OptParams& p, const Opt
     for (int nt = 0; nt < Cfg::kQkNTiles; ++nt)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int tok = tok0 + nt * 8 + Cfg::qk_col(lane) + e;
+        const int tok = tok0 + Cfg::s_token(nt, Cfg::qk_col(lane) + e);
         const float x = s[nt][2 * h + e] * p.scale_log2;
         const float biased = al.on ? x + alibi_bias(al.slope_log2[h], tok, c.ctx) : x;
         const float v = tok < tok_limit ? biased : kNegInf;
@@ -414,6 +460,72 @@ __device__ __forceinline__ void opt_pv_mma(const OptCta<Cfg>& c, std::uint32_t s
 }
 
 
+// O^T += V^T P^T of step j with an fp8 cache: per 16-token k-step and dim
+// tile, each lane loads 4 bytes (tokens 4(lane%4)..+3) of its two V rows and
+// converts them into the A registers; P's B registers pair the even- and
+// odd-token n-tiles (s_token), so they hold the same tokens.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void opt_pv_mma_fp8(const OptCta<Cfg>& c, std::uint32_t smem_base, int j,
+                                               const float (&s)[Cfg::kQkNTiles][4], OptAccum<Cfg>& acc,
+                                               Tracer& tracer) {
+  using T = typename OptElem<Cfg::kDType>::T;
+  constexpr bool kE5m2 = Cfg::kKvDType == KvDType::fp8_e5m2;
+  constexpr int HT = Cfg::kHeadTiles;
+  const int warp = c.warp, lane = c.lane, blk_end = c.blk_end;
+  const TraceCtx& tc = c.tc;
+  const int stage = j % Cfg::kStages;
+  const int tok0 = Cfg::step_block(c.blk_begin, warp, j, 0) * Cfg::kBlockSize;
+  auto& o = acc.o;
+  // LESSON-BEGIN(optimized.pv_mma_fp8)
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kPvKSteps; ++kk) {
+    // Tokens 4c, 4c+1 (k slots 2c, 2c+1) and 4c+2, 4c+3 (k slots 2c+8, 2c+9).
+    std::uint32_t pb[HT][2];
+#pragma unroll
+    for (int h = 0; h < HT; ++h) {
+      pb[h][0] = ptx::pack2<T>(s[2 * kk][2 * h], s[2 * kk + 1][2 * h]);
+      pb[h][1] = ptx::pack2<T>(s[2 * kk][2 * h + 1], s[2 * kk + 1][2 * h + 1]);
+    }
+    const int T0 = Cfg::fp8_v_token(kk, lane);
+    const int tok = Cfg::trace_token(tok0 + T0, blk_end);
+#pragma unroll
+    for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
+      std::uint32_t a[4];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {  // rows d and d + 8: registers a[half], a[half + 2]
+        const int d = Cfg::fp8_v_dim(dt, lane, half);
+        const int byte = Cfg::fp8_v_frag_byte(warp, stage, d, T0);
+        const std::uint32_t codes = ptx::lds_u32(smem_base + byte);
+        PA_TRACE(tracer, ev(tc, Step::v_smem_load, Op::shared_load, Tensor::kv_smem)
+                             .it(j).tok(tok).dims(d, 1).at(byte, 4));
+        a[half] = ptx::fp8x2_to<kE5m2, T>(static_cast<std::uint16_t>(codes));
+        a[half + 2] = ptx::fp8x2_to<kE5m2, T>(static_cast<std::uint16_t>(codes >> 16));
+        PA_TRACE(tracer, ev(tc, Step::dequant, Op::compute, Tensor::none).it(j).tok(tok).dims(d, 1));
+      }
+#pragma unroll
+      for (int h = 0; h < HT; ++h) {
+        ptx::mma_m16n8k16<T>(o[dt][h], a, pb[h][0], pb[h][1]);
+        PA_TRACE(tracer, ev(tc, Step::accumulate, Op::mma, Tensor::none)
+                             .it(j).tok(Cfg::trace_token(tok0 + 16 * kk, blk_end)).dims(16 * dt, 16));
+      }
+    }
+  }
+  // LESSON-END(optimized.pv_mma_fp8)
+}
+
+// fp8 cache: O = sum_t p_t (code_t * v_scale) = v_scale * sum_t p_t code_t,
+// so the accumulated output is scaled once, before the epilogue merges it
+// (the running max and sum are of the logits and do not change).
+template <class Cfg>
+__device__ __forceinline__ void opt_v_scale(const OptParams& p, OptAccum<Cfg>& acc) {
+#pragma unroll
+  for (int dt = 0; dt < Cfg::kDimTiles; ++dt)
+#pragma unroll
+    for (int h = 0; h < Cfg::kHeadTiles; ++h)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc.o[dt][h][e] *= p.v_scale;
+}
+
 // ---------------------------------------------------------------- the kernel
 // Trace hooks (PA_TRACE, nothing at all with NullTracer): the contract is
 // kernels/stages/EVENTS.md, section "Stage 8"; the host model that produces
@@ -470,16 +582,19 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
     __syncwarp();
     PA_TIME_PHASE(tracer, trace::Phase::opt_pipeline_wait, j);
     float s[Cfg::kQkNTiles][4];
-    opt_qk_mma<Cfg>(c, smem_base, qf, j, s, tracer);
+    if constexpr (Cfg::kFp8) opt_qk_mma_fp8<Cfg>(c, smem_base, qf, j, s, tracer);
+    else opt_qk_mma<Cfg>(c, smem_base, qf, j, s, tracer);
     PA_TIME_PHASE(tracer, trace::Phase::opt_qk_mma, j);
     opt_online_softmax<Cfg>(p, c, al, j, s, acc, tracer);
     PA_TIME_PHASE(tracer, trace::Phase::opt_online_softmax, j);
-    opt_pv_mma<Cfg>(c, smem_base, j, s, acc, tracer);
+    if constexpr (Cfg::kFp8) opt_pv_mma_fp8<Cfg>(c, smem_base, j, s, acc, tracer);
+    else opt_pv_mma<Cfg>(c, smem_base, j, s, acc, tracer);
     __syncwarp();  // every lane is done with this stage before it is refilled
     PA_TIME_PHASE(tracer, trace::Phase::opt_pv_mma, j);
   }
 
   // ------------------------------------------------------------ epilogue
+  if constexpr (Cfg::kFp8) opt_v_scale<Cfg>(p, acc);
   const bool single = opt_warp_merge<Cfg>(p, c, acc, smem_raw, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::opt_warp_merge, -1);
   if (single) return;  // one split: the output is written
@@ -549,18 +664,19 @@ OptEntry opt_entry_of() {
   std::call_once(once[dev], [&] { entries[dev] = opt_prepare_entry<Cfg>(); });
   return entries[dev];
 }
-template <DType DT, int HS, int BS, int HT>
+template <DType DT, int HS, int BS, int HT, KvDType KV>
 OptEntry opt_entry() {
-  return opt_entry_of<OptConfig<DT, HS, BS, HT>>();
+  return opt_entry_of<OptConfig<DT, HS, BS, HT, 4, 0, KV>>();
 }
 template <DType DT, int HS, int BS, int HT>
 OptEntry opt_entry_lean() {
   return opt_entry_of<OptConfig<DT, HS, BS, HT, 4, kOptLeanPipeKB>>();
 }
 
-#define PA_OPT_INSTANTIATE(DT, HS, BS)                        \
-  template OptEntry opt_entry<DType::DT, HS, BS, 1>();        \
-  template OptEntry opt_entry<DType::DT, HS, BS, 2>();
+#define PA_OPT_INSTANTIATE_KV(DT, HS, BS, KV)                       \
+  template OptEntry opt_entry<DType::DT, HS, BS, 1, KvDType::KV>(); \
+  template OptEntry opt_entry<DType::DT, HS, BS, 2, KvDType::KV>();
+#define PA_OPT_INSTANTIATE(DT, HS, BS) PA_OPT_INSTANTIATE_KV(DT, HS, BS, same)
 
 #define PA_OPT_INSTANTIATE_HS(HS)                                                  \
   PA_OPT_INSTANTIATE(f16, HS, 8) PA_OPT_INSTANTIATE(f16, HS, 16)                   \
@@ -569,6 +685,13 @@ OptEntry opt_entry_lean() {
 
 #define PA_OPT_INSTANTIATE_HS_QUICK(HS) \
   PA_OPT_INSTANTIATE(f16, HS, 16) PA_OPT_INSTANTIATE(bf16, HS, 16)
+
+// fp8 caches (block sizes 16 and 32: a V row must be whole 16-byte chunks).
+#define PA_OPT_INSTANTIATE_FP8_BS(HS, BS)                                              \
+  PA_OPT_INSTANTIATE_KV(f16, HS, BS, fp8_e4m3) PA_OPT_INSTANTIATE_KV(f16, HS, BS, fp8_e5m2) \
+  PA_OPT_INSTANTIATE_KV(bf16, HS, BS, fp8_e4m3) PA_OPT_INSTANTIATE_KV(bf16, HS, BS, fp8_e5m2)
+#define PA_OPT_INSTANTIATE_FP8(HS) PA_OPT_INSTANTIATE_FP8_BS(HS, 16) PA_OPT_INSTANTIATE_FP8_BS(HS, 32)
+#define PA_OPT_INSTANTIATE_FP8_QUICK(HS) PA_OPT_INSTANTIATE_FP8_BS(HS, 16)
 
 // Lean instances (head tiles 1 only, the one that fits beside a cascade
 // prefix block): built for head 128, the cascade's wgmma head.

@@ -9,6 +9,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <type_traits>
+
 #include "pa/core/timeline.hpp"
 #include "pa/index/cascade.hpp"
 #include "pa/index/config.hpp"
@@ -39,7 +42,8 @@ struct OptParams {
   int group;        // query heads per kv head
   int head_chunks;  // units per kv head
   int split_blocks;
-  float scale_log2;  // softmax scale * log2(e): the kernel works in base 2
+  float scale_log2;  // softmax scale * log2(e) (* k_scale for an fp8 cache): the kernel works in base 2
+  float v_scale;     // fp8 cache: O = v_scale * P V_codes (1 otherwise, unused)
   // Cascade suffix (OptimizedArgs::first_token / state_out): logical blocks
   // before first_block are skipped (0 otherwise), and when state_out is set the
   // CTA writes the attention state (fp32 normalized out + natural-log lse, in
@@ -66,7 +70,7 @@ struct OptEntry {
   int ctas_per_sm;  // occupancy, 0 if it could not be queried
 };
 
-template <DType DT, int HS, int BS, int HT>
+template <DType DT, int HS, int BS, int HT, KvDType KV = KvDType::same>
 OptEntry opt_entry();  // defined in 08_optimized.cuh, instantiated in 08_optimized_inst_hs*.cu
 // The same with the lean pipeline (pa/index/optimized.hpp; head 128 only).
 template <DType DT, int HS, int BS, int HT>
@@ -76,6 +80,9 @@ OptEntry opt_entry_lean();
 template <DType DT> struct OptElem;
 template <> struct OptElem<DType::f16> { using T = __half; };
 template <> struct OptElem<DType::bf16> { using T = __nv_bfloat16; };
+// The cache's element in global memory: Q's type, or one fp8 byte.
+template <class Cfg>
+using OptKvElem = std::conditional_t<Cfg::kFp8, std::uint8_t, typename OptElem<Cfg::kDType>::T>;
 
 // ---------------------------------------------------------------- shared by the steps
 using trace::Op;

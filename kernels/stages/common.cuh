@@ -5,6 +5,7 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <cstring>
@@ -44,10 +45,38 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(f
 // v rounded to T's precision and back (what storing v as T keeps).
 template <class T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
 
+// ---- fp8 cache elements ----------------------------------------------------------
+// One byte of an fp8 KV cache, its format in the type so that to_float picks
+// the conversion at compile time.
+template <KvDType KV>
+struct Fp8Elem {
+  std::uint8_t code;
+};
+// fp8 -> float is exact (every fp8 value is a half and a float). On sm_89 and
+// later __nv_cvt_fp8_to_halfraw is one cvt instruction; test_fp8_gpu.cpp
+// checks that it equals pa/core/fp8.hpp's conversion on all 256 codes.
+template <KvDType KV>
+__device__ __forceinline__ float to_float(Fp8Elem<KV> v) {
+  static_assert(is_fp8(KV), "Fp8Elem holds an fp8 format");
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(v.code, KV == KvDType::fp8_e4m3 ? __NV_E4M3 : __NV_E5M2);
+  return __half2float(__half(h));
+}
+
+template <class Cfg, bool FP8 = is_fp8(Cfg::kKvDType)> struct KvElemOf { using type = Elem<Cfg>; };
+template <class Cfg> struct KvElemOf<Cfg, true> { using type = Fp8Elem<Cfg::kKvDType>; };
+// The element type of the K and V caches: the query's, or an fp8 byte.
+template <class Cfg> using KvElem = typename KvElemOf<Cfg>::type;
+
 // ---- vectors ------------------------------------------------------------------
 // The machine word a vector of BYTES bytes is loaded as: one instruction per
-// vector (LDG.E.128 / LDS.128 for 16 bytes).
+// vector (LDG.E.128 / LDS.128 for 16 bytes), two for 32.
+// 32 bytes: the Q vec that meets a 16-element fp8 K vec (block size 32, one
+// thread per token) is two 16-byte loads.
+struct Raw32 {
+  uint4 lo, hi;
+};
 template <int BYTES> struct RawOf;
+template <> struct RawOf<32> { using type = Raw32; };
 template <> struct RawOf<16> { using type = uint4; };
 template <> struct RawOf<8> { using type = uint2; };
 template <> struct RawOf<4> { using type = unsigned int; };
@@ -76,12 +105,29 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, N>& v) {
   *reinterpret_cast<Raw*>(p) = r;
 }
 
-template <class T, int N>
-__device__ __forceinline__ float dot(const Vec<T, N>& a, const Vec<T, N>& b) {
+template <class TA, class TB, int N>
+__device__ __forceinline__ float dot(const Vec<TA, N>& a, const Vec<TB, N>& b) {
   float s = 0.f;
 #pragma unroll
   for (int k = 0; k < N; ++k) s = fmaf(to_float(a.e[k]), to_float(b.e[k]), s);
   return s;
+}
+
+// A loaded cache vector as the kernel computes with it. A cache in the
+// query's dtype is used as loaded. An fp8 cache is dequantized right after
+// its load: each code to float, times the tensor's scale, in float: exactly
+// pa/core/fp8.hpp's fp8_dequantize, the value the reference reads. (vLLM
+// rounds that product to the query dtype first; float keeps it exact.)
+template <class T, int N>
+__device__ __forceinline__ const Vec<T, N>& dequant(const Vec<T, N>& v, float /*scale*/) {
+  return v;
+}
+template <KvDType KV, int N>
+__device__ __forceinline__ Vec<float, N> dequant(const Vec<Fp8Elem<KV>, N>& v, float scale) {
+  Vec<float, N> f;
+#pragma unroll
+  for (int k = 0; k < N; ++k) f.e[k] = to_float(v.e[k]) * scale;
+  return f;
 }
 
 // ---- shuffles -----------------------------------------------------------------

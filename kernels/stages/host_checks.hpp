@@ -12,8 +12,8 @@ namespace pa::kernels::detail {
 [[noreturn]] inline void bad(const std::string& what) { throw std::invalid_argument(what); }
 
 inline std::string config_text(const StageArgs& b) {
-  return std::string(dtype_name(b.dtype)) + " head " + std::to_string(b.head_size) + " block " +
-         std::to_string(b.block_size);
+  return std::string(dtype_name(b.dtype)) + (is_fp8(b.kv_dtype) ? std::string(" kv ") + kv_dtype_name(b.kv_dtype) : "") +
+         " head " + std::to_string(b.head_size) + " block " + std::to_string(b.block_size);
 }
 
 // Sizes the grids can hold and every input pointer present.

@@ -8,6 +8,10 @@
 //                   group them into pipeline stages.
 //   ldmatrix        a warp loads 8x8 tiles of 16-bit elements from shared
 //                   memory straight into the mma fragment layout.
+//   ld.shared.b32   one 32-bit shared-memory load (stage 8's fp8 fragments:
+//                   4 one-byte elements).
+//   cvt.f16x2.e4m3x2 / .e5m2x2   two fp8 codes to two fp16 values (sm_89+),
+//                   exact: every fp8 value is an fp16 value.
 //   mma.sync        a warp-wide 16x8x16 matrix multiply-accumulate in fp32.
 //   wgmma           Hopper's warpgroup (4 warps) mma reading B (and A) from
 //                   shared memory through descriptors; fences and groups
@@ -60,6 +64,34 @@ __device__ __forceinline__ void ldmatrix_x2(std::uint32_t (&r)[2], std::uint32_t
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
                : "=r"(r[0]), "=r"(r[1])
                : "r"(addr));
+}
+
+// ---- shared loads and fp8 conversion ---------------------------------------
+__device__ __forceinline__ std::uint32_t lds_u32(std::uint32_t addr) {
+  std::uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+// Two fp8 codes (the low byte first) to the two 16-bit halves of a fragment
+// register, the low half first; E5M2 false: e4m3. Exact (fp8 values are fp16
+// values, and bf16 values too: e4m3 and e5m2 have at most 3 mantissa bits and
+// exponents within bf16's range), so T only picks the register format: bf16
+// goes through float, since sm_90 has no fp8 -> bf16x2 conversion.
+template <bool E5M2, class T>
+__device__ __forceinline__ std::uint32_t fp8x2_to(std::uint16_t two_codes) {
+  std::uint32_t h;
+  if constexpr (E5M2)
+    asm("cvt.rn.f16x2.e5m2x2 %0, %1;\n" : "=r"(h) : "h"(two_codes));
+  else
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(two_codes));
+  if constexpr (std::is_same_v<T, __half>) {
+    return h;
+  } else {
+    static_assert(std::is_same_v<T, __nv_bfloat16>, "fp8x2_to: fp16 or bf16 registers");
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+    return *reinterpret_cast<const std::uint32_t*>(&b);
+  }
 }
 
 // ---- mma.sync m16n8k16, fp32 accumulators; T = __half or __nv_bfloat16 -----

@@ -5,5 +5,9 @@ pa_stage_library(pa_kernels_v2_partition
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/06_v2_partition_f32.cu
           ${CMAKE_CURRENT_LIST_DIR}/06_v2_partition_f16.cu
           ${CMAKE_CURRENT_LIST_DIR}/06_v2_partition_bf16.cu
+          ${CMAKE_CURRENT_LIST_DIR}/06_v2_partition_f16_fp8_e4m3.cu
+          ${CMAKE_CURRENT_LIST_DIR}/06_v2_partition_f16_fp8_e5m2.cu
+          ${CMAKE_CURRENT_LIST_DIR}/06_v2_partition_bf16_fp8_e4m3.cu
+          ${CMAKE_CURRENT_LIST_DIR}/06_v2_partition_bf16_fp8_e5m2.cu
           ${CMAKE_CURRENT_LIST_DIR}/06_v2_partition.cu
   LINK pa_index CUDA::cudart)

@@ -74,12 +74,8 @@ void check_same_pool(const PagedProblem& p, const Fp8KvCache& c, const char* who
 }  // namespace
 
 Fp8Scales fp8_scales_for(const PagedProblem& p, Fp8Format f) {
-  float kmax = 0.0f, vmax = 0.0f;
-  for_each_read_element(p, [&](int phys, int h, int d, int t) {
-    kmax = std::max(kmax, std::fabs(p.k_cache[p.cache.k_offset(phys, h, d, t)]));
-    vmax = std::max(vmax, std::fabs(p.v_cache[p.cache.v_offset(phys, h, d, t)]));
-  });
-  return {fp8_scale_for(kmax, f), fp8_scale_for(vmax, f)};
+  const KvMaxAbs m = kv_read_max_abs(p);
+  return {fp8_scale_for(m.k, f), fp8_scale_for(m.v, f)};
 }
 
 Fp8KvCache quantize_kv_cache(const PagedProblem& p, Fp8Format f, Fp8Scales scales) {
@@ -94,12 +90,9 @@ Fp8KvCache quantize_kv_cache(const PagedProblem& p, Fp8Format f, Fp8Scales scale
   c.scales = scales;
   c.cache = p.cache;
   c.cache.x = kFp8X;
-  c.k_codes.assign(static_cast<std::size_t>(c.cache.total_elems()), 0);
-  c.v_codes.assign(static_cast<std::size_t>(c.cache.total_elems()), 0);
-  for_each_element(p.cache, [&](int b, int h, int d, int t) {
-    c.k_codes[c.cache.k_offset(b, h, d, t)] = fp8_quantize(f, p.k_cache[p.cache.k_offset(b, h, d, t)], scales.k);
-    c.v_codes[c.cache.v_offset(b, h, d, t)] = fp8_quantize(f, p.v_cache[p.cache.v_offset(b, h, d, t)], scales.v);
-  });
+  Fp8CacheCodes codes = fp8_encode_cache(p.cache, p.k_cache, p.v_cache, c.cache, f, scales.k, scales.v);
+  c.k_codes = std::move(codes.k);
+  c.v_codes = std::move(codes.v);
   return c;
 }
 

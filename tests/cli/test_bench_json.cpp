@@ -45,13 +45,13 @@ TEST_CASE("bench JSON: every documented key, in every row", "[cli][bench]") {
   run.rows = {row("optimized", "fp16", 0, "ok", 15.3), row("v1", "fp16", 0, "unsupported: too long", 0)};
   const std::string j = bench_json(run);
   for (const char* key : {"gpu", "sm_count", "l2_bytes", "copy_gbps", "copy_bytes_each_way", "iters", "warmup",
-                          "warmup_ms", "spin_us", "alibi", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows",
+                          "warmup_ms", "spin_us", "alibi", "kv_dtypes", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows",
                           "cascade"}) {
     INFO(key);
     CHECK_THAT(j, ContainsSubstring("\n  \"" + std::string(key) + "\": "));
   }
   const std::vector<std::string> row_keys = {
-      "kernel",   "dtype",     "seqs",   "heads",     "kv_heads", "context", "prefix",  "head_size",
+      "kernel",   "dtype",     "kv_dtype", "seqs",   "heads",     "kv_heads", "context", "prefix",  "head_size",
       "block_size", "kv_bytes", "pool_sets", "pool_bytes", "status", "median_us", "min_us",  "p10_us",
       "p90_us",   "timed",     "warmup_launches", "gbps", "pct_copy", "xcheck_max_abs_vs_optimized", "plan"};
   // Each row line holds every key once, in the documented order.

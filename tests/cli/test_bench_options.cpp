@@ -26,6 +26,7 @@ TEST_CASE("pa-bench: no arguments are the documented defaults", "[cli][bench]") 
   CHECK(o.spin_us == 50);
   CHECK(o.force_splits == 0);
   CHECK_FALSE(o.alibi);
+  CHECK(o.kv_dtypes == std::vector<KvDType>{KvDType::same});
   CHECK_FALSE(o.quick);
   CHECK_FALSE(o.only_optimized);
   CHECK_FALSE(o.has_shape);
@@ -37,7 +38,7 @@ TEST_CASE("pa-bench: every option is read", "[cli][bench]") {
   const BenchOptions o = parse_bench_options({"--json", "out/r.json", "--iters", "200", "--warmup", "0",
                                               "--warmup-ms", "12.5", "--pool-gb", "0.5", "--spin-us", "0",
                                               "--splits", "4", "--dtypes", "bf16", "--shape", "2,16,4,1000,64",
-                                              "--alibi"});
+                                              "--alibi", "--kv-dtypes", "auto,fp8,fp8_e5m2"});
   CHECK(o.json == "out/r.json");
   CHECK(o.iters == 200);
   CHECK(o.warmup == 0);
@@ -46,6 +47,8 @@ TEST_CASE("pa-bench: every option is read", "[cli][bench]") {
   CHECK(o.spin_us == 0);
   CHECK(o.force_splits == 4);
   CHECK(o.alibi);
+  // vLLM's "fp8" is e4m3.
+  CHECK(o.kv_dtypes == std::vector<KvDType>{KvDType::same, KvDType::fp8_e4m3, KvDType::fp8_e5m2});
   CHECK(o.dtypes == std::vector<DType>{DType::bf16});
   REQUIRE(o.has_shape);
   CHECK(o.shape.seqs == 2);

@@ -143,11 +143,11 @@ class FixtureTable(unittest.TestCase):
 class WriterSchema(unittest.TestCase):
     """The file pa-bench's writer makes (bench_json_sample) is what the script reads."""
 
-    ROW_KEYS = ["kernel", "dtype", "seqs", "heads", "kv_heads", "context", "prefix", "head_size", "block_size",
+    ROW_KEYS = ["kernel", "dtype", "kv_dtype", "seqs", "heads", "kv_heads", "context", "prefix", "head_size", "block_size",
                 "kv_bytes", "pool_sets", "pool_bytes", "status", "median_us", "min_us", "p10_us", "p90_us",
                 "timed", "warmup_launches", "gbps", "pct_copy", "xcheck_max_abs_vs_optimized", "plan"]
     TOP_KEYS = ["gpu", "sm_count", "l2_bytes", "copy_gbps", "copy_bytes_each_way", "iters", "warmup", "warmup_ms",
-                "spin_us", "alibi", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows", "cascade"]
+                "spin_us", "alibi", "kv_dtypes", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows", "cascade"]
 
     def setUp(self):
         if SAMPLE is None:

@@ -39,13 +39,14 @@ void check_all_stages(const ProblemSpec& spec) {
   }
 }
 
-// How many (dtype, head, block) instances of stages 1-5 this build holds,
-// counted from the registry the instance list is drawn from
-// (pa/index/config.hpp, pa/kernels/instances.hpp): a PA_QUICK_KERNELS build
-// compiles head 128 x block 16 for each dtype, a full build every supported
-// head size x block size. A loop over built_configs() must run this many.
+// How many (dtype, cache dtype, head, block) instances of stages 1-5 this
+// build holds, counted from the registry the instance list is drawn from
+// (pa/index/config.hpp, pa/kernels/instances.hpp): each dtype with its own
+// cache, plus fp16 and bf16 with each fp8 cache; a PA_QUICK_KERNELS build
+// compiles head 128 x block 16 for each, a full build every supported head
+// size x block size. A loop over built_configs() must run this many.
 std::size_t expected_built_configs() {
-  const std::size_t dtypes = std::size(kAllDTypes);
+  const std::size_t dtypes = std::size(kAllDTypes) + 2 * 2;
   if (kernels::quick_kernels_build()) return dtypes;
   return dtypes * std::size(kSupportedHeadSizes) * std::size(kSupportedBlockSizes);
 }
@@ -76,6 +77,13 @@ TEST_CASE("every built configuration: all stages, ragged contexts, GQA sampled",
     // and more blocks than warps.
     s.context_lens = {1, bs - 1, bs, bs + 1, 333 + idx};
     s.alibi = idx % 2 == 1;  // every other configuration with ALiBi's slopes
+    // fp8 caches: scales from the data, or given ones (every other
+    // configuration): |K|, |V| < 6 stay in range at 1/40 and 1/30.
+    s.kv_dtype = key.kv_dtype;
+    if (is_fp8(key.kv_dtype) && idx % 2 == 0) {
+      s.k_scale = 0.025f;
+      s.v_scale = 1.0f / 30.0f;
+    }
     INFO("config " << kernels::describe(key) << " heads " << s.num_heads << " kv " << s.num_kv_heads << " seed "
                    << s.seed);
     check_all_stages(s);

@@ -307,3 +307,41 @@ TEST_CASE("fp8 cache: accuracy against the fp16 cache, within the derived bounds
                 r.max_dl, r.rms_dl, r.rms_dl_predicted, r.max_err, r.mean_err, r.mean_out, r.worst_err_over_bound,
                 r.worst_long);
 }
+
+TEST_CASE("fp8 cache: a problem made with an fp8 kv_dtype is quantize_kv_cache of the same problem in its dtype",
+          "[reference][fp8]") {
+  int ran = 0;
+  for (KvDType kv : {KvDType::fp8_e4m3, KvDType::fp8_e5m2})
+    for (DType dt : {DType::f16, DType::bf16})
+      for (float ks : {0.0f, 0.02f}) {
+        ProblemSpec spec = test::spec_of(dt, 128, 16, 8, 2, {1, 40, 300}, 77 + ran);
+        const PagedProblem p = make_problem(spec);
+        spec.kv_dtype = kv;
+        spec.k_scale = ks;
+        spec.v_scale = ks * 1.5f;
+        const PagedProblem q = make_problem(spec);
+        const Fp8Format f = fp8_format_of(kv);
+        const Fp8KvCache c = ks > 0 ? quantize_kv_cache(p, f, {ks, ks * 1.5f}) : quantize_kv_cache(p, f);
+        INFO(spec.describe());
+        CHECK(q.k_scale == c.scales.k);
+        CHECK(q.v_scale == c.scales.v);
+        CHECK(q.cache.x == 16);
+        CHECK(q.k_bytes == c.k_codes);
+        CHECK(q.v_bytes == c.v_codes);
+        // The float cache holds the read-back values, bit for bit (NaN where the code is NaN).
+        const PagedProblem d = dequantized_problem(p, c);
+        std::size_t differ = 0;
+        for (int b = 0; b < q.cache.num_blocks; ++b)
+          for (int h = 0; h < q.cache.num_kv_heads; ++h)
+            for (int dd = 0; dd < q.cache.head_size; ++dd)
+              for (int t = 0; t < q.cache.block_size; ++t) {
+                const float a = q.k_cache[q.cache.k_offset(b, h, dd, t)], e = d.k_cache[p.cache.k_offset(b, h, dd, t)];
+                const float va = q.v_cache[q.cache.v_offset(b, h, dd, t)], ve = d.v_cache[p.cache.v_offset(b, h, dd, t)];
+                if (!(a == e || (std::isnan(a) && std::isnan(e)))) ++differ;
+                if (!(va == ve || (std::isnan(va) && std::isnan(ve)))) ++differ;
+              }
+        CHECK(differ == 0);
+        ++ran;
+      }
+  CHECK(ran == 2 * 2 * 2);
+}

@@ -37,6 +37,7 @@ struct Case {
   std::vector<int> ctx;
   int heads, kv_heads;
   Selection sel;
+  KvDType kv = KvDType::same;
 };
 
 }  // namespace
@@ -60,15 +61,23 @@ TEST_CASE("recorded GPU events equal the host model, stages 1-7", "[gpu][trace][
       {DType::f32, 256, 8, {70}, 2, 2, {}},
       {DType::f32, 80, 16, {19, 200}, 4, 1, {{{0, 3, 0}, {1, 1, 0}}}},
       {DType::f32, 64, 8, {64}, 4, 4, {}},
+      // fp8 caches (the recording list's four: each format, each 16-bit dtype).
+      {DType::f16, 128, 16, {100, 33}, 4, 2, {{{0, 1, 0}, {1, 3, 0}}}, KvDType::fp8_e4m3},
+      {DType::bf16, 128, 16, {513, 7}, 8, 2, {{{0, 5, 0}, {1, 0, 0}}}, KvDType::fp8_e5m2},
+      {DType::bf16, 64, 8, {9, 100}, 4, 1, {{{0, 0, 0}, {1, 2, 0}}}, KvDType::fp8_e4m3},
+      {DType::f16, 256, 32, {65}, 2, 2, {}, KvDType::fp8_e5m2},
   };
   // (case, stage) pairs this build must compare: stages 5-7 of each case whose
   // configuration pa_kernels holds, stages 1-4 of those that are also among
   // the configurations recorded for every stage (trace/record/record_configs.hpp).
   auto all_stages = [](const ProblemSpec& s) {
-    const std::tuple<DType, int, int> listed[] = {{DType::f16, 128, 16}, {DType::bf16, 128, 16}, {DType::f32, 128, 16},
-                                                  {DType::f16, 128, 8},  {DType::f16, 96, 32},   {DType::f32, 64, 8}};
-    return std::find(std::begin(listed), std::end(listed), std::tuple{s.dtype, s.head_size, s.block_size}) !=
-           std::end(listed);
+    const std::tuple<DType, int, int, KvDType> listed[] = {
+        {DType::f16, 128, 16, KvDType::same},     {DType::bf16, 128, 16, KvDType::same},
+        {DType::f32, 128, 16, KvDType::same},     {DType::f16, 128, 16, KvDType::fp8_e4m3},
+        {DType::bf16, 128, 16, KvDType::fp8_e5m2}, {DType::f16, 128, 8, KvDType::same},
+        {DType::f16, 96, 32, KvDType::same},      {DType::f32, 64, 8, KvDType::same}};
+    return std::find(std::begin(listed), std::end(listed),
+                     std::tuple{s.dtype, s.head_size, s.block_size, s.kv_dtype}) != std::end(listed);
   };
   int expected = 0, compared = 0;
   for (const Case& c : cases) {
@@ -81,11 +90,14 @@ TEST_CASE("recorded GPU events equal the host model, stages 1-7", "[gpu][trace][
     s.num_kv_heads = c.kv_heads;
     s.seed = 11;
     s.alibi = (&c - cases) % 2 == 1;  // every other case with ALiBi (its slope loads and biased logits)
+    s.kv_dtype = c.kv;
     const PagedProblem p = make_problem(s);
     for (Stage st : {Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce,
                      Stage::v2_partition, Stage::cascade_merge}) {
       INFO(to_string(st) << " " << s.describe());
-      const bool recorded = v1_instance_built(s) && (static_cast<int>(st) >= 5 || all_stages(s));
+      // The cascade takes no fp8 cache.
+      const bool recorded = v1_instance_built(s) && (static_cast<int>(st) >= 5 || all_stages(s)) &&
+                            !(st == Stage::cascade_merge && is_fp8(s.kv_dtype));
       expected += recorded;
       CHECK(can_record(st, s) == recorded);
       if (!can_record(st, s)) continue;
@@ -95,9 +107,10 @@ TEST_CASE("recorded GPU events equal the host model, stages 1-7", "[gpu][trace][
       ++compared;
     }
   }
-  // A full build: 16 configurations x 3 stages + 6 x 4; a quick build: fp32,
-  // fp16 and bf16 at head 128 x block 16, 3 x 7.
-  CHECK(expected == (kernels::quick_kernels_build() ? 3 * 7 : 16 * 3 + 6 * 4));
+  // A full build: 16 configurations x 3 stages + 4 fp8 x 2 (no cascade), and
+  // stages 1-4 of 8 of them; a quick build: fp32, fp16 and bf16 at head 128 x
+  // block 16, 3 x 7, and the two fp8 cases there, 2 x 6.
+  CHECK(expected == (kernels::quick_kernels_build() ? 3 * 7 + 2 * 6 : 16 * 3 + 4 * 2 + 8 * 4));
   CHECK(compared == expected);
 }
 

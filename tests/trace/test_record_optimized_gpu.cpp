@@ -36,6 +36,7 @@ struct Case {
   int heads, kv_heads;
   int force_splits;           // 0: the heuristic for this GPU
   std::vector<BlockId> sel;   // empty: every CTA of the grid (at most 16)
+  KvDType kv = KvDType::same;
 };
 
 }  // namespace
@@ -57,6 +58,10 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
       {DType::f16, 256, 16, {50}, 32, 1, 0, {}},
       // MQA group 8, block 32, 3 splits.
       {DType::bf16, 64, 32, {1000}, 8, 1, 3, {}},
+      // fp8 caches: 4-byte fragment loads and their conversion; GQA 4:1 with 2
+      // splits, and 16 heads per KV head (2 head tiles) with the planner's split.
+      {DType::f16, 128, 16, {300, 20}, 8, 2, 2, {{0, 1, 0}, {0, 1, 1}, {1, 0, 0}}, KvDType::fp8_e4m3},
+      {DType::bf16, 128, 16, {77}, 16, 1, 0, {}, KvDType::fp8_e5m2},
   };
   std::size_t compared = 0;
   for (const Case& c : cases) {
@@ -69,6 +74,7 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
     s.num_kv_heads = c.kv_heads;
     s.seed = 23;
     s.alibi = (&c - cases) % 2 == 1;  // every other case with ALiBi (its slope loads and biased logits)
+    s.kv_dtype = c.kv;
     INFO(s.describe() << " force_splits " << c.force_splits);
     REQUIRE(can_record(Stage::optimized, s));
     const PagedProblem p = make_problem(s);

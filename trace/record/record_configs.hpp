@@ -17,15 +17,21 @@
 // (CMake option PA_TRACE_FULL_RECORDING) asks for the whole list anyway.
 // trace/CMakeLists.txt's PA_TRACE_RECORD_PARTS and PA_TRACE_RECORD_ALL_STAGE_PARTS
 // must match the two counts (record_dispatch.cu checks).
+// Entries: (dtype, head size, block size, KV cache dtype); the fp8 caches
+// with each format and each 16-bit dtype once.
 #if defined(PA_QUICK_KERNELS) && PA_QUICK_KERNELS && !(defined(PA_TRACE_FULL_RECORD) && PA_TRACE_FULL_RECORD)
-#define PA_TRACE_FOR_EACH_CONFIG(X) X(f16, 128, 16) X(bf16, 128, 16) X(f32, 128, 16)
-#define PA_TRACE_ALL_STAGE_CONFIGS 3
+#define PA_TRACE_FOR_EACH_CONFIG(X)                                                                   \
+  X(f16, 128, 16, same) X(bf16, 128, 16, same) X(f32, 128, 16, same) X(f16, 128, 16, fp8_e4m3)      \
+  X(bf16, 128, 16, fp8_e5m2)
+#define PA_TRACE_ALL_STAGE_CONFIGS 5
 #else
-#define PA_TRACE_FOR_EACH_CONFIG(X)                                                                  \
-  X(f16, 128, 16) X(bf16, 128, 16) X(f32, 128, 16) X(f16, 128, 8) X(f16, 96, 32) X(f32, 64, 8)     \
-  X(f16, 128, 32) X(f16, 64, 16) X(f16, 256, 16) X(f16, 80, 8) X(f16, 112, 16) X(f16, 192, 32)     \
-  X(bf16, 64, 8) X(bf16, 96, 32) X(f32, 256, 8) X(f32, 80, 16)
-#define PA_TRACE_ALL_STAGE_CONFIGS 6
+#define PA_TRACE_FOR_EACH_CONFIG(X)                                                                   \
+  X(f16, 128, 16, same) X(bf16, 128, 16, same) X(f32, 128, 16, same) X(f16, 128, 16, fp8_e4m3)      \
+  X(bf16, 128, 16, fp8_e5m2) X(f16, 128, 8, same) X(f16, 96, 32, same) X(f32, 64, 8, same)          \
+  X(f16, 128, 32, same) X(f16, 64, 16, same) X(f16, 256, 16, same) X(f16, 80, 8, same)              \
+  X(f16, 112, 16, same) X(f16, 192, 32, same) X(bf16, 64, 8, same) X(bf16, 96, 32, same)            \
+  X(f32, 256, 8, same) X(f32, 80, 16, same) X(bf16, 64, 8, fp8_e4m3) X(f16, 256, 32, fp8_e5m2)
+#define PA_TRACE_ALL_STAGE_CONFIGS 8
 #endif
 
 #include "pa/index/dtype.hpp"
@@ -40,9 +46,10 @@ struct RecordConfig {
   DType dtype;
   int head_size;
   int block_size;
+  KvDType kv_dtype;
 };
 inline constexpr RecordConfig kRecordConfigs[] = {
-#define PA_X(DT, H, B) RecordConfig{DType::DT, H, B},
+#define PA_X(DT, H, B, KV) RecordConfig{DType::DT, H, B, KvDType::KV},
     PA_TRACE_FOR_EACH_CONFIG(PA_X)
 #undef PA_X
 };

@@ -19,17 +19,18 @@
 namespace pa::trace {
 namespace detail {
 
-#define PA_X(DT, HS, BS, HT)                                \
-  int opt_record_prepare_##DT##_##HS##_##BS##_##HT();       \
-  void opt_record_launch_##DT##_##HS##_##BS##_##HT(const opt::OptParams&, dim3, const OptRecordingTracer&, cudaStream_t);
+#define PA_X(DT, HS, BS, HT, KV)                                   \
+  int opt_record_prepare_##DT##_##HS##_##BS##_##HT##_##KV();       \
+  void opt_record_launch_##DT##_##HS##_##BS##_##HT##_##KV(const opt::OptParams&, dim3, const OptRecordingTracer&, \
+                                                          cudaStream_t);
 PA_TRACE_OPT_CONFIGS(PA_X)
 #undef PA_X
 
-bool opt_record_fns(DType dt, int head_size, int block_size, int head_tiles, OptRecordFns& f) {
-#define PA_X(DT, HS, BS, HT)                                                                      \
-  if (dt == DType::DT && head_size == HS && block_size == BS && head_tiles == HT) {              \
-    f = {&opt_record_prepare_##DT##_##HS##_##BS##_##HT, &opt_record_launch_##DT##_##HS##_##BS##_##HT}; \
-    return true;                                                                                  \
+bool opt_record_fns(DType dt, KvDType kv, int head_size, int block_size, int head_tiles, OptRecordFns& f) {
+#define PA_X(DT, HS, BS, HT, KV)                                                                              \
+  if (dt == DType::DT && kv == KvDType::KV && head_size == HS && block_size == BS && head_tiles == HT) {      \
+    f = {&opt_record_prepare_##DT##_##HS##_##BS##_##HT##_##KV, &opt_record_launch_##DT##_##HS##_##BS##_##HT##_##KV}; \
+    return true;                                                                                              \
   }
   PA_TRACE_OPT_CONFIGS(PA_X)
 #undef PA_X
@@ -39,12 +40,15 @@ bool opt_record_fns(DType dt, int head_size, int block_size, int head_tiles, Opt
 bool can_record_optimized(const ProblemSpec& s) {
   if (s.num_threads != 128 || s.num_kv_heads < 1 || s.num_heads % s.num_kv_heads != 0) return false;
   OptRecordFns f{};
-  return opt_record_fns(s.dtype, s.head_size, s.block_size, opt_head_tiles(s.num_heads / s.num_kv_heads), f);
+  return opt_record_fns(s.dtype, s.kv_dtype, s.head_size, s.block_size, opt_head_tiles(s.num_heads / s.num_kv_heads),
+                        f);
 }
 
 std::string recordable_optimized_text() {
-  std::string s = "stage optimized (dtype head block head-tiles):";
-#define PA_X(DT, HS, BS, HT) s += std::string(" ") + dtype_name(DType::DT) + "/" #HS "/" #BS "/" #HT;
+  std::string s = "stage optimized (dtype head block head-tiles[/fp8 cache]):";
+#define PA_X(DT, HS, BS, HT, KV)                                                     \
+  s += std::string(" ") + dtype_name(DType::DT) + "/" #HS "/" #BS "/" #HT +        \
+       (is_fp8(KvDType::KV) ? std::string("/") + kv_dtype_name(KvDType::KV) : std::string());
   PA_TRACE_OPT_CONFIGS(PA_X)
 #undef PA_X
   return s + " (head tiles 1: GQA groups <= 8 heads, 2: 9..16 and more)";
@@ -58,6 +62,7 @@ RecordResult record_optimized(const PagedProblem& p, const Selection& sel, int f
   s.validate();
   if (!detail::can_record_optimized(s)) {
     throw std::invalid_argument(std::string("record_optimized: no recording instance for ") + dtype_name(s.dtype) +
+                                (is_fp8(s.kv_dtype) ? std::string(" kv ") + kv_dtype_name(s.kv_dtype) : "") +
                                 " head " + std::to_string(s.head_size) + " block " + std::to_string(s.block_size) +
                                 " with " + std::to_string(s.num_heads) + "/" + std::to_string(s.num_kv_heads) +
                                 " heads (recordable: " + detail::recordable_optimized_text() +
@@ -68,7 +73,7 @@ RecordResult record_optimized(const PagedProblem& p, const Selection& sel, int f
   res.gpu_name = gi.name;
   const int group = s.num_heads / s.num_kv_heads;
   detail::OptRecordFns fns{};
-  detail::opt_record_fns(s.dtype, s.head_size, s.block_size, opt_head_tiles(group), fns);
+  detail::opt_record_fns(s.dtype, s.kv_dtype, s.head_size, s.block_size, opt_head_tiles(group), fns);
 
   // The plan, as the launcher makes it on this GPU.
   ModelOptions opts;
@@ -97,7 +102,7 @@ RecordResult record_optimized(const PagedProblem& p, const Selection& sel, int f
   plan.split_blocks = mp.split_blocks;
   // Where this build also holds the normal (NullTracer) kernel, its planner
   // must choose the same grid: the recording is what pa-lab run launches.
-  if (optimized_supported(s.dtype, s.head_size, s.block_size)) {
+  if (optimized_supported(s.dtype, s.head_size, s.block_size, s.kv_dtype)) {
     const OptimizedPlan real = plan_optimized(a, force_splits);
     if (real.splits != mp.splits || real.split_blocks != mp.split_blocks || real.units != mp.units) {
       throw std::logic_error("record_optimized: plan_optimized chose " + real.describe() +

@@ -33,18 +33,19 @@ bool can_record(Stage stage, const ProblemSpec& spec) {
   if (stage == Stage::optimized) return detail::can_record_optimized(spec);
   const int s = static_cast<int>(stage);
   if (s < 1 || s > 7 || spec.num_threads != 128) return false;
+  if (stage == Stage::cascade_merge && is_fp8(spec.kv_dtype)) return false;  // the cascade takes no fp8 cache
   // Stages 1-4 record the first kNumAllStageRecordConfigs entries only.
   const auto end = s <= 4 ? std::begin(detail::kRecordConfigs) + detail::kNumAllStageRecordConfigs
                           : std::end(detail::kRecordConfigs);
   const bool listed = std::any_of(std::begin(detail::kRecordConfigs), end,
                                   [&](const detail::RecordConfig& c) {
                                     return c.dtype == spec.dtype && c.head_size == spec.head_size &&
-                                           c.block_size == spec.block_size;
+                                           c.block_size == spec.block_size && c.kv_dtype == spec.kv_dtype;
                                   });
   if (!listed) return false;
   // The inputs go up through kernels::DeviceProblem, which accepts only the
   // configurations pa_kernels holds (PA_QUICK_KERNELS builds: head 128 x block 16).
-  const kernels::KernelKey key{spec.dtype, spec.head_size, spec.block_size, spec.num_threads};
+  const kernels::KernelKey key{spec.dtype, spec.head_size, spec.block_size, spec.num_threads, spec.kv_dtype};
   for (const auto& k : kernels::built_configs()) {
     if (k == key) return true;
   }
@@ -56,12 +57,13 @@ std::string recordable_configs_text() {
     std::string l;
     for (int i = from; i < to; ++i) {
       const detail::RecordConfig& c = detail::kRecordConfigs[i];
-      l += std::string(" ") + dtype_name(c.dtype) + "/" + std::to_string(c.head_size) + "/" + std::to_string(c.block_size);
+      l += std::string(" ") + dtype_name(c.dtype) + "/" + std::to_string(c.head_size) + "/" +
+           std::to_string(c.block_size) + (is_fp8(c.kv_dtype) ? std::string("/") + kv_dtype_name(c.kv_dtype) : "");
     }
     return l;
   };
   std::string s = "stages q_to_smem, qk, softmax, lv, warp_reduce, v2_partition, cascade_merge (its tensor-core prefix "
-                  "kernel as mma.sync variant 1) in the configurations (dtype/head/block)" +
+                  "kernel as mma.sync variant 1) in the configurations (dtype/head/block[/fp8 cache])" +
                   list(0, detail::kNumAllStageRecordConfigs);
   if (detail::kNumAllStageRecordConfigs < detail::kNumRecordConfigs)
     s += "; warp_reduce, v2_partition and cascade_merge also in" +

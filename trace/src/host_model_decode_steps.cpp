@@ -45,9 +45,9 @@ struct V1Model : BlockModel {
         const int dim = Map::qk_vec_dim(g_off, i);
         const std::int64_t off = p.query.q_offset(b.seq, b.head, dim);
         em.record(tid, ev_(tid, Step::q_load, Op::global_load, Tensor::q)
-                           .it(n).dims(dim, Cfg::kVecSize).at(off * Cfg::kElemBytes, Cfg::kVecBytes));
+                           .it(n).dims(dim, Cfg::kVecSize).at(off * Cfg::kElemBytes, Cfg::kQVecBytes));
         em.record(tid, ev_(tid, Step::q_smem_store, Op::shared_store, Tensor::q_smem)
-                           .it(n).dims(dim, Cfg::kVecSize).at(Map::q_smem_byte(g_off, i), Cfg::kVecBytes));
+                           .it(n).dims(dim, Cfg::kVecSize).at(Map::q_smem_byte(g_off, i), Cfg::kQVecBytes));
       }
     }
     em.barrier_all();
@@ -71,7 +71,7 @@ struct V1Model : BlockModel {
         const int g_off = Map::q_slot_g_off(s), i = Map::q_slot_vec(s);
         em.record(tid, ev_(tid, Step::stage_output, Op::shared_load, Tensor::q_smem)
                            .it(k).dims(Map::qk_vec_dim(g_off, i), Cfg::kVecSize)
-                           .at(Map::q_smem_byte(g_off, i), Cfg::kVecBytes));
+                           .at(Map::q_smem_byte(g_off, i), Cfg::kQVecBytes));
         for (int e = 0; e < Cfg::kVecSize; ++e) {  // the kernel stores the floats one by one
           em.record(tid, ev_(tid, Step::stage_output, Op::global_store, Tensor::stage_out)
                              .it(k).dims(e0 + e, 1).at((off + e) * 4, 4));
@@ -113,12 +113,15 @@ struct V1Model : BlockModel {
           const std::int64_t off = p.cache.k_offset(phys, kv_head, dim, t_in_block);
           em.record(tid, ev_(tid, Step::k_load, Op::global_load, Tensor::k_cache)
                              .it(n).tok(token).blk(lblock, phys).dims(dim, Cfg::kVecSize)
-                             .at(off * Cfg::kElemBytes, Cfg::kVecBytes));
+                             .at(off * Cfg::kKvBytes, Cfg::kVecBytes));
         }
         for (int i = 0; i < Cfg::kNumVecsPerThread; ++i) {
+          if constexpr (is_fp8(Cfg::kKvDType))
+            em.record(tid, ev_(tid, Step::dequant, Op::compute, Tensor::none)
+                               .it(n).tok(token).dims(Map::qk_vec_dim(g_off, i), Cfg::kVecSize));
           em.record(tid, ev_(tid, Step::q_smem_load, Op::shared_load, Tensor::q_smem)
                              .it(n).tok(token).dims(Map::qk_vec_dim(g_off, i), Cfg::kVecSize)
-                             .at(Map::q_smem_byte(g_off, i), Cfg::kVecBytes));
+                             .at(Map::q_smem_byte(g_off, i), Cfg::kQVecBytes));
         }
         em.record(tid, ev_(tid, Step::qk_dot, Op::compute, Tensor::none)
                            .it(n).tok(token).blk(lblock, phys)
@@ -251,7 +254,10 @@ struct V1Model : BlockModel {
           const std::int64_t off = p.cache.v_offset(phys, kv_head, row, t_in_block);
           em.record(tid, ev_(tid, Step::v_load, Op::global_load, Tensor::v_cache)
                              .it(n).tok(token0).blk(lblock, phys).dims(row, 1)
-                             .at(off * Cfg::kElemBytes, Cfg::kVVecBytes));
+                             .at(off * Cfg::kKvBytes, Cfg::kVVecBytes));
+          if constexpr (is_fp8(Cfg::kKvDType))
+            em.record(tid, ev_(tid, Step::dequant, Op::compute, Tensor::none)
+                               .it(n).tok(token0).blk(lblock, phys).dims(row, 1));
           em.record(tid, ev_(tid, Step::accumulate, Op::compute, Tensor::none)
                              .it(n).tok(token0).blk(lblock, phys).dims(row, 1));
         }

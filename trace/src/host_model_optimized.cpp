@@ -143,16 +143,31 @@ struct OptModel : BlockModel {
     auto qk_mma = [&](int nt, int ks) {
       em.record(tid, ev_(tid, Step::qk_dot, Op::mma, Tensor::none).it(j * Cfg::kQkNTiles + nt).tok(tokt(tok0 + nt * 8)).dims(16 * ks, 16));
     };
-    for (int nt = 0; nt < Cfg::kQkNTiles; ++nt) {
-      for (int ks = 0; ks + 1 < Cfg::kQkKSteps; ks += 2) {
-        k_ldsm(nt, ks);
-        qk_mma(nt, ks);
-        qk_mma(nt, ks + 1);
+    if constexpr (Cfg::kFp8) {  // optimized.qk_mma_fp8: a 4-byte load, its conversion, one mma per k-step
+      for (int nt = 0; nt < Cfg::kQkNTiles; ++nt) {
+        const int tok = tokt(tok0 + Cfg::fp8_k_token(nt, lane));
+        for (int ks = 0; ks < Cfg::kQkKSteps; ++ks) {
+          em.record(tid, ev_(tid, Step::k_smem_load, Op::shared_load, Tensor::kv_smem)
+                             .it(j * Cfg::kQkNTiles + nt).tok(tok).dims(Cfg::q_frag_dim(lane, ks, 0), 4)
+                             .at(Cfg::fp8_k_frag_byte(warp, stage, nt, ks, lane), 4));
+          em.record(tid, ev_(tid, Step::dequant, Op::compute, Tensor::none)
+                             .it(j * Cfg::kQkNTiles + nt).tok(tok).dims(Cfg::q_frag_dim(lane, ks, 0), 4));
+          em.record(tid, ev_(tid, Step::qk_dot, Op::mma, Tensor::none)
+                             .it(j * Cfg::kQkNTiles + nt).tok(tokt(tok0 + Cfg::s_token(nt, 0))).dims(16 * ks, 16));
+        }
       }
-      if constexpr (Cfg::kQkKSteps % 2 == 1) {
-        constexpr int ks = Cfg::kQkKSteps - 1;
-        if (lane < 16) k_ldsm(nt, ks);  // ldmatrix .x2: lanes 0-15 give the rows
-        qk_mma(nt, ks);
+    } else {
+      for (int nt = 0; nt < Cfg::kQkNTiles; ++nt) {
+        for (int ks = 0; ks + 1 < Cfg::kQkKSteps; ks += 2) {
+          k_ldsm(nt, ks);
+          qk_mma(nt, ks);
+          qk_mma(nt, ks + 1);
+        }
+        if constexpr (Cfg::kQkKSteps % 2 == 1) {
+          constexpr int ks = Cfg::kQkKSteps - 1;
+          if (lane < 16) k_ldsm(nt, ks);  // ldmatrix .x2: lanes 0-15 give the rows
+          qk_mma(nt, ks);
+        }
       }
     }
     for (int h = 0; h < HT; ++h) {
@@ -168,6 +183,22 @@ struct OptModel : BlockModel {
       em.record(tid, ev_(tid, Step::rescale, Op::compute, Tensor::none).it(j));
     }
     for (int kk = 0; kk < Cfg::kPvKSteps; ++kk) {
+      if constexpr (Cfg::kFp8) {  // optimized.pv_mma_fp8: per dim tile, two rows' 4-byte loads, then the mmas
+        const int T0 = Cfg::fp8_v_token(kk, lane);
+        for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
+          for (int half = 0; half < 2; ++half) {
+            const int d = Cfg::fp8_v_dim(dt, lane, half);
+            em.record(tid, ev_(tid, Step::v_smem_load, Op::shared_load, Tensor::kv_smem)
+                               .it(j).tok(tokt(tok0 + T0)).dims(d, 1).at(Cfg::fp8_v_frag_byte(warp, stage, d, T0), 4));
+            em.record(tid, ev_(tid, Step::dequant, Op::compute, Tensor::none).it(j).tok(tokt(tok0 + T0)).dims(d, 1));
+          }
+          for (int h = 0; h < HT; ++h) {
+            em.record(tid, ev_(tid, Step::accumulate, Op::mma, Tensor::none)
+                               .it(j).tok(tokt(tok0 + 16 * kk)).dims(16 * dt, 16));
+          }
+        }
+        continue;
+      }
       for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
         const int d = Cfg::pv_ldsm_dim(dt, lane), grp = Cfg::pv_ldsm_group(kk, lane);
         em.record(tid, ev_(tid, Step::v_smem_load, Op::shared_load, Tensor::kv_smem)
@@ -386,14 +417,18 @@ struct OptModel : BlockModel {
   }
 };
 
-// Runtime (dtype, head size, block size, head tiles) -> OptConfig.
-template <DType DT, int HS, class F>
+// Runtime (dtype, cache dtype, head size, block size, head tiles) -> OptConfig.
+template <DType DT, KvDType KV, int HS, class F>
 bool opt_dispatch_bs(int bs, int ht, F&& f) {
   auto go = [&](auto cfg_bs) {
     constexpr int BS = decltype(cfg_bs)::value;
-    if (ht == 1) f(OptConfig<DT, HS, BS, 1>{});
-    else f(OptConfig<DT, HS, BS, 2>{});
-    return true;
+    if constexpr (is_fp8(KV) && BS < 16) {
+      return false;  // an fp8 V row of 8 tokens is half a 16-byte copy
+    } else {
+      if (ht == 1) f(OptConfig<DT, HS, BS, 1, 4, 0, KV>{});
+      else f(OptConfig<DT, HS, BS, 2, 4, 0, KV>{});
+      return true;
+    }
   };
   switch (bs) {
     case 8: return go(std::integral_constant<int, 8>{});
@@ -402,30 +437,39 @@ bool opt_dispatch_bs(int bs, int ht, F&& f) {
     default: return false;
   }
 }
-template <DType DT, class F>
+template <DType DT, KvDType KV, class F>
 bool opt_dispatch_hs(int hs, int bs, int ht, F&& f) {
   switch (hs) {
-    case 64: return opt_dispatch_bs<DT, 64>(bs, ht, f);
-    case 80: return opt_dispatch_bs<DT, 80>(bs, ht, f);
-    case 96: return opt_dispatch_bs<DT, 96>(bs, ht, f);
-    case 112: return opt_dispatch_bs<DT, 112>(bs, ht, f);
-    case 128: return opt_dispatch_bs<DT, 128>(bs, ht, f);
-    case 192: return opt_dispatch_bs<DT, 192>(bs, ht, f);
-    case 256: return opt_dispatch_bs<DT, 256>(bs, ht, f);
+    case 64: return opt_dispatch_bs<DT, KV, 64>(bs, ht, f);
+    case 80: return opt_dispatch_bs<DT, KV, 80>(bs, ht, f);
+    case 96: return opt_dispatch_bs<DT, KV, 96>(bs, ht, f);
+    case 112: return opt_dispatch_bs<DT, KV, 112>(bs, ht, f);
+    case 128: return opt_dispatch_bs<DT, KV, 128>(bs, ht, f);
+    case 192: return opt_dispatch_bs<DT, KV, 192>(bs, ht, f);
+    case 256: return opt_dispatch_bs<DT, KV, 256>(bs, ht, f);
     default: return false;
   }
+}
+template <DType DT, class F>
+bool opt_dispatch_kv(KvDType kv, int hs, int bs, int ht, F&& f) {
+  switch (kv) {
+    case KvDType::same: return opt_dispatch_hs<DT, KvDType::same>(hs, bs, ht, f);
+    case KvDType::fp8_e4m3: return opt_dispatch_hs<DT, KvDType::fp8_e4m3>(hs, bs, ht, f);
+    case KvDType::fp8_e5m2: return opt_dispatch_hs<DT, KvDType::fp8_e5m2>(hs, bs, ht, f);
+  }
+  return false;
 }
 template <class F>
 void with_opt_config(const ProblemSpec& s, int head_tiles, F&& f) {
   bool ok = false;
-  if (s.dtype == DType::f16) ok = opt_dispatch_hs<DType::f16>(s.head_size, s.block_size, head_tiles, f);
-  if (s.dtype == DType::bf16) ok = opt_dispatch_hs<DType::bf16>(s.head_size, s.block_size, head_tiles, f);
+  if (s.dtype == DType::f16) ok = opt_dispatch_kv<DType::f16>(s.kv_dtype, s.head_size, s.block_size, head_tiles, f);
+  if (s.dtype == DType::bf16) ok = opt_dispatch_kv<DType::bf16>(s.kv_dtype, s.head_size, s.block_size, head_tiles, f);
   if (!ok) {
     throw std::invalid_argument(std::string("stage optimized: no model for dtype ") + dtype_name(s.dtype) +
-                                ", head size " + std::to_string(s.head_size) + ", block size " +
-                                std::to_string(s.block_size) +
+                                ", kv cache " + kv_dtype_name(s.kv_dtype) + ", head size " +
+                                std::to_string(s.head_size) + ", block size " + std::to_string(s.block_size) +
                                 " (accepted: fp16 or bf16, head sizes " + head_sizes_text() + ", block sizes " +
-                                block_sizes_text() + ")");
+                                block_sizes_text() + "; with an fp8 cache block sizes 16 and 32)");
   }
 }
 
@@ -464,7 +508,7 @@ OptimizedModelPlan optimized_model_plan(const ProblemSpec& spec, const Optimized
     in.units = plan.units;
     in.head_size = spec.head_size;
     in.block_size = spec.block_size;
-    in.elem_bytes = dtype_bytes(spec.dtype);
+    in.elem_bytes = kv_elem_bytes(spec.dtype, spec.kv_dtype);
     in.blocks_per_step = Cfg::kBlocksPerStep;
     in.max_context_len = spec.max_context_len();
     in.sm_count = plan.sm_count;

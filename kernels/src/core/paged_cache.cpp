@@ -4,6 +4,7 @@
 
 #include "pa/core/alibi.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -122,10 +123,14 @@ PagedProblem problem_layout(const ProblemSpec& spec, int num_blocks) {
   p.num_blocks = num_blocks;
   p.max_blocks_per_seq = spec.max_blocks_per_seq();
   p.q_stride = spec.num_heads * spec.head_size + spec.extra_q_stride;
-  p.cache = CacheGeometry{p.num_blocks, spec.num_kv_heads, spec.head_size, spec.block_size, 16 / dtype_bytes(spec.dtype)};
+  p.cache = CacheGeometry{p.num_blocks, spec.num_kv_heads, spec.head_size, spec.block_size,
+                          16 / kv_elem_bytes(spec.dtype, spec.kv_dtype)};
   p.query = QueryGeometry{spec.num_seqs(), spec.num_heads, spec.head_size, p.q_stride};
   p.table = BlockTableGeometry{p.max_blocks_per_seq};
   if (spec.alibi) p.alibi_slopes = alibi_slopes(spec.num_heads);
+  // No data here to choose scales from: 0 (from the data) reads as 1.
+  p.k_scale = spec.k_scale > 0.0f ? spec.k_scale : 1.0f;
+  p.v_scale = spec.v_scale > 0.0f ? spec.v_scale : 1.0f;
   return p;
 }
 
@@ -138,6 +143,10 @@ PagedProblem make_problem(const ProblemSpec& spec) {
   std::int64_t needed = prefix_blocks;
   for (int c : spec.context_lens) needed += ceil_div(c, bs) - prefix_blocks;
   PagedProblem p = problem_layout(spec, static_cast<int>(needed + spec.spare_blocks));  // validated again
+  // Values are drawn in the dtype's own layout (so an fp8 problem holds the
+  // same values, garbage included, as the problem in its dtype); an fp8 cache
+  // is re-laid out with x = 16 at the end.
+  p.cache.x = 16 / dtype_bytes(spec.dtype);
 
   // Seeded shuffle of the physical block ids (Fisher-Yates with our own
   // index draw: std::uniform_int_distribution differs between libraries).
@@ -203,9 +212,69 @@ PagedProblem make_problem(const ProblemSpec& spec) {
   }
 
   p.q_bytes = encode(spec.dtype, p.q);
-  p.k_bytes = encode(spec.dtype, p.k_cache);
-  p.v_bytes = encode(spec.dtype, p.v_cache);
+  if (!is_fp8(spec.kv_dtype)) {
+    p.k_bytes = encode(spec.dtype, p.k_cache);
+    p.v_bytes = encode(spec.dtype, p.v_cache);
+    p.k_scale = p.v_scale = 1.0f;  // no scales without fp8
+    return p;
+  }
+  // fp8: the codes, then the float cache replaced by their read-back values
+  // in the fp8 layout (x = 16).
+  const Fp8Format f = fp8_format_of(spec.kv_dtype);
+  const KvMaxAbs mx = kv_read_max_abs(p);
+  p.k_scale = spec.k_scale > 0.0f ? spec.k_scale : fp8_scale_for(mx.k, f);
+  p.v_scale = spec.v_scale > 0.0f ? spec.v_scale : fp8_scale_for(mx.v, f);
+  CacheGeometry g8 = p.cache;
+  g8.x = 16;
+  Fp8CacheCodes codes = fp8_encode_cache(p.cache, p.k_cache, p.v_cache, g8, f, p.k_scale, p.v_scale);
+  detail::parallel_for(static_cast<std::int64_t>(codes.k.size()), [&](std::int64_t i) {
+    p.k_cache[i] = fp8_dequantize(f, codes.k[i], p.k_scale);
+    p.v_cache[i] = fp8_dequantize(f, codes.v[i], p.v_scale);
+  });
+  p.k_bytes = std::move(codes.k);
+  p.v_bytes = std::move(codes.v);
+  p.cache = g8;
   return p;
+}
+
+KvMaxAbs kv_read_max_abs(const PagedProblem& p) {
+  KvMaxAbs m;
+  const int bs = p.spec.block_size;
+  for (int seq = 0; seq < p.num_seqs(); ++seq)
+    for (int token = 0; token < p.context_len(seq); ++token) {
+      const int phys = p.physical_block(seq, token / bs);
+      for (int h = 0; h < p.spec.num_kv_heads; ++h)
+        for (int d = 0; d < p.spec.head_size; ++d) {
+          m.k = std::max(m.k, std::fabs(p.k_cache[p.cache.k_offset(phys, h, d, token % bs)]));
+          m.v = std::max(m.v, std::fabs(p.v_cache[p.cache.v_offset(phys, h, d, token % bs)]));
+        }
+    }
+  return m;
+}
+
+Fp8CacheCodes fp8_encode_cache(const CacheGeometry& from, const std::vector<float>& k, const std::vector<float>& v,
+                               const CacheGeometry& to, Fp8Format f, float k_scale, float v_scale) {
+  if (from.num_blocks != to.num_blocks || from.num_kv_heads != to.num_kv_heads || from.head_size != to.head_size ||
+      from.block_size != to.block_size || to.x != 16 || to.head_size % 16 != 0 ||
+      k.size() != static_cast<std::size_t>(from.total_elems()) || v.size() != k.size()) {
+    throw std::invalid_argument("fp8_encode_cache: the target layout (x " + std::to_string(to.x) + ", head size " +
+                                std::to_string(to.head_size) +
+                                ") is not the source pool with x = 16, or the caches' sizes are not the pool's; "
+                                "accepted: the same pool, head size a multiple of 16");
+  }
+  Fp8CacheCodes c;
+  c.k.assign(static_cast<std::size_t>(to.total_elems()), 0);
+  c.v.assign(static_cast<std::size_t>(to.total_elems()), 0);
+  detail::parallel_for(from.num_blocks, [&](std::int64_t b64) {
+    const int b = static_cast<int>(b64);
+    for (int h = 0; h < from.num_kv_heads; ++h)
+      for (int d = 0; d < from.head_size; ++d)
+        for (int t = 0; t < from.block_size; ++t) {
+          c.k[to.k_offset(b, h, d, t)] = fp8_quantize(f, k[from.k_offset(b, h, d, t)], k_scale);
+          c.v[to.v_offset(b, h, d, t)] = fp8_quantize(f, v[from.v_offset(b, h, d, t)], v_scale);
+        }
+  });
+  return c;
 }
 
 DenseKV make_dense_kv(const ProblemSpec& spec, int seq) {
@@ -214,6 +283,14 @@ DenseKV make_dense_kv(const ProblemSpec& spec, int seq) {
     throw std::out_of_range("make_dense_kv: seq " + std::to_string(seq) + "; accepted: 0.." +
                             std::to_string(spec.num_seqs() - 1));
   }
+  const bool fp8 = is_fp8(spec.kv_dtype);
+  if (fp8 && !(spec.k_scale > 0.0f && spec.v_scale > 0.0f)) {
+    throw std::invalid_argument(std::string("make_dense_kv: an ") + kv_dtype_name(spec.kv_dtype) +
+                                " cache with scales from the data (k_scale " + std::to_string(spec.k_scale) +
+                                ", v_scale " + std::to_string(spec.v_scale) +
+                                "); accepted: the spec's own scales, both > 0");
+  }
+  const Fp8Format f = fp8_format_of(spec.kv_dtype);
   DenseKV kv;
   kv.context_len = spec.context_lens[seq];
   kv.num_kv_heads = spec.num_kv_heads;
@@ -228,7 +305,10 @@ DenseKV make_dense_kv(const ProblemSpec& spec, int seq) {
                [&](bool is_v, int t, int h, int d, float v) {
                  const std::size_t i =
                      (static_cast<std::size_t>(lb * bs + t) * kv.num_kv_heads + h) * kv.head_size + d;
-                 (is_v ? kv.v : kv.k)[i] = v;
+                 (is_v ? kv.v : kv.k)[i] =
+                     fp8 ? fp8_dequantize(f, fp8_quantize(f, v, is_v ? spec.v_scale : spec.k_scale),
+                                          is_v ? spec.v_scale : spec.k_scale)
+                         : v;
                });
   });
   return kv;

@@ -48,7 +48,7 @@ std::string gib_text(double bytes) {
 }  // namespace
 
 std::string supported_configs_text() {
-  return "supported: dtype {fp32, fp16, bf16} x head size " + list_text(kSupportedHeadSizes) +
+  return "supported: dtype {fp32, fp16, bf16} (fp16 and bf16 also with an fp8_e4m3 or fp8_e5m2 KV cache) x head size " + list_text(kSupportedHeadSizes) +
          " x block size " + list_text(kSupportedBlockSizes) + " x threads " + list_text(kSupportedThreadCounts);
 }
 
@@ -69,6 +69,19 @@ int ProblemSpec::max_partitions() const { return num_partitions(max_context_len(
 void ProblemSpec::validate_shape() const {
   if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) {
     bad("dtype", "dtype " + std::to_string(int(dtype)) + " is unknown; accepted: fp32, fp16, bf16");
+  }
+  if (kv_dtype != KvDType::same && kv_dtype != KvDType::fp8_e4m3 && kv_dtype != KvDType::fp8_e5m2) {
+    bad("kv_dtype", "kv_dtype " + std::to_string(int(kv_dtype)) + " is unknown; accepted: " + kKvDTypeNamesText);
+  }
+  if (is_fp8(kv_dtype) && dtype == DType::f32) {
+    bad("kv_dtype", std::string("kv_dtype ") + kv_dtype_name(kv_dtype) +
+                        " with dtype fp32; accepted: an fp8 cache with fp16 or bf16 queries");
+  }
+  for (const auto& [name, v] : {std::pair{"k_scale", k_scale}, std::pair{"v_scale", v_scale}}) {
+    if (!(std::isfinite(v) && v >= 0.0f)) {
+      bad(name, std::string(name) + " " + std::to_string(v) +
+                    "; accepted: finite and > 0, or 0 for the scale chosen from the data");
+    }
   }
   if (!contains(kSupportedHeadSizes, head_size)) {
     bad("head_size", "head_size " + std::to_string(head_size) + " is not supported; accepted: " +
@@ -138,18 +151,19 @@ void ProblemSpec::validate() const {
 
 double ProblemSpec::host_bytes() const {
   const double per_elem = 4.0 + dtype_bytes(dtype);  // float copy + the dtype's bytes
+  const double per_kv_elem = 4.0 + kv_elem_bytes(dtype, kv_dtype);
   const double kv = 2.0 * static_cast<double>(physical_blocks(*this)) * num_kv_heads * head_size * block_size;
   const double q = static_cast<double>(num_seqs()) * (static_cast<double>(num_heads) * head_size + extra_q_stride);
   const double tables = static_cast<double>(num_seqs()) * max_blocks_per_seq() * sizeof(int);
   const double out = static_cast<double>(num_seqs()) * num_heads * head_size * 8.0;  // float64 reference output
-  return (kv + q) * per_elem + tables + out;
+  return kv * per_kv_elem + q * per_elem + tables + out;
 }
 
 std::int64_t ProblemSpec::kv_bytes(bool shared_prefix_once) const {
   std::int64_t tokens = 0;
   for (int c : context_lens) tokens += c;
   if (shared_prefix_once && num_seqs() > 1) tokens -= static_cast<std::int64_t>(num_seqs() - 1) * shared_prefix_len;
-  return tokens * 2 * num_kv_heads * head_size * dtype_bytes(dtype);
+  return tokens * 2 * num_kv_heads * head_size * kv_elem_bytes(dtype, kv_dtype);
 }
 
 std::int64_t host_memory_limit_bytes() {
@@ -186,6 +200,11 @@ std::string ProblemSpec::describe() const {
   if (shared_prefix_len > 0) os << " prefix=" << shared_prefix_len;
   if (extra_q_stride > 0) os << " q_pad=" << extra_q_stride;
   if (alibi) os << " alibi";
+  if (is_fp8(kv_dtype)) {
+    os << " kv=" << kv_dtype_name(kv_dtype);
+    if (k_scale > 0.0f) os << " k_scale=" << k_scale;
+    if (v_scale > 0.0f) os << " v_scale=" << v_scale;
+  }
   os << " seed=" << seed;
   return os.str();
 }
@@ -201,15 +220,15 @@ std::optional<std::string> problem_flag_error(const ProblemSpec& spec,
   return std::nullopt;
 }
 
-RuntimeConfig make_runtime_config(DType dtype, int head_size, int block_size, int num_threads) {
+RuntimeConfig make_runtime_config(DType dtype, int head_size, int block_size, int num_threads, KvDType kv) {
   RuntimeConfig rc;
-  with_kernel_config(dtype, head_size, block_size, num_threads,
+  with_kernel_config(dtype, kv, head_size, block_size, num_threads,
                      [&](auto cfg) { rc = runtime_config_of<decltype(cfg)>(); });
   return rc;
 }
 
 RuntimeConfig make_runtime_config(const ProblemSpec& spec) {
-  return make_runtime_config(spec.dtype, spec.head_size, spec.block_size, spec.num_threads);
+  return make_runtime_config(spec.dtype, spec.head_size, spec.block_size, spec.num_threads, spec.kv_dtype);
 }
 
 }  // namespace pa

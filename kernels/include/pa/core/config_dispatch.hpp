@@ -17,6 +17,8 @@ namespace pa {
 
 struct RuntimeConfig {
   DType dtype = DType::f16;
+  KvDType kv_dtype = KvDType::same;
+  int kv_elem_bytes = 0, q_vec_bytes = 0;
   int elem_bytes = 0, head_size = 0, block_size = 0, num_threads = 0, num_warps = 0;
   int x = 0, thread_group_size = 0, num_thread_groups = 0, thread_groups_per_warp = 0;
   int vec_size = 0, vec_bytes = 0, num_elems_per_thread = 0, num_vecs_per_thread = 0;
@@ -26,7 +28,8 @@ struct RuntimeConfig {
 
 template <class Cfg>
 constexpr RuntimeConfig runtime_config_of() {
-  return {Cfg::kDType,           Cfg::kElemBytes,       Cfg::kHeadSize,          Cfg::kBlockSize,
+  return {Cfg::kDType,           Cfg::kKvDType,         Cfg::kKvBytes,           Cfg::kQVecBytes,
+          Cfg::kElemBytes,       Cfg::kHeadSize,          Cfg::kBlockSize,
           Cfg::kNumThreads,      Cfg::kNumWarps,        Cfg::kX,                 Cfg::kThreadGroupSize,
           Cfg::kNumThreadGroups, Cfg::kThreadGroupsPerWarp, Cfg::kVecSize,       Cfg::kVecBytes,
           Cfg::kNumElemsPerThread, Cfg::kNumVecsPerThread, Cfg::kVVecSize,       Cfg::kVVecBytes,
@@ -41,53 +44,72 @@ std::string head_sizes_text();
 std::string block_sizes_text();
 
 namespace detail {
-template <DType DT, int H, int B, class F, std::size_t... I>
+template <DType DT, KvDType KV, int H, int B, class F, std::size_t... I>
 bool dispatch_threads(int threads, F& f, std::index_sequence<I...>) {
   return ((threads == kSupportedThreadCounts[I]
-               ? (f(KernelConfig<DT, H, B, kSupportedThreadCounts[I]>{}), true)
+               ? (f(KernelConfig<DT, H, B, kSupportedThreadCounts[I], KV>{}), true)
                : false) || ...);
 }
-template <DType DT, int H, class F, std::size_t... I>
+template <DType DT, KvDType KV, int H, class F, std::size_t... I>
 bool dispatch_block(int block, int threads, F& f, std::index_sequence<I...>) {
   return ((block == kSupportedBlockSizes[I]
-               ? dispatch_threads<DT, H, kSupportedBlockSizes[I]>(
+               ? dispatch_threads<DT, KV, H, kSupportedBlockSizes[I]>(
                      threads, f, std::make_index_sequence<std::size(kSupportedThreadCounts)>{})
                : false) || ...);
 }
-template <DType DT, class F, std::size_t... I>
+template <DType DT, KvDType KV, class F, std::size_t... I>
 bool dispatch_head(int head, int block, int threads, F& f, std::index_sequence<I...>) {
   return ((head == kSupportedHeadSizes[I]
-               ? dispatch_block<DT, kSupportedHeadSizes[I]>(
+               ? dispatch_block<DT, KV, kSupportedHeadSizes[I]>(
                      block, threads, f, std::make_index_sequence<std::size(kSupportedBlockSizes)>{})
                : false) || ...);
 }
+template <DType DT, class F, std::size_t... I>
+bool dispatch_kv(KvDType kv, int head, int block, int threads, F& f) {
+  auto hs = std::make_index_sequence<std::size(kSupportedHeadSizes)>{};
+  if constexpr (DT == DType::f32) {
+    return kv == KvDType::same && dispatch_head<DT, KvDType::same>(head, block, threads, f, hs);
+  } else {
+    switch (kv) {
+      case KvDType::same: return dispatch_head<DT, KvDType::same>(head, block, threads, f, hs);
+      case KvDType::fp8_e4m3: return dispatch_head<DT, KvDType::fp8_e4m3>(head, block, threads, f, hs);
+      case KvDType::fp8_e5m2: return dispatch_head<DT, KvDType::fp8_e5m2>(head, block, threads, f, hs);
+    }
+    return false;
+  }
+}
 }  // namespace detail
 
-// Calls f(KernelConfig<dtype, head, block, threads>{}) (f returns void;
+// Calls f(KernelConfig<dtype, head, block, threads, kv>{}) (f returns void;
 // capture results by reference). Throws std::invalid_argument naming the
 // configuration and listing what is supported.
 template <class F>
-void with_kernel_config(DType dtype, int head_size, int block_size, int num_threads, F&& f) {
-  auto hs = std::make_index_sequence<std::size(kSupportedHeadSizes)>{};
+void with_kernel_config(DType dtype, KvDType kv, int head_size, int block_size, int num_threads, F&& f) {
   bool ok = false;
   switch (dtype) {
-    case DType::f32: ok = detail::dispatch_head<DType::f32>(head_size, block_size, num_threads, f, hs); break;
-    case DType::f16: ok = detail::dispatch_head<DType::f16>(head_size, block_size, num_threads, f, hs); break;
-    case DType::bf16: ok = detail::dispatch_head<DType::bf16>(head_size, block_size, num_threads, f, hs); break;
+    case DType::f32: ok = detail::dispatch_kv<DType::f32>(kv, head_size, block_size, num_threads, f); break;
+    case DType::f16: ok = detail::dispatch_kv<DType::f16>(kv, head_size, block_size, num_threads, f); break;
+    case DType::bf16: ok = detail::dispatch_kv<DType::bf16>(kv, head_size, block_size, num_threads, f); break;
   }
   if (!ok) {
-    throw std::invalid_argument("unsupported kernel configuration: dtype " + std::to_string(int(dtype)) +
-                                ", head size " + std::to_string(head_size) + ", block size " +
-                                std::to_string(block_size) + ", threads " + std::to_string(num_threads) +
-                                "; " + supported_configs_text());
+    throw std::invalid_argument(std::string("unsupported kernel configuration: dtype ") + dtype_name(dtype) +
+                                ", kv cache " + kv_dtype_name(kv) + ", head size " + std::to_string(head_size) +
+                                ", block size " + std::to_string(block_size) + ", threads " +
+                                std::to_string(num_threads) + "; " + supported_configs_text());
   }
 }
 template <class F>
+void with_kernel_config(DType dtype, int head_size, int block_size, int num_threads, F&& f) {
+  with_kernel_config(dtype, KvDType::same, head_size, block_size, num_threads, std::forward<F>(f));
+}
+template <class F>
 void with_kernel_config(const ProblemSpec& spec, F&& f) {
-  with_kernel_config(spec.dtype, spec.head_size, spec.block_size, spec.num_threads, std::forward<F>(f));
+  with_kernel_config(spec.dtype, spec.kv_dtype, spec.head_size, spec.block_size, spec.num_threads,
+                     std::forward<F>(f));
 }
 
-RuntimeConfig make_runtime_config(DType dtype, int head_size, int block_size, int num_threads);
+RuntimeConfig make_runtime_config(DType dtype, int head_size, int block_size, int num_threads,
+                                  KvDType kv = KvDType::same);
 RuntimeConfig make_runtime_config(const ProblemSpec& spec);
 
 }  // namespace pa

@@ -48,6 +48,7 @@ enum class Step : std::uint8_t {
   rescale,          // online softmax: accumulators scaled by exp(m_old - m_new)
   split_arrive,     // split-KV: a CTA counts itself in (atomic), the last one merges
   alibi_bias,       // ALiBi: the head's slope global -> register (the bias joins the logit)
+  dequant,          // fp8 cache: loaded codes -> float (or mma inputs), times the tensor's scale
   count_
 };
 

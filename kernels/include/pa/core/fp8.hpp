@@ -47,11 +47,16 @@
 #include <cstring>
 #endif
 
+#include "pa/index/dtype.hpp"
 #include "pa/index/hd.hpp"
 
 namespace pa {
 
 enum class Fp8Format : std::uint8_t { e4m3 = 0, e5m2 = 1 };
+
+// The format of an fp8 KV cache dtype (pa/index/dtype.hpp), and back.
+PA_HD constexpr Fp8Format fp8_format_of(KvDType k) { return k == KvDType::fp8_e5m2 ? Fp8Format::e5m2 : Fp8Format::e4m3; }
+PA_HD constexpr KvDType kv_dtype_of(Fp8Format f) { return f == Fp8Format::e5m2 ? KvDType::fp8_e5m2 : KvDType::fp8_e4m3; }
 
 inline constexpr Fp8Format kAllFp8Formats[] = {Fp8Format::e4m3, Fp8Format::e5m2};
 

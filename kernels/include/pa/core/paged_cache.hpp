@@ -23,6 +23,11 @@
 // standard deviation of about logit_spread and softmax is far from uniform.
 // Each value is rounded to spec.dtype; the float vectors hold exactly the
 // decoded stored values, so the reference sees bit-for-bit what a kernel sees.
+// With an fp8 cache (spec.kv_dtype) K and V are then stored as fp8 codes
+// (k_bytes, v_bytes, x = 16) and the float cache holds their read-back values
+// float(code) * scale, in the same layout: the reference attends over exactly
+// what a kernel dequantizes. The traps stay traps: NaN tails stay NaN, the
+// garbage of the spare blocks saturates (e4m3) or overflows (e5m2).
 // Normal variates come from std::mt19937_64 and our own Box-Muller, so the
 // problem is the same on every standard library.
 #pragma once
@@ -30,8 +35,9 @@
 #include <random>
 #include <vector>
 
-#include "pa/index/layout.hpp"
+#include "pa/core/fp8.hpp"
 #include "pa/core/problem.hpp"
+#include "pa/index/layout.hpp"
 
 namespace pa {
 
@@ -48,10 +54,13 @@ struct PagedProblem {
   int max_blocks_per_seq = 0;
   int q_stride = 0;
 
-  // Storage in spec.dtype, ready to upload (host byte order).
+  // Storage in spec.dtype (K and V: in spec.kv_dtype), ready to upload (host byte order).
   std::vector<std::uint8_t> q_bytes;  // [num_seqs, q_stride]
   std::vector<std::uint8_t> k_bytes;  // [num_blocks, num_kv_heads, head_size/x, block_size, x]
   std::vector<std::uint8_t> v_bytes;  // [num_blocks, num_kv_heads, head_size, block_size]
+  // fp8 cache: element = float(code) * scale (spec.k_scale / v_scale, or the
+  // scales chosen from the data when those are 0); 1 for any other cache.
+  float k_scale = 1.0f, v_scale = 1.0f;
   // The same values decoded to float, same layouts (the reference reads these).
   std::vector<float> q, k_cache, v_cache;
 
@@ -85,6 +94,23 @@ struct PagedProblem {
 // Validates the spec (std::invalid_argument) and builds the problem.
 PagedProblem make_problem(const ProblemSpec& spec);
 
+// The largest |K| and |V| the sequences read (tokens below each context
+// length, through the block tables: spare blocks and NaN tails excluded):
+// what an fp8 scale from the data maps onto the format's largest value.
+struct KvMaxAbs {
+  float k = 0.0f, v = 0.0f;
+};
+KvMaxAbs kv_read_max_abs(const PagedProblem& p);
+
+// The one quantization of a cache: every element of the float caches k and
+// v (layout `from`) stored as fp8_quantize(f, x, scale) (pa/core/fp8.hpp) in
+// the layout `to` (the same pool with x = 16).
+struct Fp8CacheCodes {
+  std::vector<std::uint8_t> k, v;
+};
+Fp8CacheCodes fp8_encode_cache(const CacheGeometry& from, const std::vector<float>& k, const std::vector<float>& v,
+                               const CacheGeometry& to, Fp8Format f, float k_scale, float v_scale);
+
 // The problem's shape without its data: the validated spec, the context
 // lengths and the geometries of a pool of num_blocks physical blocks; every
 // byte and float array, and the block tables, empty. For inputs that already
@@ -106,7 +132,9 @@ struct DenseKV {
   }
 };
 // Regenerates the sequence's values from the seed (no block-table lookups),
-// so a bug in the paging cannot cancel out.
+// so a bug in the paging cannot cancel out. An fp8 cache needs the spec's own
+// scales (k_scale, v_scale > 0; scales from the data depend on every
+// sequence): each value is then quantized and read back as make_problem's.
 DenseKV make_dense_kv(const ProblemSpec& spec, int seq);
 
 // A seeded normal generator (mt19937_64 + Box-Muller), exposed for tests.

@@ -54,6 +54,14 @@ struct ProblemSpec {
   // ALiBi: make_problem gives the problem the paper's slopes for num_heads
   // (pa/core/alibi.hpp), and every stage adds the bias to its logits.
   bool alibi = false;
+  // The KV cache's element type: the dtype's own (same), or fp8 (fp16 and
+  // bf16 queries only). With fp8, make_problem stores every element as
+  // fp8(x / scale) and the problem's float cache holds the read-back values
+  // float(code) * scale, so every reference function describes the fp8 cache.
+  // Scales: > 0 as given; 0 = chosen from the data (the largest |K| and |V|
+  // the sequences read map onto the format's largest finite value).
+  KvDType kv_dtype = KvDType::same;
+  float k_scale = 0.0f, v_scale = 0.0f;
 
   int num_seqs() const { return static_cast<int>(context_lens.size()); }
   int max_context_len() const;
@@ -67,7 +75,8 @@ struct ProblemSpec {
   // sequence, every context length >= 1; partition_size 0 (one partition) or
   // a positive multiple of block_size; shared_prefix_len >= 0, a multiple of
   // block_size and <= every context length; extra_q_stride >= 0;
-  // spare_blocks >= 0; logit_spread finite and > 0; host_bytes() at most
+  // spare_blocks >= 0; logit_spread finite and > 0; kv_dtype fp8 only with
+  // fp16 or bf16, k_scale and v_scale finite and >= 0; host_bytes() at most
   // host_memory_limit_bytes(). Throws ProblemError (a std::invalid_argument).
   void validate() const;
   // The same without the host-memory limit: for a problem whose data lives

@@ -11,6 +11,15 @@
 //   64 elements per thread = 16 K vecs per thread;
 //   V vec = 8 elements (16 B), 2 V vecs per block row, 16 rows per warp
 //   iteration, 8 accumulator rows per thread.
+//
+// An fp8 cache (KV = fp8_e4m3 / fp8_e5m2) keeps every rule above and changes
+// one number: a cache element is 1 byte, so 16 bytes hold 16 of them. Same
+// example with an fp8 cache: x = 16; K vec = 16 B / (2 threads * 1 B) = 8
+// elements (8 bytes of K; the Q vec it meets in shared memory is 8 fp16
+// elements, 16 bytes); 64 elements per thread = 8 K vecs per thread; V vec =
+// 16 elements (16 B) = the whole block row, 1 V vec per row, 32 rows per warp
+// iteration, 4 accumulator rows per thread. Each load still moves the same
+// bytes; it now brings twice the elements.
 #pragma once
 #include <cstdint>
 
@@ -24,10 +33,12 @@ inline constexpr int kSupportedBlockSizes[] = {8, 16, 32};
 inline constexpr int kSupportedThreadCounts[] = {128};
 inline constexpr int kDefaultPartitionSize = 512;
 
-template <DType DT, int HEAD_SIZE, int BLOCK_SIZE, int NUM_THREADS = 128>
+template <DType DT, int HEAD_SIZE, int BLOCK_SIZE, int NUM_THREADS = 128, KvDType KV = KvDType::same>
 struct KernelConfig {
-  static constexpr DType kDType = DT;
-  static constexpr int kElemBytes = dtype_bytes(DT);
+  static constexpr DType kDType = DT;                    // Q and the output
+  static constexpr KvDType kKvDType = KV;                // the cache: DT's own, or fp8
+  static constexpr int kElemBytes = dtype_bytes(DT);     // one Q / output element
+  static constexpr int kKvBytes = kv_elem_bytes(DT, KV);  // one K / V cache element
   static constexpr int kHeadSize = HEAD_SIZE;
   static constexpr int kBlockSize = BLOCK_SIZE;
   static constexpr int kNumThreads = NUM_THREADS;
@@ -35,20 +46,21 @@ struct KernelConfig {
 
   // --- K cache / QK --------------------------------------------------------
   // Elements in one 16-byte chunk: the innermost dimension of the K layout.
-  static constexpr int kX = 16 / kElemBytes;
+  static constexpr int kX = 16 / kKvBytes;
   // Threads that cooperate on one token, so that a warp covers a whole block.
   static constexpr int kThreadGroupSize = cmax(kWarpSize / BLOCK_SIZE, 1);
   static constexpr int kNumThreadGroups = NUM_THREADS / kThreadGroupSize;
   static constexpr int kThreadGroupsPerWarp = kWarpSize / kThreadGroupSize;
   // A thread group loads 16 bytes of one token's K at a time in total.
-  static constexpr int kVecSize = cmax(16 / (kThreadGroupSize * kElemBytes), 1);
-  static constexpr int kVecBytes = kVecSize * kElemBytes;
+  static constexpr int kVecSize = cmax(16 / (kThreadGroupSize * kKvBytes), 1);
+  static constexpr int kVecBytes = kVecSize * kKvBytes;    // one K vec in the cache
+  static constexpr int kQVecBytes = kVecSize * kElemBytes;  // the Q vec it meets (shared memory)
   static constexpr int kNumElemsPerThread = HEAD_SIZE / kThreadGroupSize;
   static constexpr int kNumVecsPerThread = kNumElemsPerThread / kVecSize;
 
   // --- V cache / LV --------------------------------------------------------
-  static constexpr int kVVecSize = cmin(16 / kElemBytes, BLOCK_SIZE);
-  static constexpr int kVVecBytes = kVVecSize * kElemBytes;
+  static constexpr int kVVecSize = cmin(16 / kKvBytes, BLOCK_SIZE);
+  static constexpr int kVVecBytes = kVVecSize * kKvBytes;
   static constexpr int kNumVVecsPerRow = BLOCK_SIZE / kVVecSize;
   static constexpr int kNumRowsPerIter = kWarpSize / kNumVVecsPerRow;
   static constexpr int kNumRowsPerThread = ceil_div(HEAD_SIZE, kNumRowsPerIter);
@@ -67,6 +79,7 @@ struct KernelConfig {
   static_assert(BLOCK_SIZE % kVVecSize == 0, "V vecs must tile a block row");
   static_assert(kWarpSize % kNumVVecsPerRow == 0, "V vecs per row must divide the warp");
   static_assert(kNumThreadGroups * kThreadGroupSize == NUM_THREADS, "thread groups must tile the block");
+  static_assert(!is_fp8(KV) || DT == DType::f16 || DT == DType::bf16, "an fp8 cache takes fp16 or bf16 queries");
 };
 
 // Partition (V2 split-KV) geometry for a sequence, shared by kernels, the

@@ -66,7 +66,7 @@ struct ThreadMapping {
 
   // --- added by the kernels module (stages 1-5) -----------------------------
   // Byte offset of q_vecs[g_off][i] from the start of q_vecs.
-  PA_HD static int q_smem_byte(int g_off, int i) { return q_smem_slot(g_off, i) * Cfg::kVecBytes; }
+  PA_HD static int q_smem_byte(int g_off, int i) { return q_smem_slot(g_off, i) * Cfg::kQVecBytes; }
   static constexpr int kNumQSlots = Cfg::kThreadGroupSize * Cfg::kNumVecsPerThread;
   // Stage 1's observable output: slot s read back from q_vecs lands at elements
   // [s * kVecSize, (s + 1) * kVecSize) of the output row (slot order).

@@ -40,12 +40,20 @@ inline constexpr int kOptLeanPipeKB = 64;
 // HEAD_TILES: 8 query heads per tile (the n = 8 of the PV mma); 1 covers GQA
 // groups of up to 8 heads, 2 up to 16. PIPE_KB: 0 = the automatic pipeline
 // depth (about 96 KB, 2 CTAs per SM), else the stages that fit in PIPE_KB
-// (1 to 6; kOptLeanPipeKB, plan_optimized's OptPipeline::lean).
-template <DType DT, int HEAD_SIZE, int BLOCK_SIZE, int HEAD_TILES, int NUM_WARPS = 4, int PIPE_KB = 0>
+// (1 to 6; kOptLeanPipeKB, plan_optimized's OptPipeline::lean). KV: the
+// cache's element type; with fp8 the tiles are half the bytes (so twice the
+// pipeline stages fit in the same memory) and the fragments are built by
+// 4-byte shared loads and conversion instead of ldmatrix (the fp8 fragment
+// functions below).
+template <DType DT, int HEAD_SIZE, int BLOCK_SIZE, int HEAD_TILES, int NUM_WARPS = 4, int PIPE_KB = 0,
+          KvDType KV = KvDType::same>
 struct OptConfig {
   static constexpr DType kDType = DT;
-  static constexpr int kElemBytes = dtype_bytes(DT);
-  static constexpr int kX = 16 / kElemBytes;  // elements per 16-byte chunk (the K layout's x)
+  static constexpr KvDType kKvDType = KV;
+  static constexpr bool kFp8 = is_fp8(KV);
+  static constexpr int kElemBytes = dtype_bytes(DT);        // Q, output, mma inputs
+  static constexpr int kKvBytes = kv_elem_bytes(DT, KV);    // one cache element
+  static constexpr int kX = 16 / kKvBytes;  // elements per 16-byte chunk (the K layout's x)
   static constexpr int kHeadSize = HEAD_SIZE;
   static constexpr int kBlockSize = BLOCK_SIZE;
   static constexpr int kHeadTiles = HEAD_TILES;
@@ -91,7 +99,8 @@ struct OptConfig {
 
   static_assert(kElemBytes == 2, "stage 8 runs on 16-bit tensor-core inputs (fp16, bf16)");
   static_assert(HEAD_SIZE % 16 == 0, "head size must be a multiple of 16 (mma k and m)");
-  static_assert(BLOCK_SIZE % kX == 0, "a V row of a block must be whole 16-byte chunks");
+  static_assert(BLOCK_SIZE % kX == 0,
+                "a V row of a block must be whole 16-byte chunks (fp8 caches: block size 16 or 32)");
   static_assert(kStepTokens % 16 == 0, "a step must be whole PV k-steps");
   static_assert(HEAD_TILES == 1 || HEAD_TILES == 2, "one QK m-tile (16 rows) per CTA");
 
@@ -152,9 +161,19 @@ struct OptConfig {
   PA_HD static constexpr int qk_col(int lane) { return 2 * (lane % 4); }
   // Q A-fragment: register r of k-step ks holds Q[head][dim], dim + 1.
   PA_HD static constexpr int q_frag_head(int lane, int r) { return lane / 4 + 8 * (r & 1); }
+  // fp8: the same k slots hold other dims (16 ks + 4 (lane % 4) + {0, 1} and
+  // + {2, 3}), the 4 adjacent bytes one shared load gives the K fragment; a
+  // dot product does not care which dims share a k slot, as long as Q and K
+  // agree.
   PA_HD static constexpr int q_frag_dim(int lane, int ks, int r) {
-    return 16 * ks + 2 * (lane % 4) + 8 * (r >> 1);
+    return kFp8 ? 16 * ks + 4 * (lane % 4) + 2 * (r >> 1) : 16 * ks + 2 * (lane % 4) + 8 * (r >> 1);
   }
+  // Token (within the step) of S column `col` (0..7) of n-tile nt. fp16/bf16:
+  // tokens 8 nt + col. fp8: the even tokens of each 16-token group form one
+  // n-tile and the odd ones the next, so that the lane holding columns 2c, 2c+1
+  // of both holds P of tokens 4c..4c+3, the 4 adjacent bytes of a V row its
+  // A fragment reads (opt_pv_mma_fp8).
+  PA_HD static constexpr int s_token(int nt, int col) { return kFp8 ? 16 * (nt / 2) + 2 * col + nt % 2 : 8 * nt + col; }
   // ldmatrix.x4 row addresses: lane supplies row (lane % 8) of matrix (lane / 8).
   // QK B (k-steps ks, ks+1 of n-tile nt): token nt*8 + lane%8, dim chunk 2ks + lane/8.
   PA_HD static constexpr int qk_ldsm_token(int nt, int lane) { return nt * 8 + lane % 8; }
@@ -203,14 +222,35 @@ struct OptConfig {
   // Source bytes of the cp.async of V chunk L of a block with nvalid tokens
   // (the rest of the 16 bytes is zero-filled).
   PA_HD static constexpr int v_chunk_src_bytes(int L, int nvalid) {
-    return cmax(0, cmin(kX, nvalid - v_chunk_first_token(L))) * kElemBytes;
+    return cmax(0, cmin(kX, nvalid - v_chunk_first_token(L))) * kKvBytes;
   }
   // Global byte offset of K / V tile chunk L of (physical block, kv head).
   PA_HD static std::int64_t k_chunk_byte(const CacheGeometry& c, int phys, int kv_head, int L) {
-    return (c.k_offset(phys, kv_head, 0, 0) + chunk_elem_offset(L)) * kElemBytes;
+    return (c.k_offset(phys, kv_head, 0, 0) + chunk_elem_offset(L)) * kKvBytes;
   }
   PA_HD static std::int64_t v_chunk_byte(const CacheGeometry& c, int phys, int kv_head, int L) {
-    return (c.v_offset(phys, kv_head, 0, 0) + chunk_elem_offset(L)) * kElemBytes;
+    return (c.v_offset(phys, kv_head, 0, 0) + chunk_elem_offset(L)) * kKvBytes;
+  }
+
+  // --- fp8 fragments (kFp8) ----------------------------------------------------
+  // QK's B fragment of n-tile nt, k-step ks (dims [16 ks, +16) = one 16-byte
+  // K chunk): lane reads bytes 4 (lane % 4) .. +3 of the chunk of token
+  // s_token(nt, lane / 4): dims q_frag_dim's, as two 16-bit registers after
+  // conversion. A warp's 32 loads cover the 8 tokens' chunks once.
+  PA_HD static constexpr int fp8_k_token(int nt, int lane) { return s_token(nt, lane / 4); }
+  PA_HD static constexpr int fp8_k_frag_byte(int warp, int stage, int nt, int ks, int lane) {
+    return k_smem_byte(warp, stage, k_row_chunk(fp8_k_token(nt, lane), ks)) + 4 * (lane % 4);
+  }
+  // PV's A fragment (V^T) of dim tile dt, k-step kk: lane reads, for rows
+  // (dims) d and d + 8 (d = 16 dt + lane / 4), the 4 bytes of tokens
+  // fp8_v_token(kk, lane) .. +3 of the step: in the V layout a dim's tokens
+  // are adjacent, so one 4-byte load gives both registers of a row.
+  PA_HD static constexpr int fp8_v_dim(int dt, int lane, int half) { return 16 * dt + lane / 4 + 8 * half; }
+  PA_HD static constexpr int fp8_v_token(int kk, int lane) { return 16 * kk + 4 * (lane % 4); }
+  PA_HD static constexpr int fp8_v_frag_byte(int warp, int stage, int d, int T) {
+    return v_smem_byte(warp, stage,
+                       step_chunk(T / BLOCK_SIZE, d * kVChunksPerRow + (T % BLOCK_SIZE) / kX)) +
+           (T % BLOCK_SIZE) % kX;
   }
   // A traced token: -1 for the slots of a step's block past the split's end
   // (block size 8: a step's second block may not exist).

@@ -72,10 +72,12 @@ GpuInfo gpu_info();  // throws NoGpuError
 struct KernelKey {
   DType dtype;
   int head_size, block_size, num_threads;
+  KvDType kv_dtype = KvDType::same;  // fp8 caches: with fp16 and bf16 queries
   friend bool operator==(const KernelKey&, const KernelKey&) = default;
 };
-// The (dtype, head, block, threads) instances compiled into this build (the
-// same for stages 1-5). PA_QUICK_KERNELS builds only head 128 x block 16.
+// The (dtype, head, block, threads, cache dtype) instances compiled into this
+// build (the same for stages 1-5). PA_QUICK_KERNELS builds only head 128 x
+// block 16.
 std::vector<KernelKey> built_configs();
 // Those of stages 6-7 (v2_partition_instances.hpp: in quick builds two more
 // corners, head 64 x block 8 and head 256 x block 32).

@@ -20,7 +20,9 @@ struct OptimizedArgs {
   const int* block_tables = nullptr;   // [num_seqs, max_blocks_per_seq]
   const int* context_lens = nullptr;   // [num_seqs], each >= 1
   const float* alibi_slopes = nullptr; // [num_heads] ALiBi slopes; null: no ALiBi
-  DType dtype = DType::f16;
+  DType dtype = DType::f16;            // Q and the output (and the cache unless kv_dtype says fp8)
+  KvDType kv_dtype = KvDType::same;    // fp8: K and V one byte per element (x = 16), block size 16 or 32
+  float k_scale = 1.0f, v_scale = 1.0f;  // fp8: element = float(code) * scale
   int head_size = 128;
   int block_size = 16;
   int num_seqs = 0;
@@ -81,7 +83,7 @@ void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* w
                       void* stream = nullptr);
 
 // True when this build holds the kernel for (dtype, head size, block size).
-bool optimized_supported(DType dtype, int head_size, int block_size);
+bool optimized_supported(DType dtype, int head_size, int block_size, KvDType kv = KvDType::same);
 std::string optimized_supported_list();
 
 }  // namespace pa

@@ -10,7 +10,9 @@
 namespace pa::kernels {
 
 struct StageArgs {
-  DType dtype = DType::f16;
+  DType dtype = DType::f16;      // Q and the output (and the cache unless kv_dtype says fp8)
+  KvDType kv_dtype = KvDType::same;
+  float k_scale = 1.0f, v_scale = 1.0f;  // fp8 cache: element = float(code) * scale (else unused)
   int head_size = 0, block_size = 0, num_threads = 128;
   int num_seqs = 0, num_heads = 0, num_kv_heads = 0;
   int max_context_len = 0;
@@ -19,7 +21,7 @@ struct StageArgs {
 
   // Inputs (device pointers).
   const void* q = nullptr;        // [num_seqs, num_heads, head_size], row stride qg.q_stride
-  const void* k_cache = nullptr;  // [num_blocks, num_kv_heads, head_size/x, block_size, x]
+  const void* k_cache = nullptr;  // [num_blocks, num_kv_heads, head_size/x, block_size, x], x = 16 / cache elem bytes
   const void* v_cache = nullptr;  // [num_blocks, num_kv_heads, head_size, block_size]
   const int* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
   const int* context_lens = nullptr;  // [num_seqs]
