@@ -29,7 +29,8 @@
 //
 // Thread mapping (pa/index/optimized.hpp has every formula):
 //   grid (splits, units, seqs); 4 warps; warp w handles steps w, w+4, ... of
-//   its split; a step = 16 tokens (one block of 16, two of 8) or one block of 32.
+//   its split; a step = 16 tokens (one block of 16, two of 8) or one block of 32
+//   (fp8 cache: 32 tokens, two blocks of 16 or one of 32).
 //   In a step, lane l holds S for heads l/4 (+8) and tokens 2(l%4)+{0,1} of
 //   each 8-token n-tile (fp8: tokens s_token(nt, 2(l%4)+{0,1})), and O^T for
 //   dims l/4 (+8) of each 16-dim tile and heads 2(l%4)+{0,1}.
@@ -463,12 +464,15 @@ __device__ __forceinline__ void opt_pv_mma(const OptCta<Cfg>& c, std::uint32_t s
 // O^T += V^T P^T of step j with an fp8 cache: per 16-token k-step and dim
 // tile, each lane loads 4 bytes (tokens 4(lane%4)..+3) of its two V rows and
 // converts them into the A registers; P's B registers pair the even- and
-// odd-token n-tiles (s_token), so they hold the same tokens.
+// odd-token n-tiles (s_token), so they hold the same tokens. This product
+// runs in fp16 for bf16 queries too: every fp8 value is an fp16 value, P in
+// [0, 1] keeps more bits in fp16 than in bf16, and fp8 -> fp16 is one cvt
+// per two elements where bf16 would take four instructions.
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_pv_mma_fp8(const OptCta<Cfg>& c, std::uint32_t smem_base, int j,
                                                const float (&s)[Cfg::kQkNTiles][4], OptAccum<Cfg>& acc,
                                                Tracer& tracer) {
-  using T = typename OptElem<Cfg::kDType>::T;
+  using T = __half;  // for bf16 queries too (above)
   constexpr bool kE5m2 = Cfg::kKvDType == KvDType::fp8_e5m2;
   constexpr int HT = Cfg::kHeadTiles;
   const int warp = c.warp, lane = c.lane, blk_end = c.blk_end;

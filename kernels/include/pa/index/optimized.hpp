@@ -4,7 +4,8 @@
 // and up to 16 of the query heads of its GQA group (units = kv_heads *
 // head_chunks; head_chunks > 1 only when the group has more than 16 query
 // heads). The split is a contiguous range of logical blocks. The CTA's warps
-// take "steps" of kStepTokens tokens (one block, or two 8-token blocks)
+// take "steps" of kStepTokens tokens (one block, or two 8-token blocks; with
+// an fp8 cache 32 tokens, two blocks of 16 or one of 32)
 // round-robin: warp w handles steps w, w + kNumWarps, ... of the split.
 // Each step's K and V tiles (whole (block, kv head) tiles: they are contiguous
 // in both caches) are copied into the warp's own shared-memory stage by
@@ -61,8 +62,12 @@ struct OptConfig {
   static constexpr int kNumWarps = NUM_WARPS;
   static constexpr int kNumThreads = NUM_WARPS * kWarpSize;
 
-  // A step: at least 16 tokens (the k of the PV mma), whole blocks.
-  static constexpr int kStepTokens = cmax(BLOCK_SIZE, 16);
+  // A step: at least 16 tokens (the k of the PV mma), whole blocks. With an
+  // fp8 cache at least 32: a step then moves as many bytes as a 16-token
+  // fp16 step, so the per-step work that does not grow with the tokens (the
+  // softmax's max reduction, rescaling O, the pipeline's bookkeeping) costs
+  // the same per byte read.
+  static constexpr int kStepTokens = cmax(BLOCK_SIZE, kFp8 ? 32 : 16);
   static constexpr int kBlocksPerStep = kStepTokens / BLOCK_SIZE;
   // 16-byte chunks in one (block, kv head) K tile; the V tile has as many.
   static constexpr int kTileChunks = HEAD_SIZE * BLOCK_SIZE / kX;
