@@ -97,17 +97,34 @@ const float* alibi_slopes_of(const std::optional<at::Tensor>& alibi_slopes, cons
   return t.data_ptr<float>();
 }
 
-void check_vllm_options(const std::string& kv_cache_dtype, const at::Tensor& k_scale, const at::Tensor& v_scale) {
-  TORCH_CHECK_VALUE(kv_cache_dtype == "auto", "kv_cache_dtype '", kv_cache_dtype,
-                    "': fp8 caches are not implemented in the lab's kernels yet; accepted: 'auto' (the cache in the "
-                    "query's dtype)");
+bool is_fp8_storage(const at::Tensor& t) {
+  const at::ScalarType st = t.scalar_type();
+  return st == at::ScalarType::Byte || st == at::ScalarType::Float8_e4m3fn || st == at::ScalarType::Float8_e5m2;
+}
+
+KvCacheFormat kv_cache_format_of(const std::string& kv_cache_dtype, const at::Tensor& k_scale,
+                                 const at::Tensor& v_scale) {
+  const std::optional<KvDType> kv = kv_dtype_from_name(kv_cache_dtype);
+  TORCH_CHECK_VALUE(kv.has_value(), "kv_cache_dtype '", kv_cache_dtype, "'; accepted: ", kKvDTypeNamesText);
+  KvCacheFormat f;
+  f.kv_dtype = *kv;
+  f.name = kv_cache_dtype;
+  const char* use = is_fp8(*kv) ? "element = float(code) * scale" : "unused with kv_cache_dtype 'auto'";
   for (const auto* s : {&k_scale, &v_scale}) {
     const char* name = s == &k_scale ? "k_scale" : "v_scale";
     TORCH_CHECK_TYPE(s->scalar_type() == at::kFloat, name, ": dtype ", s->scalar_type(),
-                     "; accepted: a one-element torch.float32 tensor (unused with kv_cache_dtype 'auto')");
+                     "; accepted: a one-element torch.float32 tensor (", use, ")");
     TORCH_CHECK_VALUE(s->numel() == 1, name, ": ", s->numel(),
-                      " elements; accepted: a one-element torch.float32 tensor (unused with kv_cache_dtype 'auto')");
+                      " elements; accepted: a one-element torch.float32 tensor (", use, ")");
+    if (!is_fp8(*kv)) continue;  // unused: not read (a CUDA tensor's read would synchronize)
+    // The kernels take the scale as a launch argument: read on the host (a
+    // device synchronization when the tensor is on a GPU).
+    const float v = s->item().toFloat();
+    TORCH_CHECK_VALUE(std::isfinite(v) && v > 0, name, " ", v, "; accepted: finite and > 0 (kv_cache_dtype '",
+                      kv_cache_dtype, "': element = float(code) * ", name, ")");
+    (s == &k_scale ? f.k_scale : f.v_scale) = v;
   }
+  return f;
 }
 
 kernels::StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in) {
@@ -136,19 +153,41 @@ kernels::StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in) {
 
   const at::Tensor& k = in.key_cache;
   const at::Tensor& v = in.value_cache;
+  const KvDType kv = in.kv.kv_dtype;
   check_cuda_on(k, "key_cache", device);
   check_cuda_on(v, "value_cache", device);
-  TORCH_CHECK_TYPE(k.scalar_type() == q.scalar_type(), "key_cache: dtype ", k.scalar_type(),
-                   "; accepted: the query's, ", q.scalar_type());
-  TORCH_CHECK_TYPE(v.scalar_type() == q.scalar_type(), "value_cache: dtype ", v.scalar_type(),
-                   "; accepted: the query's, ", q.scalar_type());
-  const int64_t x = 16 / dtype_bytes(dt);
+  if (is_fp8(kv)) {
+    // One byte per element: vLLM's torch.uint8 codes, or the format's own dtype.
+    TORCH_CHECK_TYPE(dt != DType::f32, "query: dtype ", q.scalar_type(), "; accepted with kv_cache_dtype '",
+                     in.kv.name, "': torch.float16, torch.bfloat16 (an fp8 cache takes fp16 or bf16 queries)");
+    const at::ScalarType own =
+        kv == KvDType::fp8_e5m2 ? at::ScalarType::Float8_e5m2 : at::ScalarType::Float8_e4m3fn;
+    const char* own_name = kv == KvDType::fp8_e5m2 ? "torch.float8_e5m2" : "torch.float8_e4m3fn";
+    for (const auto* c : {&k, &v}) {
+      const char* name = c == &k ? "key_cache" : "value_cache";
+      TORCH_CHECK_TYPE(c->scalar_type() == at::ScalarType::Byte || c->scalar_type() == own, name, ": dtype ",
+                       c->scalar_type(), "; accepted with kv_cache_dtype '", in.kv.name, "': torch.uint8 or ",
+                       own_name, " (one byte per element)");
+    }
+  } else {
+    const char* hint = is_fp8_storage(k) || is_fp8_storage(v)
+                           ? " (an fp8 cache needs kv_cache_dtype 'fp8', 'fp8_e4m3' or 'fp8_e5m2')"
+                           : "";
+    TORCH_CHECK_TYPE(k.scalar_type() == q.scalar_type(), "key_cache: dtype ", k.scalar_type(),
+                     "; accepted: the query's, ", q.scalar_type(), hint);
+    TORCH_CHECK_TYPE(v.scalar_type() == q.scalar_type(), "value_cache: dtype ", v.scalar_type(),
+                     "; accepted: the query's, ", q.scalar_type(), hint);
+  }
+  const int64_t x = 16 / kv_elem_bytes(dt, kv);
   TORCH_CHECK_VALUE(k.dim() == 5, "key_cache: ", k.dim(),
                     " dimensions; accepted: 5, [num_blocks, num_kv_heads, head_size / x, block_size, x]");
   const int64_t num_blocks = k.size(0);
   TORCH_CHECK_VALUE(num_blocks >= 1, "key_cache: no blocks; accepted: at least one");
-  check_sizes(k, "key_cache", {num_blocks, in.num_kv_heads, head_size / x, in.block_size, x},
-              "[num_blocks, num_kv_heads, head_size / x, block_size, x], x = 16 bytes / element");
+  const std::string k_layout = std::string("[num_blocks, num_kv_heads, head_size / x, block_size, x], x = ") +
+                               std::to_string(x) + " (16 bytes of " +
+                               (is_fp8(kv) ? std::string("one-byte ") + kv_dtype_name(kv) + " codes" :
+                                             std::string(dtype_name(dt)) + " elements") + ")";
+  check_sizes(k, "key_cache", {num_blocks, in.num_kv_heads, head_size / x, in.block_size, x}, k_layout.c_str());
   check_sizes(v, "value_cache", {num_blocks, in.num_kv_heads, head_size, in.block_size},
               "[num_blocks, num_kv_heads, head_size, block_size]");
   TORCH_CHECK_VALUE(k.is_contiguous(), "key_cache: not contiguous; accepted: a contiguous tensor");
@@ -177,6 +216,9 @@ kernels::StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in) {
 
   kernels::StageArgs a;
   a.dtype = dt;
+  a.kv_dtype = kv;
+  a.k_scale = in.kv.k_scale;
+  a.v_scale = in.kv.v_scale;
   a.head_size = static_cast<int>(head_size);
   a.block_size = static_cast<int>(in.block_size);
   a.num_threads = 128;

@@ -8,9 +8,19 @@
 #include <optional>
 #include <string>
 
+#include "pa/index/dtype.hpp"
 #include "pa/kernels/stage_args.hpp"
 
 namespace pa::torch_ops {
+
+// vLLM's kv_cache_dtype, k_scale and v_scale as the kernels take them: the
+// cache's element type and the per-tensor scales of an fp8 cache (element =
+// float(code) * scale; 1 and unused for "auto").
+struct KvCacheFormat {
+  KvDType kv_dtype = KvDType::same;
+  float k_scale = 1.0f, v_scale = 1.0f;
+  std::string name = "auto";  // kv_cache_dtype as the caller spelled it (for messages)
+};
 
 // The inputs of a decode over a paged cache in vLLM's layout, as vLLM's
 // paged_attention_v1 takes them:
@@ -21,6 +31,9 @@ namespace pa::torch_ops {
 //   value_cache  [num_blocks, num_kv_heads, head_size, block_size], contiguous;
 //   block_tables [num_seqs, max_blocks_per_seq] int32, contiguous;
 //   seq_lens     [num_seqs] int32, contiguous, each in [1, max_seq_len].
+// The caches hold the query's dtype, or with an fp8 kv (KvCacheFormat) one
+// byte per element: torch.uint8 (as vLLM stores them) or the format's own
+// torch.float8_e4m3fn / torch.float8_e5m2, x = 16, fp16 or bf16 queries.
 struct PagedInputs {
   const at::Tensor& query;
   const at::Tensor& key_cache;
@@ -31,22 +44,34 @@ struct PagedInputs {
   double scale;
   int64_t block_size;
   int64_t max_seq_len;
+  KvCacheFormat kv = {};
 };
 
 // Checks every tensor (device, dtype, shape, strides) and scalar, and that
 // `out` is a contiguous [num_seqs, num_heads, head_size] tensor of the
 // query's dtype on its device; returns the launch shape with the input and
-// output pointers set. What cannot be checked without reading the tensors on
+// output pointers set, and the cache format (kv_dtype, k_scale, v_scale) of
+// `in.kv`. What cannot be checked without reading the tensors on
 // the host (a device synchronization, which would also break CUDA graph
 // capture) is the caller's promise: every seq_len <= max_seq_len (a longer
 // one overruns stage 6's partition buffers, sized by max_seq_len) and every
 // used block table entry a block of the cache.
 kernels::StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in);
 
-// vLLM's options that the kernels do not have yet: kv_cache_dtype "auto" (the
-// cache in the query's dtype; k_scale and v_scale, one-element float32
-// tensors, are then unused).
-void check_vllm_options(const std::string& kv_cache_dtype, const at::Tensor& k_scale, const at::Tensor& v_scale);
+// vLLM's cache options: kv_cache_dtype "auto" (the cache in the query's
+// dtype), "fp8" or "fp8_e4m3", "fp8_e5m2" (kv_dtype_from_name; anything else:
+// ValueError listing kKvDTypeNamesText); k_scale and v_scale one-element
+// float32 tensors (TypeError / ValueError otherwise). With "auto" they are
+// unused and not read. With fp8 each is read as a float, which for a CUDA
+// tensor is a device synchronization (and is refused during CUDA graph
+// capture; a CPU tensor costs nothing), and must be finite and > 0.
+KvCacheFormat kv_cache_format_of(const std::string& kv_cache_dtype, const at::Tensor& k_scale,
+                                 const at::Tensor& v_scale);
+
+// Whether t's dtype is one an fp8 cache is stored in (torch.uint8,
+// torch.float8_e4m3fn, torch.float8_e5m2): for the messages of ops that take
+// only caches in the query's dtype.
+bool is_fp8_storage(const at::Tensor& t);
 
 // ALiBi's slopes as the kernels take them: None -> null, else a contiguous
 // float32 tensor [num_heads] on the query's device (ValueError / TypeError

@@ -77,13 +77,20 @@ void paged_attention(at::Tensor& out, const at::Tensor& query, const at::Tensor&
                      const std::optional<at::Tensor>& alibi_slopes, const std::string& kv_cache_dtype,
                      const at::Tensor& k_scale, const at::Tensor& v_scale, const std::string& stage) {
   const Stage s = stage_of(stage);
-  check_vllm_options(kv_cache_dtype, k_scale, v_scale);
-  kernels::StageArgs a = stage_args_of(
-      out, {query, key_cache, value_cache, block_tables, seq_lens, num_kv_heads, scale, block_size, max_seq_len});
+  const KvCacheFormat kv = kv_cache_format_of(kv_cache_dtype, k_scale, v_scale);
+  kernels::StageArgs a = stage_args_of(out, {query, key_cache, value_cache, block_tables, seq_lens, num_kv_heads,
+                                             scale, block_size, max_seq_len, kv});
   a.alibi_slopes = alibi_slopes_of(alibi_slopes, a, query.device());
   TORCH_CHECK_TYPE(s != Stage::optimized || a.dtype != DType::f32,
                    "query: dtype torch.float32; accepted by stage 'optimized' (tensor cores): torch.float16, "
                    "torch.bfloat16 ('v1' and 'v2' take float32)");
+  // Stage 8's instances, for the cache's element type too (an fp8 cache: blocks
+  // of 16 or 32 tokens only, where a V row of a block fills whole 16-byte copies).
+  TORCH_CHECK_VALUE(s != Stage::optimized || optimized_supported(a.dtype, a.head_size, a.block_size, a.kv_dtype),
+                    "stage 'optimized': no kernel for query dtype ", dtype_name(a.dtype), ", kv_cache_dtype '",
+                    kv.name, "', head size ", a.head_size, ", block_size ", a.block_size,
+                    " in this build; accepted: ", optimized_supported_list(),
+                    "; or stage 'v1' / 'v2' where pa_lab.built says this build has them");
   launch_into(out, a, s, {});
 }
 
@@ -92,8 +99,15 @@ void cascade_attention(at::Tensor& out, const at::Tensor& query, const at::Tenso
                        const at::Tensor& block_tables, const at::Tensor& seq_lens, int64_t block_size,
                        int64_t max_seq_len, int64_t shared_prefix_len,
                        const std::optional<at::Tensor>& alibi_slopes) {
-  kernels::StageArgs a = stage_args_of(
-      out, {query, key_cache, value_cache, block_tables, seq_lens, num_kv_heads, scale, block_size, max_seq_len});
+  // Stage 7 reads caches in the query's dtype only (the kernels' cascade
+  // refuses fp8; it has no kv_cache_dtype argument to ask for one).
+  for (const auto* c : {&key_cache, &value_cache})
+    TORCH_CHECK_TYPE(!is_fp8_storage(*c), c == &key_cache ? "key_cache" : "value_cache", ": dtype ",
+                     c->scalar_type(), " (an fp8 cache?); accepted by cascade_attention: the query's dtype, ",
+                     query.scalar_type(), " (the cascade, stage 7, takes no fp8 cache; paged_attention's stages "
+                     "'v1', 'v2' and 'optimized' do, with kv_cache_dtype 'fp8', 'fp8_e4m3' or 'fp8_e5m2')");
+  kernels::StageArgs a = stage_args_of(out, {query, key_cache, value_cache, block_tables, seq_lens, num_kv_heads,
+                                             scale, block_size, max_seq_len, KvCacheFormat{}});
   a.alibi_slopes = alibi_slopes_of(alibi_slopes, a, query.device());
   TORCH_CHECK_VALUE(shared_prefix_len >= 0 && shared_prefix_len % block_size == 0 && shared_prefix_len <= max_seq_len,
                     "shared_prefix_len ", shared_prefix_len, "; accepted: 0 to max_seq_len (", max_seq_len,
@@ -154,13 +168,18 @@ std::vector<double> tolerance(const std::string& dtype) {
   return {out.abs, out.rel, lse.abs};
 }
 
-// Whether this build holds a stage's kernel for (dtype, head size, block size).
-bool built(const std::string& stage, const std::string& dtype, int64_t head_size, int64_t block_size) {
+// Whether this build holds a stage's kernel for (dtype, head size, block size,
+// cache dtype; kv_cache_dtype as paged_attention takes it).
+bool built(const std::string& stage, const std::string& dtype, int64_t head_size, int64_t block_size,
+           const std::string& kv_cache_dtype) {
   const Stage s = stage_of(stage);
   const std::optional<DType> t = dtype_from_name(dtype);
   TORCH_CHECK_VALUE(t.has_value(), "dtype '", dtype, "'; accepted: fp32, fp16, bf16");
-  if (s == Stage::optimized) return optimized_supported(*t, static_cast<int>(head_size), static_cast<int>(block_size));
-  const kernels::KernelKey key{*t, static_cast<int>(head_size), static_cast<int>(block_size), 128};
+  const std::optional<KvDType> kv = kv_dtype_from_name(kv_cache_dtype);
+  TORCH_CHECK_VALUE(kv.has_value(), "kv_cache_dtype '", kv_cache_dtype, "'; accepted: ", kKvDTypeNamesText);
+  if (s == Stage::optimized)
+    return optimized_supported(*t, static_cast<int>(head_size), static_cast<int>(block_size), *kv);
+  const kernels::KernelKey key{*t, static_cast<int>(head_size), static_cast<int>(block_size), 128, *kv};
   for (const kernels::KernelKey& k : s == Stage::v2_partition ? kernels::v2_built_configs() : kernels::built_configs())
     if (k == key) return true;
   return false;
@@ -185,7 +204,8 @@ TORCH_LIBRARY(pa_lab, m) {
       "Tensor suffix_output, Tensor suffix_lse) -> ()");
   // Plain functions of the build (no tensors): registered without a dispatch key.
   m.def("tolerance(str dtype) -> float[]", &ops::tolerance);
-  m.def("built(str stage, str dtype, int head_size, int block_size) -> bool", &ops::built);
+  m.def("built(str stage, str dtype, int head_size, int block_size, str kv_cache_dtype=\"auto\") -> bool",
+        &ops::built);
 }
 
 TORCH_LIBRARY_IMPL(pa_lab, CUDA, m) {

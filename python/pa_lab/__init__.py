@@ -9,15 +9,25 @@ torch.ops.pa_lab; these functions are thin wrappers that allocate the output
 and fill in defaults:
   paged_attention    decode over a paged cache, vLLM's paged_attention_v1
                      argument list plus the stage: "v1" (stage 5), "v2"
-                     (stage 6) or "optimized" (stage 8, the default);
+                     (stage 6) or "optimized" (stage 8, the default); the
+                     cache in the query's dtype (kv_cache_dtype "auto") or
+                     fp8 (vLLM's "fp8" = "fp8_e4m3", "fp8_e5m2": uint8 codes,
+                     element = float(code) * k_scale / v_scale), all three stages;
   cascade_attention  stage 7: sequences that share their first
                      shared_prefix_len tokens (the same physical blocks);
+                     caches in the query's dtype only (no fp8);
   merge_attn_states  two attention states (float32 outputs, natural-log lse
                      [num_seqs, num_heads]) merged into one.
 Bad arguments raise ValueError (a wrong size, stride, device or value) or
 TypeError (a wrong dtype), naming the argument and what is accepted. Each
 kernel runs on PyTorch's current CUDA stream; torch.compile traces through
 the ops (pa_lab/_fake.py) and CUDA graphs capture them.
+
+The raw op takes k_scale and v_scale as one-element float32 tensors, as vLLM
+passes them. With an fp8 kv_cache_dtype it reads them on the host (the
+kernels take the scales as launch arguments): for a CUDA tensor that read is
+a device synchronization, and inside CUDA graph capture it fails; CPU tensors
+(what these wrappers pass) cost nothing. With "auto" they are not read.
 """
 from typing import Optional, Tuple
 
@@ -27,17 +37,20 @@ from ._library import load as _load
 
 LIBRARY = _load()
 from . import _fake  # noqa: E402,F401  (registers the fake implementations)
-from .paged import PagedCache, paged_kv_cache  # noqa: E402
+from .paged import KV_CACHE_DTYPES, PagedCache, paged_kv_cache  # noqa: E402
 
 ops = torch.ops.pa_lab
 
-__all__ = ["LIBRARY", "PagedCache", "paged_kv_cache", "paged_attention", "cascade_attention", "merge_attn_states",
-           "tolerance", "built", "ops"]
+__all__ = ["LIBRARY", "KV_CACHE_DTYPES", "PagedCache", "paged_kv_cache", "paged_attention", "cascade_attention",
+           "merge_attn_states", "tolerance", "built", "ops"]
 
 
-def _unit_scale() -> torch.Tensor:
-    # vLLM's k_scale / v_scale: unused for a cache in the query's dtype.
-    return torch.ones(1, dtype=torch.float32)
+def _scale_tensor(scale: float) -> torch.Tensor:
+    # vLLM's k_scale / v_scale: one-element float32 tensors. On the CPU: the op
+    # reads an fp8 cache's scales on the host, which for a CUDA tensor would be
+    # a device synchronization (and is refused inside CUDA graph capture); for
+    # kv_cache_dtype "auto" they are not read.
+    return torch.tensor([scale], dtype=torch.float32)
 
 
 def paged_attention(query: torch.Tensor, cache: PagedCache, *, scale: Optional[float] = None,
@@ -51,15 +64,20 @@ def paged_attention(query: torch.Tensor, cache: PagedCache, *, scale: Optional[f
     contiguous) is allocated when not given. Returns out. The sequence
     lengths must not exceed cache.max_seq_len (not checked: reading them would
     synchronize with the GPU; a longer one overruns stage 6's partition buffers).
+
+    An fp8 cache (paged_kv_cache(..., kv_cache_dtype="fp8_e4m3" or "fp8_e5m2"):
+    uint8 codes, x = 16) is read by every stage with cache.k_scale and
+    cache.v_scale (passed to the op as CPU tensors: no device synchronization,
+    and CUDA graphs capture the call with those scales fixed); it needs fp16 or
+    bf16 queries, and stage "optimized" blocks of 16 or 32 tokens.
     """
     if scale is None:
         scale = query.shape[-1] ** -0.5
     if out is None:
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
-    one = _unit_scale()
     ops.paged_attention(out, query, cache.key_cache, cache.value_cache, cache.key_cache.shape[1], scale,
-                        cache.block_tables, cache.seq_lens, cache.block_size, cache.max_seq_len, alibi_slopes, "auto",
-                        one, one, stage)
+                        cache.block_tables, cache.seq_lens, cache.block_size, cache.max_seq_len, alibi_slopes,
+                        cache.kv_cache_dtype, _scale_tensor(cache.k_scale), _scale_tensor(cache.v_scale), stage)
     return out
 
 
@@ -71,7 +89,12 @@ def cascade_attention(query: torch.Tensor, cache: PagedCache, shared_prefix_len:
     alibi_slopes as for paged_attention (each sequence's prefix gets the bias of
     its place in that sequence).
     That the tables share those blocks is the caller's promise (checking it
-    would read the tables on the host)."""
+    would read the tables on the host). The cache must hold the query's dtype:
+    stage 7 takes no fp8 cache (ValueError; paged_attention's stages do)."""
+    if cache.kv_cache_dtype != "auto":
+        raise ValueError(f"cache.kv_cache_dtype {cache.kv_cache_dtype!r}: cascade_attention (stage 7) takes no fp8 "
+                         "cache; accepted: 'auto' (the query's dtype); paged_attention's stages 'v1', 'v2' and "
+                         "'optimized' take fp8 caches")
     if scale is None:
         scale = query.shape[-1] ** -0.5
     if out is None:
@@ -101,9 +124,11 @@ def tolerance(dtype: torch.dtype) -> Tuple[float, float, float]:
     return a, r, lse
 
 
-def built(stage: str, dtype: torch.dtype, head_size: int, block_size: int) -> bool:
-    """Whether this build holds the stage's kernel for the configuration."""
-    return ops.built(stage, _dtype_name(dtype), head_size, block_size)
+def built(stage: str, dtype: torch.dtype, head_size: int, block_size: int, kv_cache_dtype: str = "auto") -> bool:
+    """Whether this build holds the stage's kernel for the configuration: query dtype, head size,
+    block size and the cache's kv_cache_dtype ("auto": the query's dtype; "fp8", "fp8_e4m3",
+    "fp8_e5m2": with fp16 or bf16 queries)."""
+    return ops.built(stage, _dtype_name(dtype), head_size, block_size, kv_cache_dtype)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

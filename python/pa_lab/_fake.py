@@ -4,7 +4,11 @@ torch.compile traces a model with fake tensors (shapes, dtypes and devices,
 no data); an operator it cannot see into needs one of these to be traced
 through. The lab's ops write into tensors the caller passes (`out`), return
 nothing and change no shape, so each fake only checks what a shape can tell
-and returns None; the real checks run in the CUDA implementation.
+and returns None; the real checks run in the CUDA implementation. The fake
+of paged_attention accepts every kv_cache_dtype the op does ("auto", "fp8",
+"fp8_e4m3", "fp8_e5m2"; an fp8 cache is uint8 or float8 codes, x = 16) and
+never reads k_scale / v_scale (a fake tensor has no values; the CUDA
+implementation reads them).
 """
 import torch
 

@@ -2,13 +2,17 @@
 
 The reference is torch.nn.functional.scaled_dot_product_attention over each
 sequence's contiguous keys and values, in float64 on the exact stored values
-(the paged cache holds the same dtype values the reference upcasts), and the
-acceptance rule is the lab's one tolerance per dtype (pa_lab.tolerance,
-pa/core/tolerance.hpp): |got - ref| <= abs + rel |ref|, every element.
+(the paged cache holds the same dtype values the reference upcasts; an fp8
+cache's reference reads its codes back through the block tables as the
+kernels do, float32(code) * scale), and the acceptance rule is the lab's one
+tolerance per dtype of the output (pa_lab.tolerance, pa/core/tolerance.hpp):
+|got - ref| <= abs + rel |ref|, every element.
 Configurations this build does not hold (a quick kernel build has head 128 x
 block 16 only) are skipped, saying so.
 """
+import dataclasses
 import math
+import re
 
 import pytest
 import torch
@@ -63,9 +67,10 @@ def assert_close(got, ref, dtype):
     assert worst <= 0, f"max |got - ref| {err.max().item():.3g} exceeds the tolerance (abs {a}, rel {r})"
 
 
-def require_built(stage, dtype, head_size, block_size):
-    if not pa_lab.built(stage, dtype, head_size, block_size):
-        pytest.skip(f"{stage} {dtype} head {head_size} block {block_size}: not in this build")
+def require_built(stage, dtype, head_size, block_size, kv_cache_dtype="auto"):
+    if not pa_lab.built(stage, dtype, head_size, block_size, kv_cache_dtype):
+        pytest.skip(f"{stage} {dtype} head {head_size} block {block_size} kv_cache_dtype {kv_cache_dtype}: "
+                    "not in this build")
 
 
 # Sampled like the C++ suites: every stage x dtype x head size x block size,
@@ -254,7 +259,8 @@ def test_bad_inputs_raise_the_documented_errors():
         (dict(scale=float("nan")), ValueError, "scale nan"),
         (dict(alibi_slopes=torch.ones(7, device=DEV)), ValueError, "alibi_slopes: sizes"),
         (dict(alibi_slopes=torch.ones(8, device=DEV, dtype=torch.float16)), TypeError, "alibi_slopes: dtype"),
-        (dict(kv_cache_dtype="fp8_e4m3"), ValueError, "kv_cache_dtype 'fp8_e4m3'"),
+        (dict(kv_cache_dtype="int8"), ValueError, "kv_cache_dtype 'int8'; accepted: auto"),
+        (dict(kv_cache_dtype="fp8_e4m3"), TypeError, "key_cache: dtype Half; accepted with kv_cache_dtype 'fp8_e4m3'"),
         (dict(k_scale=torch.ones(2)), ValueError, "k_scale: 2 elements"),
         (dict(stage="v3"), ValueError, "stage 'v3'"),
         (dict(out=torch.empty(2, 8, 64, dtype=torch.float16, device=DEV)), ValueError, "out: sizes"),
@@ -273,7 +279,7 @@ def test_bad_inputs_raise_the_documented_errors():
         with pytest.raises(exc, match=text.replace("(", r"\(").replace(")", r"\)")):
             _call(query, cache, **over)
         checked += 1
-    assert checked == len(cases) == 20
+    assert checked == len(cases) == 21
     # Tensors of another device only: no CUDA kernel is dispatched to.
     cpu = dict(out=torch.empty(2, 8, 128, dtype=torch.float16), query=query.cpu(), key_cache=kc.cpu(),
                value_cache=vc.cpu(), block_tables=cache.block_tables.cpu(), seq_lens=cache.seq_lens.cpu())
@@ -296,3 +302,275 @@ def test_example_runs():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.main() == 0
+
+
+# ---- fp8 KV caches ---------------------------------------------------------------------------
+# vLLM's kv_cache_dtype names and the torch dtype of their codes ("fp8" is e4m3).
+FP8_TORCH = {"fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
+FP8_FORMATS = ["fp8_e4m3", "fp8_e5m2"]
+FP8_STAGES = ["v1", "v2", "optimized"]
+FP8_QUERY_DTYPES = [torch.float16, torch.bfloat16]
+FP8_LENS = [[1, 17, 600, 2100], [16, 33, 512], [1, 1, 2048, 5]]
+
+
+def fp8_quantize(x, kv_cache_dtype, scale):
+    """vLLM's fp8 store, in PyTorch: the codes of (x / scale), computed in float32, as torch.uint8."""
+    s = torch.tensor(scale, dtype=torch.float32, device=x.device)
+    return (x.float() / s).to(FP8_TORCH[kv_cache_dtype]).view(torch.uint8)
+
+
+def fp8_dequantize(codes, kv_cache_dtype, scale):
+    """What the kernels read from an fp8 cache: float32(code) * scale, in float32."""
+    s = torch.tensor(scale, dtype=torch.float32, device=codes.device)
+    return codes.contiguous().view(FP8_TORCH[kv_cache_dtype]).to(torch.float32) * s
+
+
+def f32(v):
+    """v rounded to float32, the precision the op reads a scale in."""
+    return float(torch.tensor(v, dtype=torch.float32))
+
+
+def fp8_cache_of(cache, kv_cache_dtype, k_scale, v_scale):
+    """An fp16 / bf16 PagedCache stored in fp8: the same blocks, tables and NaN tails; K re-laid from
+    x = 8 (16 bytes of 2-byte elements) to x = 16 (16 one-byte codes), V in its own layout; uint8 codes."""
+    kc, vc = cache.key_cache, cache.value_cache
+    nb, kvh, _, bs, _ = kc.shape
+    hs = vc.shape[2]
+    by_token = kc.permute(0, 1, 3, 2, 4).reshape(nb, kvh, bs, hs)  # [block, kv head, token, dim]
+    k16 = by_token.reshape(nb, kvh, bs, hs // 16, 16).permute(0, 1, 3, 2, 4).contiguous()
+    k_scale, v_scale = f32(k_scale), f32(v_scale)
+    return dataclasses.replace(cache, key_cache=fp8_quantize(k16, kv_cache_dtype, k_scale),
+                               value_cache=fp8_quantize(vc, kv_cache_dtype, v_scale), kv_cache_dtype=kv_cache_dtype,
+                               k_scale=k_scale, v_scale=v_scale)
+
+
+def unpage(cache, i, n):
+    """Sequence i's first n tokens as the paged cache holds them (through its block table), dense:
+    K and V [kv_heads, n, head_size] in the cache's element type."""
+    bs = cache.block_size
+    nblk = -(-n // bs)
+    idx = cache.block_tables[i, :nblk].long()
+    kc, vc = cache.key_cache[idx], cache.value_cache[idx]  # [nblk, kvh, hs/x, bs, x], [nblk, kvh, hs, bs]
+    kvh, hs = vc.shape[1], vc.shape[2]
+    k = kc.permute(1, 0, 3, 2, 4).reshape(kvh, nblk * bs, hs)[:, :n]
+    v = vc.permute(1, 0, 3, 2).reshape(kvh, nblk * bs, hs)[:, :n]
+    return k, v
+
+
+def fp8_read_back(cache, lens):
+    """Each sequence's K and V as the kernels read the fp8 cache: float32 [kv_heads, n, head_size]."""
+    keys, values = [], []
+    for i, n in enumerate(lens):
+        k, v = unpage(cache, i, n)
+        keys.append(fp8_dequantize(k, cache.kv_cache_dtype, cache.k_scale))
+        values.append(fp8_dequantize(v, cache.kv_cache_dtype, cache.v_scale))
+    return keys, values
+
+
+def check_fp8_codes(cache, keys, values):
+    """The cache holds each sequence's own codes (the test's quantization, through the tables) and
+    nothing beyond the format's range (torch's conversion gives NaN / inf there, not a number)."""
+    lens = [k.shape[1] for k in keys]
+    rk, rv = fp8_read_back(cache, lens)
+    for i, n in enumerate(lens):
+        k_codes, v_codes = unpage(cache, i, n)
+        assert torch.equal(k_codes, fp8_quantize(keys[i], cache.kv_cache_dtype, cache.k_scale)), f"K of sequence {i}"
+        assert torch.equal(v_codes, fp8_quantize(values[i], cache.kv_cache_dtype, cache.v_scale)), f"V of sequence {i}"
+        assert torch.isfinite(rk[i]).all() and torch.isfinite(rv[i]).all(), f"sequence {i}: codes out of range"
+    return rk, rv
+
+
+@pytest.mark.parametrize("stage", FP8_STAGES)
+@pytest.mark.parametrize("dtype", FP8_QUERY_DTYPES)
+@pytest.mark.parametrize("kv_cache_dtype", FP8_FORMATS)
+@pytest.mark.parametrize("block_size", [16, 32])
+def test_fp8_cache_matches_sdpa_on_the_read_back_values(stage, dtype, kv_cache_dtype, block_size):
+    require_built(stage, dtype, 128, block_size, kv_cache_dtype)
+    i = 8 * FP8_STAGES.index(stage) + 4 * FP8_QUERY_DTYPES.index(dtype) + 2 * FP8_FORMATS.index(kv_cache_dtype) \
+        + block_size // 32
+    heads, kv_heads = GQA[(i // 2 + i // 8) % len(GQA)]  # MHA, GQA 4 and 8, MQA across the cases
+    lens = FP8_LENS[i % len(FP8_LENS)]
+    query, keys, values, cache = make_case(dtype, 128, block_size, heads, kv_heads, lens, seed=50 + i)
+    # Scales other than 1 and not powers of two (code * scale rounds in float32, as in the kernels);
+    # make_case's |K|, |V| stay below 6, so |x / scale| < 300, inside e4m3's 448.
+    fp8 = fp8_cache_of(cache, kv_cache_dtype, 0.021, 0.037)
+    assert fp8.key_cache.dtype == fp8.value_cache.dtype == torch.uint8
+    assert fp8.key_cache.shape[2:] == (128 // 16, block_size, 16)
+    rk, rv = check_fp8_codes(fp8, keys, values)
+    out = pa_lab.paged_attention(query, fp8, stage=stage)
+    assert_close(out, reference(query, rk, rv), dtype)
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["fp8", "fp8_e4m3", "fp8_e5m2"])
+def test_fp8_paged_kv_cache_float8_dtypes_and_cuda_scales(kv_cache_dtype):
+    fmt = "fp8_e4m3" if kv_cache_dtype == "fp8" else kv_cache_dtype
+    stages = [s for s in FP8_STAGES if pa_lab.built(s, torch.bfloat16, 128, 16, fmt)]
+    if not stages:
+        pytest.skip(f"bf16 head 128 block 16 kv_cache_dtype {fmt}: not in this build")
+    lens = [3, 250, 1100]
+    query, keys, values, _ = make_case(torch.bfloat16, 128, 16, 16, 4, lens, seed=60)
+    # pa_lab.paged_kv_cache stores fp8 itself, scales from the data: the same blocks (same generator
+    # seed) and the same codes as quantizing its bf16 cache.
+    direct = pa_lab.paged_kv_cache(keys, values, 16, spare_blocks=3, generator=torch.Generator().manual_seed(61),
+                                   kv_cache_dtype=kv_cache_dtype)
+    plain = pa_lab.paged_kv_cache(keys, values, 16, spare_blocks=3, generator=torch.Generator().manual_seed(61))
+    fmax = torch.finfo(FP8_TORCH[fmt]).max
+    assert direct.kv_cache_dtype == kv_cache_dtype
+    assert direct.k_scale == f32(max(k.abs().max().item() for k in keys) / fmax)
+    assert direct.v_scale == f32(max(v.abs().max().item() for v in values) / fmax)
+    assert direct.k_scale != 1.0 and direct.v_scale != 1.0
+    expect = fp8_cache_of(plain, fmt, direct.k_scale, direct.v_scale)
+    assert torch.equal(direct.key_cache, expect.key_cache) and torch.equal(direct.value_cache, expect.value_cache)
+    assert torch.equal(direct.block_tables, expect.block_tables)
+    rk, rv = check_fp8_codes(expect, keys, values)
+    ref = reference(query, rk, rv)
+    f8 = FP8_TORCH[fmt]
+    checked = 0
+    for stage in stages:
+        # The wrapper: the cache's uint8 codes, its scales as CPU tensors.
+        assert_close(pa_lab.paged_attention(query, direct, stage=stage), ref, torch.bfloat16)
+        # The raw op as vLLM calls it, scales as one-element CUDA tensors (read with a device
+        # synchronization), and the caches in the format's own torch dtype instead of uint8.
+        out = torch.full_like(query, float("nan"))
+        torch.ops.pa_lab.paged_attention(out, query, direct.key_cache.view(f8), direct.value_cache.view(f8), 4,
+                                         128 ** -0.5, direct.block_tables, direct.seq_lens, 16, direct.max_seq_len,
+                                         None, kv_cache_dtype, torch.tensor([direct.k_scale], device=DEV),
+                                         torch.tensor([direct.v_scale], device=DEV), stage)
+        assert_close(out, ref, torch.bfloat16)
+        checked += 2
+    assert checked == 2 * len(stages)
+
+
+@pytest.mark.parametrize("stage", FP8_STAGES)
+def test_fp8_with_alibi_and_an_explicit_scale(stage):
+    require_built(stage, torch.float16, 128, 16, "fp8_e5m2")
+    heads, kv_heads = 8, 2
+    query, keys, values, cache = make_case(torch.float16, 128, 16, heads, kv_heads, [9, 300, 1500], seed=64)
+    fp8 = fp8_cache_of(cache, "fp8_e5m2", 0.125, 0.0625)  # powers of two: code * scale is exact
+    rk, rv = check_fp8_codes(fp8, keys, values)
+    slopes = torch.tensor([2.0 ** -(h + 1) for h in range(heads)], dtype=torch.float32, device=DEV)
+    out = pa_lab.paged_attention(query, fp8, stage=stage, scale=0.05, alibi_slopes=slopes)
+    assert_close(out, reference(query, rk, rv, scale=0.05, alibi_slopes=slopes), torch.float16)
+
+
+@pytest.mark.parametrize("stage", FP8_STAGES)
+def test_fp8_cuda_graph_capture_and_replay(stage):
+    require_built(stage, torch.float16, 128, 16, "fp8_e4m3")
+    query, keys, values, cache = make_case(torch.float16, 128, 16, 8, 2, [17, 900, 64], seed=65)
+    fp8 = fp8_cache_of(cache, "fp8_e4m3", 0.03, 0.02)
+    rk, rv = check_fp8_codes(fp8, keys, values)
+    static_q = query.clone()
+    out = torch.empty_like(query)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        pa_lab.paged_attention(static_q, fp8, stage=stage, out=out)  # scales as CPU tensors: no sync to capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        pa_lab.paged_attention(static_q, fp8, stage=stage, out=out)
+    replays = 0
+    for seed in (23, 24):
+        new_q = torch.randn(query.shape, generator=torch.Generator().manual_seed(seed)).to(DEV, torch.float16)
+        static_q.copy_(new_q)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close(out, reference(new_q, rk, rv), torch.float16)
+        replays += 1
+    assert replays == 2
+
+
+def test_fp8_torch_compile_fullgraph():
+    require_built("optimized", torch.float16, 128, 16, "fp8_e5m2")
+    query, keys, values, cache = make_case(torch.float16, 128, 16, 8, 2, [33, 1500], seed=66)
+    fp8 = fp8_cache_of(cache, "fp8_e5m2", 0.05, 0.04)
+    rk, rv = check_fp8_codes(fp8, keys, values)
+
+    def decode(q, key_cache, value_cache, block_tables, seq_lens, k_scale, v_scale):
+        out = torch.empty_like(q)
+        torch.ops.pa_lab.paged_attention(out, q, key_cache, value_cache, key_cache.shape[1], q.shape[-1] ** -0.5,
+                                         block_tables, seq_lens, 16, fp8.max_seq_len, None, "fp8_e5m2", k_scale,
+                                         v_scale, "optimized")
+        return out * 2
+
+    compiled = torch.compile(decode, fullgraph=True)
+    scales = (torch.tensor([fp8.k_scale], device=DEV), torch.tensor([fp8.v_scale], device=DEV))
+    got = compiled(query, fp8.key_cache, fp8.value_cache, fp8.block_tables, fp8.seq_lens, *scales)
+    assert_close(got / 2, reference(query, rk, rv), torch.float16)
+
+
+def test_fp8_bad_inputs_raise_the_documented_errors():
+    require_built("optimized", torch.float16, 128, 16, "fp8_e4m3")
+    query, _, _, cache = make_case(torch.float16, 128, 16, 8, 2, [40, 70], seed=1)
+    fp8 = fp8_cache_of(cache, "fp8_e4m3", 0.05, 0.05)
+    kc, vc = fp8.key_cache, fp8.value_cache
+    nb = kc.shape[0]
+    f8 = dict(kv_cache_dtype="fp8_e4m3", key_cache=kc, value_cache=vc)
+    _, _, _, cache8 = make_case(torch.float16, 128, 8, 8, 2, [40, 70], seed=1)
+    fp8_blocks_of_8 = fp8_cache_of(cache8, "fp8_e4m3", 0.05, 0.05)
+    cases = [
+        # (arguments replaced, the cache to call with, exception, literal text of the message)
+        (dict(kv_cache_dtype="fp8_e3m4"), cache, ValueError,
+         "kv_cache_dtype 'fp8_e3m4'; accepted: auto (the query's dtype), fp8 (= fp8_e4m3), fp8_e4m3, fp8_e5m2"),
+        (dict(kv_cache_dtype="FP8"), cache, ValueError, "kv_cache_dtype 'FP8'; accepted: auto"),
+        # fp8 asked for, the fp16 cache given.
+        (dict(kv_cache_dtype="fp8"), cache, TypeError,
+         "key_cache: dtype Half; accepted with kv_cache_dtype 'fp8': torch.uint8 or torch.float8_e4m3fn"),
+        (dict(f8, value_cache=cache.value_cache), cache, TypeError,
+         "value_cache: dtype Half; accepted with kv_cache_dtype 'fp8_e4m3': torch.uint8 or torch.float8_e4m3fn"),
+        # The other format's torch dtype.
+        (dict(f8, key_cache=kc.view(torch.float8_e5m2)), cache, TypeError,
+         "key_cache: dtype Float8_e5m2; accepted with kv_cache_dtype 'fp8_e4m3'"),
+        (dict(f8, kv_cache_dtype="fp8_e5m2", key_cache=kc.view(torch.float8_e4m3fn)), cache, TypeError,
+         "key_cache: dtype Float8_e4m3fn; accepted with kv_cache_dtype 'fp8_e5m2': torch.uint8 or torch.float8_e5m2"),
+        # An fp8 cache with kv_cache_dtype "auto".
+        (dict(key_cache=kc, value_cache=vc), cache, TypeError,
+         "key_cache: dtype Byte; accepted: the query's, Half (an fp8 cache needs kv_cache_dtype"),
+        # x = 8 (fp16's) where an fp8 K cache has x = 16.
+        (dict(f8, key_cache=kc.reshape(nb, 2, 16, 16, 8)), cache, ValueError,
+         f"key_cache: sizes [{nb}, 2, 16, 16, 8]; accepted: [{nb}, 2, 8, 16, 16]"),
+        (dict(f8, k_scale=torch.tensor([-0.5])), cache, ValueError, "k_scale -0.5; accepted: finite and > 0"),
+        (dict(f8, v_scale=torch.tensor([0.0], device=DEV)), cache, ValueError, "v_scale 0; accepted: finite and > 0"),
+        (dict(f8, v_scale=torch.tensor([float("inf")])), cache, ValueError, "v_scale inf; accepted: finite and > 0"),
+        (dict(f8, k_scale=torch.ones(2)), cache, ValueError, "k_scale: 2 elements"),
+        (dict(f8, k_scale=torch.ones(1, dtype=torch.float64)), cache, TypeError, "k_scale: dtype Double"),
+        (dict(f8, query=query.float(), out=torch.empty_like(query.float())), cache, TypeError,
+         "query: dtype Float; accepted with kv_cache_dtype 'fp8_e4m3': torch.float16, torch.bfloat16"),
+        # Stage 8 reads an fp8 cache in blocks of 16 or 32 tokens only.
+        (dict(kv_cache_dtype="fp8_e4m3", key_cache=fp8_blocks_of_8.key_cache,
+              value_cache=fp8_blocks_of_8.value_cache), fp8_blocks_of_8, ValueError,
+         "stage 'optimized': no kernel for query dtype fp16, kv_cache_dtype 'fp8_e4m3', head size 128, block_size 8"),
+    ]
+    checked = 0
+    for over, c, exc, text in cases:
+        with pytest.raises(exc, match=re.escape(text)):
+            _call(query, c, **over)
+        checked += 1
+    assert checked == len(cases) == 15
+    # With "auto" the scales are not read: a negative one is not an error there.
+    _call(query, cache, k_scale=torch.tensor([-1.0]))
+    # Whether a stage is built is asked with the cache dtype too; stage 8 never has fp8 blocks of 8.
+    assert not pa_lab.built("optimized", torch.float16, 128, 8, "fp8_e4m3")
+    assert not pa_lab.built("v1", torch.float32, 128, 16, "fp8_e5m2")  # an fp8 cache takes fp16 / bf16 queries
+    assert pa_lab.built("optimized", torch.float16, 128, 16, "fp8")  # "fp8" is e4m3, which this test required
+    with pytest.raises(ValueError, match=re.escape("kv_cache_dtype 'fp4'; accepted: auto")):
+        pa_lab.built("v1", torch.float16, 128, 16, "fp4")
+
+
+def test_fp8_cascade_is_refused_by_name():
+    require_built("optimized", torch.float16, 128, 16)
+    query, keys, values, _ = make_case(torch.float16, 128, 16, 8, 8, [32 + 5, 32 + 40], seed=67, shared_prefix_len=32)
+    fp8 = pa_lab.paged_kv_cache(keys, values, 16, shared_prefix_len=32, kv_cache_dtype="fp8_e4m3")
+    with pytest.raises(ValueError, match=re.escape("cache.kv_cache_dtype 'fp8_e4m3': cascade_attention (stage 7) "
+                                                   "takes no fp8 cache")):
+        pa_lab.cascade_attention(query, fp8, 32)
+    # The raw op has no kv_cache_dtype: fp8 codes are refused by their dtype, naming the stages that take them.
+    one = torch.empty_like(query)
+    for key_cache, value_cache, name, dt in ((fp8.key_cache, fp8.value_cache, "key_cache", "Byte"),
+                                             (fp8.key_cache.view(torch.float8_e4m3fn),
+                                              fp8.value_cache.view(torch.float8_e4m3fn), "key_cache", "Float8_e4m3fn")):
+        with pytest.raises(TypeError, match=re.escape(f"{name}: dtype {dt} (an fp8 cache?); accepted by "
+                                                      "cascade_attention: the query's dtype, Half")):
+            torch.ops.pa_lab.cascade_attention(one, query, key_cache, value_cache, 8, 0.1, fp8.block_tables,
+                                               fp8.seq_lens, 16, fp8.max_seq_len, 32)
