@@ -97,6 +97,11 @@ TEST_CASE("trace round trip in memory and on disk", "[trace][file]") {
   TraceData d = sample_trace(7);
   d.header.spec.nan_tails = false;
   d.header.spec.extra_q_stride = 5;
+  // The header keeps ALiBi and an fp8 cache with its scales: a reader rebuilds the same problem.
+  d.header.spec.alibi = true;
+  d.header.spec.kv_dtype = KvDType::fp8_e5m2;
+  d.header.spec.k_scale = 0.125f;
+  d.header.spec.v_scale = 0.0f;  // from the data
   const auto bytes = serialize_trace(d);
   CHECK(bytes.size() == kPayloadAt + get_u32(bytes, kHeaderLenAt) + 8 + 7 * 72 + 8);
   for (const auto& back : {parse_trace(bytes.data(), bytes.size()), [&] {
@@ -120,6 +125,10 @@ TEST_CASE("trace round trip in memory and on disk", "[trace][file]") {
     CHECK(b.extra_q_stride == a.extra_q_stride);
     CHECK(b.spare_blocks == a.spare_blocks);
     CHECK(b.nan_tails == a.nan_tails);
+    CHECK(b.alibi == a.alibi);
+    CHECK(b.kv_dtype == a.kv_dtype);
+    CHECK(b.k_scale == a.k_scale);
+    CHECK(b.v_scale == a.v_scale);
     CHECK(b.seed == a.seed);
     CHECK(b.logit_spread == a.logit_spread);
     CHECK(back.header.stage == d.header.stage);
@@ -260,8 +269,8 @@ TEST_CASE("foreign and corrupt files give clear errors", "[trace][file][corrupt]
   SECTION("bad header fields, with a valid checksum") {
     struct Case { std::size_t off; std::uint8_t width; std::uint64_t value; const char* msg; };
     const Case cases[] = {
-        {0, 1, 0, "stage"},        {1, 1, 3, "dtype"},          {2, 1, 2, "flags"},
-        {3, 1, 1, "reserved"},     {4, 4, 100, "head_size"},    {8, 4, 64, "block_size"},
+        {0, 1, 0, "stage"},        {1, 1, 3, "dtype"},          {2, 1, 4, "flags"},
+        {3, 1, 3, "kv cache dtype"}, {4, 4, 100, "head_size"},    {8, 4, 64, "block_size"},
         {12, 4, 96, "num_threads"}, {16, 4, 0, "num_heads"},     {20, 4, 3, "num_kv_heads"},
         {24, 4, 100, "partition_size"}, {28, 4, 16, "shared_prefix_len"},
         {32, 4, 0xffffffff, "extra_q_stride"}, {36, 4, 0x80000000, "spare_blocks"},

@@ -92,8 +92,9 @@ void write_run_header(Writer& w, Stage stage, const ProblemSpec& s, const std::s
                       const std::string& revision) {
   w.u8(static_cast<std::uint8_t>(stage));
   w.u8(static_cast<std::uint8_t>(s.dtype));
-  w.u8(s.nan_tails ? 1 : 0);  // flags: bit 0 = nan_tails
-  w.u8(0);                    // reserved
+  // flags: bit 0 = nan_tails, bit 1 = alibi (the paper's slopes)
+  w.u8(static_cast<std::uint8_t>((s.nan_tails ? 1 : 0) | (s.alibi ? 2 : 0)));
+  w.u8(static_cast<std::uint8_t>(s.kv_dtype));  // 0 = the dtype's own cache, 1 fp8_e4m3, 2 fp8_e5m2
   for (int v : {s.head_size, s.block_size, s.num_threads, s.num_heads, s.num_kv_heads, s.partition_size,
                 s.shared_prefix_len, s.extra_q_stride, s.spare_blocks}) {
     w.i32(v);
@@ -104,6 +105,10 @@ void write_run_header(Writer& w, Stage stage, const ProblemSpec& s, const std::s
   for (int c : s.context_lens) w.i32(c);
   w.text(source);
   w.text(revision);
+  if (is_fp8(s.kv_dtype)) {  // the spec's scales (0 = from the data): make_problem rebuilds the same codes
+    w.f32(s.k_scale);
+    w.f32(s.v_scale);
+  }
 }
 
 void read_run_header(Reader& r, Stage& stage, ProblemSpec& s, std::string& source, std::string& revision) {
@@ -112,9 +117,13 @@ void read_run_header(Reader& r, Stage& stage, ProblemSpec& s, std::string& sourc
   if (dt > 2) fail("dtype value " + std::to_string(dt) + " is not a dtype (accepted: 0=fp32, 1=fp16, 2=bf16)");
   s.dtype = static_cast<DType>(dt);
   const std::uint8_t flags = r.u8("flags");
-  if ((flags & ~1u) != 0) fail("unknown header flags " + std::to_string(flags) + " (accepted: bit 0 = nan_tails)");
+  if ((flags & ~3u) != 0)
+    fail("unknown header flags " + std::to_string(flags) + " (accepted: bit 0 = nan_tails, bit 1 = alibi)");
   s.nan_tails = (flags & 1u) != 0;
-  if (r.u8("reserved") != 0) fail("reserved header byte is not zero");
+  s.alibi = (flags & 2u) != 0;
+  const std::uint8_t kv = r.u8("kv cache dtype");
+  if (kv > 2) fail("kv cache dtype value " + std::to_string(kv) + " (accepted: 0 = the dtype's, 1 = fp8_e4m3, 2 = fp8_e5m2)");
+  s.kv_dtype = static_cast<KvDType>(kv);
   for (int* f : {&s.head_size, &s.block_size, &s.num_threads, &s.num_heads, &s.num_kv_heads, &s.partition_size,
                  &s.shared_prefix_len, &s.extra_q_stride, &s.spare_blocks}) {
     *f = r.i32("header field");
@@ -136,6 +145,10 @@ void read_run_header(Reader& r, Stage& stage, ProblemSpec& s, std::string& sourc
     }
     const std::uint8_t* p = r.take(n, "string");
     str->assign(reinterpret_cast<const char*>(p), n);
+  }
+  if (is_fp8(s.kv_dtype)) {
+    s.k_scale = r.f32("k_scale");
+    s.v_scale = r.f32("v_scale");
   }
 }
 

@@ -168,6 +168,11 @@ std::vector<Event> model_events(const ProblemSpec& spec, Stage stage, const Sele
                                 "cascade_merge, optimized)");
   }
   spec.validate();
+  if (stage == Stage::cascade_merge && is_fp8(spec.kv_dtype)) {  // as the kernels' plan_cascade
+    throw std::invalid_argument(std::string("model_events: stage cascade_merge with a ") +
+                                kv_dtype_name(spec.kv_dtype) +
+                                " KV cache (accepted: kv dtype auto; stages 1-6 and 8 take fp8 caches)");
+  }
   const std::vector<BlockId> blocks = resolve_selection(spec, stage, sel, opt);
   const PagedProblem p = make_problem(spec);
   detail::ModelValues vals(p);
