@@ -114,10 +114,12 @@ TEST_CASE("lessons 1-8 tie sections to their own stage", "[lessons][markers]") {
 namespace {
 // A problem on which every step of the stage happens: several partitions for
 // V2, a shared prefix for the cascade, GQA so that stage 8 groups heads, ALiBi
-// (its slope loads are steps of their own).
-pa::ProblemSpec spec_for(Stage s) {
+// (its slope loads are steps of their own); with fp8, an fp8_e4m3 cache (the
+// dequant steps; the viewer's marker button switches to it the same way).
+pa::ProblemSpec spec_for(Stage s, bool fp8 = false) {
   pa::ProblemSpec spec;  // fp16, head 128, block 16, 128 threads
   spec.alibi = true;
+  if (fp8) spec.kv_dtype = pa::KvDType::fp8_e4m3;
   spec.context_lens = {100};
   if (s == Stage::v2_partition) spec.context_lens = {1100};
   if (s == Stage::cascade_merge) {
@@ -151,32 +153,36 @@ MarkerStepCheck check_marker_steps() {
   MarkerStepCheck r;
   // (block role, step) pairs of each stage's trace; a marker without block=
   // matches any role.
-  std::map<Stage, std::set<std::pair<pa::BlockRole, Step>>> steps_of;
-  std::map<Stage, std::string> errors;
+  // Keyed by (stage, fp8 cache): a dequant marker is checked on an fp8 trace.
+  using Key = std::pair<Stage, bool>;
+  std::map<Key, std::set<std::pair<pa::BlockRole, Step>>> steps_of;
+  std::map<Key, std::string> errors;
   for (const auto& [e, d] : all_lessons()) {
     for (const auto& ref : d.markers()) {
       const StepMarker& m = *ref.marker;
       const std::string where = e.path + ":" + std::to_string(m.line) + ": stage=" + m.stage_name +
                                 " step=" + m.step_name +
                                 (m.block ? std::string(" block=") + block_role_name(*m.block) : std::string());
-      if (!steps_of.count(m.stage) && !errors.count(m.stage)) {
+      const Key key{m.stage, m.step == Step::dequant};
+      if (!steps_of.count(key) && !errors.count(key)) {
         try {
-          auto& set = steps_of[m.stage];
-          for (const auto& ev : pa::trace::model_events(spec_for(m.stage), m.stage, selection_for(m.stage)))
+          auto& set = steps_of[key];
+          for (const auto& ev :
+               pa::trace::model_events(spec_for(m.stage, key.second), m.stage, selection_for(m.stage)))
             set.insert({pa::block_role(ev.partition), ev.step});
         } catch (const std::exception& err) {
-          steps_of.erase(m.stage);
-          errors[m.stage] = err.what();
+          steps_of.erase(key);
+          errors[key] = err.what();
         }
       }
       bool in_trace = false;
-      if (steps_of.count(m.stage))
-        for (const auto& [role, step] : steps_of[m.stage])
+      if (steps_of.count(key))
+        for (const auto& [role, step] : steps_of[key])
           in_trace = in_trace || (step == m.step && (!m.block || role == *m.block));
       if (in_trace) {
         ++r.checked;
-      } else if (errors.count(m.stage)) {
-        r.failures.push_back(where + ": host model failed: " + errors[m.stage]);
+      } else if (errors.count(key)) {
+        r.failures.push_back(where + ": host model failed: " + errors[key]);
       } else {
         r.failures.push_back(where + ": the " + m.stage_name + " trace has no " + m.step_name + " events" +
                              (m.block ? std::string(" in a ") + block_role_name(*m.block) + " block" : std::string()));
