@@ -207,3 +207,83 @@ TEST_CASE("pa-viewer --timeline and --timeline-view: levels, blocks of any kerne
   CHECK_THROWS_AS(parse_args({"--screenshot", "o.png", "--mouse", "5,6", "--drag", "3,4", "--click"}), UsageError);
   CHECK(usage().find("--timeline FILE") != std::string::npos);
 }
+
+TEST_CASE("pa-viewer --kv-dtype, --k-scale, --v-scale: pa-lab's names and values, and what is refused", "[viewer][args]") {
+  // Every name the core's one parse accepts (kv_dtype_from_name), as pa-lab takes them.
+  const std::pair<const char*, pa::KvDType> good[] = {
+      {"auto", pa::KvDType::same},
+      {"fp8", pa::KvDType::fp8_e4m3},
+      {"fp8_e4m3", pa::KvDType::fp8_e4m3},
+      {"fp8_e5m2", pa::KvDType::fp8_e5m2},
+  };
+  int n = 0;
+  for (const auto& [name, kv] : good) {
+    INFO(name);
+    CHECK(parse_args({"--kv-dtype", name}).kv_dtype == kv);
+    ++n;
+  }
+  CHECK(n == 4);
+  CHECK_FALSE(parse_args({}).kv_dtype.has_value());
+  const Args s = parse_args({"--kv-dtype", "fp8_e5m2", "--k-scale", "0.25", "--v-scale", "2e-3"});
+  CHECK(s.k_scale == 0.25f);
+  CHECK(s.v_scale == 2e-3f);
+  CHECK_FALSE(parse_args({"--kv-dtype", "fp8"}).k_scale.has_value());  // chosen from the data
+  CHECK(usage().find("--kv-dtype") != std::string::npos);
+  CHECK(usage().find(pa::kKvDTypeNamesText) != std::string::npos);
+  CHECK(usage().find("--k-scale") != std::string::npos);
+
+  // Bad values: the message names the flag, the value and what is accepted.
+  struct Bad {
+    std::vector<std::string> args;
+    const char* flag;
+    const char* value;
+    const char* accepted;
+  };
+  const Bad bad[] = {
+      {{"--kv-dtype", "fp16"}, "--kv-dtype", "'fp16'", pa::kKvDTypeNamesText},
+      {{"--kv-dtype", "FP8"}, "--kv-dtype", "'FP8'", pa::kKvDTypeNamesText},
+      {{"--kv-dtype", ""}, "--kv-dtype", "''", pa::kKvDTypeNamesText},
+      {{"--kv-dtype", "fp8", "--k-scale", "0"}, "--k-scale", "'0'", "a finite number > 0"},
+      {{"--kv-dtype", "fp8", "--k-scale", "-1"}, "--k-scale", "'-1'", "a finite number > 0"},
+      {{"--kv-dtype", "fp8", "--v-scale", "inf"}, "--v-scale", "'inf'", "a finite number > 0"},
+      {{"--kv-dtype", "fp8", "--v-scale", "nan"}, "--v-scale", "'nan'", "a finite number > 0"},
+      {{"--kv-dtype", "fp8", "--v-scale", "0.5x"}, "--v-scale", "'0.5x'", "a finite number > 0"},
+      // A scale without an fp8 cache: the scale has nothing to scale.
+      {{"--k-scale", "0.5"}, "--k-scale", "no --kv-dtype", "--kv-dtype fp8, fp8_e4m3 or fp8_e5m2"},
+      {{"--kv-dtype", "auto", "--v-scale", "0.5"}, "--v-scale", "got auto", "--kv-dtype fp8, fp8_e4m3 or fp8_e5m2"},
+  };
+  int refused = 0;
+  for (const Bad& b : bad) {
+    INFO(b.args[0] << " " << b.args[1]);
+    try {
+      parse_args(b.args);
+      FAIL("accepted");
+    } catch (const UsageError& e) {
+      const std::string what = e.what();
+      CHECK(what.find(b.flag) != std::string::npos);
+      CHECK(what.find(b.value) != std::string::npos);
+      CHECK(what.find(b.accepted) != std::string::npos);
+      ++refused;
+    }
+  }
+  CHECK(refused == 10);
+  CHECK_THROWS_AS(parse_args({"--kv-dtype"}), UsageError);
+  CHECK_THROWS_AS(parse_args({"--kv-dtype", "fp8", "--kv-dtype", "fp8"}), UsageError);
+
+  // The problem check names the flag at fault: fp8 with fp32 queries.
+  pa::ProblemSpec spec;
+  spec.dtype = pa::DType::f32;
+  spec.kv_dtype = pa::KvDType::fp8_e4m3;
+  const Args a = parse_args({"--dtype", "fp32", "--kv-dtype", "fp8"});
+  try {
+    check_args_problem(a, spec);
+    FAIL("accepted");
+  } catch (const UsageError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("--kv-dtype") != std::string::npos);
+    CHECK(what.find("fp32") != std::string::npos);
+    CHECK(what.find("fp16 or bf16") != std::string::npos);
+  }
+  spec.dtype = pa::DType::bf16;
+  CHECK_NOTHROW(check_args_problem(a, spec));
+}

@@ -5,6 +5,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -231,10 +232,8 @@ struct LessonTrace {
   TraceIndex index;
   int shown = -1;
 };
-LessonTrace lesson_trace(trace::Stage stage, bool alibi = false) {
+LessonTrace lesson_trace(trace::Stage stage, const ProblemSpec& start = {}) {
   LessonTrace t;
-  ProblemSpec start;
-  start.alibi = alibi;
   t.spec = lesson_problem(start, stage, 0).spec;
   t.events = trace::model_events(t.spec, stage, viewer_selection(t.spec, stage, 0, 0, 0));
   t.index = TraceIndex(t.events, Granularity::instruction);
@@ -253,18 +252,23 @@ TEST_CASE("lessons 6, 7 and 8: every marker button reaches its step, some only i
       if (e.number == number) path = e.path;
     REQUIRE_FALSE(path.empty());
     const lesson::Document doc = lesson::load_lesson(path);
-    // ALiBi's steps are in a trace of a problem with slopes only: the viewer's
-    // marker button gives the problem its slopes first (lesson_panel.cpp).
-    const LessonTrace plain = lesson_trace(stage), with_alibi = lesson_trace(stage, true);
+    // ALiBi's and fp8's steps are in a trace of a problem with slopes or an
+    // fp8 cache only: the viewer's marker button gives the problem those
+    // first (problem_with_step, lesson_panel.cpp).
+    const LessonTrace plain = lesson_trace(stage);
     REQUIRE(plain.index.num_blocks() > 1);
+    std::map<trace::Step, LessonTrace> changed;
     int elsewhere = 0, markers = 0;
     for (const auto& m : doc.markers()) {
       if (m.marker->stage != stage) continue;
       ++markers;
       INFO("marker step=" << m.marker->step_name << " (line " << m.marker->line << ")");
-      const bool alibi_step = m.marker->step == trace::Step::alibi_bias;
-      if (alibi_step) CHECK_FALSE(locate_step(plain.index, plain.shown, m.marker->step, m.marker->block).found());
-      const LessonTrace& t = alibi_step ? with_alibi : plain;
+      const auto needs = problem_with_step(ProblemSpec{}, m.marker->step, stage);
+      if (needs) {
+        CHECK_FALSE(locate_step(plain.index, plain.shown, m.marker->step, m.marker->block).found());
+        if (!changed.count(m.marker->step)) changed.emplace(m.marker->step, lesson_trace(stage, *needs));
+      }
+      const LessonTrace& t = needs ? changed.at(m.marker->step) : plain;
       const StepLocation at = locate_step(t.index, t.shown, m.marker->step, m.marker->block);
       CHECK(at.found());
       if (!at.found()) continue;

@@ -4,7 +4,9 @@
 // where KvLayout says the element is; untouched cells do not change. Also:
 // bad arguments exit 2; a missing or corrupt trace, a missing lesson and a
 // tiny window give a picture with a message, not a crash; every lesson loads
-// its trace without error (the state --dump-layout writes).
+// its trace without error (the state --dump-layout writes); with an fp8 KV
+// cache, each load lights the one-byte elements it reads, and a stage that
+// cannot take fp8 says so.
 // SKIPPED (not passed) when xvfb-run or an OpenGL 3.3 context is unavailable.
 #include <catch2/catch_test_macros.hpp>
 
@@ -14,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -825,4 +828,98 @@ TEST_CASE("the panels show the section of the code the shown block runs, or the 
   CHECK(da.v.at("binding")[3] == K);
   CHECK(db.v.at("binding")[2] == 1);  // enclosing
   CHECK(db.v.at("binding")[3] < B);   // the marked step before the barrier
+}
+
+TEST_CASE("fp8 KV cache: one K vec load lights 8 one-byte elements, one V vec load 16, where the x = 16 layout puts them",
+          "[viewer][screenshot][kv_dtype]") {
+  require_display();
+  // Lessons 2 and 4 with an fp8 cache, at the first K / V load instruction:
+  // every element of warp 0 lane 0's load is lit in its colour at the cell
+  // KvLayout gives, decoded with 1-byte elements.
+  struct Case {
+    int lesson;
+    trace::Stage stage;
+    trace::Step step;
+    trace::Tensor tensor;
+    int elements;
+  };
+  const Case cases[] = {{2, trace::Stage::qk, trace::Step::k_load, trace::Tensor::k_cache, 8},
+                        {4, trace::Stage::lv, trace::Step::v_load, trace::Tensor::v_cache, 16}};
+  for (const Case& cs : cases) {
+    INFO("lesson " << cs.lesson);
+    ProblemSpec spec;
+    spec.kv_dtype = KvDType::fp8_e4m3;
+    const auto events = trace::model_events(spec, cs.stage, trace::Selection{});
+    const TraceIndex idx(events, Granularity::instruction);
+    const ConfigInfo c = config_info(spec);
+    const CacheGeometry g = c.cache(spec.num_kv_heads);
+    const int K = idx.find_step(0, cs.step);
+    REQUIRE(K > 0);
+    trace::Event e{};
+    for (auto i : idx.events_of(0, K))
+      if (events[i].warp == 0 && events[i].lane == 0 && events[i].tensor == cs.tensor) e = events[i];
+    REQUIRE(e.tensor == cs.tensor);
+    std::vector<CacheGeometry::Coords> lit;
+    for_each_kv_element(e, g, c.kv_elem_bytes, [&](const CacheGeometry::Coords& k) { lit.push_back(k); });
+    REQUIRE(static_cast<int>(lit.size()) == cs.elements);
+
+    const std::string png = kOut + "/fp8_l" + std::to_string(cs.lesson) + ".png";
+    REQUIRE(run("--lesson " + std::to_string(cs.lesson) + " --kv-dtype fp8_e4m3 --step " + std::to_string(K) +
+                " --size 1600x1000 --screenshot " + png + " --dump-layout " + png + ".txt") == 0);
+    const Image im = load(png);
+    const Dump d = load_dump(png + ".txt");
+    CHECK(d.v.at("load_error")[0] == 0);
+    CHECK(d.v.at("kv_dtype")[0] == static_cast<int>(KvDType::fp8_e4m3));
+    CHECK(d.v.at("kv_elem_bytes")[0] == 1);
+    CHECK(d.v.at("step")[0] == K);
+    const KvLayout l = kv_from(d);
+    CHECK(l.x == 16);
+    const auto& slots = d.v.at("slots");
+    const float ox = d.v.at("kv_origin")[0], oy = d.v.at("kv_origin")[1];
+    const Rgba tc = thread_color(0, 0, c.num_warps);
+    const std::array<int, 3> want{static_cast<int>(tc.r * 255 + 0.5f), static_cast<int>(tc.g * 255 + 0.5f),
+                                  static_cast<int>(tc.b * 255 + 0.5f)};
+    int in_colour = 0;
+    for (const auto& el : lit) {
+      int slot = -1;
+      for (std::size_t i = 0; i < slots.size(); ++i)
+        if (static_cast<int>(slots[i]) == el.physical_block) slot = static_cast<int>(i);
+      REQUIRE(slot >= 0);
+      const Rect r = (cs.tensor == trace::Tensor::k_cache ? l.k_cell(slot, el.d, el.t) : l.v_cell(slot, el.d, el.t))
+                         .offset(ox, oy);
+      const int px = static_cast<int>((r.x0 + r.x1) * 0.5f), py = static_cast<int>((r.y0 + r.y1) * 0.5f);
+      REQUIRE(px < im.w);
+      REQUIRE(py < im.h);
+      INFO("d " << el.d << " t " << el.t << " at " << px << "," << py);
+      CHECK(same(im.at(px, py), want));
+      in_colour += same(im.at(px, py), want);
+    }
+    CHECK(in_colour == cs.elements);
+  }
+}
+
+TEST_CASE("fp8 KV cache: a stage that cannot take it says so, naming the stage and what is accepted",
+          "[viewer][screenshot][kv_dtype]") {
+  CHECK(run("--kv-dtype fp9", false) == 2);
+  CHECK(run("--k-scale 0.5", false) == 2);                     // no fp8 cache to scale
+  CHECK(run("--dtype fp32 --kv-dtype fp8", false) == 2);       // fp8 takes 16-bit queries
+  require_display();
+  const std::string png = kOut + "/fp8_l7.png";
+  REQUIRE(run("--lesson 7 --kv-dtype fp8 --screenshot " + png + " --dump-layout " + png + ".txt") == 0);
+  CHECK(load_dump(png + ".txt").v.at("load_error")[0] == 1);
+  std::ifstream log(kOut + "/last.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  CHECK(text.find("cascade_merge") != std::string::npos);
+  CHECK(text.find("fp8_e4m3") != std::string::npos);
+  CHECK(text.find("accepted") != std::string::npos);
+  // Stage 8 takes fp8 with block size 16 or 32, not 8.
+  const std::string p8 = kOut + "/fp8_l8_b8.png";
+  REQUIRE(run("--lesson 8 --kv-dtype fp8 --block-size 8 --screenshot " + p8 + " --dump-layout " + p8 + ".txt") == 0);
+  CHECK(load_dump(p8 + ".txt").v.at("load_error")[0] == 1);
+  const std::string p16 = kOut + "/fp8_l8_b16.png";
+  REQUIRE(run("--lesson 8 --kv-dtype fp8 --block-size 16 --screenshot " + p16 + " --dump-layout " + p16 + ".txt") == 0);
+  const Dump d = load_dump(p16 + ".txt");
+  CHECK(d.v.at("load_error")[0] == 0);
+  CHECK(d.v.at("stage")[0] == 8);
+  CHECK(d.v.at("events")[0] > 0);
 }

@@ -74,6 +74,8 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
   out << "partition_size " << s.spec.partition_size << "\n";
   out << "prefix " << s.spec.shared_prefix_len << "\n";
   out << "alibi " << s.spec.alibi << "\n";
+  out << "kv_dtype " << static_cast<int>(s.spec.kv_dtype) << "\n";  // KvDType (pa/index/dtype.hpp) as a number
+  out << "kv_elem_bytes " << s.cfg.kv_elem_bytes << "\n";
   out << "block_labels";
   for (int b = 0; b < s.index.num_blocks(); ++b) out << " " << s.index.block(b).partition;
   out << "\n";

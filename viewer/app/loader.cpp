@@ -107,6 +107,8 @@ const RefValues* reference_values(AppState& s) {
       }
       ctl.set_phase("drawing the problem");
       const PagedProblem p = make_problem(spec);
+      r.k_scale = p.k_scale;
+      r.v_scale = p.v_scale;
       ctl.check();
       ctl.set_progress(0.3f);
       ctl.set_phase("V2 partitions");
@@ -182,6 +184,7 @@ std::string blocks_of(const TraceIndex& index, trace::Stage stage) {
 void apply(AppState& s, LoadedTrace&& t) {
   s.spec = t.spec;
   s.stage = t.stage;
+  s.problem_stage = t.stage;
   s.cfg = t.cfg;
   s.trace_source = t.source;
   s.trace_revision = t.revision;
@@ -238,6 +241,7 @@ void request_model(AppState& s, const ProblemSpec& spec, trace::Stage stage, int
   r.granularity = s.granularity;
   r.step_after = step_after;
   s.load_error.clear();
+  s.problem_stage = stage;
   start_load(s, std::move(r));
 }
 
@@ -424,7 +428,8 @@ bool poll_load(AppState& s) {
           s.load_error = keep;
         }
       } else if (s.loading.kind == LoadRequest::Kind::model) {
-        s.load_error = "cannot build the trace: " + e + " (the trace shown is the previous problem's)";
+        s.load_error = "cannot build the trace: " + e +
+                       (s.index.num_blocks() > 0 ? " (the trace shown is the previous problem's)" : "");
       } else {
         s.load_error = "cannot index the trace: " + e;
       }

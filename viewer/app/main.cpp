@@ -53,6 +53,9 @@ void state_from_args(AppState& s, const Args& args) {
   if (args.partition_size) s.spec.partition_size = *args.partition_size;
   if (args.prefix) s.spec.shared_prefix_len = *args.prefix;
   if (args.alibi) s.spec.alibi = true;
+  if (args.kv_dtype) s.spec.kv_dtype = *args.kv_dtype;
+  if (args.k_scale) s.spec.k_scale = *args.k_scale;
+  if (args.v_scale) s.spec.v_scale = *args.v_scale;
   if (!args.context_lens.empty()) s.spec.context_lens = args.context_lens;
   if (args.block_seq) {
     s.sel_seq = *args.block_seq;
@@ -77,7 +80,7 @@ void apply_first_trace_args(AppState& s, const Args& args, const SavedPosition* 
     const std::int64_t off = args.sel_kv == 'k' ? g.k_offset(args.sel_pb, s.kv_head, args.sel_d, args.sel_t)
                                                 : g.v_offset(args.sel_pb, s.kv_head, args.sel_d, args.sel_t);
     s.set_focus(Focus::element(args.sel_kv == 'k' ? pa::trace::Tensor::k_cache : pa::trace::Tensor::v_cache,
-                               off * s.cfg.elem_bytes, s.cfg.elem_bytes));
+                               off * s.cfg.kv_elem_bytes, s.cfg.kv_elem_bytes));
   }
 }
 

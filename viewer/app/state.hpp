@@ -47,6 +47,9 @@ struct RefValues {
   bool have_cascade = false;
   WarpPartials wp;
   std::vector<double> out;
+  // The cache's scales as make_problem resolved them (an fp8 cache's scales
+  // chosen from the data, when the problem gives none; 1 otherwise).
+  float k_scale = 1.0f, v_scale = 1.0f;
   // Context parallelism (the Partitions tab's "Across GPUs"): the problem
   // sharded over kShardCounts[i] GPUs with each policy, [policy][i]; empty
   // with shard_error set where the problem is too large to redo that often.
@@ -226,6 +229,11 @@ struct UiState {
   int sel_label = 0;
   bool block_requested = false;  // a trace file shows sel_label's block too (else its first)
   int kv_show = 0;               // 0 auto (what the trace reads), 1 K, 2 V, 3 both
+  // The stage the Problem tab traces: the last one asked of the host model,
+  // or the shown trace's if that arrived later. After a failed load (a
+  // lesson whose stage refuses the problem) it is the stage asked for, so
+  // fixing the problem there traces the lesson's stage, not the one still shown.
+  trace::Stage problem_stage = trace::Stage::q_to_smem;
 
   // ---- selection
   Focus focus;

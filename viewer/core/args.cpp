@@ -26,6 +26,18 @@ int to_int(const std::string& flag, const std::string& v, int lo, int hi) {
   return out;
 }
 
+// An fp8 scale: a finite number > 0 (no flag: ProblemSpec's 0, the scale chosen from the data).
+float to_scale(const std::string& flag, const std::string& v) {
+  float out = 0;
+  const auto* end = v.data() + v.size();
+  auto [p, ec] = std::from_chars(v.data(), end, out);
+  if (v.empty() || ec != std::errc() || p != end || !std::isfinite(out) || out <= 0.0f)
+    throw UsageError(flag + ": '" + v +
+                     "' is not a scale (accepted: a finite number > 0; without the flag the scale is chosen from the "
+                     "data)");
+  return out;
+}
+
 std::vector<std::string> split(const std::string& s, char c) {
   std::vector<std::string> out;
   std::string cur;
@@ -119,6 +131,11 @@ std::string usage() {
       "  --context L[,L...]    context length of each sequence\n"
       "  --heads N --kv-heads N --partition-size N --prefix N\n"
       "  --alibi               ALiBi: a slope per query head, a bias on every logit\n"
+      "  --kv-dtype T          KV cache element type: " + kKvDTypeNamesText + ";\n"
+      "                        fp8: one byte per element, with --dtype fp16 or bf16 (stage 7 refuses it,\n"
+      "                        stage 8 needs block size 16 or 32)\n"
+      "  --k-scale S           fp8 scale of K (element = code * S, S > 0; default: chosen from the data)\n"
+      "  --v-scale S           fp8 scale of V (likewise)\n"
       "  --block SEQ,HEAD[,BLOCK] the thread block to trace and show (default 0,0,0), fields as in the Problem tab;\n"
       "                        BLOCK: partition/split N, reduce, prefix_reduce, merge, prefix:C (prefix chunk C)\n"
       "  --size WxH            window size (default 1600x1000, times the scale)\n"
@@ -269,6 +286,12 @@ Args parse_args(const std::vector<std::string>& av) {
     else if (f == "--partition-size") a.partition_size = to_int(f, value(), 0, 1 << 20);
     else if (f == "--prefix") a.prefix = to_int(f, value(), 0, 1 << 24);
     else if (f == "--alibi") a.alibi = true;
+    else if (f == "--kv-dtype") {
+      const std::string v = value();
+      a.kv_dtype = kv_dtype_from_name(v);
+      if (!a.kv_dtype) throw UsageError("--kv-dtype: '" + v + "' is not a KV cache dtype (accepted: " + kKvDTypeNamesText + ")");
+    } else if (f == "--k-scale") a.k_scale = to_scale(f, value());
+    else if (f == "--v-scale") a.v_scale = to_scale(f, value());
     else if (f == "--context") {
       a.context_lens.clear();
       for (const auto& p : split(value(), ',')) a.context_lens.push_back(to_int("--context", p, 1, 1 << 24));
@@ -287,6 +310,10 @@ Args parse_args(const std::vector<std::string>& av) {
   if (a.timeline_view && a.timeline_file.empty()) throw UsageError("--timeline-view needs --timeline FILE");
   if (a.bench_while_loading && a.bench_frames == 0) throw UsageError("--bench-while-loading needs --bench N");
   if (a.bench_frames > 0 && !a.screenshot.empty()) throw UsageError("--bench and --screenshot exclude each other");
+  if ((a.k_scale || a.v_scale) && !(a.kv_dtype && is_fp8(*a.kv_dtype)))
+    throw UsageError(std::string(a.k_scale ? "--k-scale" : "--v-scale") +
+                     " needs an fp8 cache (--kv-dtype fp8, fp8_e4m3 or fp8_e5m2; got " +
+                     (a.kv_dtype ? kv_dtype_name(*a.kv_dtype) : "no --kv-dtype, i.e. auto") + ")");
   return a;
 }
 
@@ -301,6 +328,9 @@ void check_args_problem(const Args& a, const ProblemSpec& spec) {
       {"context_lens", "--context"},
       {"partition_size", "--partition-size"},
       {"shared_prefix_len", "--prefix"},
+      {"kv_dtype", "--kv-dtype"},
+      {"k_scale", "--k-scale"},
+      {"v_scale", "--v-scale"},
       {"host_memory", "--context, --kv-heads, --head-size"},
   };
   if (const auto error = problem_flag_error(spec, flag_of)) throw UsageError(*error);

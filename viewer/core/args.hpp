@@ -47,6 +47,8 @@ struct Args {
   std::optional<DType> dtype;
   std::optional<int> head_size, block_size, num_heads, num_kv_heads, partition_size, prefix;
   bool alibi = false;  // --alibi: the problem gets ALiBi slopes
+  std::optional<KvDType> kv_dtype;            // --kv-dtype: the KV cache's element type
+  std::optional<float> k_scale, v_scale;      // --k-scale / --v-scale: fp8 scales (> 0; else from the data)
   std::vector<int> context_lens;
   std::string lessons_dir, source_dir;
   int bench_frames = 0;            // --bench N: time N frames and exit

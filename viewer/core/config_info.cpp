@@ -6,12 +6,14 @@
 
 namespace pa::viewer {
 
-ConfigInfo config_info(DType dtype, int head_size, int block_size, int num_threads) {
+ConfigInfo config_info(DType dtype, int head_size, int block_size, int num_threads, KvDType kv_dtype) {
   // Throws std::invalid_argument naming the configuration and what is supported.
-  const RuntimeConfig r = make_runtime_config(dtype, head_size, block_size, num_threads);
+  const RuntimeConfig r = make_runtime_config(dtype, head_size, block_size, num_threads, kv_dtype);
   ConfigInfo c;
   c.dtype = r.dtype;
+  c.kv_dtype = r.kv_dtype;
   c.elem_bytes = r.elem_bytes;
+  c.kv_elem_bytes = r.kv_elem_bytes;
   c.head_size = r.head_size;
   c.block_size = r.block_size;
   c.num_threads = r.num_threads;
@@ -21,12 +23,19 @@ ConfigInfo config_info(DType dtype, int head_size, int block_size, int num_threa
   c.num_thread_groups = r.num_thread_groups;
   c.thread_groups_per_warp = r.thread_groups_per_warp;
   c.vec_size = r.vec_size;
+  c.vec_bytes = r.vec_bytes;
+  c.q_vec_bytes = r.q_vec_bytes;
   c.num_vecs_per_thread = r.num_vecs_per_thread;
   c.v_vec_size = r.v_vec_size;
+  c.v_vec_bytes = r.v_vec_bytes;
   c.num_v_vecs_per_row = r.num_v_vecs_per_row;
   c.num_rows_per_iter = r.num_rows_per_iter;
   c.num_rows_per_thread = r.num_rows_per_thread;
   return c;
+}
+
+ConfigInfo config_info(const ProblemSpec& spec) {
+  return config_info(spec.dtype, spec.head_size, spec.block_size, spec.num_threads, spec.kv_dtype);
 }
 
 }  // namespace pa::viewer

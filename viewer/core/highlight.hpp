@@ -62,13 +62,15 @@ std::vector<int> steps_of_thread(const std::vector<trace::Event>& ev, const Trac
                                  int warp, int lane);
 
 // KV-cache elements covered by an event (k_cache / v_cache), decoded from its
-// byte range with the cache layout's inverse. Calls f(Coords) for each.
+// byte range with the cache layout's inverse: g and kv_elem_bytes are the
+// cache's (ConfigInfo::cache and ::kv_elem_bytes: an fp8 cache has 1-byte
+// elements and x = 16 whatever the query dtype). Calls f(Coords) for each.
 template <class F>
-void for_each_kv_element(const trace::Event& e, const CacheGeometry& g, int elem_bytes, F&& f) {
-  if (e.byte_offset < 0 || e.bytes <= 0 || elem_bytes <= 0) return;
+void for_each_kv_element(const trace::Event& e, const CacheGeometry& g, int kv_elem_bytes, F&& f) {
+  if (e.byte_offset < 0 || e.bytes <= 0 || kv_elem_bytes <= 0) return;
   if (e.tensor != trace::Tensor::k_cache && e.tensor != trace::Tensor::v_cache) return;
-  const std::int64_t first = e.byte_offset / elem_bytes;
-  const std::int64_t last = (e.byte_offset + e.bytes - 1) / elem_bytes;
+  const std::int64_t first = e.byte_offset / kv_elem_bytes;
+  const std::int64_t last = (e.byte_offset + e.bytes - 1) / kv_elem_bytes;
   for (std::int64_t o = first; o <= last; ++o)
     f(e.tensor == trace::Tensor::k_cache ? g.k_coords(o) : g.v_coords(o));
 }

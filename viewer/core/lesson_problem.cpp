@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/trace_load.hpp"
 #include "pa/index/config.hpp"
 
 namespace pa::viewer {
@@ -71,6 +72,20 @@ LessonProblem lesson_problem_of(int lesson, const ProblemSpec& current, trace::S
     r.changed = true;
   }
   return r;
+}
+
+std::optional<ProblemSpec> problem_with_step(const ProblemSpec& spec, trace::Step step, trace::Stage stage) {
+  ProblemSpec out = spec;
+  if (step == trace::Step::alibi_bias && !spec.alibi) {
+    out.alibi = true;
+    return out;
+  }
+  if (step == trace::Step::dequant && !is_fp8(spec.kv_dtype)) {
+    out.kv_dtype = KvDType::fp8_e4m3;
+    if (out.dtype == DType::f32) out.dtype = DType::f16;  // fp8 caches take 16-bit queries
+    if (kv_cache_refusal(out, stage).empty()) return out;
+  }
+  return std::nullopt;
 }
 
 LessonOpening lesson_opening(int lesson, trace::Stage stage) {

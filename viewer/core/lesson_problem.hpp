@@ -54,6 +54,14 @@ inline const std::vector<int> kLesson0Contexts = {100, 37, 130};
 LessonProblem lesson_problem_of(int lesson, const ProblemSpec& current, trace::Stage stage, int sel_seq,
                                 const LessonProblemLocks& locks = {});
 
+// The problem changed so that the stage's trace has a step that only some
+// problems have: alibi_bias needs ALiBi slopes; dequant an fp8 cache
+// (fp8_e4m3, with fp16 queries if they were fp32). nullopt for any other
+// step, for a problem that has it already, and where the stage cannot trace
+// it (kv_cache_refusal, core/trace_load.hpp). A lesson's marker button for
+// such a step asks for this problem when the trace shown lacks the step.
+std::optional<ProblemSpec> problem_with_step(const ProblemSpec& spec, trace::Step step, trace::Stage stage);
+
 // Where a lesson opens, besides its first step: the tab to show ("" none;
 // names as pa-viewer --tab) and the step to jump to: the shown block's first
 // step of that Step whose events access that tensor (nullopt: step 0).

@@ -9,4 +9,7 @@ inline const char* step_name(trace::Step s) { return trace::to_string(s); }
 inline const char* stage_name(trace::Stage s) { return trace::to_string(s); }
 inline const char* op_name(trace::Op o) { return trace::to_string(o); }
 inline const char* tensor_name(trace::Tensor t) { return trace::to_string(t); }
+// What a step does, in a line (the toolbar beside the step's name, the
+// Inspect tab): the viewer's words for a learner, beside the enum's names.
+const char* step_summary(trace::Step s);
 }  // namespace pa::viewer

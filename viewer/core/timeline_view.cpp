@@ -304,8 +304,11 @@ std::uint32_t phases_of_anchor(std::string_view anchor) {
       {"optimized.alibi", phase_bit(P::opt_q_frag)},  // timed with the Q fragments
       {"optimized.pipeline_issue", phase_bit(P::opt_pipeline_issue)},
       {"optimized.qk_mma", phase_bit(P::opt_qk_mma)},
+      // With an fp8 cache these run in place of qk_mma / pv_mma and are timed as the same phases.
+      {"optimized.qk_mma_fp8", phase_bit(P::opt_qk_mma)},
       {"optimized.online_softmax", phase_bit(P::opt_online_softmax)},
       {"optimized.pv_mma", phase_bit(P::opt_pv_mma)},
+      {"optimized.pv_mma_fp8", phase_bit(P::opt_pv_mma)},
       {"optimized.warp_merge", phase_bit(P::opt_warp_merge)},
       {"optimized.split_merge", phase_bit(P::opt_split_arrive) | phase_bit(P::opt_merge_load_stats) |
                                     phase_bit(P::opt_merge_weights) | phase_bit(P::opt_merge_sum_store)},

@@ -147,7 +147,7 @@ BlockCaches compute_block_caches(const ProblemSpec& spec, trace::Stage stage, co
     if (index.block_of_event(i) != block) continue;
     auto& arr = e.tensor == trace::Tensor::k_cache ? c.k_first_step : c.v_first_step;
     const int step = index.step_of_event(i);
-    for_each_kv_element(e, g, cfg.elem_bytes, [&](const CacheGeometry::Coords& k) {
+    for_each_kv_element(e, g, cfg.kv_elem_bytes, [&](const CacheGeometry::Coords& k) {
       auto it = c.slot_of_physical.find(k.physical_block);
       if (it == c.slot_of_physical.end() || k.kv_head != c.kv_head || k.d >= H || k.t >= B) return;
       int& v = arr[(static_cast<std::size_t>(it->second) * H + k.d) * B + k.t];
@@ -188,6 +188,32 @@ std::vector<std::uint8_t> read_file_chunked(const std::string& path, LoadControl
   return buf;
 }
 
+std::string kv_cache_refusal(const ProblemSpec& spec, trace::Stage stage) {
+  if (!is_fp8(spec.kv_dtype)) return {};
+  if (stage == trace::Stage::cascade_merge)
+    return std::string("stage 7 (cascade_merge) takes no ") + kv_dtype_name(spec.kv_dtype) +
+           " KV cache: its prefix kernels read K and V in the query's dtype, and the kernel refuses an fp8 cache "
+           "(accepted: KV cache auto for stage 7; stages 1-6 and 8 take fp8)";
+  if (stage == trace::Stage::optimized) {
+    // The model's own check (its configurations: no fp8 with block size 8),
+    // blamed on the cache only when the same problem with a cache in the
+    // query's dtype plans.
+    try {
+      trace::optimized_model_plan(spec);
+    } catch (const std::exception& e) {
+      ProblemSpec same = spec;
+      same.kv_dtype = KvDType::same;
+      try {
+        trace::optimized_model_plan(same);
+      } catch (const std::exception&) {
+        return {};
+      }
+      return e.what();
+    }
+  }
+  return {};
+}
+
 trace::Selection viewer_selection(const ProblemSpec& spec, trace::Stage stage, int seq, int head, int partition) {
   trace::Selection sel;
   sel.blocks.push_back(trace::BlockId{seq, head, partition});
@@ -215,8 +241,9 @@ LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
       out.spec = req.spec;
       out.stage = req.stage;
       out.source = trace::kHostModelSource;
-      out.cfg = config_info(req.spec.dtype, req.spec.head_size, req.spec.block_size, req.spec.num_threads);
-      req.spec.validate();
+      req.spec.validate();  // first: it says what is wrong with the problem, config_info only "unsupported"
+      out.cfg = config_info(req.spec);
+      if (const std::string why = kv_cache_refusal(req.spec, req.stage); !why.empty()) throw std::invalid_argument(why);
       // The problem's block tables are built from the reference problem; on
       // another thread, so they overlap with the host model (both draw the
       // problem's values, the two largest costs of a load).
@@ -266,8 +293,7 @@ LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
         throw std::runtime_error("'" + req.path + "': " + e.what());
       }
       std::vector<std::uint8_t>().swap(bytes);
-      out.cfg = config_info(d.header.spec.dtype, d.header.spec.head_size, d.header.spec.block_size,
-                            d.header.spec.num_threads);
+      out.cfg = config_info(d.header.spec);
       out.spec = d.header.spec;
       out.stage = d.header.stage;
       out.source = d.header.source;
@@ -289,7 +315,7 @@ LoadedTrace load_trace(const LoadRequest& req, LoadControl& ctl) {
       out.source = req.source;
       out.revision = req.revision;
       out.path = req.path;
-      out.cfg = config_info(req.spec.dtype, req.spec.head_size, req.spec.block_size, req.spec.num_threads);
+      out.cfg = config_info(req.spec);
       if (req.events) out.events = *req.events;
       out.tables = req.tables;
       index_lo = 0.05f;

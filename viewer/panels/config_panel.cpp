@@ -1,6 +1,6 @@
 // The problem: dtype, head size, block size, context lengths, heads and KV
-// heads, partition size, cascade prefix, seed. Any change regenerates the
-// trace from the host model at once.
+// heads, partition size, cascade prefix, ALiBi, the KV cache's dtype, seed.
+// Any change regenerates the trace from the host model at once.
 #include <cmath>
 #include <imgui.h>
 
@@ -13,6 +13,85 @@
 #include "pa/index/config.hpp"
 
 namespace pa::viewer {
+namespace {
+
+// Why the host model cannot trace the Problem tab's stage over this problem with
+// cache kv: fp8 needs fp16 or bf16 queries (ProblemSpec::validate), and
+// stages 7 and 8 have their own limits (kv_cache_refusal). Empty: it can.
+std::string kv_choice_refusal(const AppState& s, ProblemSpec sp, KvDType kv) {
+  sp.kv_dtype = kv;
+  try {
+    sp.validate_shape();
+  } catch (const ProblemError& e) {
+    if (e.field == "kv_dtype") return e.what();
+  }
+  return kv_cache_refusal(sp, s.problem_stage);
+}
+
+// The KV cache's element type, what fp8 changes, and the scales the problem
+// resolved. A choice the stage cannot trace is offered disabled, with the
+// reason.
+void draw_kv_cache_choice(AppState& s, ProblemSpec& sp, float w, bool& changed) {
+  ImGui::SetNextItemWidth(w);
+  if (ImGui::BeginCombo("KV cache", kv_dtype_name(sp.kv_dtype))) {
+    for (KvDType k : kAllKvDTypes) {
+      const std::string why = is_fp8(k) ? kv_choice_refusal(s, sp, k) : std::string();
+      ImGui::BeginDisabled(!why.empty());
+      if (ImGui::Selectable(kv_dtype_name(k), k == sp.kv_dtype) && k != sp.kv_dtype) {
+        sp.kv_dtype = k;
+        changed = true;
+      }
+      ImGui::EndDisabled();
+      if (!why.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+        ImGui::SetTooltip("%s", why.c_str());
+    }
+    ImGui::EndCombo();
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("The element type K and V are stored in (vLLM's kv_cache_dtype). auto: the query's dtype.\n"
+                      "fp8_e4m3 / fp8_e5m2: one byte per element, so a 16-byte vector holds 16 elements\n"
+                      "and the K layout's x is 16 (8 for fp16). A K vec of a 2-thread group is 8 bytes = 8\n"
+                      "elements; a V vec is 16 elements. One scale per tensor (K and V): each load is\n"
+                      "dequantized right after it (step dequant: code to float, times the scale).\n"
+                      "Needs fp16 or bf16 queries. Stage 7 (cascade_merge) refuses an fp8 cache;\n"
+                      "stage 8 (optimized) takes it with block size 16 or 32.");
+  // The stage cannot trace the problem's cache (a lesson opened under an fp8
+  // problem): say why here too, beside the toolbar's error.
+  if (is_fp8(sp.kv_dtype)) {
+    if (const std::string why = kv_cache_refusal(sp, s.problem_stage); !why.empty()) {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.4f, 1));
+      ImGui::TextWrapped("%s", why.c_str());
+      ImGui::PopStyleColor();
+    }
+    // The scales: as given, or chosen from the data when the problem is built
+    // (the reference's problem, computed in the background).
+    const RefValues* ref = sp.describe() == s.spec.describe() ? reference_values(s) : nullptr;
+    const bool sized = ref && ref->error.empty();
+    auto scale_row = [&](const char* name, float given, float resolved) {
+      ImGui::Indent();
+      if (given > 0)
+        ImGui::Text("%s %g", name, given);
+      else if (sized)
+        ImGui::Text("%s %g", name, resolved);
+      else
+        ImGui::Text("%s ...", name);
+      ImGui::SameLine();
+      ImGui::TextDisabled("%s", given > 0 ? "(given)"
+                                : sized   ? "(from the data)"
+                                : ref     ? "(not drawn here: the problem is too large)"
+                                          : "(known once the problem is drawn)");
+      ImGui::Unindent();
+    };
+    ImGui::TextDisabled("fp8 scales (element = code * scale):");
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("--k-scale / --v-scale give them; else the largest |K| and |V| the sequences read\n"
+                        "map onto the format's largest finite value.");
+    scale_row("k_scale", sp.k_scale, ref ? ref->k_scale : 0.0f);
+    scale_row("v_scale", sp.v_scale, ref ? ref->v_scale : 0.0f);
+  }
+}
+
+}  // namespace
 
 void draw_config_panel(AppState& s) {
   ProblemSpec sp = edited_spec(s);
@@ -87,6 +166,7 @@ void draw_config_panel(AppState& s) {
     ImGui::SetTooltip("Attention with linear biases: each query head has a slope, and every logit gets\n"
                       "slope * (token - context_len + 1) added (0 for the last token). The trace adds each\n"
                       "thread's slope load (step alibi_bias); the logits it shows include the bias.");
+  draw_kv_cache_choice(s, sp, w, changed);
   int seed = static_cast<int>(sp.seed);
   ImGui::SetNextItemWidth(w);
   if (ImGui::InputInt("seed", &seed)) { sp.seed = static_cast<std::uint64_t>(std::max(0, seed)); changed = true; }
@@ -148,7 +228,7 @@ void draw_config_panel(AppState& s) {
 
   if (changed) {
     s.replay.jump(0);
-    request_model(s, sp, s.stage, 0);
+    request_model(s, sp, s.problem_stage, 0);
   }
   ImGui::Separator();
   const ConfigInfo& c = s.cfg;
@@ -156,19 +236,30 @@ void draw_config_panel(AppState& s) {
   ImGui::TextUnformatted("Derived (KernelConfig)");
   ImGui::PopFont();
   if (ImGui::BeginTable("##derived", 2, ImGuiTableFlags_RowBg | ImGuiTableFlags_SizingFixedFit)) {
-    auto row = [](const char* k, int v, const char* why) {
+    auto text_row = [](const char* k, const char* v, const char* why) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(k);
       if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", why);
       ImGui::TableNextColumn();
-      ImGui::Text("%d", v);
+      ImGui::TextUnformatted(v);
     };
-    row("x (elements per 16 B)", c.x, "innermost dimension of the K cache layout");
+    auto row = [&](const char* k, int v, const char* why) { text_row(k, std::to_string(v).c_str(), why); };
+    // Elements and bytes apart: with an fp8 cache a K element is 1 byte and a Q element 2.
+    const std::string cache = is_fp8(c.kv_dtype) ? std::string(kv_dtype_name(c.kv_dtype))
+                                                 : std::string(kv_dtype_name(c.kv_dtype)) + " (" + dtype_name(c.dtype) + ")";
+    text_row("KV cache dtype", cache.c_str(),
+             "the element type K and V are stored in (auto: the query's dtype)");
+    row("KV element bytes", c.kv_elem_bytes, "bytes of one K or V cache element (Q: the query dtype's)");
+    row("x (elements per 16 B)", c.x, "innermost dimension of the K cache layout: 16 B / KV element bytes");
     row("thread group size", c.thread_group_size, "threads per token in QK: 32 / block size");
-    row("K vec size", c.vec_size, "elements one thread loads at once: 16 B / (group size * elem bytes)");
+    row("K vec size", c.vec_size, "elements one thread loads at once: 16 B / (group size * KV element bytes)");
+    row("K vec bytes (cache)", c.vec_bytes, "one K vec load from the cache: K vec size * KV element bytes");
+    row("Q vec bytes (shared)", c.q_vec_bytes,
+        "the Q vec a K vec meets in shared memory: K vec size * query element bytes (more than the K vec's with fp8)");
     row("K vecs per thread", c.num_vecs_per_thread, "head size / (group size * vec size)");
-    row("V vec size", c.v_vec_size, "elements per V load: 16 B / elem bytes (at most block size)");
+    row("V vec size", c.v_vec_size, "elements per V load: 16 B / KV element bytes (at most block size)");
+    row("V vec bytes", c.v_vec_bytes, "one V vec load from the cache: V vec size * KV element bytes");
     row("V rows per iteration", c.num_rows_per_iter, "32 / (block size / V vec size)");
     row("accumulator rows per thread", c.num_rows_per_thread, "head size / rows per iteration");
     ImGui::EndTable();

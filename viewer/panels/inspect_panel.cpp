@@ -46,6 +46,7 @@ void draw_inspect_panel(AppState& s) {
           ImGui::TextColored(ImVec4(c.r, c.g, c.b, 1), "warp %d lane %d", t.warp, t.lane);
           ImGui::TableNextColumn();
           ImGui::Text("%s (%s)", step_name(t.what), op_name(t.op));
+          if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", step_summary(t.what));
         }
       ImGui::EndTable();
     }

@@ -46,6 +46,25 @@ void draw_kv_panel(AppState& s) {
   const char* modes[] = {"auto", "K", "V", "K+V"};
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 4.5f);
   ImGui::Combo("show", &s.kv_show, modes, 4);
+  // An fp8 cache changes one number, the element's bytes, and with it how
+  // many elements each load lights up.
+  if (is_fp8(c.kv_dtype)) {
+    char fp8[320];
+    if (s.stage == trace::Stage::optimized)
+      std::snprintf(fp8, sizeof fp8,
+                    "%s cache: %d byte per element, x = %d per 16-byte chunk; each 16-byte cp.async copies %d elements "
+                    "into the K/V tiles, dequantized (code * scale) after the fragment loads",
+                    kv_dtype_name(c.kv_dtype), c.kv_elem_bytes, c.x, c.x);
+    else
+      std::snprintf(fp8, sizeof fp8,
+                    "%s cache: %d byte per element, x = %d per 16-byte chunk; a K vec load = %d B = %d elements, a V "
+                    "vec load = %d B = %d elements, each dequantized (code * scale) after the load",
+                    kv_dtype_name(c.kv_dtype), c.kv_elem_bytes, c.x, c.vec_bytes, c.vec_size, c.v_vec_bytes,
+                    c.v_vec_size);
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("%s", fp8);
+    ImGui::PopStyleColor();
+  }
 
   // ---- the colour key (the help overlay, '?', has every panel's)
   {
@@ -229,7 +248,7 @@ void draw_kv_panel(AppState& s) {
     const bool in_focus = !s.focus.active() || s.focus.matches(e);
     const Rgba tc = thread_color(e.warp, e.lane, c.num_warps);
     const ImU32 fill = in_focus ? col(tc) : dim_col(tc, 0.7f);
-    for_each_kv_element(e, g, c.elem_bytes, [&](const CacheGeometry::Coords& k) {
+    for_each_kv_element(e, g, c.kv_elem_bytes, [&](const CacheGeometry::Coords& k) {
       auto it = s.slot_of_physical.find(k.physical_block);
       if (it == s.slot_of_physical.end() || k.kv_head != s.kv_head) return;
       const int slot = it->second;
@@ -244,7 +263,8 @@ void draw_kv_panel(AppState& s) {
   if (s.focus.kind == Focus::Kind::element &&
       (s.focus.tensor == trace::Tensor::k_cache || s.focus.tensor == trace::Tensor::v_cache)) {
     const bool isk = s.focus.tensor == trace::Tensor::k_cache;
-    const auto k = isk ? g.k_coords(s.focus.byte_begin / c.elem_bytes) : g.v_coords(s.focus.byte_begin / c.elem_bytes);
+    const std::int64_t elem = s.focus.byte_begin / c.kv_elem_bytes;
+    const auto k = isk ? g.k_coords(elem) : g.v_coords(elem);
     auto it = s.slot_of_physical.find(k.physical_block);
     if (it != s.slot_of_physical.end() && ((isk && l.show_k) || (!isk && l.show_v))) {
       const Rect r = (isk ? l.k_cell(it->second, k.d, k.t) : l.v_cell(it->second, k.d, k.t)).offset(o.x, o.y);
@@ -258,23 +278,26 @@ void draw_kv_panel(AppState& s) {
     const std::int64_t off = isk ? g.k_offset(phys, s.kv_head, hcell->d, hcell->t) : g.v_offset(phys, s.kv_head, hcell->d, hcell->t);
     ImGui::BeginTooltip();
     ImGui::PushFont(s.fonts.bold);
-    ImGui::Text("%s  token %d (in block %d), dim %d", isk ? "K" : "V", hcell->slot * B + hcell->t, hcell->t, hcell->d);
+    ImGui::Text("%s  token %d (t = %d in its block), dim %d", isk ? "K" : "V", hcell->slot * B + hcell->t, hcell->t, hcell->d);
     ImGui::PopFont();
     if (isk)
       ImGui::Text("k_cache[%d][%d][%d][%d][%d]   ([block][kv head][d/x][t][d%%x], x = %d)", phys, s.kv_head,
                   hcell->d / c.x, hcell->t, hcell->d % c.x, c.x);
     else
       ImGui::Text("v_cache[%d][%d][%d][%d]   ([block][kv head][d][t])", phys, s.kv_head, hcell->d, hcell->t);
-    ImGui::Text("element offset %lld, byte offset %lld", static_cast<long long>(off),
-                static_cast<long long>(off * c.elem_bytes));
-    ImGui::Text("32-byte sector %lld, 128-byte line %lld", static_cast<long long>(off * c.elem_bytes / 32),
-                static_cast<long long>(off * c.elem_bytes / 128));
+    const std::int64_t byte = off * c.kv_elem_bytes;
+    ImGui::Text("element offset %lld, byte offset %lld", static_cast<long long>(off), static_cast<long long>(byte));
+    ImGui::Text("32-byte sector %lld, 128-byte line %lld", static_cast<long long>(byte / 32),
+                static_cast<long long>(byte / 128));
+    if (is_fp8(c.kv_dtype))
+      ImGui::Text("a 1-byte %s code: read back as float(code) * %s", kv_dtype_name(c.kv_dtype),
+                  isk ? "k_scale" : "v_scale");
     if (hcell->slot * B + hcell->t >= ctx) ImGui::TextDisabled("past the context: never read");
     for (auto [w, ln] : hover_threads) ImGui::TextColored(ImVec4(1, 0.85f, 0.4f, 1), "touched now by warp %d lane %d", w, ln);
     ImGui::TextDisabled("click: who touches it, and when");
     ImGui::EndTooltip();
     if (clicked) {
-      const Focus f = Focus::element(isk ? trace::Tensor::k_cache : trace::Tensor::v_cache, off * c.elem_bytes, c.elem_bytes);
+      const Focus f = Focus::element(isk ? trace::Tensor::k_cache : trace::Tensor::v_cache, byte, c.kv_elem_bytes);
       s.set_focus(s.focus.kind == Focus::Kind::element && s.focus.byte_begin == f.byte_begin && s.focus.tensor == f.tensor ? Focus{} : f);
     }
   }

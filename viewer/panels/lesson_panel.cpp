@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "app/state.hpp"
+#include "core/lesson_problem.hpp"
 #include "core/names.hpp"
 
 namespace pa::viewer {
@@ -269,22 +270,26 @@ void draw_lesson_panel(AppState& s) {
           s.replay.pause();
           if (at.block != s.block) select_block(s, at.block);
           s.replay.jump(at.step);
-        } else if (m.step == trace::Step::alibi_bias && !s.spec.alibi && s.trace_path.empty()) {
-          // ALiBi's steps exist only in a problem with slopes: give it its
-          // slopes (the Problem tab's checkbox) and open the step once traced.
-          ProblemSpec sp = s.spec;
-          sp.alibi = true;
+        } else if (const auto sp = s.trace_path.empty() ? problem_with_step(s.spec, m.step, s.stage) : std::nullopt) {
+          // ALiBi's and fp8's steps exist only in a problem with slopes or an
+          // fp8 cache: give it those (the Problem tab's checkbox and KV cache
+          // choice) and open the step once traced.
           s.replay.pause();
           s.open_step = m.step;
           s.open_tensor = trace::Tensor::none;
-          request_model(s, sp, s.stage, 0);
+          request_model(s, *sp, s.stage, 0);
         }
       }
       if (ImGui::IsItemHovered()) {
         const StepLocation at = locate_step(s.index, s.block, m.step, m.block);
-        if (!at.found() && m.step == trace::Step::alibi_bias && !s.spec.alibi && s.trace_path.empty())
+        const bool can_add = !at.found() && s.trace_path.empty() && problem_with_step(s.spec, m.step, s.stage);
+        if (can_add && m.step == trace::Step::alibi_bias)
           ImGui::SetTooltip("the problem has no ALiBi slopes: click to give it the paper's slopes (the Problem\n"
                             "tab's ALiBi checkbox) and jump to the first alibi_bias step (source anchor %s)",
+                            m.anchor.c_str());
+        else if (can_add)
+          ImGui::SetTooltip("the problem's KV cache is not fp8: click to store it in fp8_e4m3 (the Problem tab's\n"
+                            "KV cache choice) and jump to the first dequant step (source anchor %s)",
                             m.anchor.c_str());
         else if (!at.found())
           ImGui::SetTooltip("no %s step%s%s in this trace (source anchor %s)", m.step_name.c_str(),

@@ -257,8 +257,13 @@ void draw_smem_panel(AppState& s) {
     }
     if (hd >= 0 && hd < c.head_size) {
       ImGui::BeginTooltip();
-      ImGui::Text("q[%d][%d][%d]: byte offset %lld (16-byte chunk %d, K vec %d)", key.seq, key.head, hd,
-                  static_cast<long long>(row0 + hd * c.elem_bytes), hd / c.x, hd / c.vec_size);
+      ImGui::Text("q[%d][%d][%d]: byte offset %lld (16-byte chunk %d, Q vec %d of %d B)", key.seq, key.head, hd,
+                  static_cast<long long>(row0 + hd * c.elem_bytes), hd * c.elem_bytes / 16, hd / c.vec_size,
+                  c.q_vec_bytes);
+      // An fp8 cache: the same elements per vec, half the bytes in K.
+      if (c.q_vec_bytes != c.vec_bytes)
+        ImGui::TextDisabled("the K vec it meets holds the same %d elements in %d B of %s", c.vec_size, c.vec_bytes,
+                            kv_dtype_name(c.kv_dtype));
       for (auto [w, l] : hov_threads) ImGui::TextColored(ImVec4(1, 0.85f, 0.4f, 1), "loaded now by warp %d lane %d", w, l);
       ImGui::EndTooltip();
     }

@@ -91,14 +91,20 @@ void draw_toolbar(AppState& s) {
   }
   if (st) {
     ImGui::SameLine();
+    const char* summary = step_summary(st->step);
     ImGui::PushFont(s.fonts.bold);
     ImGui::TextUnformatted(s.step_label(s.replay.current()).c_str());
     ImGui::PopFont();
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s: %s", step_name(st->step), summary);
     ImGui::SameLine();
     std::string d = std::string(op_name(st->op));
     if (st->tensor != trace::Tensor::none) d += " " + std::string(tensor_name(st->tensor));
     d += ", epoch " + std::to_string(st->epoch) + ", " + std::to_string(st->threads) + " threads";
-    ImGui::TextDisabled("%s", d.c_str());
+    // What the step does, where the row has room for it (else on hover).
+    const std::string with_summary = d + "  \xC2\xB7  " + summary;
+    ImGui::TextDisabled("%s", ImGui::CalcTextSize(with_summary.c_str()).x <= ImGui::GetContentRegionAvail().x
+                                  ? with_summary.c_str() : d.c_str());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s: %s", step_name(st->step), summary);
   }
   // A load under way: what it does, how far, and a way out. The panels keep
   // showing the previous trace meanwhile.
