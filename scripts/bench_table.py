@@ -30,8 +30,13 @@ import pathlib
 import re
 import sys
 
-BEGIN = "<!-- results:begin -->"
-END = "<!-- results:end -->"
+# The README's generated tables sit between <!-- NAME:begin --> and
+# <!-- NAME:end -->; NAME is "results" for the main table (--markers picks another).
+DEFAULT_MARKERS = "results"
+
+
+def markers(name):
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
 KERNELS = ["v1", "v2", "optimized", "cascade"]
 
 
@@ -216,6 +221,8 @@ def main():
     ap.add_argument("--readme", default=None)
     ap.add_argument("--cascade", default=None)
     ap.add_argument("--print", action="store_true")
+    ap.add_argument("--markers", default=DEFAULT_MARKERS,
+                    help="write between <!-- MARKERS:begin --> and <!-- MARKERS:end --> (default: results)")
     a = ap.parse_args()
     path = pathlib.Path(a.json)
     data = json.loads(path.read_text())
@@ -237,11 +244,16 @@ def main():
     if a.print:
         print(t)
         return 0
+    if not re.fullmatch(r"[a-z0-9-]+", a.markers):
+        print(f"bench_table.py: --markers '{a.markers}' (accepted: lower-case letters, digits and '-')",
+              file=sys.stderr)
+        return 2
+    begin, end = markers(a.markers)
     text = readme.read_text()
-    if BEGIN not in text or END not in text:
-        print(f"bench_table.py: {readme} has no {BEGIN} ... {END} markers", file=sys.stderr)
+    if begin not in text or end not in text:
+        print(f"bench_table.py: {readme} has no {begin} ... {end} markers", file=sys.stderr)
         return 1
-    new = re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda m: f"{BEGIN}\n{t}\n{END}", text, count=1,
+    new = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda m: f"{begin}\n{t}\n{end}", text, count=1,
                  flags=re.S)
     # Write, then rename: a failed write never leaves a half-written README.
     tmp = readme.with_name(readme.name + ".tmp")

@@ -129,6 +129,32 @@ class FixtureTable(unittest.TestCase):
             self.assertTrue(text.endswith("\n<!-- results:end -->\nafter\n"))
             self.assertNotIn("old table", text)
 
+    def test_other_markers_leave_the_main_table_alone(self):
+        with tempfile.TemporaryDirectory() as d:
+            readme = pathlib.Path(d) / "README.md"
+            start = "<!-- results:begin -->\nmain\n<!-- results:end -->\n"
+            readme.write_text(start + "<!-- results-fp8:begin -->\nold\n<!-- results-fp8:end -->\n")
+            r = subprocess.run([sys.executable, str(SCRIPT), str(FIXTURE), "--readme", str(readme),
+                                "--markers", "results-fp8"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            text = readme.read_text()
+            self.assertTrue(text.startswith(start + "<!-- results-fp8:begin -->\nMeasured on **Fixture GPU**"))
+            self.assertNotIn("\nold\n", text)
+            r = subprocess.run([sys.executable, str(SCRIPT), str(FIXTURE), "--readme", str(readme),
+                                "--markers", "Bad Name"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("--markers 'Bad Name'", r.stderr)
+
+    def test_fp8_rows_are_rows_of_their_own(self):
+        data = fixture()
+        extra = [dict(r, kv_dtype="fp8_e4m3", kv_bytes=r["kv_bytes"] / 2) for r in data["rows"] if not r["prefix"]]
+        data["rows"] += extra
+        text = bench_table.table(data, "f.json")
+        self.assertIn("fp16, fp8_e4m3 KV", text)
+        self.assertIn("store K and V in one byte per element", text)
+        self.assertEqual(len(table_lines(text)), len(self.rows) + len({(r["seqs"], r["context"], r["head_size"],
+                                                                       r["dtype"]) for r in extra}))
+
     def test_readme_without_markers_is_an_error(self):
         with tempfile.TemporaryDirectory() as d:
             readme = pathlib.Path(d) / "README.md"
