@@ -136,9 +136,9 @@ pa::ProblemSpec spec_for(Stage s, bool fp8 = false) {
 
 // Stage 8: every split CTA of sequence 0's first unit, so that the trace
 // holds the arrival and the last CTA's merge.
-pa::trace::Selection selection_for(Stage s) {
+pa::trace::Selection selection_for(Stage s, bool fp8 = false) {
   if (s != Stage::optimized) return {};
-  const auto plan = pa::trace::optimized_model_plan(spec_for(s));
+  const auto plan = pa::trace::optimized_model_plan(spec_for(s, fp8));
   pa::trace::Selection sel;
   for (int sp = 0; sp < plan.splits; ++sp) sel.blocks.push_back({0, 0, sp});
   return sel;
@@ -168,7 +168,7 @@ MarkerStepCheck check_marker_steps() {
         try {
           auto& set = steps_of[key];
           for (const auto& ev :
-               pa::trace::model_events(spec_for(m.stage, key.second), m.stage, selection_for(m.stage)))
+               pa::trace::model_events(spec_for(m.stage, key.second), m.stage, selection_for(m.stage, key.second)))
             set.insert({pa::block_role(ev.partition), ev.step});
         } catch (const std::exception& err) {
           steps_of.erase(key);

@@ -278,7 +278,10 @@ void draw_smem_panel(AppState& s) {
   };
   const bool tiles = s.extent(trace::Tensor::kv_smem) != nullptr;  // a tensor-core kernel's trace
   Buffer bufs[] = {
-      {trace::Tensor::kv_smem, "K/V tiles (kv_smem)", "cp.async pipeline buffers, read by ldmatrix", 0},
+      {trace::Tensor::kv_smem, "K/V tiles (kv_smem)",
+       is_fp8(s.spec.kv_dtype) ? "cp.async pipeline buffers of fp8 codes, read by 4-byte loads (then cvt)"
+                               : "cp.async pipeline buffers, read by ldmatrix",
+       0},
       {trace::Tensor::q_smem, "q_vecs", "Q as thread-group-interleaved vecs", c.head_size * c.elem_bytes},
       {trace::Tensor::logits, "logits", "float per token, then probabilities", logits_len * 4},
       {trace::Tensor::red_scratch, "reduction scratch", "float per warp: max, then sum", 2 * c.num_warps * 4},

@@ -52,14 +52,21 @@ void draw_source_panel(AppState& s) {
   const lesson::StepMarker* m = bind.marker ? &bind.marker->marker : nullptr;
   std::string err;
   const std::optional<lesson::AnchorRange>* ar = nullptr;
-  if (m && !m->anchor.empty()) ar = &anchor(s, m->anchor, err);
+  // With an fp8 cache stage 8 runs other step functions for some steps
+  // (optimized.qk_mma_fp8 beside optimized.qk_mma): show the code that ran.
+  std::string name = m ? m->anchor : std::string();
+  if (!name.empty() && is_fp8(s.spec.kv_dtype)) {
+    std::string unused;
+    if (anchor(s, name + "_fp8", unused).has_value()) name += "_fp8";
+  }
+  if (!name.empty()) ar = &anchor(s, name, err);
 
   std::string where;
   if (ar && *ar)
     where = std::filesystem::path((*ar)->file).filename().string() + "  lines " + std::to_string((*ar)->begin_line + 1) +
-            "-" + std::to_string((*ar)->end_line - 1) + "  (" + m->anchor + ")";
+            "-" + std::to_string((*ar)->end_line - 1) + "  (" + name + ")";
   else if (m)
-    where = "anchor " + m->anchor + " not found in " + s.source_dir;
+    where = "anchor " + name + " not found in " + s.source_dir;
   title_with_detail(s, "Kernel source", where);
   // A step without a marker of its own: say whose region is shown.
   if (st && bind.enclosing && m) {
