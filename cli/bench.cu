@@ -54,18 +54,23 @@ using Shape = bench::BenchShape;
 
 using kernels::DeviceBuffer;
 
-// Random 16-bit values in [-1, 1) (fp16 or bf16 bit patterns), from a hash of
-// the index: fills GBs at memory speed, never zeros.
+// A value in [-1, 1) from a hash of the index and the seed: fills GBs at
+// memory speed, never zeros.
+__device__ float hashed_unit(std::size_t i, std::uint32_t seed) {
+  std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed ^ static_cast<std::uint32_t>(i >> 32) * 40503u;
+  h ^= h >> 15;
+  h *= 2246822519u;
+  h ^= h >> 13;
+  h *= 3266489917u;
+  h ^= h >> 16;
+  return static_cast<float>(h & 0xFFFFFF) / 8388608.0f - 1.0f;
+}
+
+// Random 16-bit values in [-scale, scale) (fp16 or bf16 bit patterns).
 __global__ void fill_random16(std::uint16_t* dst, std::size_t n, std::uint32_t seed, int bf16, float scale) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed ^ static_cast<std::uint32_t>(i >> 32) * 40503u;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    h *= 3266489917u;
-    h ^= h >> 16;
-    const float f = (static_cast<float>(h & 0xFFFFFF) / 8388608.0f - 1.0f) * scale;
+    const float f = hashed_unit(i, seed) * scale;
     std::uint32_t bits;
     std::memcpy(&bits, &f, 4);
     if (bf16) {
@@ -77,18 +82,11 @@ __global__ void fill_random16(std::uint16_t* dst, std::size_t n, std::uint32_t s
 }
 
 // Random fp8 codes of values in [-1, 1) (pa/core/fp8.hpp's conversion, the
-// one the reference uses), from the same hash: an fp8 KV pool at scale 1.
+// one the reference uses): an fp8 KV pool at scale 1.
 __global__ void fill_random8(std::uint8_t* dst, std::size_t n, std::uint32_t seed, Fp8Format f) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761u ^ seed ^ static_cast<std::uint32_t>(i >> 32) * 40503u;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    h *= 3266489917u;
-    h ^= h >> 16;
-    dst[i] = fp8_from_float(f, static_cast<float>(h & 0xFFFFFF) / 8388608.0f - 1.0f);
-  }
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    dst[i] = fp8_from_float(f, hashed_unit(i, seed));
 }
 
 // Keeps the GPU busy while the host enqueues the next timed launch, so the

@@ -101,9 +101,10 @@ int cmd_run_devices(Flags& f, ProblemSpec spec, int iters) {
       throw UsageError("option --devices: " + std::to_string(n) + " (accepted: 1.." +
                        std::to_string(std::min(kMaxShards, have)) + "; this machine has " + std::to_string(have) +
                        " GPU" + (have == 1 ? "" : "s") + ")");
-  if (!optimized_supported(spec.dtype, spec.head_size, spec.block_size)) {
-    std::fprintf(stderr, "pa-lab run: stage optimized does not support %s head %d block %d; supported: %s\n",
-                 dtype_name(spec.dtype), spec.head_size, spec.block_size, optimized_supported_list().c_str());
+  if (!optimized_supported(spec.dtype, spec.head_size, spec.block_size, spec.kv_dtype)) {
+    std::fprintf(stderr, "pa-lab run: stage optimized does not support %s kv cache %s head %d block %d; supported: %s\n",
+                 dtype_name(spec.dtype), kv_dtype_name(spec.kv_dtype), spec.head_size, spec.block_size,
+                 optimized_supported_list().c_str());
     return kExitUsage;
   }
   for (int g : flags.groups)

@@ -41,6 +41,14 @@ namespace {
 
 std::size_t rows_of(const PagedProblem& p) { return static_cast<std::size_t>(p.num_seqs()) * p.spec.num_heads; }
 
+// `shape` (problem_layout's: no data) with the caller's resolved fp8 scales:
+// a layout's scales may differ from its spec's (0 there means "from the data").
+PagedProblem with_scales_of(const PagedProblem& from, PagedProblem shape) {
+  shape.k_scale = from.k_scale;
+  shape.v_scale = from.v_scale;
+  return shape;
+}
+
 // A state the cascade left in its workspace (CascadeStates: device pointers).
 std::vector<float> download_f32(const float* dev, std::size_t n) {
   std::vector<float> v(n);
@@ -81,7 +89,7 @@ struct StageRunner::Impl {
   // its output wired in (launch_stage checks its configuration and shared
   // memory at each launch).
   Impl(const PagedProblem& layout, const DeviceInputViews& v, Stage s, const RunOptions& o)
-      : own_layout(problem_layout(layout.spec, layout.num_blocks)),
+      : own_layout(with_scales_of(layout, problem_layout(layout.spec, layout.num_blocks))),
         p(own_layout),
         stage(s),
         opt(with_problem(layout, o)),

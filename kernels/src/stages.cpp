@@ -74,7 +74,6 @@ std::string stage_names_text() {
 }
 
 namespace {
-// Every dtype with each (head size, block size) of a build's instance list.
 // Every dtype with each (head size, block size) of a build's instance list,
 // then the fp8 caches with fp16 and bf16 queries.
 std::vector<KernelKey> keys_of(std::initializer_list<std::pair<int, int>> head_blocks) {

@@ -19,8 +19,8 @@
 //  * ALiBi (when the launch has slopes): each lane's S rows get their head's
 //    slope once (opt_alibi_slopes), and the bias joins each logit in the
 //    online softmax, already in base 2.
-//  * fp8 caches (Cfg::kFp8): the pipeline copies the one-byte codes (half
-//    the bytes per token, so twice the steps fit in the same stages); the
+//  * fp8 caches (Cfg::kFp8): the pipeline copies the one-byte codes, 32
+//    tokens a step (as many bytes as a 16-token fp16 step); the
 //    mma fragments come from 4-byte shared loads converted to fp16/bf16 by
 //    cvt (opt_qk_mma_fp8, opt_pv_mma_fp8), exactly, since every fp8 value is
 //    an fp16 and a bf16 value. The scales never touch an element: k_scale
@@ -207,7 +207,7 @@ __device__ __forceinline__ void opt_pipeline_issue(const OptParams& p, const Opt
     const int owner = Cfg::table_lane(j, bi);  // the lane that loaded this block's entry
     const int phys = __shfl_sync(kFull, tbl, owner);
     const int nvalid = lb < blk_end ? cmin(BS, ctx - lb * BS) : 0;
-    // Past the split's end (block size 8: a step's second block) there is no block.
+    // Past the split's end (a step's second block: block size 8, or 16 with fp8) there is no block.
     const int lb_t = lb < blk_end ? lb : -1, phys_t = lb < blk_end ? phys : -1;
     PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::shuffle, Tensor::none).it(j).blk(lb_t, phys_t).src(owner));
     const KvT* kt = kc + p.cache.k_offset(phys, kvh, 0, 0);
@@ -466,8 +466,11 @@ __device__ __forceinline__ void opt_pv_mma(const OptCta<Cfg>& c, std::uint32_t s
 // converts them into the A registers; P's B registers pair the even- and
 // odd-token n-tiles (s_token), so they hold the same tokens. This product
 // runs in fp16 for bf16 queries too: every fp8 value is an fp16 value, P in
-// [0, 1] keeps more bits in fp16 than in bf16, and fp8 -> fp16 is one cvt
-// per two elements where bf16 would take four instructions.
+// [2^-14, 1] keeps more bits in fp16 than in bf16, and fp8 -> fp16 is one cvt
+// per two elements where bf16 would take four instructions. The cost: a
+// weight below 2^-14 of its row's running maximum keeps fewer bits in fp16
+// (fp16's subnormals) and one below 2^-25 becomes 0, so a context where very
+// many tokens each weigh that little loses part of their (small) total.
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_pv_mma_fp8(const OptCta<Cfg>& c, std::uint32_t smem_base, int j,
                                                const float (&s)[Cfg::kQkNTiles][4], OptAccum<Cfg>& acc,

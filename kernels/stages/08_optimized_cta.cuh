@@ -104,7 +104,7 @@ struct OptCta {
   int blk_begin, blk_end;  // the split's logical blocks [blk_begin, blk_end) of the attended range
   int ctx;                 // tokens of the attended range
   int tok_limit;           // tokens at or past it are masked (past the context or the split)
-  int nsteps;              // steps of the split (16 tokens, or one block of 32), over all warps
+  int nsteps;              // steps of the split (Cfg::kStepTokens tokens each), over all warps
   int kvh, head0, nh;      // the unit's KV head, first query head and number of query heads
   TraceCtx tc;             // trace identity: head = the unit's first head, partition = the split
 };

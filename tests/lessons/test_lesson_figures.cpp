@@ -440,16 +440,35 @@ std::vector<Citation> all_citations(const std::string& md) {
 
 // The files the README's generated results tables name ("raw data: `FILE`"):
 // the main table (<!-- results:begin --> .. end) first, then the others
-// (<!-- results-NAME:begin -->, scripts/bench_table.py --markers).
+// (<!-- results-NAME:begin -->, scripts/bench_table.py --markers). Plain
+// string search: std::regex recurses per character and a table is long.
+struct GeneratedBlock {
+  std::size_t begin, end;  // [begin, end): from the begin marker to past the end marker
+};
+std::vector<GeneratedBlock> generated_blocks(const std::string& text) {
+  std::vector<GeneratedBlock> out;
+  const std::string open = "<!-- results", begin_tail = ":begin -->";
+  for (std::size_t at = text.find(open); at != std::string::npos; at = text.find(open, at + 1)) {
+    const std::size_t tail = text.find(begin_tail, at);
+    const std::size_t eol = text.find('\n', at);
+    if (tail == std::string::npos || (eol != std::string::npos && tail > eol)) continue;
+    const std::string name = text.substr(at + 5, tail - (at + 5));  // "results" or "results-NAME"
+    const std::string end_marker = "<!-- " + name + ":end -->";
+    const std::size_t e = text.find(end_marker, tail);
+    if (e == std::string::npos) continue;
+    out.push_back({at, e + end_marker.size()});
+    at = e;
+  }
+  return out;
+}
 std::vector<std::string> current_bench_files() {
   const std::string readme = read_text(kRoot / "README.md");
   std::vector<std::string> files;
-  static const std::regex block_re(R"(<!-- (results(-[a-z0-9-]+)?):begin -->([\s\S]*?)<!-- \1:end -->)");
   static const std::regex file_re(R"(raw data: `(assets/bench/[^`]+\.json)`)");
-  for (auto it = std::sregex_iterator(readme.begin(), readme.end(), block_re); it != std::sregex_iterator(); ++it) {
-    const std::string block = (*it)[3];
+  for (const GeneratedBlock& b : generated_blocks(readme)) {
+    const std::string head = readme.substr(b.begin, std::min<std::size_t>(b.end - b.begin, 600));
     std::smatch m;
-    if (std::regex_search(block, m, file_re)) files.push_back(m[1]);
+    if (std::regex_search(head, m, file_re)) files.push_back(m[1]);
   }
   return files;
 }
@@ -458,9 +477,14 @@ std::string current_bench_file() {
   return files.empty() ? std::string() : files.front();
 }
 // Generated blocks removed: what the prose around them says.
-std::string without_generated_tables(std::string text) {
-  static const std::regex block_re(R"(<!-- (results(-[a-z0-9-]+)?):begin -->[\s\S]*?<!-- \1:end -->)");
-  return std::regex_replace(text, block_re, "");
+std::string without_generated_tables(const std::string& text) {
+  std::string out;
+  std::size_t from = 0;
+  for (const GeneratedBlock& b : generated_blocks(text)) {
+    out += text.substr(from, b.begin - from);
+    from = b.end;
+  }
+  return out + text.substr(from);
 }
 
 std::string rel(const fs::path& p) {

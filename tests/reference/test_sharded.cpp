@@ -304,13 +304,16 @@ TEST_CASE("sharded: a context of one token comes through the merge unchanged", "
 
 TEST_CASE("shard problems hold only their own pages, copied whole", "[reference][sharded]") {
   const auto prefix = GENERATE(0, 64);  // 64: a cascade prefix of 4 pages shared by both sequences
+  // An fp8 cache too: its codes and the whole cache's scales go with the pages.
+  const auto kv = GENERATE(KvDType::same, KvDType::fp8_e5m2);
   ProblemSpec s = spec_of(DType::f16, 64, 16, 4, 2, {64, 256, 100}, 400 + prefix);
   s.shared_prefix_len = prefix;
+  s.kv_dtype = kv;
   const PagedProblem p = make_problem(s);
   INFO(s.describe());
   const int pages_used = p.num_blocks - s.spare_blocks;
   const std::size_t elems = static_cast<std::size_t>(p.cache.block_elems());
-  const std::size_t elem_bytes = static_cast<std::size_t>(dtype_bytes(s.dtype));
+  const std::size_t elem_bytes = static_cast<std::size_t>(kv_elem_bytes(s.dtype, s.kv_dtype));
   int cases = 0;
   for (ShardPolicy policy : kPolicies)
     for (int n = 1; n <= kMaxShards; ++n) {
@@ -354,6 +357,8 @@ TEST_CASE("shard problems hold only their own pages, copied whole", "[reference]
         REQUIRE(l.max_blocks_per_seq == widest);
         REQUIRE(l.spec.max_blocks_per_seq() == widest);
         REQUIRE(l.q == p.q);
+        REQUIRE(l.k_scale == p.k_scale);
+        REQUIRE(l.v_scale == p.v_scale);
         pool_sum += l.num_blocks;
       }
       if (policy == ShardPolicy::round_robin || prefix == 0) {

@@ -387,6 +387,11 @@ TEST_CASE("timeline recording refuses what it cannot time, naming what it can", 
   CHECK_FALSE(can_record_timeline(Stage::optimized, fp32));
   CHECK_FALSE(can_record_timeline(Stage::qk, test::spec_of(DType::f16, 128, 16, 8, 2, {10}, 1)));
   CHECK_FALSE(can_record_timeline(Stage::warp_reduce, fp32));
+  // An fp8 cache: no timed instance reads one (the fp16 instance would misread its bytes).
+  ProblemSpec fp8 = test::spec_of(DType::f16, 128, 16, 8, 2, {10}, 1);
+  fp8.kv_dtype = KvDType::fp8_e4m3;
+  for (Stage st : {Stage::warp_reduce, Stage::v2_partition, Stage::optimized, Stage::cascade_merge})
+    CHECK_FALSE(can_record_timeline(st, fp8));
   const std::string timed = timeline_instances_text();
 #if PA_HAVE_CUDA
   CHECK(timed.find("warp_reduce and v2_partition") != std::string::npos);

@@ -108,12 +108,14 @@ std::string timeline_instances_text() {
   PA_TIMELINE_OPT_CONFIGS(PA_X)
 #undef PA_X
   s += " (head tiles 1: GQA groups of at most 8 heads); stage cascade_merge: fp16/128/16 and bf16/128/16 with a "
-       "shared prefix, GQA groups of at most 8, the wgmma prefix kernel and the stage 8 suffix (sm_90)";
+       "shared prefix, GQA groups of at most 8, the wgmma prefix kernel and the stage 8 suffix (sm_90); "
+       "all with a KV cache in the query's dtype (no timed fp8 instances)";
   return s;
 }
 
 bool can_record_timeline(Stage stage, const ProblemSpec& s) {
   if (s.num_threads != 128 || s.num_kv_heads < 1 || s.num_heads % s.num_kv_heads != 0) return false;
+  if (is_fp8(s.kv_dtype)) return false;  // the timed instances read caches in the query's dtype only
   if (stage == Stage::warp_reduce) {
     V1Launch f = nullptr;
     return timed_v1(s.dtype, s.head_size, s.block_size, f);

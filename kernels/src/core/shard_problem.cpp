@@ -61,6 +61,14 @@ PagedProblem shard_problem(const PagedProblem& p, ShardPolicy policy, int num_sh
   l.num_blocks = static_cast<int>(pages.size());
   l.cache = p.cache;
   l.cache.num_blocks = l.num_blocks;
+  // An fp8 cache's scales are the whole cache's (chosen from all of its data
+  // when the spec left them at 0): the shard's codes were quantized with them.
+  l.k_scale = p.k_scale;
+  l.v_scale = p.v_scale;
+  if (is_fp8(p.spec.kv_dtype)) {
+    l.spec.k_scale = p.k_scale;
+    l.spec.v_scale = p.v_scale;
+  }
 
   // Whole pages: the block region of the layout is contiguous, in the floats
   // and in the stored bytes alike.

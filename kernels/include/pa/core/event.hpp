@@ -43,8 +43,8 @@ enum class Step : std::uint8_t {
   barrier,          // __syncthreads
   // Added for the tensor-core kernels (stage 7 prefix, stage 8); appended so
   // the values above keep their numbers in files.
-  k_smem_load,      // K tile (shared) -> mma fragments (ldmatrix)
-  v_smem_load,      // V tile (shared) -> mma fragments (ldmatrix)
+  k_smem_load,      // K tile (shared) -> mma fragments (ldmatrix; fp8: 4-byte loads)
+  v_smem_load,      // V tile (shared) -> mma fragments (ldmatrix; fp8: 4-byte loads)
   rescale,          // online softmax: accumulators scaled by exp(m_old - m_new)
   split_arrive,     // split-KV: a CTA counts itself in (atomic), the last one merges
   alibi_bias,       // ALiBi: the head's slope global -> register (the bias joins the logit)

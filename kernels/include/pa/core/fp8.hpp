@@ -30,9 +30,10 @@
 //
 // Pure bit manipulation, no cuda_fp8.h: the host tests check exactly the code
 // a kernel runs. On sm_89 and later the cvt instructions convert in hardware;
-// for e4m3 (cvt.rn.satfinite) and for fp8 -> float they should give the
-// results below (up to which NaN code a NaN becomes), still to be checked on
-// a GPU. The e5m2 hardware conversion from float exists only with
+// for e4m3 (cvt.rn.satfinite) and for fp8 -> float they give the results
+// below (up to which NaN code a NaN becomes; tests/kernels/test_fp8_gpu.cpp
+// checks every code and the rounding on the GPU), and the kernels use them.
+// The e5m2 hardware conversion from float exists only with
 // .satfinite, so it saturates at 57344 where this one (like torch) gives inf;
 // the two differ only for |x / scale| >= 61440 and for infinities, which a
 // scale from fp8_scale_for never produces.

@@ -10,7 +10,8 @@
 // Each step's K and V tiles (whole (block, kv head) tiles: they are contiguous
 // in both caches) are copied into the warp's own shared-memory stage by
 // 16-byte cp.async; QK and PV run on tensor cores (mma.m16n8k16) fed by
-// ldmatrix from those stages.
+// ldmatrix from those stages (with an fp8 cache: by 4-byte shared loads and
+// cvt to 16-bit values).
 //
 // Everything here is plain integer math, shared by the kernel, its tests and
 // the benchmark's byte counts.
@@ -42,10 +43,10 @@ inline constexpr int kOptLeanPipeKB = 64;
 // groups of up to 8 heads, 2 up to 16. PIPE_KB: 0 = the automatic pipeline
 // depth (about 96 KB, 2 CTAs per SM), else the stages that fit in PIPE_KB
 // (1 to 6; kOptLeanPipeKB, plan_optimized's OptPipeline::lean). KV: the
-// cache's element type; with fp8 the tiles are half the bytes (so twice the
-// pipeline stages fit in the same memory) and the fragments are built by
-// 4-byte shared loads and conversion instead of ldmatrix (the fp8 fragment
-// functions below).
+// cache's element type; with fp8 a step is 32 tokens (as many bytes as a
+// 16-token fp16 step, so the same pipeline stages) and the fragments are
+// built by 4-byte shared loads and conversion instead of ldmatrix (the fp8
+// fragment functions below).
 template <DType DT, int HEAD_SIZE, int BLOCK_SIZE, int HEAD_TILES, int NUM_WARPS = 4, int PIPE_KB = 0,
           KvDType KV = KvDType::same>
 struct OptConfig {
@@ -258,7 +259,8 @@ struct OptConfig {
            (T % BLOCK_SIZE) % kX;
   }
   // A traced token: -1 for the slots of a step's block past the split's end
-  // (block size 8: a step's second block may not exist).
+  // (a step of two blocks, block size 8, or 16 with an fp8 cache: its second
+  // block may not exist).
   PA_HD static constexpr int trace_token(int tok, int blk_end) { return tok < blk_end * BLOCK_SIZE ? tok : -1; }
   // Merge-phase work of the last CTA: per-thread items of the weighted sum.
   static constexpr int kMergeItems = kMaxUnitHeads * HEAD_SIZE / kNumThreads;
