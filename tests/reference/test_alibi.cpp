@@ -109,21 +109,23 @@ TEST_CASE("alibi: a steep slope attends only to the last token", "[reference][al
   s.logit_spread = 2.0f;
   const PagedProblem p = make_problem(s);
   INFO(s.describe());
-  // With slope 50 every earlier token's logit is at least gap = 50 - (the
-  // range of the unbiased logits) below the last token's, so its weight is at
-  // most exp(-gap), and the output lies within (ctx - 1) exp(-gap) 2 max|v|
-  // of V of the last token. The premise: that is below the reference
-  // tolerance, so the comparison below has to hold.
+  // With slope m every earlier token's logit is at least gap = m - (the range
+  // of the unbiased logits) below the last token's, so its weight is at most
+  // exp(-gap), and the output lies within (ctx - 1) exp(-gap) 2 max|v| of V of
+  // the last token. m = 50 + the range (whatever the random draw gave) makes
+  // the gap at least 50; the premise: that is below the reference tolerance,
+  // so the comparison below has to hold.
   const TokenTensor l = ref_logits(p);
   const double range = *std::max_element(l.values.begin(), l.values.end()) -
                        *std::min_element(l.values.begin(), l.values.end());
+  const float slope = static_cast<float>(std::ceil(range)) + 50.0f;
   double vmax = 0;
   for (int seq = 0; seq < p.num_seqs(); ++seq)
     for (int t = 0; t < p.context_len(seq); ++t)
       for (int h = 0; h < p.num_kv_heads(); ++h)
         for (int d = 0; d < p.head_size(); ++d) vmax = std::max(vmax, std::fabs(double(p.v_at(seq, h, t, d))));
-  REQUIRE(299 * std::exp(-(50.0 - range)) * 2 * vmax < reference_tolerance().abs);
-  const std::vector<float> steep(heads.first, 50.0f);
+  REQUIRE(299 * std::exp(-(slope - range)) * 2 * vmax < reference_tolerance().abs);
+  const std::vector<float> steep(heads.first, slope);
   const auto out = ref_output_alibi(p, steep);
   std::vector<double> last_v(out.size());
   for (int seq = 0; seq < p.num_seqs(); ++seq)
