@@ -153,6 +153,32 @@ std::vector<BlockId> traced_blocks(const ProblemSpec& spec, Stage stage, const s
   return out;
 }
 
+std::string kv_cache_refusal(const ProblemSpec& spec, Stage stage) {
+  if (!is_fp8(spec.kv_dtype)) return {};
+  if (stage == Stage::cascade_merge)
+    return std::string("stage 7 (cascade_merge) takes no ") + kv_dtype_name(spec.kv_dtype) +
+           " KV cache: its prefix kernels read K and V in the query's dtype, and the kernel refuses an fp8 cache "
+           "(accepted: KV cache auto for stage 7; stages 1-6 and 8 take fp8)";
+  if (stage == Stage::optimized) {
+    // The model's own check (its configurations: no fp8 with block size 8),
+    // blamed on the cache only when the same problem with a cache in the
+    // query's dtype plans.
+    try {
+      optimized_model_plan(spec);
+    } catch (const std::exception& e) {
+      ProblemSpec same = spec;
+      same.kv_dtype = KvDType::same;
+      try {
+        optimized_model_plan(same);
+      } catch (const std::exception&) {
+        return {};
+      }
+      return e.what();
+    }
+  }
+  return {};
+}
+
 std::vector<Event> model_events(const ProblemSpec& spec, Stage stage, const Selection& sel) {
   return model_events(spec, stage, sel, ModelOptions{});
 }
@@ -168,11 +194,8 @@ std::vector<Event> model_events(const ProblemSpec& spec, Stage stage, const Sele
                                 "cascade_merge, optimized)");
   }
   spec.validate();
-  if (stage == Stage::cascade_merge && is_fp8(spec.kv_dtype)) {  // as the kernels' plan_cascade
-    throw std::invalid_argument(std::string("model_events: stage cascade_merge with a ") +
-                                kv_dtype_name(spec.kv_dtype) +
-                                " KV cache (accepted: kv dtype auto; stages 1-6 and 8 take fp8 caches)");
-  }
+  if (const std::string why = kv_cache_refusal(spec, stage); !why.empty())
+    throw std::invalid_argument("model_events: " + why);
   const std::vector<BlockId> blocks = resolve_selection(spec, stage, sel, opt);
   const PagedProblem p = make_problem(spec);
   detail::ModelValues vals(p);

@@ -188,32 +188,6 @@ std::vector<std::uint8_t> read_file_chunked(const std::string& path, LoadControl
   return buf;
 }
 
-std::string kv_cache_refusal(const ProblemSpec& spec, trace::Stage stage) {
-  if (!is_fp8(spec.kv_dtype)) return {};
-  if (stage == trace::Stage::cascade_merge)
-    return std::string("stage 7 (cascade_merge) takes no ") + kv_dtype_name(spec.kv_dtype) +
-           " KV cache: its prefix kernels read K and V in the query's dtype, and the kernel refuses an fp8 cache "
-           "(accepted: KV cache auto for stage 7; stages 1-6 and 8 take fp8)";
-  if (stage == trace::Stage::optimized) {
-    // The model's own check (its configurations: no fp8 with block size 8),
-    // blamed on the cache only when the same problem with a cache in the
-    // query's dtype plans.
-    try {
-      trace::optimized_model_plan(spec);
-    } catch (const std::exception& e) {
-      ProblemSpec same = spec;
-      same.kv_dtype = KvDType::same;
-      try {
-        trace::optimized_model_plan(same);
-      } catch (const std::exception&) {
-        return {};
-      }
-      return e.what();
-    }
-  }
-  return {};
-}
-
 trace::Selection viewer_selection(const ProblemSpec& spec, trace::Stage stage, int seq, int head, int partition) {
   trace::Selection sel;
   sel.blocks.push_back(trace::BlockId{seq, head, partition});

@@ -105,11 +105,9 @@ struct LoadedTrace {
 // and 7 add their reduce / merge blocks in the trace module (traced_blocks).
 trace::Selection viewer_selection(const ProblemSpec& spec, trace::Stage stage, int seq, int head, int partition);
 
-// Why the host model cannot trace this stage over the problem's fp8 KV cache
-// (stage 7 refuses fp8, stage 8 has no fp8 configuration for some block
-// sizes); empty when it can, or when the cache is not fp8. The message names
-// the stage, the cache dtype and what is accepted.
-std::string kv_cache_refusal(const ProblemSpec& spec, trace::Stage stage);
+// Why the host model cannot trace this stage over the problem's fp8 KV cache:
+// the trace module's rule (pa/trace/host_model.hpp).
+using trace::kv_cache_refusal;
 
 // Runs the request. Throws LoadCancelled when ctl is cancelled (checked
 // between phases and inside the index), std::exception with a message that

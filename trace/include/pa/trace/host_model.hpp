@@ -41,6 +41,13 @@ struct ModelOptions {
   OptimizedModelOptions optimized;
 };
 
+// Why the host model cannot trace this stage over the problem's fp8 KV cache
+// (stage 7 refuses fp8, as its kernels do; stage 8 has no fp8 configuration
+// for some block sizes); empty when it can, or when the cache is not fp8. The
+// message names the stage, the cache dtype and what is accepted. model_events
+// throws it; a front end can ask first (the viewer's Problem tab).
+std::string kv_cache_refusal(const ProblemSpec& spec, Stage stage);
+
 // Events of one stage's kernel on this problem, for the selected blocks, in
 // replay order (block, epoch, warp, lane, seq_in_thread). Throws
 // std::invalid_argument for an unsupported configuration.
