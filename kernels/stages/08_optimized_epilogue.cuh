@@ -294,81 +294,92 @@ __device__ __forceinline__ void opt_merge_weights(const OptParams& p, const OptC
   PA_TRACE_BARRIER(tracer, barrier_event(tc));
 }
 
-// The weighted sum over the splits and the store: the unit's outputs are
-// read as 4-float vectors (one 16-byte L2 load, __ldcg, gives 4 dims of one
-// head: head_size is a multiple of 4); thread t owns vectors v = t,
-// t + kNumThreads, ... of the nh * HS / 4. For each it walks the splits in
-// rounds of kMergeRound: the round's loads are issued together (the merge
-// is L2 latency, not bandwidth: 4 x 32 = 128 floats in flight per round),
-// then each is added times the split's weight from sm_m. Each of the 4 sums
-// is stored times 1/L to the output (or, for a cascade suffix, the state;
-// the thread of dim 0 also writes the head's lse).
+// The weighted sum over the splits and the store: thread t owns the
+// (head, dim) items i = head * HS + dim = t, t + kNumThreads, ... (kItems of
+// them; those past nh * HS idle); split by split it loads its items' partial
+// outputs from the workspace (L2) and adds them times the split's weight from
+// sm_m, then stores each item times 1/L to the output (or, for a cascade
+// suffix, the state; the thread of dim 0 also writes the head's lse).
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_merge_sum_store(const OptParams& p, const OptCta<Cfg>& c, int n_active,
                                                     const OptMergeSmem& s, Tracer& tracer) {
   using T = typename OptElem<Cfg::kDType>::T;
   constexpr int HS = Cfg::kHeadSize;
   constexpr int kUH = OptWorkspaceGeometry::kUnitHeads;
-  constexpr int kR = Cfg::kMergeRound;
-  static_assert(HS % 4 == 0, "a 4-float vector must not straddle two heads");
   const int unit = c.unit, seq = c.seq, head0 = c.head0, nh = c.nh;
   const TraceCtx& tc = c.tc;
   const float* sm_m = s.sm_m;
   const float* inv_l = s.inv_l;
   const float* lse2 = s.lse2;
   T* out = static_cast<T*>(p.out);
+  constexpr int kItems = Cfg::kMaxUnitHeads * HS / Cfg::kNumThreads;
+  static_assert(kItems * Cfg::kNumThreads == Cfg::kMaxUnitHeads * HS, "items must tile the threads");
+  // kU splits' loads issued together: about 32 L2 loads in flight per thread.
+  constexpr int kU = cmax(1, 32 / kItems);
+  float acc[kItems];
+  int gi[kItems];
+#pragma unroll
+  for (int it = 0; it < kItems; ++it) {
+    acc[it] = 0.f;
+    gi[it] = (threadIdx.x + it * Cfg::kNumThreads) / HS;
+  }
+  const int n_items = nh * HS;
   const float* part0 = p.ws_out + p.wsg.out_offset(seq, unit, 0, 0, 0);
   const std::int64_t split_stride = p.wsg.split_stride();
-  const int n_vec = nh * HS / 4;
-  for (int v = threadIdx.x; v < n_vec; v += Cfg::kNumThreads) {
-    const int vi = (v - static_cast<int>(threadIdx.x)) / Cfg::kNumThreads;  // traced iteration
-    const int g = (4 * v) / HS, d0 = (4 * v) % HS;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int sp0 = 0; sp0 < n_active; sp0 += kR) {
-      float4 x[kR];
+  int sp = 0;
+  for (; sp + kU <= n_active; sp += kU) {
+    float v[kU][kItems];
 #pragma unroll
-      for (int u = 0; u < kR; ++u) {
-        const int sp = sp0 + u;
-        if (sp < n_active) {
-          x[u] = __ldcg(reinterpret_cast<const float4*>(part0 + sp * split_stride) + v);
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int it = 0; it < kItems; ++it) {
+        const int i = threadIdx.x + it * Cfg::kNumThreads;
+        v[u][it] = i < n_items ? __ldcg(part0 + (sp + u) * split_stride + i) : 0.f;
+        if (i < n_items)
           PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
-                               .it(sp).dims(d0, 4).at(p.wsg.out_byte(seq, unit, sp, g, d0), 16));
-        }
+                               .it(sp + u).dims(i % HS, 1).at(p.wsg.out_byte(seq, unit, sp + u, i / HS, i % HS), 4));
       }
 #pragma unroll
-      for (int u = 0; u < kR; ++u) {
-        const int sp = sp0 + u;
-        if (sp < n_active) {
-          const float w = sm_m[sp * kUH + g];
-          PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
-                               .it(sp).at(opt_merge_m_byte(sp, g), 4));
-          acc.x += w * x[u].x;
-          acc.y += w * x[u].y;
-          acc.z += w * x[u].z;
-          acc.w += w * x[u].w;
-        }
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int it = 0; it < kItems; ++it) {
+        acc[it] += sm_m[(sp + u) * kUH + gi[it]] * v[u][it];
+        PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
+                             .it(sp + u).at(opt_merge_m_byte(sp + u, gi[it]), 4));
+      }
+  }
+  for (; sp < n_active; ++sp) {
+#pragma unroll
+    for (int it = 0; it < kItems; ++it) {
+      const int i = threadIdx.x + it * Cfg::kNumThreads;
+      if (i < n_items) {
+        acc[it] += sm_m[sp * kUH + gi[it]] * __ldcg(part0 + sp * split_stride + i);
+        PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
+                             .it(sp).at(opt_merge_m_byte(sp, gi[it]), 4));
+        PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
+                             .it(sp).dims(i % HS, 1).at(p.wsg.out_byte(seq, unit, sp, i / HS, i % HS), 4));
       }
     }
-    const float il = inv_l[g];
-    if (p.state_out != nullptr) {  // cascade suffix: the state
-      const float a[4] = {acc.x, acc.y, acc.z, acc.w};
+  }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) p.state_out[p.stg.out_offset(seq, head0 + g, d0 + e)] = a[e] * il;
-      if (d0 == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = lse2[g] * kLn2;
-      continue;
-    }
-    // The 1/L read belongs to the output store: as a merge step its
-    // iteration would read as a split number (the loop above).
-    PA_TRACE(tracer, ev(tc, Step::out_store, Op::shared_load, Tensor::red_scratch)
-                         .it(vi).at(opt_merge_inv_byte(n_active, g), 4));
-    const float a[4] = {acc.x * il, acc.y * il, acc.z * il, acc.w * il};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      out[p.qg.out_offset(seq, head0 + g, d0 + e)] = static_cast<T>(a[e]);
+  for (int it = 0; it < kItems; ++it) {
+    const int i = threadIdx.x + it * Cfg::kNumThreads;
+    if (i < n_items) {
+      const int g = gi[it], d = i % HS;
+      if (p.state_out != nullptr) {  // cascade suffix: the state
+        p.state_out[p.stg.out_offset(seq, head0 + g, d)] = acc[it] * inv_l[g];
+        if (d == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = lse2[g] * kLn2;
+        continue;
+      }
+      out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc[it] * inv_l[g]);
+      // The 1/L read belongs to the output store: as a merge step its item
+      // number would read as a split number (the loops above).
+      PA_TRACE(tracer, ev(tc, Step::out_store, Op::shared_load, Tensor::red_scratch)
+                           .it(it).at(opt_merge_inv_byte(n_active, g), 4));
       PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::output)
-                           .it(vi).dims(d0 + e, 1)
-                           .at(p.qg.out_offset(seq, head0 + g, d0 + e) * Cfg::kElemBytes, Cfg::kElemBytes)
-                           .val(a[e]));
+                           .it(it).dims(d, 1)
+                           .at(p.qg.out_offset(seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
+                           .val(acc[it] * inv_l[g]));
     }
   }
 }
@@ -376,8 +387,8 @@ __device__ __forceinline__ void opt_merge_sum_store(const OptParams& p, const Op
 // The split merge, step by step: the arrival (every CTA but the last ends
 // here); then, in the last CTA, the stats of every split into shared memory
 // (one load per thread, all in flight), the weights 2^(m_s - M) per (split,
-// head), and the weighted sum with each thread's loads of kMergeRound splits
-// issued together (L2 latency, not HBM bandwidth, is what this phase costs).
+// head), and the weighted sum with every thread's loads of one split issued
+// together (L2 latency, not HBM bandwidth, is what this phase costs).
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_split_merge(const OptParams& p, const OptCta<Cfg>& c, unsigned char* smem_raw,
                                                 int& s_is_last, Tracer& tracer) {

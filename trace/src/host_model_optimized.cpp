@@ -357,27 +357,43 @@ struct OptModel : BlockModel {
       }
     }
     em.barrier_all();
-    constexpr int kR = Cfg::kMergeRound;
-    const int n_vec = nh * HS / 4;
+    constexpr int kItems = Cfg::kMergeItems, kU = Cfg::kMergeUnroll;
+    const int n_items = nh * HS;
     for (int tid = 0; tid < kThreads; ++tid) {
-      for (int v = tid; v < n_vec; v += kThreads) {
-        const int vi = (v - tid) / kThreads;
-        const int g = (4 * v) / HS, d0 = (4 * v) % HS;
-        for (int sp0 = 0; sp0 < n_active; sp0 += kR) {
-          const int n = std::min(kR, n_active - sp0);
-          for (int sp = sp0; sp < sp0 + n; ++sp)
-            em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
-                               .it(sp).dims(d0, 4).at(wsg.out_byte(c.seq, c.unit, sp, g, d0), 16));
-          for (int sp = sp0; sp < sp0 + n; ++sp)
-            em.record(tid, ev_(tid, Step::merge, Op::shared_load, Tensor::red_scratch).it(sp).at(opt_merge_m_byte(sp, g), 4));
+      auto item = [&](int it) { return tid + it * kThreads; };
+      auto gi = [&](int it) { return item(it) / HS; };
+      auto ws_load = [&](int sp, int i) {
+        em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
+                           .it(sp).dims(i % HS, 1).at(wsg.out_byte(c.seq, c.unit, sp, i / HS, i % HS), 4));
+      };
+      auto weight_load = [&](int sp, int it) {
+        em.record(tid, ev_(tid, Step::merge, Op::shared_load, Tensor::red_scratch).it(sp).at(opt_merge_m_byte(sp, gi(it)), 4));
+      };
+      int sp = 0;
+      for (; sp + kU <= n_active; sp += kU) {
+        for (int u = 0; u < kU; ++u)
+          for (int it = 0; it < kItems; ++it)
+            if (item(it) < n_items) ws_load(sp + u, item(it));
+        for (int u = 0; u < kU; ++u)
+          for (int it = 0; it < kItems; ++it) weight_load(sp + u, it);
+      }
+      for (; sp < n_active; ++sp) {
+        for (int it = 0; it < kItems; ++it) {
+          if (item(it) >= n_items) continue;
+          weight_load(sp, it);
+          ws_load(sp, item(it));
         }
+      }
+      for (int it = 0; it < kItems; ++it) {
+        const int i = item(it);
+        if (i >= n_items) continue;
+        const int g = gi(it), d = i % HS;
         em.record(tid, ev_(tid, Step::out_store, Op::shared_load, Tensor::red_scratch)
-                           .it(vi).at(opt_merge_inv_byte(n_active, g), 4));
-        for (int e = 0; e < 4; ++e)
-          em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
-                             .it(vi).dims(d0 + e, 1)
-                             .at(p.query.out_offset(c.seq, head0 + g, d0 + e) * Cfg::kElemBytes, Cfg::kElemBytes)
-                             .val(vals.out(c.seq, head0 + g, d0 + e)));
+                           .it(it).at(opt_merge_inv_byte(n_active, g), 4));
+        em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
+                           .it(it).dims(d, 1)
+                           .at(p.query.out_offset(c.seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
+                           .val(vals.out(c.seq, head0 + g, d)));
       }
     }
   }

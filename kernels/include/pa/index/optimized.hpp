@@ -262,10 +262,9 @@ struct OptConfig {
   // (a step of two blocks, block size 8, or 16 with an fp8 cache: its second
   // block may not exist).
   PA_HD static constexpr int trace_token(int tok, int blk_end) { return tok < blk_end * BLOCK_SIZE ? tok : -1; }
-  // The last CTA's weighted sum: splits whose 16-byte loads a thread issues
-  // together (32 of them: 128 floats in flight, registers the main loop no
-  // longer needs).
-  static constexpr int kMergeRound = 32;
+  // Merge-phase work of the last CTA: per-thread items of the weighted sum.
+  static constexpr int kMergeItems = kMaxUnitHeads * HEAD_SIZE / kNumThreads;
+  static constexpr int kMergeUnroll = cmax(1, 32 / kMergeItems);  // splits whose loads are issued together
 };
 
 // Split-KV workspace of stage 8: per (sequence, unit, split) the unnormalized
