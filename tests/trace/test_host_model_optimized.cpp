@@ -246,6 +246,21 @@ TEST_CASE("stage 8 model: splits, a split with no work, the last CTA's merge", "
     for (const Event& e : c)
       if (e.op == Op::atomic) CHECK(e.value == (sp == 3 ? 1.f : 0.f));
   }
+  // The merger's workspace loads of the partial outputs (4 bytes each; the
+  // stats are the other 2 x 4 x 4) cover every split's 4 heads x 128 floats
+  // exactly once.
+  {
+    std::set<std::int64_t> bytes;
+    int loads = 0;
+    for (const Event& e : of(0, 3))
+      if (e.step == Step::merge && e.op == Op::global_load && e.dim_count == 1) {
+        ++loads;
+        CHECK(e.bytes == 4);
+        CHECK(bytes.insert(e.byte_offset).second);
+      }
+    CHECK(loads == 4 * 4 * 128);
+    CHECK(bytes.size() == 4 * 4 * 128);
+  }
   // Sequence 1 (1 token): split 0 is its only active split: it arrives last and merges alone.
   CHECK(count(of(1, 0), Step::merge, Op::global_load) == 2 * 4 + 4 * 128);
   // Given another arrival order, another CTA merges, with the same events.
