@@ -12,7 +12,10 @@
 // percentage of the copy bandwidth. Before each timed launch a 50 us GPU
 // busy-wait kernel runs, so the host's launch path is enqueued while the GPU is
 // busy and the event pair times the kernel alone. Kernels not in this build or refusing a
-// shape are reported as such, never timed as something else.
+// shape are reported as such, never timed as something else. Every other
+// kernel's output on the first set must agree with stage 8's on it
+// (bench_check.hpp); a row that does not, or a kernel that fails where it
+// should run, is an error: the file keeps every row and pa-bench exits 1.
 //
 // The command line, the shapes, the pool sizing and the JSON file are plain
 // C++ (bench_options.hpp, bench_json.hpp: tested without a GPU); this file is
@@ -33,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_check.hpp"
 #include "bench_json.hpp"
 #include "bench_options.hpp"
 #include "pa/core/atomic_file.hpp"
@@ -250,8 +254,13 @@ BenchRow time_row(BenchRow row, const Problem& P, const BenchOptions& o, kernels
     time_kernel(row, P, o, runner);
     runner.launch(0);
     std::vector<float> out = runner.output();
-    if (stage == kernels::Stage::optimized) ref = std::move(out);
-    else if (!ref.empty()) row.xcheck_max_abs = max_abs_diff(ref, out);
+    if (stage == kernels::Stage::optimized) {
+      ref = std::move(out);
+    } else if (!ref.empty()) {
+      row.xcheck_max_abs = max_abs_diff(ref, out);
+      const std::string bad = bench::xcheck_failure(ref, out, P.dt);
+      if (!bad.empty()) row.status = "error: its output differs from stage 8's on the same inputs: " + bad;
+    }
   } catch (const std::exception& e) {
     row.status = std::string(refusal) + e.what();
     cudaGetLastError();
@@ -400,6 +409,15 @@ int main(int argc, char** argv) {
       std::printf("cascade %s: %.1f us, %.1fx faster than %s\n", c.dtype.c_str(), c.cascade_us, c.speedup,
                   c.best_kernel.c_str());
     std::printf("wrote %s\n", o.json.c_str());
+    // A kernel that failed where it should run, or disagreed with stage 8,
+    // fails the run (its row says why; the file keeps every row).
+    const auto failed = std::count_if(run.rows.begin(), run.rows.end(),
+                                      [](const BenchRow& r) { return r.status.rfind("error:", 0) == 0; });
+    if (failed > 0) {
+      std::fprintf(stderr, "pa-bench: %ld row(s) with status error (see the table above and %s)\n",
+                   static_cast<long>(failed), o.json.c_str());
+      return 1;
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "pa-bench: %s\n", e.what());
     return 1;

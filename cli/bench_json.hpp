@@ -12,7 +12,8 @@
 //           kv_bytes, pool_sets, pool_bytes, status, median_us, min_us, p10_us, p90_us, timed,
 //           warmup_launches, gbps, pct_copy, xcheck_max_abs_vs_optimized, plan}]
 //   cascade: [{dtype, cascade_us, best_non_cascade, best_non_cascade_us, speedup}]
-// status is "ok", "error: ..." (the kernel failed where it should run),
+// status is "ok", "error: ..." (the kernel failed where it should run, or its
+// output disagreed with stage 8's: bench_check.hpp),
 // "unsupported: ..." (it refused the shape) or "missing: ..." (not in this build).
 #pragma once
 #include <string>

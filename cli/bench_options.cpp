@@ -159,7 +159,9 @@ std::string bench_usage() {
          "                        head size (" + head_sizes_text() + ")\n"
          "  --dtypes LIST         fp16,bf16 (default), or one of them\n"
          "  --help                this text\n"
-         "exit: 0 written, 1 error while running, 2 bad usage, 3 no GPU\n";
+         "exit: 0 written, 1 error while running or a row with status error (a kernel failed where it should\n"
+         "      run, or its output differs from stage 8's on the same inputs; the file is written), 2 bad usage,\n"
+         "      3 no GPU\n";
 }
 
 BenchOptions parse_bench_options(const std::vector<std::string>& args) {

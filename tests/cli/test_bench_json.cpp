@@ -1,4 +1,4 @@
-// pa-bench's results file (cli/bench_json.hpp): the schema scripts/bench_table.py
+// pa-bench's results file (cli/bench_json.hpp) and its cross-check (cli/bench_check.hpp): the schema scripts/bench_table.py
 // reads (the write that never loses the previous file is pa::core's, tested in
 // tests/core/test_atomic_file.cpp). The Python side of
 // the schema is checked by test_bench_table.py on a file this writer made
@@ -6,12 +6,15 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <cmath>
 #include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench_check.hpp"
 #include "bench_json.hpp"
+#include "pa/core/tolerance.hpp"
 
 using namespace pa;
 using namespace pa::bench;
@@ -112,4 +115,34 @@ TEST_CASE("bench JSON: the cascade speedup is over the best other kernel that ra
   CHECK(c[1].best_kernel == "optimized");  // v2's 1 us is an error, not a time
   CHECK(c[1].speedup == 20.0);
   CHECK(cascade_speedups({row("cascade", "fp16", 32768, "ok", 400)}).empty());
+}
+
+TEST_CASE("bench cross-check: agreement within the kernel pair tolerance, anything else a reason", "[cli][bench]") {
+  const std::vector<float> ref = {0.5f, -1.25f, 3.0f, 0.0f};
+  int cases = 0;
+  for (DType dt : {DType::f16, DType::bf16}) {
+    INFO(dtype_name(dt));
+    const Tolerance t = kernel_pair_tolerance(dt);
+    CHECK(xcheck_failure(ref, ref, dt).empty());
+    // Every element off by 90% of what the pair tolerance allows: agrees.
+    std::vector<float> near = ref;
+    for (float& v : near) v += static_cast<float>(0.9 * (t.abs + t.rel * std::fabs(v)));
+    CHECK(xcheck_failure(ref, near, dt).empty());
+    // One element off by 0.25 (a wrong token's worth): a reason naming it.
+    std::vector<float> wrong = ref;
+    wrong[2] += 0.25f;
+    const std::string why = xcheck_failure(ref, wrong, dt);
+    CHECK_THAT(why, ContainsSubstring("FAIL"));
+    CHECK_THAT(why, ContainsSubstring("worst[2]"));
+    // NaN never agrees, even where stage 8 has NaN too.
+    std::vector<float> nan = ref;
+    nan[1] = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THAT(xcheck_failure(ref, nan, dt), ContainsSubstring("nan=1"));
+    CHECK_FALSE(xcheck_failure(nan, nan, dt).empty());
+    // Sizes must match; an empty output is no evidence.
+    CHECK_THAT(xcheck_failure(ref, {0.5f}, dt), ContainsSubstring("1 elements against stage 8's 4"));
+    CHECK_THAT(xcheck_failure({}, {}, dt), ContainsSubstring("no output"));
+    ++cases;
+  }
+  CHECK(cases == 2);
 }

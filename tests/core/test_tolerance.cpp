@@ -43,6 +43,36 @@ TEST_CASE("lse tolerance: absolute, the merge-weight error the output tolerance 
   CHECK(lse_tolerance(DType::f16).abs < lse_tolerance(DType::bf16).abs);
 }
 
+TEST_CASE("kernel pair tolerance: any two values each within tolerance_for of the same exact value agree",
+          "[reference][tolerance]") {
+  int cases = 0;
+  for (DType dt : kAllDTypes) {
+    INFO(dtype_name(dt));
+    const Tolerance one = tolerance_for(dt), pair = kernel_pair_tolerance(dt);
+    CHECK(pair.abs > 2 * one.abs);
+    CHECK(pair.rel > 2 * one.rel);
+    // Near the extreme pairs: one kernel at e - (a + r|e|), the other at
+    // e + (a + r|e|), with either as the reference, over exact values of both
+    // signs and sizes (the bound is tight: the pair whose reference lies
+    // toward 0 reaches it exactly, so 99.9% of each deviation is used).
+    for (double e : {0.0, 1e-3, 0.5, -0.5, 3.0, -40.0, 1000.0}) {
+      const double dev = 0.999 * (one.abs + one.rel * std::fabs(e));
+      const double lo = e - dev, hi = e + dev;
+      CHECK(within(lo, hi, pair));
+      CHECK(within(hi, lo, pair));
+      // Just past the bound fails.
+      CHECK_FALSE(within(e, e + 1.001 * (pair.abs + pair.rel * std::fabs(e)), pair));
+      ++cases;
+    }
+    // Hardly wider than the sum of the two: 1 / (1 - r) <= 1 + 2r for r <= 1/2.
+    CHECK(pair.abs <= 2 * one.abs * (1 + 2 * one.rel));
+    CHECK(pair.rel <= 2 * one.rel * (1 + 2 * one.rel));
+    // A wrong token (an O(0.1) change at magnitude 1) still fails.
+    CHECK_FALSE(within(1.0, 1.1, pair));
+  }
+  CHECK(cases == 7 * 3);
+}
+
 TEST_CASE("float logit rounding: the widening is the e^(2d) - 1 of the derivation, none at logit 0",
           "[reference][tolerance]") {
   const Tolerance f32 = tolerance_for(DType::f32);

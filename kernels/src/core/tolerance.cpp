@@ -25,6 +25,12 @@ Tolerance tolerance_for(DType stored) {
 // stays within the output's relative tolerance (the header says why).
 Tolerance lse_tolerance(DType math) { return {std::log1p(tolerance_for(math).rel), 0.0}; }
 
+// The header derives it from tolerance_for.
+Tolerance kernel_pair_tolerance(DType stored) {
+  const Tolerance t = tolerance_for(stored);
+  return {2.0 * t.abs / (1.0 - t.rel), 2.0 * t.rel / (1.0 - t.rel)};
+}
+
 // Two float64 computations in a different summation order: ~1e-15 relative
 // per operation; 1e-9 leaves room for long contexts and exp/log round trips.
 Tolerance reference_tolerance() { return {1e-9, 1e-9}; }

@@ -51,6 +51,14 @@ Tolerance lse_tolerance(DType math);
 // internals of a partition of far tokens are.
 Tolerance with_float_logit_rounding(Tolerance t, double max_abs_logit, double value_range);
 
+// Tolerance for comparing two kernels' outputs stored in `stored`, neither of
+// them exact (pa-bench's cross-check of v1, v2 and the cascade against stage 8
+// on the same inputs). Each lies within tolerance_for(stored) = (a, r) of the
+// exact value e: |x - e| <= a + r |e| and |y - e| <= a + r |e|, so
+// |x - y| <= 2a + 2r |e|; with x as the reference, |e| <= (|x| + a) / (1 - r),
+// which gives abs = 2a / (1 - r) and rel = 2r / (1 - r) in terms of |x|.
+Tolerance kernel_pair_tolerance(DType stored);
+
 // Tolerance for comparing two float64 reference computations that sum in a
 // different order (e.g. merged states vs one pass over the whole context).
 Tolerance reference_tolerance();
