@@ -245,7 +245,9 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 // One row: a runner for the stage over the problem's device inputs, timed;
 // then one launch on rotation 0, whose output is compared with `ref` (stage
-// 8's, when it ran) or, for stage 8, kept as `ref`.
+// 8's, when it ran) or, for stage 8, kept as `ref`. A refusal
+// (std::invalid_argument) gets `refusal` as the status's prefix, any other
+// failure "error: ".
 BenchRow time_row(BenchRow row, const Problem& P, const BenchOptions& o, kernels::Stage stage,
                   const kernels::RunOptions& ro, std::vector<float>& ref, const char* refusal) {
   try {
@@ -261,8 +263,11 @@ BenchRow time_row(BenchRow row, const Problem& P, const BenchOptions& o, kernels
       const std::string bad = bench::xcheck_failure(ref, out, P.dt);
       if (!bad.empty()) row.status = "error: its output differs from stage 8's on the same inputs: " + bad;
     }
-  } catch (const std::exception& e) {
+  } catch (const std::invalid_argument& e) {  // the kernel refused the problem, by name
     row.status = std::string(refusal) + e.what();
+    cudaGetLastError();
+  } catch (const std::exception& e) {  // it failed while running: never a refusal
+    row.status = std::string("error: ") + e.what();
     cudaGetLastError();
   }
   return row;

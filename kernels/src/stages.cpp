@@ -188,18 +188,22 @@ void validate_problem(Stage stage, const PagedProblem& p, std::int64_t smem_limi
       }
     }
   }
-  if (smem_limit_bytes > 0) {
-    const int max_len = *std::ranges::max_element(p.context_lens);
-    const std::int64_t need = v1_smem_bytes(stage, s.dtype, s.head_size, s.num_threads, max_len);
-    if (need > smem_limit_bytes) {
-      fail("context length " + std::to_string(max_len) + " needs " + std::to_string(need) +
-           " bytes of shared memory for the v1 logits, more than this GPU's " + std::to_string(smem_limit_bytes) +
-           " per block (v1 holds at most " +
-           std::to_string(v1_max_context(s.dtype, s.head_size, s.num_threads, smem_limit_bytes)) +
-           " tokens here); use V2, stage v2_partition (pa-lab run --stage v2_partition), which splits the "
-           "context into partitions");
-    }
-  }
+  check_v1_smem(stage, s.dtype, s.head_size, s.num_threads, *std::ranges::max_element(p.context_lens),
+                smem_limit_bytes);
+}
+
+void check_v1_smem(Stage stage, DType dtype, int head_size, int num_threads, int max_context_len,
+                   std::int64_t smem_limit_bytes) {
+  if (smem_limit_bytes <= 0) return;
+  const std::int64_t need = v1_smem_bytes(stage, dtype, head_size, num_threads, max_context_len);
+  if (need <= smem_limit_bytes) return;
+  throw std::invalid_argument(
+      std::string("stage ") + stage_name(stage) + ": context length " + std::to_string(max_context_len) + " needs " +
+      std::to_string(need) + " bytes of shared memory for the v1 logits, more than this GPU's " +
+      std::to_string(smem_limit_bytes) + " per block (v1 holds at most " +
+      std::to_string(v1_max_context(dtype, head_size, num_threads, smem_limit_bytes)) +
+      " tokens here); use V2, stage v2_partition (pa-lab run --stage v2_partition), which splits the "
+      "context into partitions");
 }
 
 std::int64_t stage_bytes(Stage stage, const ProblemSpec& s) {

@@ -216,3 +216,22 @@ TEST_CASE("over device inputs, each rotation's launch equals the runner on that 
   }
   CHECK(launches_checked == 4 * 3);
 }
+
+TEST_CASE("over device inputs, v1 past this GPU's shared memory is refused by name before any launch",
+          "[gpu][runner]") {
+  PA_REQUIRE_GPU();
+  const kernels::GpuInfo g = kernels::gpu_info();
+  ProblemSpec spec = small_spec(5);
+  const int max_ctx = kernels::v1_max_context(spec.dtype, spec.head_size, spec.num_threads, g.smem_optin_bytes);
+  spec.context_lens = {max_ctx + 1, 3};
+  ProblemSpec other = spec;
+  other.seed = spec.seed + 1;
+  const PagedProblem a = make_problem(spec), b = make_problem(other);
+  TwoRotations t = two_rotations(a, b);
+  CHECK_THROWS_AS(StageRunner(t.layout, t.views, Stage::warp_reduce), std::invalid_argument);
+  CHECK_THROWS_WITH(StageRunner(t.layout, t.views, Stage::warp_reduce),
+                    ContainsSubstring(std::to_string(max_ctx + 1)) && ContainsSubstring("v2_partition"));
+  // V2 and stage 8 take the same inputs.
+  CHECK_NOTHROW(StageRunner(t.layout, t.views, Stage::v2_partition));
+  CHECK_NOTHROW(StageRunner(t.layout, t.views, Stage::optimized));
+}

@@ -95,6 +95,18 @@ TEST_CASE("contexts past v1's shared memory point to V2", "[kernels]") {
   CHECK_THROWS_WITH(kernels::validate_problem(Stage::softmax, big, limit),
                     ContainsSubstring("v2_partition") && ContainsSubstring("shared memory"));
   CHECK_NOTHROW(kernels::validate_problem(Stage::q_to_smem, big, limit));  // stage 1 holds no logits
+  // The same rule alone (the runner over device inputs asks it for v1):
+  // the message names the stage, the context, the bytes, the limit and V2.
+  const DType dt = p.spec.dtype;
+  const int hs = p.spec.head_size;
+  CHECK_NOTHROW(kernels::check_v1_smem(Stage::warp_reduce, dt, hs, 128, max_ctx, limit));
+  CHECK_NOTHROW(kernels::check_v1_smem(Stage::warp_reduce, dt, hs, 128, 1 << 20, 0));  // 0: not checked
+  const std::string need = std::to_string(kernels::v1_smem_bytes(Stage::warp_reduce, dt, hs, 128, max_ctx + 1));
+  CHECK_THROWS_WITH(kernels::check_v1_smem(Stage::warp_reduce, dt, hs, 128, max_ctx + 1, limit),
+                    ContainsSubstring("stage warp_reduce") && ContainsSubstring(std::to_string(max_ctx + 1)) &&
+                        ContainsSubstring(need + " bytes") && ContainsSubstring(std::to_string(limit)) &&
+                        ContainsSubstring("at most " + std::to_string(max_ctx) + " tokens") &&
+                        ContainsSubstring("v2_partition"));
 }
 
 TEST_CASE("without a GPU the API says so instead of crashing", "[kernels]") {

@@ -100,6 +100,11 @@ void validate_problem(Stage stage, const PagedProblem& p, std::int64_t smem_limi
 std::int64_t v1_smem_bytes(Stage stage, DType dtype, int head_size, int num_threads, int max_context_len);
 // The longest context a v1-style kernel can hold in smem_limit_bytes.
 int v1_max_context(DType dtype, int head_size, int num_threads, std::int64_t smem_limit_bytes);
+// Throws std::invalid_argument when a v1-style stage cannot hold a context of
+// max_context_len tokens in smem_limit_bytes (0 = do not check): the message
+// names the bytes needed, the limit, the longest context that fits and V2.
+void check_v1_smem(Stage stage, DType dtype, int head_size, int num_threads, int max_context_len,
+                   std::int64_t smem_limit_bytes);
 
 // ---- device problem ---------------------------------------------------------------------
 // cudaMalloc found no room: the message names the bytes asked for and the
