@@ -422,8 +422,8 @@ template <DType DT, KvDType KV, int HS, class F>
 bool opt_dispatch_bs(int bs, int ht, F&& f) {
   auto go = [&](auto cfg_bs) {
     constexpr int BS = decltype(cfg_bs)::value;
-    if constexpr (is_fp8(KV) && BS < 16) {
-      return false;  // an fp8 V row of 8 tokens is half a 16-byte copy
+    if constexpr (!opt_block_size_ok(BS, kv_elem_bytes(DT, KV))) {
+      return false;  // stage 8 is not built for it (opt_block_size_ok says why)
     } else {
       if (ht == 1) f(OptConfig<DT, HS, BS, 1, 4, 0, KV>{});
       else f(OptConfig<DT, HS, BS, 2, 4, 0, KV>{});

@@ -39,6 +39,15 @@ namespace pa {
 // slower at (1,32,8,4096): kernels/NOTES.md.)
 inline constexpr int kOptLeanPipeKB = 64;
 
+// Stage 8 copies a block's V rows (block_size tokens of one dim) in 16-byte
+// chunks of 16 / kv_bytes elements, so a row must be whole chunks: any block
+// size of a 2-byte cache, 16 and 32 of an fp8 one (an 8-token fp8 row is half
+// a chunk). OptConfig asserts it; the trace host model dispatches by it.
+PA_HD constexpr bool opt_block_size_ok(int block_size, int kv_bytes) { return block_size % (16 / kv_bytes) == 0; }
+static_assert(opt_block_size_ok(8, 2) && opt_block_size_ok(16, 1) && opt_block_size_ok(32, 1) &&
+                  !opt_block_size_ok(8, 1),
+              "2-byte caches: every block size; fp8: 16 and 32, not 8");
+
 // HEAD_TILES: 8 query heads per tile (the n = 8 of the PV mma); 1 covers GQA
 // groups of up to 8 heads, 2 up to 16. PIPE_KB: 0 = the automatic pipeline
 // depth (about 96 KB, 2 CTAs per SM), else the stages that fit in PIPE_KB
@@ -105,7 +114,7 @@ struct OptConfig {
 
   static_assert(kElemBytes == 2, "stage 8 runs on 16-bit tensor-core inputs (fp16, bf16)");
   static_assert(HEAD_SIZE % 16 == 0, "head size must be a multiple of 16 (mma k and m)");
-  static_assert(BLOCK_SIZE % kX == 0,
+  static_assert(opt_block_size_ok(BLOCK_SIZE, kKvBytes),
                 "a V row of a block must be whole 16-byte chunks (fp8 caches: block size 16 or 32)");
   static_assert(kStepTokens % 16 == 0, "a step must be whole PV k-steps");
   static_assert(HEAD_TILES == 1 || HEAD_TILES == 2, "one QK m-tile (16 rows) per CTA");
