@@ -40,20 +40,6 @@ void for_each_element(const CacheGeometry& g, F&& f) {
   });
 }
 
-// f(physical block, kv head, d, t) for every element the sequences read (tokens
-// below each context length, through the block tables; a shared block once per
-// sequence that reads it).
-template <class F>
-void for_each_read_element(const PagedProblem& p, F&& f) {
-  const int bs = p.spec.block_size;
-  for (int seq = 0; seq < p.num_seqs(); ++seq)
-    for (int token = 0; token < p.context_len(seq); ++token) {
-      const int phys = p.physical_block(seq, token / bs);
-      for (int h = 0; h < p.spec.num_kv_heads; ++h)
-        for (int d = 0; d < p.spec.head_size; ++d) f(phys, h, d, token % bs);
-    }
-}
-
 void check_same_pool(const PagedProblem& p, const Fp8KvCache& c, const char* who) {
   const CacheGeometry& a = p.cache;
   const CacheGeometry& b = c.cache;

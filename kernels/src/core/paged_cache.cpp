@@ -239,16 +239,10 @@ PagedProblem make_problem(const ProblemSpec& spec) {
 
 KvMaxAbs kv_read_max_abs(const PagedProblem& p) {
   KvMaxAbs m;
-  const int bs = p.spec.block_size;
-  for (int seq = 0; seq < p.num_seqs(); ++seq)
-    for (int token = 0; token < p.context_len(seq); ++token) {
-      const int phys = p.physical_block(seq, token / bs);
-      for (int h = 0; h < p.spec.num_kv_heads; ++h)
-        for (int d = 0; d < p.spec.head_size; ++d) {
-          m.k = std::max(m.k, std::fabs(p.k_cache[p.cache.k_offset(phys, h, d, token % bs)]));
-          m.v = std::max(m.v, std::fabs(p.v_cache[p.cache.v_offset(phys, h, d, token % bs)]));
-        }
-    }
+  for_each_read_element(p, [&](int phys, int h, int d, int t) {
+    m.k = std::max(m.k, std::fabs(p.k_cache[p.cache.k_offset(phys, h, d, t)]));
+    m.v = std::max(m.v, std::fabs(p.v_cache[p.cache.v_offset(phys, h, d, t)]));
+  });
   return m;
 }
 

@@ -94,9 +94,22 @@ struct PagedProblem {
 // Validates the spec (std::invalid_argument) and builds the problem.
 PagedProblem make_problem(const ProblemSpec& spec);
 
-// The largest |K| and |V| the sequences read (tokens below each context
-// length, through the block tables: spare blocks and NaN tails excluded):
-// what an fp8 scale from the data maps onto the format's largest value.
+// f(physical block, kv head, d, t) for every cache element the sequences
+// read: tokens below each context length, through the block tables (spare
+// blocks and NaN tails never; a block two sequences share once per sequence).
+template <class F>
+void for_each_read_element(const PagedProblem& p, F&& f) {
+  const int bs = p.spec.block_size;
+  for (int seq = 0; seq < p.num_seqs(); ++seq)
+    for (int token = 0; token < p.context_len(seq); ++token) {
+      const int phys = p.physical_block(seq, token / bs);
+      for (int h = 0; h < p.spec.num_kv_heads; ++h)
+        for (int d = 0; d < p.spec.head_size; ++d) f(phys, h, d, token % bs);
+    }
+}
+
+// The largest |K| and |V| the sequences read (for_each_read_element): what
+// an fp8 scale from the data maps onto the format's largest value.
 struct KvMaxAbs {
   float k = 0.0f, v = 0.0f;
 };
