@@ -22,8 +22,7 @@ int cmd_list(Args args) {
   f.finish("list");
   std::printf("stages (pa-lab run --stage NAME):\n");
   for (const auto& s : kernels::stages()) {
-    std::printf("  %d %-14s %s%s\n      writes: %s\n", static_cast<int>(s.stage), s.name, s.adds,
-                s.implemented ? "" : "  [not implemented yet]", s.writes);
+    std::printf("  %d %-14s %s\n      writes: %s\n", static_cast<int>(s.stage), s.name, s.adds, s.writes);
   }
   std::printf("\n%s\n", kernels::supported_text().c_str());
   const auto built = kernels::built_configs();

@@ -52,7 +52,6 @@ int cmd_run(Args args) {
     throw UsageError("option --stage: unknown stage '" + *stage_name + "' (accepted: " + kernels::stage_names_text() + ")");
   }
   const auto& info = kernels::stage_info(*stage);
-  if (!info.implemented) throw UsageError(std::string("stage ") + info.name + " is not implemented in this build");
 
   validate_problem_flags(spec);
   if (!gpu_ready_for(*stage)) return kExitNoGpu;

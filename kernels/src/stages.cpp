@@ -18,23 +18,23 @@
 namespace pa::kernels {
 
 namespace {
-// One line per stage; stages 6-8 set `implemented` when their kernels land.
+// One line per stage.
 constexpr StageInfo kStages[] = {
     {Stage::q_to_smem, "q_to_smem", "Q vecs global -> shared memory, thread-group interleaved",
-     "Q read back from shared memory (slot order)", true},
+     "Q read back from shared memory (slot order)"},
     {Stage::qk, "qk", "K vecs in registers, thread-group dot product + shuffle reduction",
-     "scaled logits per token", true},
+     "scaled logits per token"},
     {Stage::softmax, "softmax", "block-wide max and sum (warp shuffles + shared memory)",
-     "probabilities, max, sum", true},
-    {Stage::lv, "lv", "V vecs, per-thread row accumulators", "per-warp partial outputs", true},
+     "probabilities, max, sum"},
+    {Stage::lv, "lv", "V vecs, per-thread row accumulators", "per-warp partial outputs"},
     {Stage::warp_reduce, "warp_reduce", "tree reduction across warps, output write (complete v1)",
-     "the attention output", true},
+     "the attention output"},
     {Stage::v2_partition, "v2_partition", "split-KV partitions + reduce kernel",
-     "per-partition out/max/sum, final output", PA_HAVE_CUDA != 0},
+     "per-partition out/max/sum, final output"},
     {Stage::cascade_merge, "cascade_merge", "attention states of a shared prefix and suffixes merged",
-     "merged output and lse", PA_HAVE_CUDA != 0},
+     "merged output and lse"},
     {Stage::optimized, "optimized", "KV head loaded once per GQA group, loads in flight, split heuristic",
-     "the output", PA_HAVE_CUDA != 0},
+     "the output"},
 };
 
 bool is_v1_stage(Stage s) { return static_cast<int>(s) >= 1 && static_cast<int>(s) <= 5; }
