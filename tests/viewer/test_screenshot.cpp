@@ -830,6 +830,43 @@ TEST_CASE("the panels show the section of the code the shown block runs, or the 
   CHECK(db.v.at("binding")[3] < B);   // the marked step before the barrier
 }
 
+TEST_CASE("the step's lesson section is on screen from the first picture, also below the lesson's tables",
+          "[viewer][screenshot][lesson]") {
+  require_display();
+  // Lesson 8 with an fp8 cache at its first dequant step: the fp8 section
+  // lies below several tables, whose columns ImGui measures in their first
+  // frame; a single scroll in that frame landed sections below.
+  ProblemSpec base;
+  base.kv_dtype = KvDType::fp8_e4m3;
+  const ProblemSpec spec = lesson_problem_of(8, base, trace::Stage::optimized, 0).spec;
+  const auto events = trace::model_events(spec, trace::Stage::optimized, viewer_selection(spec, trace::Stage::optimized, 0, 0, 0));
+  const TraceIndex idx(events, Granularity::instruction);
+  const int K = idx.find_step(0, trace::Step::dequant);
+  REQUIRE(K > 0);
+  int shots = 0;
+  for (const char* size : {"1600x1000", "1280x800"}) {
+    INFO("size " << size);
+    const std::string png = kOut + "/l8_dequant_" + size + ".png";
+    REQUIRE(run(std::string("--lesson 8 --kv-dtype fp8_e4m3 --step ") + std::to_string(K) + " --size " + size +
+                " --screenshot " + png + " --dump-layout " + png + ".txt") == 0);
+    const Dump d = load_dump(png + ".txt");
+    CHECK(d.v.at("load_error")[0] == 0);
+    CHECK(d.v.at("step")[0] == K);
+    REQUIRE(d.v.count("binding"));
+    CHECK(d.v.at("binding")[0] == 8);
+    CHECK(d.v.at("binding")[2] == 0);  // the step's own section
+    REQUIRE(d.v.count("lesson_section"));
+    const float top = d.v.at("lesson_section")[0], view_top = d.v.at("lesson_section")[1],
+                view_bottom = d.v.at("lesson_section")[2];
+    INFO("section top " << top << ", lesson text " << view_top << ".." << view_bottom);
+    // Scrolled to 10% of the view: the heading in the upper part of it.
+    CHECK(top >= view_top);
+    CHECK(top < view_top + 0.4f * (view_bottom - view_top));
+    ++shots;
+  }
+  CHECK(shots == 2);
+}
+
 TEST_CASE("fp8 KV cache: one K vec load lights 8 one-byte elements, one V vec load 16, where the x = 16 layout puts them",
           "[viewer][screenshot][kv_dtype]") {
   require_display();

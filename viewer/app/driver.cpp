@@ -94,6 +94,9 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
   if (const StepBinding& b = s.binding_cache.binding; b.marker && s.binding_cache.step == s.replay.current() &&
                                                  s.binding_cache.block == s.block)
     out << "binding " << b.marker->lesson << " " << b.marker->section << " " << b.enclosing << " " << b.marked_step << "\n";
+  if (s.drawn.lesson_section_valid)
+    out << "lesson_section " << s.drawn.lesson_section_top << " " << s.drawn.lesson_view_top << " "
+        << s.drawn.lesson_view_bottom << "\n";
   // The lesson's code blocks (line, needed width, box width, scrollbar, on screen, scroll range).
   for (const DrawnGeometry::CodeBlock& c : s.drawn.code_blocks)
     out << "code_block " << c.line << " " << c.needed_w << " " << c.box_w << " " << c.scrollbar << " " << c.visible << " "
@@ -162,11 +165,13 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
 
 }  // namespace
 
-// The layout settles (tabs, scroll) over a few frames; a pointer's tooltip
-// and a resize need a few more, and each scripted key two (pressed, released).
+// The layout settles (tabs, scroll; the lesson's tables fit their columns
+// over three frames and the lesson scrolls to the step's section again for
+// four) over a few frames; a pointer's tooltip and a resize need a few more,
+// and each scripted key two (pressed, released).
 ScreenshotDriver::ScreenshotDriver(const Args& args)
     : args_(args),
-      frames_to_draw_((args.exercise_resize ? 12 : args.mouse ? 6 : 4) + 2 * static_cast<int>(args.keys.size())) {}
+      frames_to_draw_((args.exercise_resize ? 12 : args.mouse ? 6 : 5) + 2 * static_cast<int>(args.keys.size())) {}
 
 void ScreenshotDriver::resize(Window& window) const {
   if (!args_.exercise_resize) return;

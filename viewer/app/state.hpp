@@ -110,6 +110,11 @@ struct DrawnGeometry {
     bool timeline = false;
   };
   std::vector<LessonLink> lesson_links;
+  // The lesson text's visible rows (top, bottom) and, when the step is bound
+  // to a section of the lesson shown, that section's top: on screen when
+  // top <= section < bottom.
+  bool lesson_section_valid = false;
+  float lesson_view_top = 0, lesson_view_bottom = 0, lesson_section_top = 0;
   // The Timeline panel: its plot (the rows' area right of the labels and
   // below the axis), the rows' height and scroll, and each legend swatch
   // (phase, then its rectangle x0 y0 x1 y1).
@@ -223,6 +228,11 @@ struct UiState {
   ReplayState replay;
   int last_step_seen = -1;  // panels scroll to the current step when it changes
   bool step_changed = false;
+  // Frames left in which the lesson scrolls to the step's section again:
+  // ImGui fits a new table's columns over its first three frames, so in the
+  // first frames of a lesson the text above a section is taller than it will
+  // be, and a single scroll would land below the section.
+  int lesson_rescroll_frames = 0;
   // The thread block to show (--block, the Problem tab): its label in
   // Event::partition, which may name a reduce, merge or prefix block that the
   // model traces alongside partition sel_partition (model_partition_of_label).

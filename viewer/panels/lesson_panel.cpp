@@ -229,6 +229,10 @@ void draw_lesson_panel(AppState& s) {
   s.drawn.lesson_links.clear();
   if (s.doc) draw_step_section_line(s);
   ImGui::BeginChild("##lessontext", ImVec2(0, 0), false);
+  s.drawn.lesson_section_valid = false;
+  s.drawn.lesson_view_top = ImGui::GetWindowPos().y;
+  s.drawn.lesson_view_bottom = s.drawn.lesson_view_top + ImGui::GetWindowHeight();
+  if (s.step_changed) s.lesson_rescroll_frames = 4;
   ImGui::Indent(10);  // room for the current-section bar
   if (!s.lesson_error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.5f, 0.45f, 1));
@@ -250,7 +254,11 @@ void draw_lesson_panel(AppState& s) {
     const auto& sec = secs[i];
     const bool active = static_cast<int>(i) == active_section;
     const ImVec2 top = ImGui::GetCursorScreenPos();
-    if (active && s.step_changed) ImGui::SetScrollHereY(0.1f);
+    if (active && s.lesson_rescroll_frames > 0) ImGui::SetScrollHereY(0.1f);
+    if (active) {
+      s.drawn.lesson_section_valid = true;
+      s.drawn.lesson_section_top = top.y;
+    }
     if (sec.level > 0) {
       ImFont* f = sec.level == 1 ? s.fonts.h1 : sec.level == 2 ? s.fonts.h2 : s.fonts.bold;
       ImGui::Dummy(ImVec2(1, sec.level <= 2 ? 6.0f : 2.0f));
@@ -317,6 +325,7 @@ void draw_lesson_panel(AppState& s) {
   ImGui::Dummy(ImVec2(1, ImGui::GetFontSize() * 4));
   ImGui::Unindent(10);
   ImGui::EndChild();
+  if (s.lesson_rescroll_frames > 0) --s.lesson_rescroll_frames;
 }
 
 }  // namespace pa::viewer
