@@ -73,6 +73,13 @@ GpuInfo gpu_info() {
   return g;
 }
 
+std::int64_t smem_optin_bytes() {
+  int dev = 0, optin = 0;
+  PA_CUDA_CHECK(cudaGetDevice(&dev));
+  PA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  return optin;
+}
+
 // ---- DeviceBuffer ----------------------------------------------------------------
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;

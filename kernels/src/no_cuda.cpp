@@ -17,6 +17,7 @@ bool gpu_available(std::string* reason) {
   return false;
 }
 GpuInfo gpu_info() { no_cuda(); }
+std::int64_t smem_optin_bytes() { no_cuda(); }
 
 DeviceBuffer::DeviceBuffer(std::size_t) { no_cuda(); }
 DeviceBuffer::~DeviceBuffer() = default;

@@ -77,8 +77,7 @@ StageLaunch::StageLaunch(const StageArgs& inputs, Stage stage, const RunOptions&
     case Stage::warp_reduce:
       // v1 keeps every logit of a sequence in shared memory: refuse, by name,
       // a context this GPU's blocks cannot hold (the launch would fail).
-      check_v1_smem(stage_, in_.dtype, in_.head_size, in_.num_threads, in_.max_context_len,
-                    gpu_info().smem_optin_bytes);
+      check_v1_smem(stage_, in_.dtype, in_.head_size, in_.num_threads, in_.max_context_len, smem_optin_bytes());
       in_.partition_size = 0;  // one partition
       break;
     case Stage::v2_partition: {

@@ -66,6 +66,10 @@ struct GpuInfo {
   std::int64_t global_mem_bytes = 0;
 };
 GpuInfo gpu_info();  // throws NoGpuError
+// The current device's shared memory per block with opt-in (GpuInfo's
+// smem_optin_bytes) from one attribute query, for launch paths that need only
+// that: gpu_info() reads every device property.
+std::int64_t smem_optin_bytes();
 
 // ---- configurations -------------------------------------------------------------------
 struct KernelKey {
