@@ -165,13 +165,14 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
 
 }  // namespace
 
-// The layout settles (tabs, scroll; the lesson's tables fit their columns
-// over three frames and the lesson scrolls to the step's section again for
-// four) over a few frames; a pointer's tooltip and a resize need a few more,
-// and each scripted key two (pressed, released).
+// The layout settles (tabs, scroll: the lesson scrolls to the step's section
+// for kLessonRescrollFrames, whose last scroll lands one frame later) over a
+// few frames; a pointer's tooltip and a resize need a few more, and each
+// scripted key two (pressed, released).
 ScreenshotDriver::ScreenshotDriver(const Args& args)
     : args_(args),
-      frames_to_draw_((args.exercise_resize ? 12 : args.mouse ? 6 : 5) + 2 * static_cast<int>(args.keys.size())) {}
+      frames_to_draw_((args.exercise_resize ? 12 : args.mouse ? 6 : kLessonRescrollFrames + 1) +
+                      2 * static_cast<int>(args.keys.size())) {}
 
 void ScreenshotDriver::resize(Window& window) const {
   if (!args_.exercise_resize) return;

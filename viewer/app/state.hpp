@@ -218,6 +218,12 @@ struct LoadedData {
   double timeline_read_ms = 0, timeline_index_ms = 0;
 };
 
+// Frames in which the lesson scrolls to a new step's section: ImGui fits a
+// new table's columns over its first three frames, so in the first frames of
+// a lesson the text above a section is taller than it will be, and a single
+// scroll would land below the section. Screenshot mode draws one frame more.
+inline constexpr int kLessonRescrollFrames = 4;
+
 // What the learner chose and how the window shows it: the replay position,
 // the thread block and the selection, the lesson open, the tabs, the scroll
 // positions kept between frames, and the geometry the last frame drew.
@@ -228,10 +234,8 @@ struct UiState {
   ReplayState replay;
   int last_step_seen = -1;  // panels scroll to the current step when it changes
   bool step_changed = false;
-  // Frames left in which the lesson scrolls to the step's section again:
-  // ImGui fits a new table's columns over its first three frames, so in the
-  // first frames of a lesson the text above a section is taller than it will
-  // be, and a single scroll would land below the section.
+  // Frames left in which the lesson scrolls to the step's section again
+  // (kLessonRescrollFrames from a new step).
   int lesson_rescroll_frames = 0;
   // The thread block to show (--block, the Problem tab): its label in
   // Event::partition, which may name a reduce, merge or prefix block that the

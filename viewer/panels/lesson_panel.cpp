@@ -232,7 +232,7 @@ void draw_lesson_panel(AppState& s) {
   s.drawn.lesson_section_valid = false;
   s.drawn.lesson_view_top = ImGui::GetWindowPos().y;
   s.drawn.lesson_view_bottom = s.drawn.lesson_view_top + ImGui::GetWindowHeight();
-  if (s.step_changed) s.lesson_rescroll_frames = 4;
+  if (s.step_changed) s.lesson_rescroll_frames = kLessonRescrollFrames;
   ImGui::Indent(10);  // room for the current-section bar
   if (!s.lesson_error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.5f, 0.45f, 1));
