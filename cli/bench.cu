@@ -12,7 +12,10 @@
 // percentage of the copy bandwidth. Before each timed launch a 50 us GPU
 // busy-wait kernel runs, so the host's launch path is enqueued while the GPU is
 // busy and the event pair times the kernel alone. Kernels not in this build or refusing a
-// shape are reported as such, never timed as something else. Every other
+// shape are reported as such, never timed as something else. With --layouts
+// stage 8 is timed again on nhd / hnd caches: the same pool's elements moved
+// into that layout on the device (relayout_kv), so its output must agree with
+// the vLLM-layout run's. Every other
 // kernel's output on the first set must agree with stage 8's on it
 // (bench_check.hpp); a row that does not, or a kernel that fails where it
 // should run, is an error: the file keeps every row and pa-bench exits 1.
@@ -41,6 +44,7 @@
 #include "bench_options.hpp"
 #include "pa/core/atomic_file.hpp"
 #include "pa/core/fp8.hpp"
+#include "pa/index/kv_layout.hpp"
 #include "pa/index/layout.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/cuda_check.hpp"
@@ -91,6 +95,24 @@ __global__ void fill_random8(std::uint8_t* dst, std::size_t n, std::uint32_t see
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
     dst[i] = fp8_from_float(f, hashed_unit(i, seed));
+}
+
+// The pool's 2-byte elements moved from vLLM's layout (k, v) into `to`'s one
+// K/V tensor (kv): pa/index/kv_layout.hpp's offsets on both sides, one
+// element (page, kv head, d, t) per thread step.
+__global__ void relayout_kv(const std::uint16_t* k, const std::uint16_t* v, KvLayoutGeometry from, KvLayoutGeometry to,
+                            std::uint16_t* kv) {
+  const CacheGeometry& g = from.cache;
+  const std::size_t n = static_cast<std::size_t>(g.num_blocks) * g.num_kv_heads * g.head_size * g.block_size;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const int d = static_cast<int>(i % g.head_size);
+    const int t = static_cast<int>(i / g.head_size % g.block_size);
+    const int kvh = static_cast<int>(i / (static_cast<std::size_t>(g.head_size) * g.block_size) % g.num_kv_heads);
+    const int page = static_cast<int>(i / (static_cast<std::size_t>(g.head_size) * g.block_size * g.num_kv_heads));
+    kv[to.k_offset(page, kvh, d, t)] = k[from.k_offset(page, kvh, d, t)];
+    kv[to.v_offset(page, kvh, d, t)] = v[from.v_offset(page, kvh, d, t)];
+  }
 }
 
 // Keeps the GPU busy while the host enqueues the next timed launch, so the
@@ -249,14 +271,15 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // (std::invalid_argument) gets `refusal` as the status's prefix, any other
 // failure "error: ".
 BenchRow time_row(BenchRow row, const Problem& P, const BenchOptions& o, kernels::Stage stage,
-                  const kernels::RunOptions& ro, std::vector<float>& ref, const char* refusal) {
+                  const kernels::RunOptions& ro, std::vector<float>& ref, const char* refusal,
+                  const kernels::DeviceInputViews* views = nullptr) {
   try {
-    kernels::StageRunner runner(P.layout, P.views, stage, ro);
+    kernels::StageRunner runner(P.layout, views ? *views : P.views, stage, ro);
     if (!runner.plan().empty()) row.plan = runner.plan();
     time_kernel(row, P, o, runner);
     runner.launch(0);
     std::vector<float> out = runner.output();
-    if (stage == kernels::Stage::optimized) {
+    if (stage == kernels::Stage::optimized && views == nullptr) {  // stage 8 on vLLM's layout: the reference
       ref = std::move(out);
     } else if (!ref.empty()) {
       row.xcheck_max_abs = max_abs_diff(ref, out);
@@ -309,6 +332,34 @@ void run_shape(const Shape& s, DType dt, KvDType kv, const BenchOptions& o, std:
   const char* opt_refusal =
       optimized_supported(dt, s.head_size, s.block_size, kv) ? "error: " : "unsupported: not built: ";
   const bool opt_ok = finish(time_row(new_row("optimized"), P, o, kernels::Stage::optimized, opt8, ref, opt_refusal));
+  // Stage 8 on the other layouts: the same elements, moved on the device.
+  if (o.layouts.size() > 1) {
+    DeviceBuffer moved;
+    const CacheGeometry g = P.layout.cache;
+    for (KvLayout l : o.layouts) {
+      if (l == KvLayout::vllm) continue;
+      BenchRow row = new_row("optimized");
+      row.layout = kv_layout_name(l);
+      if (is_fp8(kv) || !optimized_supported(dt, s.head_size, s.block_size, kv, l)) {
+        row.status = std::string("unsupported: not built: stage 8 on layout ") + row.layout + " (" +
+                     optimized_supported_list() + ")";
+        finish(row);
+        continue;
+      }
+      const KvLayoutGeometry to{l, g};
+      if (moved.size() == 0) moved = DeviceBuffer(static_cast<std::size_t>(to.k_tensor_elems()) * 2);
+      relayout_kv<<<4096, 256>>>(static_cast<const std::uint16_t*>(P.k.get()),
+                                 static_cast<const std::uint16_t*>(P.v.get()), KvLayoutGeometry{KvLayout::vllm, g}, to,
+                                 static_cast<std::uint16_t*>(moved.get()));
+      PA_CUDA_CHECK(cudaGetLastError());
+      PA_CUDA_CHECK(cudaDeviceSynchronize());
+      kernels::DeviceInputViews views = P.views;
+      views.k_cache = views.v_cache = moved.get();
+      views.kv_layout = l;
+      std::vector<float> none;  // stage 8 on vLLM's layout failed: nothing to compare with
+      (void)finish(time_row(row, P, o, kernels::Stage::optimized, opt8, opt_ok ? ref : none, "error: ", &views));
+    }
+  }
   if (o.only_optimized) return;
   if (!opt_ok) ref.clear();
   (void)finish(time_row(new_row("v1"), P, o, kernels::Stage::warp_reduce, {}, ref, "unsupported: "));
@@ -403,11 +454,11 @@ int main(int argc, char** argv) {
     run.cascade = bench::cascade_speedups(run.rows);
     core::write_file_atomically(o.json, bench::bench_json(run));
 
-    std::printf("%-9s %-4s %-8s %4s %3s %3s %7s %4s %9s %7s %6s  %s\n", "kernel", "dt", "cache", "seqs", "hd", "kv",
-                "ctx", "hs", "us", "GB/s", "%copy", "status");
+    std::printf("%-9s %-4s %-8s %-4s %4s %3s %3s %7s %4s %9s %7s %6s  %s\n", "kernel", "dt", "cache", "lay",
+                "seqs", "hd", "kv", "ctx", "hs", "us", "GB/s", "%copy", "status");
     for (const BenchRow& r : run.rows)
-      std::printf("%-9s %-4s %-8s %4d %3d %3d %7d %4d %9.1f %7.0f %6.1f  %s\n", r.kernel.c_str(), r.dtype.c_str(),
-                  r.kv_dtype.c_str(),
+      std::printf("%-9s %-4s %-8s %-4s %4d %3d %3d %7d %4d %9.1f %7.0f %6.1f  %s\n", r.kernel.c_str(),
+                  r.dtype.c_str(), r.kv_dtype.c_str(), r.layout.c_str(),
                   r.shape.seqs, r.shape.heads, r.shape.kv_heads, r.shape.context, r.shape.head_size, r.median_us,
                   r.gbps, r.pct_copy, r.status == "ok" ? "" : r.status.substr(0, 60).c_str());
     for (const auto& c : run.cascade)

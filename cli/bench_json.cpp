@@ -23,7 +23,7 @@ std::string num(int v) { return std::to_string(v); }
 std::string row_json(const BenchRow& r) {
   const BenchShape& s = r.shape;
   return "{\"kernel\": " + json_string(r.kernel) + ", \"dtype\": " + json_string(r.dtype) +
-         ", \"kv_dtype\": " + json_string(r.kv_dtype) +
+         ", \"kv_dtype\": " + json_string(r.kv_dtype) + ", \"layout\": " + json_string(r.layout) +
          ", \"seqs\": " + num(s.seqs) + ", \"heads\": " + num(s.heads) + ", \"kv_heads\": " + num(s.kv_heads) +
          ", \"context\": " + num(s.context) + ", \"prefix\": " + num(s.prefix) + ", \"head_size\": " +
          num(s.head_size) + ", \"block_size\": " + num(s.block_size) + ", \"kv_bytes\": " + num(r.kv_bytes) +
@@ -43,7 +43,7 @@ std::vector<CascadeSpeedup> cascade_speedups(const std::vector<BenchRow>& rows) 
     CascadeSpeedup c;
     c.dtype = dtype_name(dt);
     for (const BenchRow& r : rows) {
-      if (r.shape.prefix <= 0 || r.dtype != c.dtype || r.status != "ok") continue;
+      if (r.shape.prefix <= 0 || r.dtype != c.dtype || r.status != "ok" || r.layout != "vllm") continue;
       if (r.kernel == "cascade") c.cascade_us = r.median_us;
       else if (c.best_us == 0 || r.median_us < c.best_us) {
         c.best_us = r.median_us;
@@ -92,6 +92,9 @@ std::string bench_json(const BenchRun& run) {
   j += "  \"alibi\": " + std::string(o.alibi ? "true" : "false") + ",\n";
   j += "  \"kv_dtypes\": [";
   for (std::size_t i = 0; i < o.kv_dtypes.size(); ++i) j += (i ? ", " : "") + json_string(kv_dtype_name(o.kv_dtypes[i]));
+  j += "],\n";
+  j += "  \"layouts\": [";
+  for (std::size_t i = 0; i < o.layouts.size(); ++i) j += (i ? ", " : "") + json_string(kv_layout_name(o.layouts[i]));
   j += "],\n";
   j += "  \"pool_gb\": " + num(o.pool_gb) + ",\n";
   j += "  \"kv_bytes_note\": \"K+V bytes of every context token, each read once (cascade: the shared prefix "

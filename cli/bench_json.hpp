@@ -5,10 +5,11 @@
 //
 // Schema (every key always present; numbers are JSON numbers):
 //   gpu, sm_count, l2_bytes, copy_gbps, copy_bytes_each_way   the device and its copy bandwidth
-//   iters, warmup, warmup_ms, spin_us, alibi, kv_dtypes, pool_gb the options of the run (alibi: a boolean,
-//                                                              kv_dtypes: a list of auto, fp8_e4m3, fp8_e5m2)
+//   iters, warmup, warmup_ms, spin_us, alibi, kv_dtypes, layouts, pool_gb   the options of the run (alibi: a
+//                                      boolean, kv_dtypes: a list of auto, fp8_e4m3, fp8_e5m2, layouts: of vllm,
+//                                      nhd, hnd)
 //   kv_bytes_note, pct_copy_note, pool_note                    what the derived numbers mean
-//   rows: [{kernel, dtype, kv_dtype, seqs, heads, kv_heads, context, prefix, head_size, block_size,
+//   rows: [{kernel, dtype, kv_dtype, layout, seqs, heads, kv_heads, context, prefix, head_size, block_size,
 //           kv_bytes, pool_sets, pool_bytes, status, median_us, min_us, p10_us, p90_us, timed,
 //           warmup_launches, gbps, pct_copy, xcheck_max_abs_vs_optimized, plan}]
 //   cascade: [{dtype, cascade_us, best_non_cascade, best_non_cascade_us, speedup}]
@@ -26,6 +27,7 @@ namespace pa::bench {
 
 struct BenchRow {
   std::string kernel, dtype, kv_dtype = "auto", status = "ok", plan;
+  std::string layout = "vllm";  // the KV cache layout (pa/index/kv_layout.hpp); only stage 8 reads others
   BenchShape shape;
   double kv_bytes = 0;         // K+V of every context token, each read once (cascade: the prefix once)
   int pool_sets = 0;           // kv_pool_of: the sets launches rotate over

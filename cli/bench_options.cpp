@@ -155,6 +155,8 @@ std::string bench_usage() {
          "  --kv-dtypes LIST      KV cache element types, comma separated: auto (default: the dtype's),\n"
          "                        fp8_e4m3, fp8_e5m2 (fp8 = fp8_e4m3; random codes at scale 1; the cascade\n"
          "                        refuses fp8)\n"
+         "  --layouts LIST        stage 8 also on these KV cache layouts: nhd, hnd (vllm, vLLM's own, is always\n"
+         "                        timed, first; 2-byte caches; each row is checked against vLLM's output)\n"
          "  --shape S,H,KV,C,D    one shape instead of the set: seqs, heads, kv heads (divides heads), context,\n"
          "                        head size (" + head_sizes_text() + ")\n"
          "  --dtypes LIST         fp16,bf16 (default), or one of them\n"
@@ -203,6 +205,17 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
         if (std::find(o.kv_dtypes.begin(), o.kv_dtypes.end(), *k) != o.kv_dtypes.end())
           bad(a, v, tok + " twice (fp8 and fp8_e4m3 are the same); each KV cache dtype is accepted once");
         o.kv_dtypes.push_back(*k);
+      }
+    }
+    else if (a == "--layouts") {
+      const std::string v = next();
+      for (const std::string& tok : split(v, ',')) {
+        const auto l = kv_layout_from_name(tok);
+        if (!l) bad(a, v, "unknown layout '" + tok + "'; accepted: a comma list of " + kKvLayoutNamesText);
+        if (*l == KvLayout::vllm) continue;  // always timed
+        if (std::find(o.layouts.begin(), o.layouts.end(), *l) != o.layouts.end())
+          bad(a, v, tok + " twice; each layout is accepted once");
+        o.layouts.push_back(*l);
       }
     }
     else if (a == "--cascade-only") o.cascade_only = true;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pa/index/dtype.hpp"
+#include "pa/index/kv_layout.hpp"
 #include "pa/kernels/cascade.hpp"
 
 namespace pa::bench {
@@ -48,6 +49,10 @@ struct BenchOptions {
   bool alibi = false;               // --alibi: every problem with ALiBi's slopes
   // --kv-dtypes: the KV cache element types timed, each with every dtype (fp8: one byte per element).
   std::vector<KvDType> kv_dtypes = {KvDType::same};
+  // --layouts: stage 8 timed again on each of these cache layouts (the pool
+  // moved into it on the device); vLLM's is always timed first, the other
+  // rows' reference.
+  std::vector<KvLayout> layouts = {KvLayout::vllm};
   bool has_shape = false;           // --shape replaces the shape list
   BenchShape shape;
   std::vector<DType> dtypes = {DType::f16, DType::bf16};  // timed in this order

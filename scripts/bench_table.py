@@ -109,7 +109,8 @@ def cell(row):
 
 
 def shape_text(r):
-    return f"{r['kernel']} {dtype_text(r)} at {r['seqs']} x {r['context']} tokens (head {r['head_size']})"
+    lay = "" if layout(r) == "vllm" else f" ({layout(r)} cache)"
+    return f"{r['kernel']}{lay} {dtype_text(r)} at {r['seqs']} x {r['context']} tokens (head {r['head_size']})"
 
 
 def error_lines(rows):
@@ -122,8 +123,56 @@ def error_lines(rows):
     return out
 
 
+def layout(row):
+    """The row's KV cache layout (files before layouts: vllm)."""
+    return row.get("layout", "vllm")
+
+
+def layout_table(data, src):
+    """Stage 8 on each layout pa-bench --layouts timed, beside vLLM's, per shape and dtype."""
+    rows = [r for r in data["rows"] if r["kernel"] == "optimized"]
+    layouts = [l for l in data.get("layouts", ["vllm"]) if l != "vllm"]
+    if not layouts:
+        raise SystemExit("bench_table.py: --layouts: the file has no layout rows (run pa-bench --layouts nhd,hnd)")
+    out = [
+        f"Stage 8 on each KV cache layout, measured on **{data['gpu']}** ({data['sm_count']} SMs) by "
+        f"`pa-bench --layouts {','.join(layouts)}`; raw data: `{src}`. Copy bandwidth in the same run: "
+        f"**{data['copy_gbps']:.0f} GB/s**. Each layout's pool holds the same elements as vLLM's, moved on the "
+        f"device, and its output was checked against the vLLM-layout run's. Ratio: time on the layout / time on "
+        f"vLLM's (1.03 = 3% slower).",
+        "",
+        "| seqs | heads | kv heads | context | head | dtype | vllm | "
+        + " | ".join(layouts) + " | " + " | ".join(f"{l} / vllm" for l in layouts) + " |",
+        "|---:|---:|---:|---:|---:|---|---|" + "---|" * len(layouts) + "---:|" * len(layouts),
+    ]
+    keys = []
+    for r in rows:
+        k = (r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"], dtype_text(r))
+        if k not in keys:
+            keys.append(k)
+    for k in keys:
+        by = {layout(r): r for r in rows
+              if (r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"], dtype_text(r)) == k}
+        base = by.get("vllm")
+
+        def ratio(l):
+            r = by.get(l)
+            if not base or not r or status_kind(r["status"]) != "ok" or status_kind(base["status"]) != "ok":
+                return "—"
+            return f"{r['median_us'] / base['median_us']:.3f}"
+
+        out.append(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {k[4]} | {k[5]} | {cell(base)} | "
+                   + " | ".join(cell(by.get(l)) for l in layouts) + " | "
+                   + " | ".join(ratio(l) for l in layouts) + " |")
+    errors = error_lines([r for r in rows if layout(r) != "vllm"])
+    if errors:
+        out.append("")
+        out.extend(errors)
+    return "\n".join(out)
+
+
 def table(data, src, cdata=None, csrc=None):
-    rows = data["rows"]
+    rows = [r for r in data["rows"] if layout(r) == "vllm"]  # other layouts: layout_table
     main_rows = [r for r in rows if not r["prefix"]]
     out = []
     spin = data.get("spin_us")
@@ -183,7 +232,8 @@ def table(data, src, cdata=None, csrc=None):
         out.append("")
         out.extend(errors)
     cd = cdata if cdata is not None else data
-    casc = [r for r in cd["rows"] if r["prefix"] and kv_dtype(r) == "auto"]  # the cascade takes no fp8 cache
+    # The cascade takes no fp8 cache; stage 8 on other layouts is layout_table's.
+    casc = [r for r in cd["rows"] if r["prefix"] and kv_dtype(r) == "auto" and layout(r) == "vllm"]
     if casc:
         out.append("")
         r0 = casc[0]
@@ -221,6 +271,8 @@ def main():
     ap.add_argument("--readme", default=None)
     ap.add_argument("--cascade", default=None)
     ap.add_argument("--print", action="store_true")
+    ap.add_argument("--layouts", action="store_true",
+                    help="the table of stage 8 per KV cache layout (pa-bench --layouts) instead of the main one")
     ap.add_argument("--markers", default=DEFAULT_MARKERS,
                     help="write between <!-- MARKERS:begin --> and <!-- MARKERS:end --> (default: results)")
     a = ap.parse_args()
@@ -240,7 +292,7 @@ def main():
             csrc = cpath.resolve().relative_to(root)
         except ValueError:
             csrc = cpath
-    t = table(data, src, cdata, csrc)
+    t = layout_table(data, src) if a.layouts else table(data, src, cdata, csrc)
     if a.print:
         print(t)
         return 0

@@ -11,6 +11,7 @@
 
 #include "pa/core/alibi.hpp"
 #include "pa/kernels/api.hpp"
+#include "pa/core/kv_layout_cache.hpp"
 #include "pa/kernels/cuda_check.hpp"
 #include "pa/kernels/event_timer.hpp"
 #include "pa/kernels/instances.hpp"
@@ -154,17 +155,38 @@ const PagedProblem& validated_for_stages_1_5(const PagedProblem& p) {
 }
 }  // namespace
 
-DeviceInputs::DeviceInputs(const PagedProblem& p) : host_(&p) {
+namespace {
+DeviceBuffer upload_ints(const std::vector<int>& v) {
+  DeviceBuffer b(std::max<std::size_t>(v.size(), 1) * sizeof(int));
+  if (!v.empty()) b.upload(v.data(), v.size() * sizeof(int));
+  return b;
+}
+}  // namespace
+
+DeviceInputs::DeviceInputs(const PagedProblem& p, KvLayout layout, PageTableForm tables)
+    : host_(&p), layout_(layout), tables_(tables) {
   // Every stage reads a slope per query head: a short list would be read past its end.
   if (p.has_alibi()) check_alibi_slopes(p.alibi_slopes, p.spec.num_heads, "ALiBi");
   q = DeviceBuffer(p.q_bytes.size());
   q.upload(p.q_bytes.data(), p.q_bytes.size());
-  k_cache = DeviceBuffer(p.k_bytes.size());
-  k_cache.upload(p.k_bytes.data(), p.k_bytes.size());
-  v_cache = DeviceBuffer(p.v_bytes.size());
-  v_cache.upload(p.v_bytes.data(), p.v_bytes.size());
-  block_tables = DeviceBuffer(p.block_tables.size() * sizeof(int));
-  block_tables.upload(p.block_tables.data(), p.block_tables.size() * sizeof(int));
+  if (layout == KvLayout::vllm) {
+    k_cache = DeviceBuffer(p.k_bytes.size());
+    k_cache.upload(p.k_bytes.data(), p.k_bytes.size());
+    v_cache = DeviceBuffer(p.v_bytes.size());
+    v_cache.upload(p.v_bytes.data(), p.v_bytes.size());
+  } else {
+    const KvLayoutBytes kv = kv_bytes_in_layout(p, layout);
+    k_cache = DeviceBuffer(kv.k.size());
+    k_cache.upload(kv.k.data(), kv.k.size());
+  }
+  if (tables == PageTableForm::csr) {
+    const CsrTables t = csr_from_block_tables(p);
+    block_tables = upload_ints(t.indices);
+    kv_indptr = upload_ints(t.indptr);
+    kv_last_page_len = upload_ints(t.last_page_len);
+  } else {
+    block_tables = upload_ints(p.block_tables);
+  }
   context_lens = DeviceBuffer(p.context_lens.size() * sizeof(int));
   context_lens.upload(p.context_lens.data(), p.context_lens.size() * sizeof(int));
   if (p.has_alibi()) {
@@ -181,6 +203,12 @@ StageArgs DeviceInputs::args() const {
   a.block_tables = static_cast<const int*>(block_tables.get());
   a.context_lens = static_cast<const int*>(context_lens.get());
   a.alibi_slopes = static_cast<const float*>(alibi_slopes.get());  // null without ALiBi
+  a.kv_layout = layout_;
+  if (kv_layout_token_rows(layout_)) a.v_cache = k_cache.get();  // the one K/V tensor
+  if (tables_ == PageTableForm::csr) {
+    a.kv_indptr = static_cast<const int*>(kv_indptr.get());
+    a.kv_last_page_len = static_cast<const int*>(kv_last_page_len.get());
+  }
   return a;
 }
 

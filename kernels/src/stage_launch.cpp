@@ -48,6 +48,12 @@ void check_run_options(const StageArgs& in, Stage s, const RunOptions& o) {
   if (s == Stage::cascade_merge && (o.shared_prefix_len < 0 || o.shared_prefix_len % bs != 0))
     bad("shared prefix " + std::to_string(o.shared_prefix_len) +
         " tokens (accepted: >= 0, a multiple of the block size " + std::to_string(bs) + ")");
+  const KvLayout layout = in.kv_layout != KvLayout::vllm ? in.kv_layout : o.kv_layout;
+  const bool csr = in.kv_indptr != nullptr || o.page_table == PageTableForm::csr;
+  if (s != Stage::optimized && (layout != KvLayout::vllm || csr))
+    bad(std::string("a cache in layout ") + kv_layout_name(layout) + " with " + (csr ? "a CSR" : "a padded") +
+        " page table (accepted: vLLM's layout with padded tables; stage optimized reads every layout {vllm, nhd, "
+        "hnd} and both page tables {padded, csr})");
   if (s == Stage::optimized && o.splits < 0)
     bad("splits " + std::to_string(o.splits) + " (accepted: 0 for the heuristic, or > 0)");
   if (static_cast<int>(s) < static_cast<int>(Stage::warp_reduce))

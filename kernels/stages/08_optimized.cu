@@ -23,12 +23,16 @@ OptParams opt_make_params(const OptimizedArgs& a, const OptimizedPlan& plan, voi
   p.out = a.out;
   p.q = a.q;
   p.k_cache = a.k_cache;
-  p.v_cache = a.v_cache;
+  // nhd / hnd: one K/V tensor, V's offsets count from its start too.
+  p.v_cache = kv_layout_token_rows(a.kv_layout) ? a.k_cache : a.v_cache;
   p.block_tables = a.block_tables;
   p.context_lens = a.context_lens;
+  p.kv_indptr = a.kv_indptr;
+  p.kv_last_page_len = a.kv_last_page_len;
   p.alibi_slopes = a.alibi_slopes;
-  p.cache = CacheGeometry{a.num_blocks, a.num_kv_heads, a.head_size, a.block_size,
-                          16 / kv_elem_bytes(a.dtype, a.kv_dtype)};
+  p.kv = KvLayoutGeometry{a.kv_layout, CacheGeometry{a.num_blocks, a.num_kv_heads, a.head_size, a.block_size,
+                                                     16 / kv_elem_bytes(a.dtype, a.kv_dtype)}};
+  p.kv_token_stride = p.kv.token_stride();
   p.qg = QueryGeometry{a.num_seqs, a.num_heads, a.head_size, a.q_stride};
   p.btg = BlockTableGeometry{a.max_blocks_per_seq};
   p.wsg = OptWorkspaceGeometry{a.num_seqs, plan.units, plan.splits, a.head_size};
@@ -89,10 +93,11 @@ bool dispatch_sizes(int hs, int bs, Pick&& pick) {
   return dispatch_head<Heads, Blocks>(hs, bs, pick, std::make_index_sequence<std::size(Heads)>{});
 }
 
-template <DType DT>
+template <DType DT, bool ROWS>
 bool entry_of(int hs, int bs, int ht, OptEntry& e) {
   return dispatch_sizes(hs, bs, [&]<int HS, int BS>() {
-    e = ht == 1 ? opt::opt_entry<DT, HS, BS, 1>() : opt::opt_entry<DT, HS, BS, 2>();
+    e = ht == 1 ? opt::opt_entry<DT, HS, BS, 1, KvDType::same, ROWS>()
+                : opt::opt_entry<DT, HS, BS, 2, KvDType::same, ROWS>();
   });
 }
 template <DType DT, KvDType KV>
@@ -101,11 +106,13 @@ bool fp8_entry_of(int hs, int bs, int ht, OptEntry& e) {
     e = ht == 1 ? opt::opt_entry<DT, HS, BS, 1, KV>() : opt::opt_entry<DT, HS, BS, 2, KV>();
   });
 }
-bool find_entry(DType dt, KvDType kv, int hs, int bs, int ht, OptEntry& e) {
+bool find_entry(DType dt, KvDType kv, KvLayout layout, int hs, int bs, int ht, OptEntry& e) {
+  const bool rows = kv_layout_token_rows(layout);
+  if (rows && kv != KvDType::same) return false;  // token rows: 2-byte caches only
   switch (kv) {
     case KvDType::same:
-      if (dt == DType::f16) return entry_of<DType::f16>(hs, bs, ht, e);
-      if (dt == DType::bf16) return entry_of<DType::bf16>(hs, bs, ht, e);
+      if (dt == DType::f16) return rows ? entry_of<DType::f16, true>(hs, bs, ht, e) : entry_of<DType::f16, false>(hs, bs, ht, e);
+      if (dt == DType::bf16) return rows ? entry_of<DType::bf16, true>(hs, bs, ht, e) : entry_of<DType::bf16, false>(hs, bs, ht, e);
       return false;
     case KvDType::fp8_e4m3:
       if (dt == DType::f16) return fp8_entry_of<DType::f16, KvDType::fp8_e4m3>(hs, bs, ht, e);
@@ -133,18 +140,20 @@ bool find_lean_entry(DType dt, int hs, int bs, int ht, OptEntry& e) {
   return false;
 }
 
-OptEntry require_entry(DType dt, KvDType kv, int hs, int bs, int ht, OptPipeline pipe = OptPipeline::automatic) {
+OptEntry require_entry(DType dt, KvDType kv, KvLayout layout, int hs, int bs, int ht,
+                       OptPipeline pipe = OptPipeline::automatic) {
   OptEntry e{};
   if (pipe == OptPipeline::lean) {
-    if (is_fp8(kv) || !find_lean_entry(dt, hs, bs, ht, e))
+    if (is_fp8(kv) || layout != KvLayout::vllm || !find_lean_entry(dt, hs, bs, ht, e))
       throw std::invalid_argument("stage 8: the plan asks for the lean pipeline, which is built for fp16/bf16 x "
-                                  "head 128 x at most 8 query heads per KV head only");
+                                  "head 128 x at most 8 query heads per KV head x vLLM's cache layout only");
     return e;
   }
-  if (!find_entry(dt, kv, hs, bs, ht, e)) {
+  if (!find_entry(dt, kv, layout, hs, bs, ht, e)) {
     std::ostringstream m;
     m << "stage 8 (optimized) has no kernel for dtype " << dtype_name(dt) << ", kv cache " << kv_dtype_name(kv)
-      << ", head size " << hs << ", block size " << bs << "; this build supports " << optimized_supported_list();
+      << ", layout " << kv_layout_name(layout) << ", head size " << hs << ", block size " << bs
+      << "; this build supports " << optimized_supported_list();
     throw std::invalid_argument(m.str());
   }
   return e;
@@ -159,8 +168,9 @@ int device_sm_count() {
 
 }  // namespace
 
-bool optimized_supported(DType dtype, int head_size, int block_size, KvDType kv) {
+bool optimized_supported(DType dtype, int head_size, int block_size, KvDType kv, KvLayout layout) {
   if (dtype == DType::f32) return false;
+  if (kv_layout_token_rows(layout) && is_fp8(kv)) return false;
   if (is_fp8(kv))
     return std::ranges::find(kFp8HeadSizes, head_size) != std::end(kFp8HeadSizes) &&
            std::ranges::find(kFp8BlockSizes, block_size) != std::end(kFp8BlockSizes);
@@ -178,7 +188,8 @@ std::string optimized_supported_list() {
   for (int h : kFp8HeadSizes) m << h << (h == kFp8HeadSizes[std::size(kFp8HeadSizes) - 1] ? "" : ", ");
   m << "}, block sizes {";
   for (int b : kFp8BlockSizes) m << b << (b == kFp8BlockSizes[std::size(kFp8BlockSizes) - 1] ? "" : ", ");
-  m << "} (a V row of a block must fill whole 16-byte copies)";
+  m << "} (a V row of a block must fill whole 16-byte copies); cache layouts {vllm, nhd, hnd} (nhd and hnd "
+       "with 2-byte caches only) and page tables {padded, csr}";
 #if defined(PA_QUICK_KERNELS)
   m << " (quick build: configure with -DPA_QUICK_KERNELS=OFF for all)";
 #endif
@@ -204,6 +215,25 @@ void check_range_and_state(const OptimizedArgs& a) {
     throw std::invalid_argument("stage 8: state_out and state_lse go together (both set: write the attention "
                                 "state; both null: write out)");
 }
+// The cache pointers for the layout and the page table's arrays for its form.
+void check_cache_and_table(const OptimizedArgs& a) {
+  const bool rows = kv_layout_token_rows(a.kv_layout);
+  if (a.k_cache == nullptr || (!rows && a.v_cache == nullptr))
+    throw std::invalid_argument(std::string("stage 8: a cache pointer is null (layout ") +
+                                kv_layout_name(a.kv_layout) +
+                                (rows ? ": k_cache holds the one K/V tensor)" : ": k_cache and v_cache)"));
+  if (rows && a.v_cache != nullptr && a.v_cache != a.k_cache)
+    throw std::invalid_argument(std::string("stage 8: layout ") + kv_layout_name(a.kv_layout) +
+                                " keeps K and V in one tensor (k_cache); v_cache must be null or the same pointer");
+  if (a.block_tables == nullptr)
+    throw std::invalid_argument("stage 8: block_tables is null (the padded table, or CSR's indices)");
+  if (a.kv_indptr != nullptr) {
+    if (a.kv_last_page_len == nullptr)
+      throw std::invalid_argument("stage 8: a CSR page table (kv_indptr set) needs kv_last_page_len");
+  } else if (a.context_lens == nullptr) {
+    throw std::invalid_argument("stage 8: a padded page table (kv_indptr null) needs context_lens");
+  }
+}
 }  // namespace
 
 OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeline pipeline) {
@@ -223,11 +253,11 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
   plan.head_chunks = ceil_div(group, OptWorkspaceGeometry::kUnitHeads);
   plan.units = a.num_kv_heads * plan.head_chunks;
   OptEntry e{};
-  if (pipeline == OptPipeline::lean && !is_fp8(a.kv_dtype) &&
+  if (pipeline == OptPipeline::lean && !is_fp8(a.kv_dtype) && a.kv_layout == KvLayout::vllm &&
       find_lean_entry(a.dtype, a.head_size, a.block_size, plan.head_tiles, e))
     plan.pipeline = OptPipeline::lean;
   else
-    e = require_entry(a.dtype, a.kv_dtype, a.head_size, a.block_size, plan.head_tiles);
+    e = require_entry(a.dtype, a.kv_dtype, a.kv_layout, a.head_size, a.block_size, plan.head_tiles);
   plan.smem_bytes = e.smem_bytes;
   plan.stages = e.stages;
   plan.ctas_per_sm = std::max(1, e.ctas_per_sm);
@@ -258,14 +288,14 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
 
 void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace, void* stream) {
   check_range_and_state(a);
-  const OptEntry e = require_entry(a.dtype, a.kv_dtype, a.head_size, a.block_size, plan.head_tiles, plan.pipeline);
+  const OptEntry e =
+      require_entry(a.dtype, a.kv_dtype, a.kv_layout, a.head_size, a.block_size, plan.head_tiles, plan.pipeline);
   if (plan.splits > 1 && workspace == nullptr)
     throw std::invalid_argument("stage 8: plan has " + std::to_string(plan.splits) +
                                 " splits but no workspace was given (need plan.workspace_bytes)");
-  if ((!a.out && !a.state_out) || !a.q || !a.k_cache || !a.v_cache || !a.block_tables || !a.context_lens)
-    throw std::invalid_argument(
-        "stage 8: a device pointer is null (out or state_out/state_lse, q, k_cache, v_cache, block_tables, "
-        "context_lens)");
+  check_cache_and_table(a);
+  if ((!a.out && !a.state_out) || !a.q)
+    throw std::invalid_argument("stage 8: a device pointer is null (out or state_out/state_lse, q)");
   const opt::OptParams p = opt::opt_make_params(a, plan, workspace);
   if (a.num_seqs > 65535)
     throw std::invalid_argument("stage 8: num_seqs=" + std::to_string(a.num_seqs) + ": at most 65535");

@@ -70,43 +70,67 @@ namespace pa::opt {
 // Prologue: which blocks and heads this CTA works on, the first block-table
 // window (tbl: lane l holds the physical block of step l / BPS of the window)
 // and the context length. false: nothing to do (a split past a short
-// sequence; a cascade suffix with no token, whose empty state split 0 writes).
+// sequence; a sequence, or a cascade suffix, with no token: split 0 writes
+// its empty state, or zeros as its output).
 template <class Cfg, class Tracer>
 __device__ __forceinline__ bool opt_prologue(const OptParams& p, OptCta<Cfg>& c, int& tbl, Tracer& tracer) {
   constexpr int HS = Cfg::kHeadSize;
   constexpr int BS = Cfg::kBlockSize;
   constexpr int BPS = Cfg::kBlocksPerStep;
+  using T = typename OptElem<Cfg::kDType>::T;
   const int split = blockIdx.x, unit = blockIdx.y, seq = blockIdx.z;
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int blk_begin = split * p.split_blocks;
   // Trace identity of the CTA: head = the unit's first query head, partition = the split.
   const TraceCtx tc{trace::Stage::optimized, warp, lane, seq, opt_unit_first_head(unit, p.head_chunks, p.group),
                     split, opt_unit_kv_head(unit, p.head_chunks)};
+  // The sequence's row of the page table: its first entry and how many
+  // entries it has. Padded: row seq of [seqs, max_blocks_per_seq], known
+  // without a load. CSR: indices[indptr[seq] .. indptr[seq + 1]), one
+  // dependent load before the window. (Traces record padded tables only.)
+  const bool csr = p.kv_indptr != nullptr;
+  std::int64_t row;
+  int row_len;
+  if (csr) {
+    row = __ldg(p.kv_indptr + seq);
+    row_len = __ldg(p.kv_indptr + seq + 1) - row;
+  } else {
+    row = p.btg.offset(seq, 0);
+    row_len = p.btg.max_blocks_per_seq;
+  }
   // First block-table window loaded before the context length is known (the
-  // entries exist up to max_blocks_per_seq; validity is decided below), so the
+  // entries exist up to the row's length; validity is decided below), so the
   // two dependent DRAM round trips of a short launch overlap.
-  auto table_index = [&](int lb) { return p.btg.offset(seq, p.first_block + lb); };
+  auto table_index = [&](int lb) { return row + p.first_block + lb; };
   {
     const int lb = Cfg::step_block(blk_begin, warp, lane / BPS, lane % BPS);
-    if (lb < p.btg.max_blocks_per_seq - p.first_block) {
+    if (lb < row_len - p.first_block) {
       tbl = __ldg(p.block_tables + table_index(lb));
       PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::block_table)
                            .it(0).blk(lb, tbl).at(table_index(lb) * 4, 4));
     }
   }
-  const int ctx = p.context_lens[seq] - p.first_block * BS;  // tokens of the attended range
-  PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::context_lens)
-                       .at(context_len_offset(seq) * 4, 4));
+  const int seq_len = csr ? CsrPageTable::seq_len_of(row_len, row_len > 0 ? __ldg(p.kv_last_page_len + seq) : 0, BS)
+                          : p.context_lens[seq];
+  const int ctx = seq_len - p.first_block * BS;  // tokens of the attended range
+  if (!csr)
+    PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::context_lens)
+                         .at(context_len_offset(seq) * 4, 4));
   const int nblocks = ceil_div(ctx, BS);
   if (ctx <= 0) {
-    // A cascade suffix with no token past the prefix: the empty state
-    // (lse -inf, out 0), which the merge weighs 0. Written by split 0.
-    if (p.state_out != nullptr && split == 0) {
+    // No token to attend: a cascade suffix with none past the prefix gets
+    // the empty state (lse -inf, out 0), which the merge weighs 0; an empty
+    // sequence of a CSR table gets zeros. Written by split 0.
+    if (split == 0) {
       const int nh0 = opt_unit_num_heads(unit, p.head_chunks, p.group);
       const int h0 = opt_unit_first_head(unit, p.head_chunks, p.group);
       for (int i = threadIdx.x; i < nh0 * HS; i += Cfg::kNumThreads) {
-        p.state_out[p.stg.out_offset(seq, h0 + i / HS, i % HS)] = 0.f;
-        if (i % HS == 0) p.state_lse[p.stg.lse_offset(seq, h0 + i / HS)] = kNegInf;
+        if (p.state_out != nullptr) {
+          p.state_out[p.stg.out_offset(seq, h0 + i / HS, i % HS)] = 0.f;
+          if (i % HS == 0) p.state_lse[p.stg.lse_offset(seq, h0 + i / HS)] = kNegInf;
+        } else {
+          static_cast<T*>(p.out)[p.qg.out_offset(seq, h0 + i / HS, i % HS)] = static_cast<T>(0.f);
+        }
       }
     }
     return false;
@@ -188,12 +212,15 @@ __device__ __forceinline__ void opt_pipeline_issue(const OptParams& p, const Opt
   const int seq = c.seq, warp = c.warp, lane = c.lane, blk_begin = c.blk_begin, blk_end = c.blk_end, ctx = c.ctx,
             kvh = c.kvh;
   const TraceCtx& tc = c.tc;
-  auto table_index = [&](int lb) { return p.btg.offset(seq, p.first_block + lb); };
   using KvT = OptKvElem<Cfg>;
   const KvT* __restrict__ kc = static_cast<const KvT*>(p.k_cache);
   const KvT* __restrict__ vc = static_cast<const KvT*>(p.v_cache);
   // LESSON-BEGIN(optimized.pipeline_issue)
   if (j > 0 && j % kStepsPerTbl == 0) {  // one coalesced block-table load per 32 blocks
+    // The sequence's table row again (opt_prologue; a CSR row start comes
+    // from L1), rather than one more register held through the loop.
+    const std::int64_t row = p.kv_indptr != nullptr ? __ldg(p.kv_indptr + seq) : p.btg.offset(seq, 0);
+    auto table_index = [&](int lb) { return row + p.first_block + lb; };
     const int lb = Cfg::step_block(blk_begin, warp, j + lane / BPS, lane % BPS);
     tbl = lb < blk_end ? __ldg(p.block_tables + table_index(lb)) : 0;
     if (lb < blk_end)
@@ -210,34 +237,34 @@ __device__ __forceinline__ void opt_pipeline_issue(const OptParams& p, const Opt
     // Past the split's end (a step's second block: block size 8, or 16 with fp8) there is no block.
     const int lb_t = lb < blk_end ? lb : -1, phys_t = lb < blk_end ? phys : -1;
     PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::shuffle, Tensor::none).it(j).blk(lb_t, phys_t).src(owner));
-    const KvT* kt = kc + p.cache.k_offset(phys, kvh, 0, 0);
-    const KvT* vt = vc + p.cache.v_offset(phys, kvh, 0, 0);
+    const KvT* kt = kc + Cfg::k_tile_offset(p.kv, phys, kvh);
+    const KvT* vt = vc + Cfg::v_tile_offset(p.kv, phys, kvh);
 #pragma unroll
     for (int L = lane; L < Cfg::kTileChunks; L += kWarpSize) {
       const bool kok = Cfg::k_chunk_token(L) < nvalid;
-      ptx::cp_async_16_l2_256b(smem_base + 16u * Cfg::k_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
-                               kok ? kt + Cfg::chunk_elem_offset(L) : kc, kok ? 16 : 0);
+      ptx::cp_async_16_l2_256b(smem_base + 16u * Cfg::k_smem_chunk(warp, stage, Cfg::k_tile_chunk(bi, L)),
+                               kok ? kt + Cfg::chunk_elem_offset(L, p.kv_token_stride) : kc, kok ? 16 : 0);
       // cp.async: the global side (bytes actually read; 0 = zero-fill), then
       // the 16-byte shared-memory destination (swizzled).
       PA_TRACE(tracer, ev(tc, Step::k_load, Op::async_copy, Tensor::k_cache)
                            .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::k_chunk_token(L)).blk(lb_t, phys_t)
                            .dims(Cfg::k_chunk_dim(L), Cfg::kX)
-                           .at(kok ? Cfg::k_chunk_byte(p.cache, phys, kvh, L) : -1, kok ? 16 : 0));
+                           .at(kok ? Cfg::k_chunk_byte(p.kv, phys, kvh, L) : -1, kok ? 16 : 0));
       PA_TRACE(tracer, ev(tc, Step::k_load, Op::shared_store, Tensor::kv_smem)
                            .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::k_chunk_token(L)).blk(lb_t, phys_t)
                            .dims(Cfg::k_chunk_dim(L), Cfg::kX)
-                           .at(Cfg::k_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
-      const int vn = cmax(0, cmin(Cfg::kX, nvalid - Cfg::v_chunk_first_token(L)));
-      ptx::cp_async_16_l2_256b(smem_base + 16u * Cfg::v_smem_chunk(warp, stage, Cfg::step_chunk(bi, L)),
-                               vn > 0 ? vt + Cfg::chunk_elem_offset(L) : vc, vn * Cfg::kKvBytes);
+                           .at(Cfg::k_smem_byte(warp, stage, Cfg::k_tile_chunk(bi, L)), 16));
+      const int vbytes = Cfg::v_chunk_src_bytes(L, nvalid);
+      ptx::cp_async_16_l2_256b(smem_base + 16u * Cfg::v_smem_chunk(warp, stage, Cfg::v_tile_chunk(bi, L)),
+                               vbytes > 0 ? vt + Cfg::chunk_elem_offset(L, p.kv_token_stride) : vc, vbytes);
       PA_TRACE(tracer, ev(tc, Step::v_load, Op::async_copy, Tensor::v_cache)
                            .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
-                           .dims(Cfg::v_chunk_dim(L), 1)
-                           .at(vn > 0 ? Cfg::v_chunk_byte(p.cache, phys, kvh, L) : -1, vn * Cfg::kKvBytes));
+                           .dims(Cfg::v_chunk_dim(L), Cfg::kVChunkDims)
+                           .at(vbytes > 0 ? Cfg::v_chunk_byte(p.kv, phys, kvh, L) : -1, vbytes));
       PA_TRACE(tracer, ev(tc, Step::v_load, Op::shared_store, Tensor::kv_smem)
                            .it(j).lane_it(L / kWarpSize).tok(lb_t < 0 ? -1 : lb * BS + Cfg::v_chunk_first_token(L)).blk(lb_t, phys_t)
-                           .dims(Cfg::v_chunk_dim(L), 1)
-                           .at(Cfg::v_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
+                           .dims(Cfg::v_chunk_dim(L), Cfg::kVChunkDims)
+                           .at(Cfg::v_smem_byte(warp, stage, Cfg::v_tile_chunk(bi, L)), 16));
     }
   }
   // LESSON-END(optimized.pipeline_issue)
@@ -415,7 +442,9 @@ __device__ __forceinline__ void opt_online_softmax(const OptParams& p, const Opt
 }
 
 // O^T += V^T P^T of step j: P packed to 16 bits as the B fragments, V^T
-// fragments by ldmatrix from the stage.
+// fragments by ldmatrix from the stage (vLLM's V is dim-major there and is
+// read as it lies; a token-row cache's V is token-major and is read with
+// ldmatrix.trans, which transposes each 8x8 matrix on the way to registers).
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_pv_mma(const OptCta<Cfg>& c, std::uint32_t smem_base, int j,
                                            const float (&s)[Cfg::kQkNTiles][4], OptAccum<Cfg>& acc, Tracer& tracer) {
@@ -438,17 +467,27 @@ __device__ __forceinline__ void opt_pv_mma(const OptCta<Cfg>& c, std::uint32_t s
 #pragma unroll
     for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
       std::uint32_t a[4];
-      ptx::ldmatrix_x4(a, smem_base + 16u * Cfg::v_smem_chunk(
-                                       warp, stage,
-                                       Cfg::v_row_chunk(Cfg::pv_ldsm_dim(dt, lane),
-                                                        Cfg::pv_ldsm_group(kk, lane))));
-      PA_TRACE(tracer, ev(tc, Step::v_smem_load, Op::shared_load, Tensor::kv_smem)
-                           .it(j).tok(Cfg::trace_token(tok0 + 8 * Cfg::pv_ldsm_group(kk, lane), blk_end))
-                           .dims(Cfg::pv_ldsm_dim(dt, lane), 1)
-                           .at(Cfg::v_smem_byte(warp, stage,
-                                                Cfg::v_row_chunk(Cfg::pv_ldsm_dim(dt, lane),
-                                                                 Cfg::pv_ldsm_group(kk, lane))),
-                               16));
+      if constexpr (Cfg::kTokenRows) {
+        // V rows are tokens here: the transposing load gives V^T's fragments.
+        const int chunk = Cfg::k_row_chunk(Cfg::pv_trans_token(kk, lane), Cfg::pv_trans_chunk(dt, lane));
+        ptx::ldmatrix_x4_trans(a, smem_base + 16u * Cfg::v_smem_chunk(warp, stage, chunk));
+        PA_TRACE(tracer, ev(tc, Step::v_smem_load, Op::shared_load, Tensor::kv_smem)
+                             .it(j).tok(Cfg::trace_token(tok0 + Cfg::pv_trans_token(kk, lane), blk_end))
+                             .dims(Cfg::pv_trans_chunk(dt, lane) * Cfg::kX, Cfg::kX)
+                             .at(Cfg::v_smem_byte(warp, stage, chunk), 16));
+      } else {
+        ptx::ldmatrix_x4(a, smem_base + 16u * Cfg::v_smem_chunk(
+                                         warp, stage,
+                                         Cfg::v_row_chunk(Cfg::pv_ldsm_dim(dt, lane),
+                                                          Cfg::pv_ldsm_group(kk, lane))));
+        PA_TRACE(tracer, ev(tc, Step::v_smem_load, Op::shared_load, Tensor::kv_smem)
+                             .it(j).tok(Cfg::trace_token(tok0 + 8 * Cfg::pv_ldsm_group(kk, lane), blk_end))
+                             .dims(Cfg::pv_ldsm_dim(dt, lane), 1)
+                             .at(Cfg::v_smem_byte(warp, stage,
+                                                  Cfg::v_row_chunk(Cfg::pv_ldsm_dim(dt, lane),
+                                                                   Cfg::pv_ldsm_group(kk, lane))),
+                                 16));
+      }
 #pragma unroll
       for (int h = 0; h < HT; ++h) {
         ptx::mma_m16n8k16<T>(o[dt][h], a, pb[h][0], pb[h][1]);
@@ -671,19 +710,30 @@ OptEntry opt_entry_of() {
   std::call_once(once[dev], [&] { entries[dev] = opt_prepare_entry<Cfg>(); });
   return entries[dev];
 }
-template <DType DT, int HS, int BS, int HT, KvDType KV>
+template <DType DT, int HS, int BS, int HT, KvDType KV, bool ROWS>
 OptEntry opt_entry() {
-  return opt_entry_of<OptConfig<DT, HS, BS, HT, 4, 0, KV>>();
+  return opt_entry_of<OptConfig<DT, HS, BS, HT, 4, 0, KV, ROWS>>();
 }
 template <DType DT, int HS, int BS, int HT>
 OptEntry opt_entry_lean() {
   return opt_entry_of<OptConfig<DT, HS, BS, HT, 4, kOptLeanPipeKB>>();
 }
 
-#define PA_OPT_INSTANTIATE_KV(DT, HS, BS, KV)                       \
-  template OptEntry opt_entry<DType::DT, HS, BS, 1, KvDType::KV>(); \
-  template OptEntry opt_entry<DType::DT, HS, BS, 2, KvDType::KV>();
+#define PA_OPT_INSTANTIATE_KV(DT, HS, BS, KV)                              \
+  template OptEntry opt_entry<DType::DT, HS, BS, 1, KvDType::KV, false>(); \
+  template OptEntry opt_entry<DType::DT, HS, BS, 2, KvDType::KV, false>();
 #define PA_OPT_INSTANTIATE(DT, HS, BS) PA_OPT_INSTANTIATE_KV(DT, HS, BS, same)
+
+// Token-row caches (nhd, hnd: one instance serves both), 2-byte elements.
+#define PA_OPT_INSTANTIATE_ROWS(DT, HS, BS)                                  \
+  template OptEntry opt_entry<DType::DT, HS, BS, 1, KvDType::same, true>(); \
+  template OptEntry opt_entry<DType::DT, HS, BS, 2, KvDType::same, true>();
+#define PA_OPT_INSTANTIATE_ROWS_HS(HS)                                             \
+  PA_OPT_INSTANTIATE_ROWS(f16, HS, 8) PA_OPT_INSTANTIATE_ROWS(f16, HS, 16)         \
+  PA_OPT_INSTANTIATE_ROWS(f16, HS, 32) PA_OPT_INSTANTIATE_ROWS(bf16, HS, 8)        \
+  PA_OPT_INSTANTIATE_ROWS(bf16, HS, 16) PA_OPT_INSTANTIATE_ROWS(bf16, HS, 32)
+#define PA_OPT_INSTANTIATE_ROWS_HS_QUICK(HS) \
+  PA_OPT_INSTANTIATE_ROWS(f16, HS, 16) PA_OPT_INSTANTIATE_ROWS(bf16, HS, 16)
 
 #define PA_OPT_INSTANTIATE_HS(HS)                                                  \
   PA_OPT_INSTANTIATE(f16, HS, 8) PA_OPT_INSTANTIATE(f16, HS, 16)                   \

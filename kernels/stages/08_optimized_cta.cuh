@@ -16,6 +16,7 @@
 #include "pa/index/cascade.hpp"
 #include "pa/index/config.hpp"
 #include "pa/index/events.hpp"
+#include "pa/index/kv_layout.hpp"
 #include "pa/index/layout.hpp"
 #include "pa/index/optimized.hpp"
 #include "pa/index/tracer.hpp"
@@ -29,13 +30,16 @@ struct OptParams {
   const void* q;
   const void* k_cache;
   const void* v_cache;
-  const int* block_tables;
-  const int* context_lens;
+  const int* block_tables;      // padded [seqs, max_blocks_per_seq], or CSR's indices
+  const int* context_lens;      // padded tables only
+  const int* kv_indptr;         // CSR: [seqs + 1]; null: the table is padded
+  const int* kv_last_page_len;  // CSR: [seqs]
   const float* alibi_slopes;  // [num_heads] or null (no ALiBi)
   float* ws_out;
   float* ws_stat;
   int* ws_counter;
-  CacheGeometry cache;
+  KvLayoutGeometry kv;             // the cache's layout and pool
+  std::int64_t kv_token_stride;    // kv.token_stride(), once on the host (token-row layouts)
   QueryGeometry qg;
   BlockTableGeometry btg;
   OptWorkspaceGeometry wsg;
@@ -70,8 +74,9 @@ struct OptEntry {
   int ctas_per_sm;  // occupancy, 0 if it could not be queried
 };
 
-template <DType DT, int HS, int BS, int HT, KvDType KV = KvDType::same>
-OptEntry opt_entry();  // defined in 08_optimized.cuh, instantiated in 08_optimized_inst_hs*.cu
+// ROWS: a token-row cache (nhd, hnd; OptConfig's TOKEN_ROWS).
+template <DType DT, int HS, int BS, int HT, KvDType KV = KvDType::same, bool ROWS = false>
+OptEntry opt_entry();  // defined in 08_optimized.cuh, instantiated in 08_optimized_inst_*hs*.cu
 // The same with the lean pipeline (pa/index/optimized.hpp; head 128 only).
 template <DType DT, int HS, int BS, int HT>
 OptEntry opt_entry_lean();

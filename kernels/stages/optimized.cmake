@@ -4,7 +4,8 @@
 # 16; full builds: every head and block size of the registry. The dispatcher
 # (08_optimized.cu) gets the same lists (opt_built_sizes.hpp, generated below).
 # fp8 caches: block sizes 16 and 32 (a V row of a block fills whole 16-byte
-# copies); quick builds: head 128 x block 16 only.
+# copies); quick builds: head 128 x block 16 only. Token-row caches (nhd,
+# hnd) get the 2-byte lists.
 if(PA_QUICK_KERNELS)
   set(_pa_opt_hs 64 128 256)
   set(_pa_opt_bs 16)
@@ -18,7 +19,8 @@ else()
 endif()
 set(_pa_opt_src ${CMAKE_CURRENT_LIST_DIR}/08_optimized.cu)
 foreach(hs ${_pa_opt_hs})
-  list(APPEND _pa_opt_src ${CMAKE_CURRENT_LIST_DIR}/08_optimized_inst_hs${hs}.cu)
+  list(APPEND _pa_opt_src ${CMAKE_CURRENT_LIST_DIR}/08_optimized_inst_hs${hs}.cu
+              ${CMAKE_CURRENT_LIST_DIR}/08_optimized_inst_rows_hs${hs}.cu)
 endforeach()
 foreach(hs ${_pa_opt_fp8_hs})
   list(APPEND _pa_opt_src ${CMAKE_CURRENT_LIST_DIR}/08_optimized_inst_fp8_hs${hs}.cu)

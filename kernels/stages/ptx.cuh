@@ -7,7 +7,8 @@
 //                   (and L1: .cg), with zero fill past src_bytes; commit/wait
 //                   group them into pipeline stages.
 //   ldmatrix        a warp loads 8x8 tiles of 16-bit elements from shared
-//                   memory straight into the mma fragment layout.
+//                   memory straight into the mma fragment layout (.trans:
+//                   each tile transposed on the way).
 //   ld.shared.b32   one 32-bit shared-memory load (stage 8's fp8 fragments:
 //                   4 one-byte elements).
 //   cvt.f16x2.e4m3x2 / .e5m2x2   two fp8 codes to two fp16 values (sm_89+),
@@ -57,6 +58,14 @@ __device__ __forceinline__ void cp_async_wait() {
 // Four (two) 8x8 b16 tiles; lane i gives the row address of row i % 8 of tile i / 8.
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// The same four tiles, each transposed: lane l gets the elements (rows
+// 2 (l % 4), +1; column l / 4) of each tile, the fragment of the tile's
+// transpose (stage 8 reads a token-major V as V^T this way).
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }

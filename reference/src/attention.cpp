@@ -180,15 +180,8 @@ LayoutCache convert_layout(const LayoutCache& from, KvLayout to) {
   c.geo = KvLayoutGeometry{to, from.geo.cache};
   c.k.assign(static_cast<std::size_t>(c.geo.k_tensor_elems()), 0.f);
   if (!c.geo.one_tensor()) c.v.assign(static_cast<std::size_t>(c.geo.page_elems() * c.geo.cache.num_blocks), 0.f);
-  float* v = c.geo.one_tensor() ? c.k.data() : c.v.data();
-  const CacheGeometry& g = c.geo.cache;
-  for (int page = 0; page < g.num_blocks; ++page)
-    for (int kvh = 0; kvh < g.num_kv_heads; ++kvh)
-      for (int d = 0; d < g.head_size; ++d)
-        for (int t = 0; t < g.block_size; ++t) {
-          c.k[c.geo.k_offset(page, kvh, d, t)] = from.k_data()[from.geo.k_offset(page, kvh, d, t)];
-          v[c.geo.v_offset(page, kvh, d, t)] = from.v_data()[from.geo.v_offset(page, kvh, d, t)];
-        }
+  move_kv_elements(from.geo, from.k_data(), from.v_data(), c.geo, c.k.data(), c.geo.one_tensor() ? c.k.data() : c.v.data(),
+                   sizeof(float));
   return c;
 }
 
@@ -198,32 +191,6 @@ LayoutCache to_layout(const PagedProblem& p, KvLayout layout) {
   vllm.k = p.k_cache;
   vllm.v = p.v_cache;
   return layout == KvLayout::vllm ? vllm : convert_layout(vllm, layout);
-}
-
-std::vector<int> block_tables_from_csr(const CsrTables& t, int max_blocks_per_seq) {
-  const int seqs = static_cast<int>(t.indptr.size()) - 1;
-  std::vector<int> bt(static_cast<std::size_t>(seqs) * max_blocks_per_seq, kNoBlock);
-  for (int s = 0; s < seqs; ++s) {
-    const int n = t.indptr[s + 1] - t.indptr[s];
-    if (n > max_blocks_per_seq)
-      throw std::invalid_argument("block_tables_from_csr: sequence " + std::to_string(s) + " has " + std::to_string(n) +
-                                  " pages (accepted: at most max_blocks_per_seq " +
-                                  std::to_string(max_blocks_per_seq) + ")");
-    for (int i = 0; i < n; ++i) bt[static_cast<std::size_t>(s) * max_blocks_per_seq + i] = t.indices[t.indptr[s] + i];
-  }
-  return bt;
-}
-
-CsrTables csr_from_block_tables(const PagedProblem& p) {
-  CsrTables t;
-  t.indptr.push_back(0);
-  for (int s = 0; s < p.num_seqs(); ++s) {
-    const int n = p.num_logical_blocks(s);
-    for (int b = 0; b < n; ++b) t.indices.push_back(p.physical_block(s, b));
-    t.indptr.push_back(static_cast<int>(t.indices.size()));
-    t.last_page_len.push_back(p.context_len(s) - (n - 1) * p.spec.block_size);
-  }
-  return t;
 }
 
 std::vector<double> ref_output_paged(const PagedProblem& p, const LayoutCache& cache,

@@ -27,6 +27,7 @@ TEST_CASE("pa-bench: no arguments are the documented defaults", "[cli][bench]") 
   CHECK(o.force_splits == 0);
   CHECK_FALSE(o.alibi);
   CHECK(o.kv_dtypes == std::vector<KvDType>{KvDType::same});
+  CHECK(o.layouts == std::vector<KvLayout>{KvLayout::vllm});
   CHECK_FALSE(o.quick);
   CHECK_FALSE(o.only_optimized);
   CHECK_FALSE(o.has_shape);
@@ -57,6 +58,23 @@ TEST_CASE("pa-bench: every option is read", "[cli][bench]") {
   CHECK(o.shape.context == 1000);
   CHECK(o.shape.head_size == 64);
   CHECK(o.shape.prefix == 0);
+}
+
+TEST_CASE("pa-bench: --layouts adds layouts after vLLM's, which is always timed", "[cli][bench]") {
+  CHECK(parse_bench_options({"--layouts", "hnd,nhd"}).layouts ==
+        std::vector<KvLayout>{KvLayout::vllm, KvLayout::hnd, KvLayout::nhd});
+  CHECK(parse_bench_options({"--layouts", "vllm,nhd"}).layouts == std::vector<KvLayout>{KvLayout::vllm, KvLayout::nhd});
+  auto message = [](std::vector<std::string> args) {
+    try {
+      (void)parse_bench_options(args);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  CHECK_THAT(message({"--layouts", "nhd,foo"}), ContainsSubstring("unknown layout 'foo'") &&
+                                                    ContainsSubstring("vllm, nhd, hnd"));
+  CHECK_THAT(message({"--layouts", "nhd,nhd"}), ContainsSubstring("nhd twice"));
 }
 
 TEST_CASE("pa-bench: --dtypes keeps the order given", "[cli][bench]") {

@@ -155,6 +155,42 @@ class FixtureTable(unittest.TestCase):
         self.assertEqual(len(table_lines(text)), len(self.rows) + len({(r["seqs"], r["context"], r["head_size"],
                                                                        r["dtype"]) for r in extra}))
 
+    def layout_data(self):
+        data = fixture()
+        data["layouts"] = ["vllm", "nhd", "hnd"]
+        opt = [r for r in data["rows"] if r["kernel"] == "optimized"]
+        extra = []
+        for r in opt:
+            extra.append(dict(r, layout="nhd", median_us=r["median_us"] * 1.02))
+            extra.append(dict(r, layout="hnd", status="error: its output differs from stage 8's on the same inputs"))
+        data["rows"] += extra
+        return data, opt
+
+    def test_layout_rows_stay_out_of_the_main_table(self):
+        data, _ = self.layout_data()
+        self.assertEqual(bench_table.table(data, "fixture.json"), self.text)
+
+    def test_layout_table_gives_each_layout_and_its_ratio(self):
+        data, opt = self.layout_data()
+        text = bench_table.layout_table(data, "f.json")
+        self.assertIn("pa-bench --layouts nhd,hnd", text)
+        lines = table_lines(text)
+        self.assertEqual(lines[0].split("|")[7:-1], [" vllm ", " nhd ", " hnd ", " nhd / vllm ", " hnd / vllm "])
+        body = lines[1:]
+        self.assertEqual(len(body), len(opt))
+        ok = [l for l in body if "**error**" in l]
+        self.assertEqual(len(ok), len(opt))  # every hnd cell is the error
+        for line in body:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if cells[6] not in ("n/a", "not built", "missing", "**error**", "—"):
+                self.assertEqual(cells[9], "1.020")
+            self.assertEqual(cells[10], "—")  # no ratio for an error
+        self.assertIn("optimized (hnd cache)", text)
+
+    def test_layout_table_without_layout_rows_is_an_error(self):
+        with self.assertRaises(SystemExit):
+            bench_table.layout_table(fixture(), "f.json")
+
     def test_readme_without_markers_is_an_error(self):
         with tempfile.TemporaryDirectory() as d:
             readme = pathlib.Path(d) / "README.md"
@@ -169,11 +205,11 @@ class FixtureTable(unittest.TestCase):
 class WriterSchema(unittest.TestCase):
     """The file pa-bench's writer makes (bench_json_sample) is what the script reads."""
 
-    ROW_KEYS = ["kernel", "dtype", "kv_dtype", "seqs", "heads", "kv_heads", "context", "prefix", "head_size", "block_size",
+    ROW_KEYS = ["kernel", "dtype", "kv_dtype", "layout", "seqs", "heads", "kv_heads", "context", "prefix", "head_size", "block_size",
                 "kv_bytes", "pool_sets", "pool_bytes", "status", "median_us", "min_us", "p10_us", "p90_us",
                 "timed", "warmup_launches", "gbps", "pct_copy", "xcheck_max_abs_vs_optimized", "plan"]
     TOP_KEYS = ["gpu", "sm_count", "l2_bytes", "copy_gbps", "copy_bytes_each_way", "iters", "warmup", "warmup_ms",
-                "spin_us", "alibi", "kv_dtypes", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows", "cascade"]
+                "spin_us", "alibi", "kv_dtypes", "layouts", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows", "cascade"]
 
     def setUp(self):
         if SAMPLE is None:

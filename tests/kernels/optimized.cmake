@@ -24,4 +24,9 @@ if(PA_HAVE_CUDA AND TARGET pa_kernels_optimized)
   endif()
   target_compile_definitions(pa_optimized_tests PRIVATE "PA_OPT_INSTANCE_HEAD_SIZES=${_pa_opt_inst_hs}"
                                                         PA_QUICK_KERNELS=${_pa_opt_quick})
+  # Stage 8 over the nhd / hnd layouts and CSR page tables.
+  pa_add_test(pa_layouts_gpu_tests
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_layouts_gpu.cpp
+    LIBS pa_kernels pa_kernels_optimized pa_reference CUDA::cudart
+    LABELS gpu)
 endif()

@@ -92,39 +92,83 @@ std::vector<int> built_block_sizes() {
 }  // namespace
 
 TEST_CASE("stage 8 chunk math matches the cache layouts", "[optimized]") {
-  using Cfg16 = OptConfig<DType::f16, 128, 16, 1>;
-  using Cfg8 = OptConfig<DType::bf16, 80, 8, 2>;
-  using Cfg32 = OptConfig<DType::f16, 256, 32, 1>;
-  auto check = [](auto cfg_tag, int hs, int bs) {
+  std::size_t ran = 0;
+  // Every chunk of a (page, kv head) tile lands on the elements k_offset /
+  // v_offset give for its (token, dim), in each layout; K lands at its
+  // (token, dim chunk) row in shared memory whatever the layout; the tile
+  // fills every chunk of its block's region once.
+  auto check = [&](auto cfg_tag, int hs, int bs, KvLayout layout) {
     using Cfg = decltype(cfg_tag);
-    CacheGeometry g{7, 3, hs, bs, Cfg::kX};
+    INFO(kv_layout_name(layout) << " head " << hs << " block " << bs);
+    REQUIRE(Cfg::kTokenRows == kv_layout_token_rows(layout));
+    const KvLayoutGeometry g{layout, CacheGeometry{7, 3, hs, bs, Cfg::kX}};
+    std::vector<int> k_seen(Cfg::kTileChunks, 0), v_seen(Cfg::kTileChunks, 0);
     for (int L = 0; L < Cfg::kTileChunks; ++L) {
       const int kd = Cfg::k_chunk_dim(L), kt = Cfg::k_chunk_token(L);
-      REQUIRE(g.k_offset(5, 2, kd, kt) == g.k_offset(5, 2, 0, 0) + Cfg::chunk_elem_offset(L));
+      const std::int64_t off = Cfg::chunk_elem_offset(L, g.token_stride());
+      REQUIRE(g.k_offset(5, 2, kd, kt) == Cfg::k_tile_offset(g, 5, 2) + off);
+      REQUIRE(Cfg::k_chunk_byte(g, 5, 2, L) == g.k_offset(5, 2, kd, kt) * Cfg::kKvBytes);
       const int vd = Cfg::v_chunk_dim(L), vt = Cfg::v_chunk_first_token(L);
-      REQUIRE(g.v_offset(5, 2, vd, vt) == g.v_offset(5, 2, 0, 0) + Cfg::chunk_elem_offset(L));
+      REQUIRE(g.v_offset(5, 2, vd, vt) == Cfg::v_tile_offset(g, 5, 2) + off);
+      REQUIRE(Cfg::v_chunk_byte(g, 5, 2, L) == g.v_offset(5, 2, vd, vt) * Cfg::kKvBytes);
+      // The chunk's x elements are consecutive in memory: x dims of one token
+      // (K; V of token rows) or x tokens of one dim (vLLM's V).
+      for (int e = 1; e < Cfg::kX; ++e) {
+        REQUIRE(g.k_offset(5, 2, kd + e, kt) == g.k_offset(5, 2, kd, kt) + e);
+        if (Cfg::kTokenRows) REQUIRE(g.v_offset(5, 2, vd + e, vt) == g.v_offset(5, 2, vd, vt) + e);
+        else REQUIRE(g.v_offset(5, 2, vd, vt + e) == g.v_offset(5, 2, vd, vt) + e);
+      }
+      REQUIRE(Cfg::k_tile_chunk(0, L) == Cfg::k_row_chunk(kt, kd / Cfg::kX));
+      if (Cfg::kTokenRows) REQUIRE(Cfg::v_tile_chunk(0, L) == Cfg::k_row_chunk(vt, vd / Cfg::kX));
+      ++k_seen[Cfg::k_tile_chunk(0, L)];
+      ++v_seen[Cfg::v_tile_chunk(0, L)];
     }
+    for (int c : k_seen) REQUIRE(c == 1);
+    for (int c : v_seen) REQUIRE(c == 1);
     // The swizzle is a permutation of each 8-chunk line.
     std::vector<int> seen(Cfg::kStepChunks, 0);
     for (int s = 0; s < Cfg::kStepChunks; ++s) seen[Cfg::swizzle(s)]++;
     for (int c : seen) REQUIRE(c == 1);
-    // The 8 rows of every ldmatrix land in 8 distinct 16-byte bank groups.
+    // The 8 rows of every ldmatrix land in 8 distinct 16-byte bank groups:
+    // QK's (8 tokens of one dim chunk; PV's .trans over token rows reads the
+    // same rows of the V region) and PV's over vLLM's dim-major V.
     for (int c = 0; c < hs / Cfg::kX; ++c)
       for (int t0 = 0; t0 < Cfg::kStepTokens; t0 += 8) {
         int mask = 0;
         for (int i = 0; i < 8; ++i) mask |= 1 << (Cfg::swizzle(Cfg::k_row_chunk(t0 + i, c)) % 8);
         REQUIRE(mask == 0xFF);
       }
-    for (int d0 = 0; d0 < hs; d0 += 8)
-      for (int q = 0; q < Cfg::kStepTokens / 8; ++q) {
-        int mask = 0;
-        for (int i = 0; i < 8; ++i) mask |= 1 << (Cfg::swizzle(Cfg::v_row_chunk(d0 + i, q)) % 8);
-        REQUIRE(mask == 0xFF);
-      }
+    if (!Cfg::kTokenRows)
+      for (int d0 = 0; d0 < hs; d0 += 8)
+        for (int q = 0; q < Cfg::kStepTokens / 8; ++q) {
+          int mask = 0;
+          for (int i = 0; i < 8; ++i) mask |= 1 << (Cfg::swizzle(Cfg::v_row_chunk(d0 + i, q)) % 8);
+          REQUIRE(mask == 0xFF);
+        }
+    // Token rows: the .trans rows of a k-step and dim tile are tokens
+    // 16 kk + 0..15 and dim chunks 2 dt, 2 dt + 1, each once.
+    if (Cfg::kTokenRows)
+      for (int kk = 0; kk < Cfg::kPvKSteps; ++kk)
+        for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
+          std::vector<int> hit(32, 0);
+          for (int lane = 0; lane < 32; ++lane) {
+            const int t = Cfg::pv_trans_token(kk, lane) - 16 * kk, c = Cfg::pv_trans_chunk(dt, lane) - 2 * dt;
+            REQUIRE((t >= 0 && t < 16 && c >= 0 && c < 2));
+            ++hit[t * 2 + c];
+          }
+          for (int h : hit) REQUIRE(h == 1);
+        }
+    ++ran;
   };
-  check(Cfg16{}, 128, 16);
-  check(Cfg8{}, 80, 8);
-  check(Cfg32{}, 256, 32);
+  for (KvLayout l : {KvLayout::nhd, KvLayout::hnd}) {
+    check(OptConfig<DType::f16, 128, 16, 1, 4, 0, KvDType::same, true>{}, 128, 16, l);
+    check(OptConfig<DType::bf16, 80, 8, 2, 4, 0, KvDType::same, true>{}, 80, 8, l);
+    check(OptConfig<DType::f16, 256, 32, 1, 4, 0, KvDType::same, true>{}, 256, 32, l);
+  }
+  check(OptConfig<DType::f16, 128, 16, 1>{}, 128, 16, KvLayout::vllm);
+  check(OptConfig<DType::bf16, 80, 8, 2>{}, 80, 8, KvLayout::vllm);
+  check(OptConfig<DType::f16, 256, 32, 1>{}, 256, 32, KvLayout::vllm);
+  CHECK(ran == 9);
 }
 
 TEST_CASE("stage 8's dispatcher holds exactly the instances the build compiles", "[optimized]") {

@@ -42,6 +42,10 @@ struct OptModel : BlockModel {
   int head0 = 0, nh = 0, kvh = 0;
   int ctx = 0, nblocks = 0, blk_begin = 0, blk_end = 0, nsteps = 0;
 
+  // A PagedProblem's cache is in vLLM's layout (traces of nhd / hnd caches
+  // are not modelled yet: the recording refuses them).
+  KvLayoutGeometry kv{KvLayout::vllm, p.cache};
+
   int table(int lb) const { return p.block_tables[p.table.offset(c.seq, lb)]; }
   std::int64_t table_byte(int lb) const { return p.table.offset(c.seq, lb) * 4; }
 
@@ -111,18 +115,18 @@ struct OptModel : BlockModel {
         const int ktok = exists ? lb * BS + Cfg::k_chunk_token(L) : -1;
         em.record(tid, ev_(tid, Step::k_load, Op::async_copy, Tensor::k_cache)
                            .it(j).lane_it(L / kWarpSize).tok(ktok).blk(lb_t, phys_t).dims(Cfg::k_chunk_dim(L), Cfg::kX)
-                           .at(kok ? Cfg::k_chunk_byte(p.cache, phys_t, kvh, L) : -1, kok ? 16 : 0));
+                           .at(kok ? Cfg::k_chunk_byte(kv, phys_t, kvh, L) : -1, kok ? 16 : 0));
         em.record(tid, ev_(tid, Step::k_load, Op::shared_store, Tensor::kv_smem)
                            .it(j).lane_it(L / kWarpSize).tok(ktok).blk(lb_t, phys_t).dims(Cfg::k_chunk_dim(L), Cfg::kX)
-                           .at(Cfg::k_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
+                           .at(Cfg::k_smem_byte(warp, stage, Cfg::k_tile_chunk(bi, L)), 16));
         const int vbytes = Cfg::v_chunk_src_bytes(L, nvalid);
         const int vtok = exists ? lb * BS + Cfg::v_chunk_first_token(L) : -1;
         em.record(tid, ev_(tid, Step::v_load, Op::async_copy, Tensor::v_cache)
-                           .it(j).lane_it(L / kWarpSize).tok(vtok).blk(lb_t, phys_t).dims(Cfg::v_chunk_dim(L), 1)
-                           .at(vbytes > 0 ? Cfg::v_chunk_byte(p.cache, phys_t, kvh, L) : -1, vbytes));
+                           .it(j).lane_it(L / kWarpSize).tok(vtok).blk(lb_t, phys_t).dims(Cfg::v_chunk_dim(L), Cfg::kVChunkDims)
+                           .at(vbytes > 0 ? Cfg::v_chunk_byte(kv, phys_t, kvh, L) : -1, vbytes));
         em.record(tid, ev_(tid, Step::v_load, Op::shared_store, Tensor::kv_smem)
-                           .it(j).lane_it(L / kWarpSize).tok(vtok).blk(lb_t, phys_t).dims(Cfg::v_chunk_dim(L), 1)
-                           .at(Cfg::v_smem_byte(warp, stage, Cfg::step_chunk(bi, L)), 16));
+                           .it(j).lane_it(L / kWarpSize).tok(vtok).blk(lb_t, phys_t).dims(Cfg::v_chunk_dim(L), Cfg::kVChunkDims)
+                           .at(Cfg::v_smem_byte(warp, stage, Cfg::v_tile_chunk(bi, L)), 16));
       }
     }
   }

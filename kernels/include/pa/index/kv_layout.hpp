@@ -20,6 +20,8 @@
 // sequence with no pages has none.
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "pa/index/hd.hpp"
 #include "pa/index/layout.hpp"
@@ -32,6 +34,29 @@ inline constexpr KvLayout kAllKvLayouts[] = {KvLayout::vllm, KvLayout::nhd, KvLa
 constexpr const char* kv_layout_name(KvLayout l) {
   return l == KvLayout::vllm ? "vllm" : l == KvLayout::nhd ? "nhd" : "hnd";
 }
+// True for the layouts that keep each token's head contiguous (nhd, hnd):
+// a 16-byte chunk there holds consecutive dims of one token, in K and in V
+// alike, and the two differ only in the strides between tokens and between
+// kv heads (KvLayoutGeometry::token_stride), so one kernel serves both.
+constexpr PA_HD bool kv_layout_token_rows(KvLayout l) { return l != KvLayout::vllm; }
+
+// The two page-table forms (below): vLLM's padded rows, FlashInfer's CSR.
+enum class PageTableForm : std::uint8_t { padded, csr };
+inline constexpr PageTableForm kAllPageTableForms[] = {PageTableForm::padded, PageTableForm::csr};
+constexpr const char* page_table_name(PageTableForm f) { return f == PageTableForm::padded ? "padded" : "csr"; }
+// Names as the command lines take them.
+inline constexpr std::optional<KvLayout> kv_layout_from_name(std::string_view s) {
+  for (KvLayout l : kAllKvLayouts)
+    if (s == kv_layout_name(l)) return l;
+  return std::nullopt;
+}
+inline constexpr const char* kKvLayoutNamesText = "vllm, nhd, hnd";
+inline constexpr std::optional<PageTableForm> page_table_from_name(std::string_view s) {
+  for (PageTableForm f : kAllPageTableForms)
+    if (s == page_table_name(f)) return f;
+  return std::nullopt;
+}
+inline constexpr const char* kPageTableNamesText = "padded, csr";
 
 // Element offsets of K and V in `layout`, over the pages of `cache` (num_blocks
 // pages of block_size slots, num_kv_heads, head_size, and x for vllm). For nhd
@@ -54,6 +79,12 @@ struct KvLayoutGeometry {
   constexpr PA_HD std::int64_t v_offset(int page, int kv_head, int d, int t) const {
     if (layout == KvLayout::vllm) return cache.v_offset(page, kv_head, d, t);
     return paged(page, 1, kv_head, d, t);
+  }
+  // nhd / hnd: elements between slot t and slot t + 1 of one kv head (K and
+  // V alike): num_kv_heads * head_size for nhd, head_size for hnd. In vLLM's
+  // layout a token's dims are not contiguous, so it has no such stride (0).
+  constexpr PA_HD std::int64_t token_stride() const {
+    return layout == KvLayout::vllm ? 0 : paged(0, 0, 0, 0, 1) - paged(0, 0, 0, 0, 0);
   }
 
  private:
@@ -84,7 +115,11 @@ struct CsrPageTable {
   constexpr PA_HD int num_pages(int seq) const { return indptr[seq + 1] - indptr[seq]; }
   constexpr PA_HD int seq_len(int seq) const {
     const int n = num_pages(seq);
-    return n == 0 ? 0 : (n - 1) * page_size + last_page_len[seq];
+    return seq_len_of(n, n == 0 ? 0 : last_page_len[seq], page_size);
+  }
+  // Tokens of a sequence of num_pages pages whose last holds last_len.
+  static constexpr PA_HD int seq_len_of(int num_pages, int last_len, int page_size) {
+    return num_pages == 0 ? 0 : (num_pages - 1) * page_size + last_len;
   }
   constexpr PA_HD int page(int seq, int token) const { return indices[indptr[seq] + token / page_size]; }
 };
@@ -100,6 +135,10 @@ static_assert(kNhd.k_offset(0, 0, 1, 0) == 1 && kNhd.k_offset(0, 1, 0, 0) == 8 &
 static_assert(kNhd.v_offset(0, 0, 0, 0) == 64 && kNhd.k_offset(1, 0, 0, 0) == 128, "nhd: V after K in each page");
 static_assert(kHnd.k_offset(0, 0, 0, 1) == 8 && kHnd.k_offset(0, 1, 0, 0) == 32, "hnd: dims, then slots, then kv heads");
 static_assert(kHnd.v_offset(3, 1, 7, 3) + 1 == kHnd.k_tensor_elems(), "hnd: the last element ends the tensor");
+static_assert(kNhd.token_stride() == 16 && kHnd.token_stride() == 8, "token stride: kv_heads x head (nhd), head (hnd)");
+static_assert(kNhd.k_offset(2, 1, 5, 3) - kNhd.k_offset(2, 1, 5, 0) == 3 * kNhd.token_stride() &&
+                  kHnd.v_offset(2, 1, 5, 3) - kHnd.v_offset(2, 1, 5, 0) == 3 * kHnd.token_stride(),
+              "token_stride steps one slot of one kv head, in K and V");
 }  // namespace kv_layout_check
 
 }  // namespace pa

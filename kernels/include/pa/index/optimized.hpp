@@ -7,11 +7,14 @@
 // take "steps" of kStepTokens tokens (one block, or two 8-token blocks; with
 // an fp8 cache 32 tokens, two blocks of 16 or one of 32)
 // round-robin: warp w handles steps w, w + kNumWarps, ... of the split.
-// Each step's K and V tiles (whole (block, kv head) tiles: they are contiguous
-// in both caches) are copied into the warp's own shared-memory stage by
-// 16-byte cp.async; QK and PV run on tensor cores (mma.m16n8k16) fed by
-// ldmatrix from those stages (with an fp8 cache: by 4-byte shared loads and
-// cvt to 16-bit values).
+// Each step's K and V tiles (whole (block, kv head) tiles: contiguous in
+// vLLM's caches, one 16-byte-aligned row per token in nhd / hnd) are copied
+// into the warp's own shared-memory stage by 16-byte cp.async; QK and PV run
+// on tensor cores (mma.m16n8k16) fed by ldmatrix from those stages (with an
+// fp8 cache: by 4-byte shared loads and cvt to 16-bit values). Every layout
+// lands K in the same shared-memory order (a token's dim chunks, token by
+// token), so QK is one code; V lands dim-major from vLLM's cache and
+// token-major from nhd / hnd, which PV reads with ldmatrix.trans.
 //
 // Everything here is plain integer math, shared by the kernel, its tests and
 // the benchmark's byte counts.
@@ -22,6 +25,7 @@
 
 #include "pa/index/dtype.hpp"
 #include "pa/index/hd.hpp"
+#include "pa/index/kv_layout.hpp"
 #include "pa/index/layout.hpp"
 
 namespace pa {
@@ -55,13 +59,16 @@ static_assert(opt_block_size_ok(8, 2) && opt_block_size_ok(16, 1) && opt_block_s
 // cache's element type; with fp8 a step is 32 tokens (as many bytes as a
 // 16-token fp16 step, so the same pipeline stages) and the fragments are
 // built by 4-byte shared loads and conversion instead of ldmatrix (the fp8
-// fragment functions below).
+// fragment functions below). TOKEN_ROWS: the cache keeps each token's head
+// contiguous (nhd, hnd: kv_layout_token_rows), so a 16-byte chunk is
+// consecutive dims of one token in V too; 2-byte caches only.
 template <DType DT, int HEAD_SIZE, int BLOCK_SIZE, int HEAD_TILES, int NUM_WARPS = 4, int PIPE_KB = 0,
-          KvDType KV = KvDType::same>
+          KvDType KV = KvDType::same, bool TOKEN_ROWS = false>
 struct OptConfig {
   static constexpr DType kDType = DT;
   static constexpr KvDType kKvDType = KV;
   static constexpr bool kFp8 = is_fp8(KV);
+  static constexpr bool kTokenRows = TOKEN_ROWS;
   static constexpr int kElemBytes = dtype_bytes(DT);        // Q, output, mma inputs
   static constexpr int kKvBytes = kv_elem_bytes(DT, KV);    // one cache element
   static constexpr int kX = 16 / kKvBytes;  // elements per 16-byte chunk (the K layout's x)
@@ -118,19 +125,49 @@ struct OptConfig {
                 "a V row of a block must be whole 16-byte chunks (fp8 caches: block size 16 or 32)");
   static_assert(kStepTokens % 16 == 0, "a step must be whole PV k-steps");
   static_assert(HEAD_TILES == 1 || HEAD_TILES == 2, "one QK m-tile (16 rows) per CTA");
+  static_assert(!(TOKEN_ROWS && kFp8),
+                "nhd / hnd caches: 2-byte elements only (PV's fp8 fragments pair a dim's adjacent tokens, which "
+                "only vLLM's V layout keeps adjacent)");
 
   // --- chunks of a tile ------------------------------------------------------
-  // K tile chunk L holds dims [c*x, c*x + x) of token t, with c = L / BLOCK_SIZE,
-  // t = L % BLOCK_SIZE; V tile chunk L holds dim d = L / (BLOCK_SIZE/x), tokens
-  // [(L % (BLOCK_SIZE/x)) * x, + x). Both tiles are contiguous, so chunk L sits
-  // at element offset L * x from CacheGeometry::k_offset(p, h, 0, 0) /
-  // v_offset(p, h, 0, 0) (a CPU test checks this against k_offset/v_offset).
-  PA_HD static constexpr int chunk_elem_offset(int L) { return L * kX; }
-  PA_HD static constexpr int k_chunk_token(int L) { return L % BLOCK_SIZE; }
-  PA_HD static constexpr int k_chunk_dim(int L) { return (L / BLOCK_SIZE) * kX; }
-  static constexpr int kVChunksPerRow = BLOCK_SIZE / kX;
-  PA_HD static constexpr int v_chunk_first_token(int L) { return (L % kVChunksPerRow) * kX; }
-  PA_HD static constexpr int v_chunk_dim(int L) { return L / kVChunksPerRow; }
+  // vLLM's cache: K tile chunk L holds dims [c*x, c*x + x) of token t, with
+  // c = L / BLOCK_SIZE, t = L % BLOCK_SIZE; V tile chunk L holds dim
+  // d = L / (BLOCK_SIZE/x), tokens [(L % (BLOCK_SIZE/x)) * x, + x). Both tiles
+  // are contiguous, so chunk L sits at element offset L * x from
+  // CacheGeometry::k_offset(p, h, 0, 0) / v_offset(p, h, 0, 0).
+  // Token rows (nhd, hnd): chunk L of either tile holds dims [c*x, c*x + x)
+  // of token t = L / (HEAD_SIZE/x), c = L % (HEAD_SIZE/x): a token's row is
+  // contiguous and rows are token_stride elements apart
+  // (KvLayoutGeometry::token_stride), so a warp's 32 chunks are whole rows.
+  // (A CPU test checks every chunk against k_offset / v_offset.)
+  static constexpr int kChunksPerToken = HEAD_SIZE / kX;
+  PA_HD static constexpr int k_chunk_token(int L) { return TOKEN_ROWS ? L / kChunksPerToken : L % BLOCK_SIZE; }
+  PA_HD static constexpr int k_chunk_dim(int L) {
+    return (TOKEN_ROWS ? L % kChunksPerToken : L / BLOCK_SIZE) * kX;
+  }
+  static constexpr int kVChunksPerRow = BLOCK_SIZE / kX;  // vLLM's V: chunks of one dim's tokens
+  PA_HD static constexpr int v_chunk_first_token(int L) {
+    return TOKEN_ROWS ? L / kChunksPerToken : (L % kVChunksPerRow) * kX;
+  }
+  PA_HD static constexpr int v_chunk_dim(int L) { return TOKEN_ROWS ? (L % kChunksPerToken) * kX : L / kVChunksPerRow; }
+  // Tokens and dims one V chunk covers (for the trace): x tokens of one dim,
+  // or one token's x dims.
+  static constexpr int kVChunkTokens = TOKEN_ROWS ? 1 : kX;
+  static constexpr int kVChunkDims = TOKEN_ROWS ? kX : 1;
+  // Element offset of chunk L (K or V: the same in both tiles) from the
+  // tile's first element; token_stride is read only for token rows.
+  PA_HD static constexpr auto chunk_elem_offset(int L, std::int64_t token_stride) {
+    if constexpr (TOKEN_ROWS) return k_chunk_token(L) * token_stride + k_chunk_dim(L);
+    else return L * kX;  // an int, as the 32-bit offset it always was
+  }
+  // The tile's first element (page phys, kv head): vLLM's formula
+  // (CacheGeometry, no layout branch) or the token-row layout's.
+  PA_HD static constexpr std::int64_t k_tile_offset(const KvLayoutGeometry& g, int phys, int kv_head) {
+    return TOKEN_ROWS ? g.k_offset(phys, kv_head, 0, 0) : g.cache.k_offset(phys, kv_head, 0, 0);
+  }
+  PA_HD static constexpr std::int64_t v_tile_offset(const KvLayoutGeometry& g, int phys, int kv_head) {
+    return TOKEN_ROWS ? g.v_offset(phys, kv_head, 0, 0) : g.cache.v_offset(phys, kv_head, 0, 0);
+  }
 
   // --- shared memory of a step -------------------------------------------------
   // Chunk index inside a step's K (or V) region: block bi of the step, chunk L.
@@ -153,9 +190,23 @@ struct OptConfig {
   PA_HD static constexpr int k_row_chunk(int T, int c) {
     return step_chunk(T / BLOCK_SIZE, c * BLOCK_SIZE + T % BLOCK_SIZE);
   }
-  // Step chunk of V row (dim d, token group q = tokens [8q, 8q+8) of the step).
+  // Step chunk of V row (dim d, token group q = tokens [8q, 8q+8) of the
+  // step): vLLM's V, dim-major in shared memory.
   PA_HD static constexpr int v_row_chunk(int d, int q) {
     return step_chunk((q * kX) / BLOCK_SIZE, d * kVChunksPerRow + ((q * kX) % BLOCK_SIZE) / kX);
+  }
+  // Where tile chunk L of block bi of the step lands (step chunk, before the
+  // swizzle). K: always at its (token, dim chunk) row, the order QK's
+  // ldmatrix reads (for vLLM's cache that is chunk L itself). V: vLLM's
+  // chunk L at L (dim-major); a token row's chunk at its (token, dim chunk)
+  // row like K, the order PV's ldmatrix.trans reads.
+  PA_HD static constexpr int k_tile_chunk(int bi, int L) {
+    if constexpr (TOKEN_ROWS) return k_row_chunk(bi * BLOCK_SIZE + k_chunk_token(L), k_chunk_dim(L) / kX);
+    else return step_chunk(bi, L);  // = k_row_chunk(bi * BLOCK_SIZE + L % BLOCK_SIZE, L / BLOCK_SIZE)
+  }
+  PA_HD static constexpr int v_tile_chunk(int bi, int L) {
+    return TOKEN_ROWS ? k_row_chunk(bi * BLOCK_SIZE + v_chunk_first_token(L), v_chunk_dim(L) / kX)
+                      : step_chunk(bi, L);
   }
 
   // --- work assignment -------------------------------------------------------
@@ -196,6 +247,13 @@ struct OptConfig {
   // PV: O^T[d][g] += V^T[d][t] P^T[t][g]: A = V^T (dim tile dt, k-step kk).
   PA_HD static constexpr int pv_ldsm_dim(int dt, int lane) { return 16 * dt + lane % 8 + 8 * ((lane / 8) & 1); }
   PA_HD static constexpr int pv_ldsm_group(int kk, int lane) { return 2 * kk + lane / 16; }
+  // Token rows: ldmatrix.x4.trans over token-major V rows; lane supplies row
+  // (lane % 8) of matrix (lane / 8): token 16 kk + lane % 8 (+ 8 for
+  // matrices 2, 3), dim chunk 2 dt (+ 1 for matrices 1, 3), so the four
+  // transposed 8x8 matrices are the A fragment's dims 0-7 / 8-15 x tokens
+  // 0-7 / 8-15 of the k-step.
+  PA_HD static constexpr int pv_trans_token(int kk, int lane) { return 16 * kk + lane % 8 + 8 * (lane / 16); }
+  PA_HD static constexpr int pv_trans_chunk(int dt, int lane) { return 2 * dt + (lane / 8) % 2; }
   // O^T accumulators: c0,c1 -> dim o_dim(lane), heads o_head(lane)+{0,1}; c2,c3 -> dim + 8.
   PA_HD static constexpr int o_dim(int dt, int lane) { return 16 * dt + lane / 4; }
   PA_HD static constexpr int o_head(int lane) { return 2 * (lane % 4); }
@@ -235,16 +293,16 @@ struct OptConfig {
                       lane % kBlocksPerStep);
   }
   // Source bytes of the cp.async of V chunk L of a block with nvalid tokens
-  // (the rest of the 16 bytes is zero-filled).
+  // (the rest of the 16 bytes is zero-filled): a token row is all or nothing.
   PA_HD static constexpr int v_chunk_src_bytes(int L, int nvalid) {
-    return cmax(0, cmin(kX, nvalid - v_chunk_first_token(L))) * kKvBytes;
+    return cmax(0, cmin(kVChunkTokens, nvalid - v_chunk_first_token(L))) * kVChunkDims * kKvBytes;
   }
   // Global byte offset of K / V tile chunk L of (physical block, kv head).
-  PA_HD static std::int64_t k_chunk_byte(const CacheGeometry& c, int phys, int kv_head, int L) {
-    return (c.k_offset(phys, kv_head, 0, 0) + chunk_elem_offset(L)) * kKvBytes;
+  PA_HD static std::int64_t k_chunk_byte(const KvLayoutGeometry& g, int phys, int kv_head, int L) {
+    return (k_tile_offset(g, phys, kv_head) + chunk_elem_offset(L, g.token_stride())) * kKvBytes;
   }
-  PA_HD static std::int64_t v_chunk_byte(const CacheGeometry& c, int phys, int kv_head, int L) {
-    return (c.v_offset(phys, kv_head, 0, 0) + chunk_elem_offset(L)) * kKvBytes;
+  PA_HD static std::int64_t v_chunk_byte(const KvLayoutGeometry& g, int phys, int kv_head, int L) {
+    return (v_tile_offset(g, phys, kv_head) + chunk_elem_offset(L, g.token_stride())) * kKvBytes;
   }
 
   // --- fp8 fragments (kFp8) ----------------------------------------------------

@@ -152,19 +152,28 @@ std::vector<float> download_decoded(const DeviceBuffer& b, std::size_t n, DType 
 // A PagedProblem's inputs on the device, uploaded once: Q, the K and V pool,
 // the block tables, the context lengths and the ALiBi slopes if any. Every stage reads these; the
 // stage 8 runs (pa-lab run, its recording, its tests) add only their output.
+// The cache goes up in `layout` (pa/core/kv_layout_cache.hpp moves the
+// problem's vLLM-layout bytes; nhd / hnd: one K/V tensor in k_cache, v_cache
+// empty) and the page table in form `tables` (CSR: block_tables holds the
+// indices, beside kv_indptr and kv_last_page_len; context_lens is uploaded
+// either way).
 class DeviceInputs {
  public:
-  explicit DeviceInputs(const PagedProblem& p);
+  explicit DeviceInputs(const PagedProblem& p, KvLayout layout = KvLayout::vllm,
+                        PageTableForm tables = PageTableForm::padded);
   const PagedProblem& host() const { return *host_; }
   // The problem's launch shape (problem_stage_args) with the input pointers
   // set; every output pointer null (the caller wires its own).
   StageArgs args() const;
 
   DeviceBuffer q, k_cache, v_cache, block_tables, context_lens;
+  DeviceBuffer kv_indptr, kv_last_page_len;  // CSR only
   DeviceBuffer alibi_slopes;  // empty without ALiBi
 
  private:
   const PagedProblem* host_;
+  KvLayout layout_ = KvLayout::vllm;
+  PageTableForm tables_ = PageTableForm::padded;
 };
 
 // A PagedProblem on the device for stages 1-5: its inputs (DeviceInputs) and

@@ -9,16 +9,32 @@
 #include <string>
 
 #include "pa/index/dtype.hpp"
+#include "pa/index/kv_layout.hpp"
 
 namespace pa {
 
 struct OptimizedArgs {
   void* out = nullptr;                 // [num_seqs, num_heads, head_size]
   const void* q = nullptr;             // [num_seqs, q_stride]
-  const void* k_cache = nullptr;       // [num_blocks, num_kv_heads, head_size/x, block_size, x]
-  const void* v_cache = nullptr;       // [num_blocks, num_kv_heads, head_size, block_size]
-  const int* block_tables = nullptr;   // [num_seqs, max_blocks_per_seq]
-  const int* context_lens = nullptr;   // [num_seqs], each >= 1
+  // The cache in kv_layout (pa/index/kv_layout.hpp). vllm: k_cache
+  // [num_blocks, num_kv_heads, head_size/x, block_size, x] and v_cache
+  // [num_blocks, num_kv_heads, head_size, block_size]. nhd / hnd: k_cache is
+  // the one K/V tensor ([num_blocks, 2, block_size, num_kv_heads, head_size] /
+  // [num_blocks, 2, num_kv_heads, block_size, head_size]) and v_cache is null
+  // or the same pointer; 2-byte caches only.
+  KvLayout kv_layout = KvLayout::vllm;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  // The page table. Padded (kv_indptr null): block_tables [num_seqs,
+  // max_blocks_per_seq] and context_lens [num_seqs], each >= 1. CSR
+  // (kv_indptr set): block_tables is the indices array, kv_indptr [num_seqs
+  // + 1] and kv_last_page_len [num_seqs] (pa/index/kv_layout.hpp,
+  // CsrPageTable); context_lens is unused; a sequence with no pages gets a
+  // zero output. max_blocks_per_seq is unused.
+  const int* block_tables = nullptr;
+  const int* context_lens = nullptr;
+  const int* kv_indptr = nullptr;
+  const int* kv_last_page_len = nullptr;
   const float* alibi_slopes = nullptr; // [num_heads] ALiBi slopes; null: no ALiBi
   DType dtype = DType::f16;            // Q and the output (and the cache unless kv_dtype says fp8)
   KvDType kv_dtype = KvDType::same;    // fp8: K and V one byte per element (x = 16), block size 16 or 32
@@ -82,8 +98,10 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits = 0,
 void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace,
                       void* stream = nullptr);
 
-// True when this build holds the kernel for (dtype, head size, block size).
-bool optimized_supported(DType dtype, int head_size, int block_size, KvDType kv = KvDType::same);
+// True when this build holds the kernel for (dtype, head size, block size,
+// cache dtype, layout).
+bool optimized_supported(DType dtype, int head_size, int block_size, KvDType kv = KvDType::same,
+                         KvLayout layout = KvLayout::vllm);
 std::string optimized_supported_list();
 
 }  // namespace pa

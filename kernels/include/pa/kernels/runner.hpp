@@ -68,6 +68,9 @@ struct DeviceInputViews {
   const int* context_lens = nullptr;
   int rotations = 1;
   const float* alibi_slopes = nullptr;  // [num_heads]; required when the layout has ALiBi, else null
+  // The cache's layout (pa/index/kv_layout.hpp): nhd / hnd keep K and V in
+  // one tensor, given as k_cache and v_cache alike. Page tables: padded.
+  KvLayout kv_layout = KvLayout::vllm;
 };
 
 class StageRunner {

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "pa/index/dtype.hpp"
+#include "pa/index/kv_layout.hpp"
 #include "pa/index/layout.hpp"
 
 namespace pa::kernels {
@@ -23,8 +24,14 @@ struct StageArgs {
   const void* q = nullptr;        // [num_seqs, num_heads, head_size], row stride qg.q_stride
   const void* k_cache = nullptr;  // [num_blocks, num_kv_heads, head_size/x, block_size, x], x = 16 / cache elem bytes
   const void* v_cache = nullptr;  // [num_blocks, num_kv_heads, head_size, block_size]
-  const int* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]
+  const int* block_tables = nullptr;  // [num_seqs, max_blocks_per_seq]; CSR: the indices
   const int* context_lens = nullptr;  // [num_seqs]
+  // The cache's layout (k_cache: the one K/V tensor for nhd / hnd) and a CSR
+  // page table's other arrays (null: padded tables), pa/index/kv_layout.hpp.
+  // Stage 8 reads every layout and both forms; stages 1-7 vLLM's padded ones.
+  KvLayout kv_layout = KvLayout::vllm;
+  const int* kv_indptr = nullptr;         // [num_seqs + 1]
+  const int* kv_last_page_len = nullptr;  // [num_seqs]
   const float* alibi_slopes = nullptr;  // [num_heads] ALiBi slopes (pa/index/alibi.hpp); null: no ALiBi
   QueryGeometry qg;
   CacheGeometry cg;

@@ -40,6 +40,10 @@ struct RunOptions {
   // Stage 8: split-KV CTAs per sequence (0: the heuristic) and the pipeline.
   int splits = 0;
   OptPipeline pipeline = OptPipeline::automatic;
+  // The cache layout and page-table form the runner uploads a problem in
+  // (DeviceInputs); stage 8 reads every one, stages 5-7 vLLM's padded ones.
+  KvLayout kv_layout = KvLayout::vllm;
+  PageTableForm page_table = PageTableForm::padded;
 };
 
 // The options a stage reads, checked against the launch shape before anything

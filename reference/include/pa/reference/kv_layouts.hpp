@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "pa/core/kv_layout_cache.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/index/kv_layout.hpp"
 
@@ -25,16 +26,7 @@ LayoutCache to_layout(const PagedProblem& p, KvLayout layout);
 // The same cache in another layout (any to any; every element moved once).
 LayoutCache convert_layout(const LayoutCache& from, KvLayout to);
 
-// A CSR page table and its arrays.
-struct CsrTables {
-  std::vector<int> indptr, indices, last_page_len;
-  CsrPageTable view(int page_size) const { return {indptr.data(), indices.data(), last_page_len.data(), page_size}; }
-};
-// The problem's block tables as CSR: each sequence's first ceil(context / block) pages, in order.
-CsrTables csr_from_block_tables(const PagedProblem& p);
-// CSR as a padded table [seqs, max_blocks_per_seq] (unused entries kNoBlock).
-// Throws std::invalid_argument when a sequence has more pages than max_blocks_per_seq.
-std::vector<int> block_tables_from_csr(const CsrTables& t, int max_blocks_per_seq);
+// CsrTables, csr_from_block_tables and block_tables_from_csr: pa/core/kv_layout_cache.hpp.
 
 // Attention output [seq][head][head_size] (p.query.out_offset) of p's queries
 // over `cache`: sequence s attends tokens 0 .. lens[s] - 1, token t on page

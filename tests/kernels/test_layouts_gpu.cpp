@@ -1,0 +1,295 @@
+// Stage 8 over every KV cache layout (vllm, nhd, hnd) and both page-table
+// forms (padded, csr), against the CPU reference over the same layout and
+// table, and bit for bit against the same kernel on vLLM's layout: every
+// layout lands in the same shared-memory order, so the arithmetic is the
+// same. CSR edge cases (an empty sequence, pages shared across sequences,
+// last pages of 1 slot and of a full page, indices in any order: the pool is
+// a random permutation) run through hand-made tables. Outputs are poisoned
+// with NaN first. GPU cases SKIP without a device.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "pa/core/kv_layout_cache.hpp"
+#include "pa/core/paged_cache.hpp"
+#include "pa/core/tolerance.hpp"
+#include "pa/index/config.hpp"
+#include "pa/index/kv_layout.hpp"
+#include "pa/kernels/api.hpp"
+#include "pa/kernels/optimized.hpp"
+#include "pa/kernels/optimized_args.hpp"
+#include "pa/kernels/runner.hpp"
+#include "pa/reference/attention.hpp"
+#include "pa/reference/kv_layouts.hpp"
+#include "../support/gpu_skip.hpp"
+
+namespace {
+
+using namespace pa;
+
+constexpr KvLayout kLayouts[] = {KvLayout::vllm, KvLayout::nhd, KvLayout::hnd};
+constexpr PageTableForm kTables[] = {PageTableForm::padded, PageTableForm::csr};
+constexpr DType kDTypes[] = {DType::f16, DType::bf16};
+
+// Stage 8 through the runner with the cache uploaded in `layout` and the
+// table in `tables`; twice (the second run proves the counters reset).
+std::vector<float> run_layout(const PagedProblem& p, KvLayout layout, PageTableForm tables, int splits,
+                              std::string* plan = nullptr) {
+  kernels::RunOptions o;
+  o.splits = splits;
+  o.kv_layout = layout;
+  o.page_table = tables;
+  kernels::StageRunner r(p, kernels::Stage::optimized, o);
+  (void)r.run();
+  const kernels::RunResult got = r.run();
+  if (plan) *plan = got.plan;
+  return got.out;
+}
+
+// The reference over the cache converted to `layout` and the problem's
+// table in CSR form: the layouts and tables the kernel reads, independently
+// moved (reference/kv_layouts.hpp).
+std::vector<double> ref_in_layout(const PagedProblem& p, KvLayout layout, const CsrTables& t) {
+  const CsrPageTable view = t.view(p.spec.block_size);
+  std::vector<int> lens;
+  for (int s = 0; s < p.num_seqs(); ++s) lens.push_back(view.seq_len(s));
+  return ref_output_paged(p, to_layout(p, layout), [&](int s, int tok) { return view.page(s, tok); }, lens);
+}
+
+bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<int> built_heads() {
+  std::vector<int> v;
+  for (int h : kSupportedHeadSizes)
+    if (optimized_supported(DType::f16, h, 16, KvDType::same, KvLayout::nhd)) v.push_back(h);
+  return v;
+}
+std::vector<int> built_blocks() {
+  std::vector<int> v;
+  for (int b : kSupportedBlockSizes)
+    if (optimized_supported(DType::f16, 128, b, KvDType::same, KvLayout::nhd)) v.push_back(b);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("stage 8 builds token-row instances exactly where vLLM-layout ones exist", "[layouts]") {
+  std::size_t ran = 0;
+  for (DType dt : kAllDTypes)
+    for (int hs : kSupportedHeadSizes)
+      for (int bs : kSupportedBlockSizes) {
+        INFO(dtype_name(dt) << " head " << hs << " block " << bs);
+        const bool vllm = optimized_supported(dt, hs, bs);
+        CHECK(optimized_supported(dt, hs, bs, KvDType::same, KvLayout::nhd) == vllm);
+        CHECK(optimized_supported(dt, hs, bs, KvDType::same, KvLayout::hnd) == vllm);
+        // fp8 caches: vLLM's layout only (PV's fp8 fragments need a dim's tokens adjacent).
+        CHECK_FALSE(optimized_supported(dt, hs, bs, KvDType::fp8_e4m3, KvLayout::nhd));
+        CHECK_FALSE(optimized_supported(dt, hs, bs, KvDType::fp8_e5m2, KvLayout::hnd));
+        ++ran;
+      }
+  CHECK(ran == std::size(kAllDTypes) * std::size(kSupportedHeadSizes) * std::size(kSupportedBlockSizes));
+  CHECK(optimized_supported_list().find("nhd") != std::string::npos);
+}
+
+TEST_CASE("stages other than 8 refuse nhd, hnd and CSR tables by name", "[layouts]") {
+  ProblemSpec s;
+  s.context_lens = {20};
+  const PagedProblem p = make_problem(s);
+  kernels::RunOptions o;
+  o.kv_layout = KvLayout::hnd;
+  for (kernels::Stage st : {kernels::Stage::warp_reduce, kernels::Stage::v2_partition, kernels::Stage::cascade_merge}) {
+    try {
+      kernels::check_run_options(kernels::problem_stage_args(p), st, o);
+      FAIL("no error for layout hnd at stage " << kernels::stage_name(st));
+    } catch (const std::invalid_argument& e) {
+      CHECK(std::string(e.what()).find("layout hnd") != std::string::npos);
+      CHECK(std::string(e.what()).find("stage optimized reads every layout") != std::string::npos);
+    }
+  }
+  o.kv_layout = KvLayout::vllm;
+  o.page_table = PageTableForm::csr;
+  CHECK_THROWS_AS(kernels::check_run_options(kernels::problem_stage_args(p), kernels::Stage::warp_reduce, o),
+                  std::invalid_argument);
+  CHECK_NOTHROW(kernels::check_run_options(kernels::problem_stage_args(p), kernels::Stage::optimized, o));
+}
+
+TEST_CASE("stage 8 rejects an fp8 cache in nhd or hnd, naming what is supported", "[layouts]") {
+  OptimizedArgs a;
+  a.num_seqs = 1;
+  a.num_heads = 8;
+  a.num_kv_heads = 2;
+  a.max_context_len = 40;
+  a.kv_dtype = KvDType::fp8_e4m3;
+  a.kv_layout = KvLayout::nhd;
+  try {
+    (void)plan_optimized(a);
+    FAIL("no error");
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    CHECK(m.find("layout nhd") != std::string::npos);
+    CHECK(m.find("nhd and hnd with 2-byte caches only") != std::string::npos);
+  } catch (const kernels::NoGpuError&) {
+    SUCCEED("planning needs the device's SM count only after the instance is found");
+  }
+}
+
+TEST_CASE("stage 8 on every layout and page table: the reference, and vLLM's output bit for bit",
+          "[layouts][gpu]") {
+  PA_REQUIRE_GPU();
+  const int sample = GENERATE(0, 1);
+  std::size_t ran = 0;
+  for (DType dt : kDTypes)
+    for (int hs : built_heads())
+      for (int bs : built_blocks()) {
+        ProblemSpec s;
+        s.dtype = dt;
+        s.head_size = hs;
+        s.block_size = bs;
+        const int ratios[] = {1, 4, 8, 12};  // 12: two head tiles
+        const int ratio = ratios[(hs / 16 + bs / 8 + sample) % 4];
+        s.num_kv_heads = 2;
+        s.num_heads = 2 * ratio;
+        s.context_lens = {1, bs - 1 > 0 ? bs - 1 : 2, bs, bs + 1, 300 + 37 * sample, 1000};
+        s.seed = 5000 + hs * 3 + bs + 11 * sample + (dt == DType::bf16 ? 7 : 0);
+        s.extra_q_stride = sample ? 8 : 0;
+        s.alibi = sample == 1;
+        const PagedProblem p = make_problem(s);
+        const CsrTables csr = csr_from_block_tables(p);
+        const int splits = sample == 0 ? 0 : 3;
+        const std::vector<float> vllm = run_layout(p, KvLayout::vllm, PageTableForm::padded, splits);
+        for (KvLayout l : kLayouts) {
+          const std::vector<double> ref = ref_in_layout(p, l, csr);
+          for (PageTableForm t : kTables) {
+            std::string plan;
+            const std::vector<float> got = run_layout(p, l, t, splits, &plan);
+            const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(dt));
+            INFO(s.describe() << " layout " << kv_layout_name(l) << " table " << page_table_name(t) << " plan "
+                              << plan);
+            INFO(r.summary());
+            CHECK(r.num_nan == 0);
+            CHECK(r.pass);
+            CHECK(bit_equal(got, vllm));
+            ++ran;
+          }
+        }
+      }
+  CHECK(ran == std::size(kDTypes) * built_heads().size() * built_blocks().size() * std::size(kLayouts) *
+                   std::size(kTables));
+}
+
+TEST_CASE("stage 8 on nhd and hnd: GQA, MQA, many splits, a long ragged batch", "[layouts][gpu]") {
+  PA_REQUIRE_GPU();
+  const auto [heads, kv_heads, splits] =
+      GENERATE(table<int, int, int>({{8, 8, 0}, {8, 1, 2}, {32, 8, 7}, {48, 1, 0}, {40, 4, 64}, {32, 2, 256}}));
+  std::size_t ran = 0;
+  for (DType dt : kDTypes) {
+    ProblemSpec s;
+    s.dtype = dt;
+    s.head_size = 128;
+    s.block_size = 16;
+    s.num_heads = heads;
+    s.num_kv_heads = kv_heads;
+    s.context_lens = {5000, 1, 16, 2049, 333};
+    s.seed = 808 + heads + kv_heads + splits;
+    const PagedProblem p = make_problem(s);
+    const CsrTables csr = csr_from_block_tables(p);
+    const std::vector<float> vllm = run_layout(p, KvLayout::vllm, PageTableForm::padded, splits);
+    for (KvLayout l : {KvLayout::nhd, KvLayout::hnd})
+      for (PageTableForm t : kTables) {
+        const std::vector<float> got = run_layout(p, l, t, splits);
+        const std::vector<double> ref = ref_in_layout(p, l, csr);
+        const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(dt));
+        INFO(s.describe() << " splits " << splits << " layout " << kv_layout_name(l) << " table "
+                          << page_table_name(t));
+        INFO(r.summary());
+        CHECK(r.num_nan == 0);
+        CHECK(r.pass);
+        CHECK(bit_equal(got, vllm));
+        ++ran;
+      }
+  }
+  CHECK(ran == std::size(kDTypes) * 2 * std::size(kTables));
+}
+
+// A hand-made CSR table over a problem's pool: sequence 1 has no pages (its
+// output is 0), sequence 2 reads sequence 0's pages (shared pages, its own
+// last-page length), the rest keep theirs. Launched directly (the runner
+// builds CSR from a problem's own tables).
+TEST_CASE("stage 8 with CSR edge cases: empty, shared, 1-slot and full last pages", "[layouts][gpu]") {
+  PA_REQUIRE_GPU();
+  std::size_t ran = 0;
+  for (KvLayout l : kLayouts)
+    for (int splits : {0, 1, 4}) {
+      ProblemSpec s;
+      s.dtype = DType::bf16;
+      s.head_size = 128;
+      s.block_size = 16;
+      s.num_heads = 8;
+      s.num_kv_heads = 2;
+      s.context_lens = {97, 40, 33, 32, 17};  // last pages: 1 slot (97, 33, 17), full (32)
+      s.seed = 31337 + splits;
+      const PagedProblem p = make_problem(s);
+      const CsrTables own = csr_from_block_tables(p);
+      CsrTables t;
+      t.indptr = {0};
+      auto add = [&](int from_seq, int last_len) {
+        for (int i = own.indptr[from_seq]; i < own.indptr[from_seq + 1]; ++i) t.indices.push_back(own.indices[i]);
+        t.indptr.push_back(static_cast<int>(t.indices.size()));
+        t.last_page_len.push_back(last_len);
+      };
+      add(0, 1);                                // 97 tokens: 7 pages, the last of 1 slot
+      t.indptr.push_back(t.indptr.back());      // sequence 1: no pages
+      t.last_page_len.push_back(1);             // (not read for an empty sequence)
+      add(0, 16);                               // sequence 0's pages, the last read in full: 112 tokens
+      add(3, 16);                               // 32 tokens, a full last page
+      add(4, 1);                                // 17 tokens
+      REQUIRE(t.indptr.size() == 6);
+
+      kernels::DeviceInputs in(p, l, PageTableForm::csr);
+      kernels::StageArgs a = in.args();
+      auto up = [](const std::vector<int>& v) {
+        kernels::DeviceBuffer b(v.size() * sizeof(int));
+        b.upload(v.data(), v.size() * sizeof(int));
+        return b;
+      };
+      kernels::DeviceBuffer indices = up(t.indices), indptr = up(t.indptr), last = up(t.last_page_len);
+      const std::size_t n = static_cast<std::size_t>(p.num_seqs()) * s.num_heads * s.head_size;
+      kernels::DeviceBuffer out(n * dtype_bytes(s.dtype));
+      a.block_tables = static_cast<const int*>(indices.get());
+      a.kv_indptr = static_cast<const int*>(indptr.get());
+      a.kv_last_page_len = static_cast<const int*>(last.get());
+      a.out = out.get();
+      OptimizedArgs o = kernels::optimized_args(a);
+      o.max_context_len = 112;
+      const OptimizedPlan plan = plan_optimized(o, splits);
+      kernels::DeviceBuffer ws(std::max<std::size_t>(plan.workspace_bytes, 1));
+      ws.fill_bytes(0);
+      out.fill_bytes(0xFF);
+      launch_optimized(o, plan, ws.get());
+      const std::vector<float> got = kernels::download_decoded(out, n, s.dtype);
+
+      const CsrPageTable view = t.view(s.block_size);
+      std::vector<int> lens;
+      for (int q = 0; q < p.num_seqs(); ++q) lens.push_back(view.seq_len(q));
+      REQUIRE(lens == std::vector<int>{97, 0, 112, 32, 17});
+      const std::vector<double> ref =
+          ref_output_paged(p, to_layout(p, l), [&](int q, int tok) { return view.page(q, tok); }, lens);
+      const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(s.dtype));
+      INFO("layout " << kv_layout_name(l) << " splits " << splits << " plan " << plan.describe());
+      INFO(r.summary());
+      CHECK(r.num_nan == 0);
+      CHECK(r.pass);
+      // The empty sequence's output is exactly 0.
+      for (int h = 0; h < s.num_heads; ++h)
+        for (int d = 0; d < s.head_size; ++d) REQUIRE(got[p.query.out_offset(1, h, d)] == 0.f);
+      ++ran;
+    }
+  CHECK(ran == std::size(kLayouts) * 3);
+}
