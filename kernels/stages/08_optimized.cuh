@@ -26,6 +26,19 @@
 //    an fp16 and a bf16 value. The scales never touch an element: k_scale
 //    joins the softmax scale (S = k_scale * Q . codes) and v_scale multiplies
 //    the output once (opt_v_scale), because both enter linearly.
+//  * KV layouts (Cfg::kTokenRows): vLLM's cache (K [x-chunk][token][x] and V
+//    [dim][token] per page and kv head) or a token-row cache, NHD or HND
+//    (each token's head dims contiguous, K and V halves of one page tensor).
+//    Either way a cp.async moves 16 bytes (x elements: the widest copy), and a
+//    warp's 32 copies read 512 contiguous bytes (vLLM and HND: a run of the
+//    4 KB tile; NHD, head 128 in 16 bits: two 256-byte token rows
+//    kv_heads * 256 bytes apart) and write them to shared memory in the same
+//    order, swizzled inside 128-byte lines: copies whose lanes scatter over
+//    lines run as one request per lane and halve the bandwidth. QK's ldmatrix
+//    reads K rows (token, dim chunk) in either order; PV reads token-row V
+//    with ldmatrix.trans.
+//  * Page tables: padded [seqs, max_blocks] rows, or CSR (kv_indptr gives the
+//    row, kv_last_page_len the last page's tokens; an empty row gets zeros).
 //
 // Thread mapping (pa/index/optimized.hpp has every formula):
 //   grid (splits, units, seqs); 4 warps; warp w handles steps w, w+4, ... of

@@ -219,9 +219,9 @@ TEST_CASE("stage 8 on nhd and hnd: GQA, MQA, many splits, a long ragged batch", 
 }
 
 // A hand-made CSR table over a problem's pool: sequence 1 has no pages (its
-// output is 0), sequence 2 reads sequence 0's pages (shared pages, its own
-// last-page length), the rest keep theirs. Launched directly (the runner
-// builds CSR from a problem's own tables).
+// output is 0), sequence 2 reads sequence 0's first six pages (shared pages,
+// all full: slots past a problem's context hold NaN), the rest keep theirs.
+// Launched directly (the runner builds CSR from a problem's own tables).
 TEST_CASE("stage 8 with CSR edge cases: empty, shared, 1-slot and full last pages", "[layouts][gpu]") {
   PA_REQUIRE_GPU();
   std::size_t ran = 0;
@@ -239,15 +239,16 @@ TEST_CASE("stage 8 with CSR edge cases: empty, shared, 1-slot and full last page
       const CsrTables own = csr_from_block_tables(p);
       CsrTables t;
       t.indptr = {0};
-      auto add = [&](int from_seq, int last_len) {
-        for (int i = own.indptr[from_seq]; i < own.indptr[from_seq + 1]; ++i) t.indices.push_back(own.indices[i]);
+      auto add = [&](int from_seq, int last_len, int pages = -1) {
+        const int end = pages < 0 ? own.indptr[from_seq + 1] : own.indptr[from_seq] + pages;
+        for (int i = own.indptr[from_seq]; i < end; ++i) t.indices.push_back(own.indices[i]);
         t.indptr.push_back(static_cast<int>(t.indices.size()));
         t.last_page_len.push_back(last_len);
       };
       add(0, 1);                                // 97 tokens: 7 pages, the last of 1 slot
       t.indptr.push_back(t.indptr.back());      // sequence 1: no pages
       t.last_page_len.push_back(1);             // (not read for an empty sequence)
-      add(0, 16);                               // sequence 0's pages, the last read in full: 112 tokens
+      add(0, 16, 6);                            // sequence 0's first 6 pages: 96 tokens
       add(3, 16);                               // 32 tokens, a full last page
       add(4, 1);                                // 17 tokens
       REQUIRE(t.indptr.size() == 6);
@@ -267,7 +268,7 @@ TEST_CASE("stage 8 with CSR edge cases: empty, shared, 1-slot and full last page
       a.kv_last_page_len = static_cast<const int*>(last.get());
       a.out = out.get();
       OptimizedArgs o = kernels::optimized_args(a);
-      o.max_context_len = 112;
+      o.max_context_len = 97;
       const OptimizedPlan plan = plan_optimized(o, splits);
       kernels::DeviceBuffer ws(std::max<std::size_t>(plan.workspace_bytes, 1));
       ws.fill_bytes(0);
@@ -278,7 +279,7 @@ TEST_CASE("stage 8 with CSR edge cases: empty, shared, 1-slot and full last page
       const CsrPageTable view = t.view(s.block_size);
       std::vector<int> lens;
       for (int q = 0; q < p.num_seqs(); ++q) lens.push_back(view.seq_len(q));
-      REQUIRE(lens == std::vector<int>{97, 0, 112, 32, 17});
+      REQUIRE(lens == std::vector<int>{97, 0, 96, 32, 17});
       const std::vector<double> ref =
           ref_output_paged(p, to_layout(p, l), [&](int q, int tok) { return view.page(q, tok); }, lens);
       const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(s.dtype));

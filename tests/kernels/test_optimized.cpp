@@ -129,14 +129,23 @@ TEST_CASE("stage 8 chunk math matches the cache layouts", "[optimized]") {
     std::vector<int> seen(Cfg::kStepChunks, 0);
     for (int s = 0; s < Cfg::kStepChunks; ++s) seen[Cfg::swizzle(s)]++;
     for (int c : seen) REQUIRE(c == 1);
+    // Each 8 consecutive chunks of a tile (128 contiguous bytes in vLLM's
+    // and HND's caches) land in one 128-byte line of shared memory, so that
+    // a warp's cp.async writes whole lines.
+    for (int L = 0; L < Cfg::kTileChunks; ++L) {
+      REQUIRE(Cfg::swizzle(Cfg::k_tile_chunk(1, L)) / 8 == Cfg::k_tile_chunk(1, L - L % 8) / 8);
+      REQUIRE(Cfg::swizzle(Cfg::v_tile_chunk(1, L)) / 8 == Cfg::v_tile_chunk(1, L - L % 8) / 8);
+    }
     // The 8 rows of every ldmatrix land in 8 distinct 16-byte bank groups:
     // QK's (8 tokens of one dim chunk; PV's .trans over token rows reads the
-    // same rows of the V region) and PV's over vLLM's dim-major V.
+    // same rows of the V region) and PV's over vLLM's dim-major V. Token
+    // rows that straddle 128-byte lines (heads 80, 96, 112) reach 2-way.
+    const int most = Cfg::kTokenRows && (hs / Cfg::kX) % 8 != 0 ? 2 : 1;
     for (int c = 0; c < hs / Cfg::kX; ++c)
       for (int t0 = 0; t0 < Cfg::kStepTokens; t0 += 8) {
-        int mask = 0;
-        for (int i = 0; i < 8; ++i) mask |= 1 << (Cfg::swizzle(Cfg::k_row_chunk(t0 + i, c)) % 8);
-        REQUIRE(mask == 0xFF);
+        int per_group[8] = {};
+        for (int i = 0; i < 8; ++i) ++per_group[Cfg::swizzle(Cfg::k_row_chunk(t0 + i, c)) % 8];
+        REQUIRE(*std::max_element(per_group, per_group + 8) == most);
       }
     if (!Cfg::kTokenRows)
       for (int d0 = 0; d0 < hs; d0 += 8)
@@ -164,11 +173,14 @@ TEST_CASE("stage 8 chunk math matches the cache layouts", "[optimized]") {
     check(OptConfig<DType::f16, 128, 16, 1, 4, 0, KvDType::same, true>{}, 128, 16, l);
     check(OptConfig<DType::bf16, 80, 8, 2, 4, 0, KvDType::same, true>{}, 80, 8, l);
     check(OptConfig<DType::f16, 256, 32, 1, 4, 0, KvDType::same, true>{}, 256, 32, l);
+    check(OptConfig<DType::f16, 64, 16, 1, 4, 0, KvDType::same, true>{}, 64, 16, l);
+    check(OptConfig<DType::f16, 96, 16, 1, 4, 0, KvDType::same, true>{}, 96, 16, l);
+    check(OptConfig<DType::bf16, 112, 16, 1, 4, 0, KvDType::same, true>{}, 112, 16, l);
   }
   check(OptConfig<DType::f16, 128, 16, 1>{}, 128, 16, KvLayout::vllm);
   check(OptConfig<DType::bf16, 80, 8, 2>{}, 80, 8, KvLayout::vllm);
   check(OptConfig<DType::f16, 256, 32, 1>{}, 256, 32, KvLayout::vllm);
-  CHECK(ran == 9);
+  CHECK(ran == 15);
 }
 
 TEST_CASE("stage 8's dispatcher holds exactly the instances the build compiles", "[optimized]") {

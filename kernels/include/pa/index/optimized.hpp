@@ -172,10 +172,16 @@ struct OptConfig {
   // --- shared memory of a step -------------------------------------------------
   // Chunk index inside a step's K (or V) region: block bi of the step, chunk L.
   PA_HD static constexpr int step_chunk(int bi, int L) { return bi * kTileChunks + L; }
-  // XOR swizzle inside each 128-byte line (8 chunks): the 8 rows an ldmatrix
-  // reads (8 tokens of one K dim chunk, or 8 dims of one V token group) land in
-  // 8 different 16-byte bank groups for every block size.
-  PA_HD static constexpr int swizzle(int s) { return s ^ ((s >> 3) & 7); }
+  // XOR swizzle inside each 128-byte line (8 chunks), one key per line: the 8
+  // rows an ldmatrix reads (8 tokens of one K dim chunk, or 8 dims of one V
+  // token group) land in 8 different 16-byte bank groups. vLLM's tiles: key =
+  // line, conflict-free for every block size. Token rows: a token's row is
+  // kChunksPerToken chunks, so key = line / round(kChunksPerToken / 8), the
+  // token itself when rows are whole lines (head 64, 128, 256: conflict-free);
+  // heads 80, 96, 112 have rows that straddle lines and stay at 2-way, the
+  // least any one-key-per-line swizzle reaches for them (a CPU test counts).
+  static constexpr int kSwizzleLines = TOKEN_ROWS ? (HEAD_SIZE / kX + 4) / 8 : 1;
+  PA_HD static constexpr int swizzle(int s) { return s ^ ((s >> 3) / kSwizzleLines & 7); }
   // Chunk (in 16-byte units) from the start of the CTA's shared memory.
   PA_HD static constexpr int stage_base_chunk(int warp, int stage) {
     return (warp * kStages + stage) * (2 * kStepChunks);
@@ -186,9 +192,17 @@ struct OptConfig {
   PA_HD static constexpr int v_smem_chunk(int warp, int stage, int s) {
     return stage_base_chunk(warp, stage) + kStepChunks + swizzle(s);
   }
-  // Step chunk of K row (token T of the step, dim chunk c) — ldmatrix row for QK.
+  // Step chunk of K row (token T of the step, dim chunk c) — ldmatrix row for
+  // QK. Shared memory keeps the cache's own order, so that the 16-byte
+  // copies of a warp that read one contiguous 512 bytes also write one
+  // (swizzled) 512 bytes: vLLM's K dim-chunk-major ([x-chunk][token]), token
+  // rows token-major ([token][x-chunk], V too). cp.async whose lanes scatter
+  // into other 128-byte lines than their neighbours' is split per lane into
+  // 16-byte requests of a 32-byte sector each (NOTES.md: measured at half the
+  // bandwidth).
   PA_HD static constexpr int k_row_chunk(int T, int c) {
-    return step_chunk(T / BLOCK_SIZE, c * BLOCK_SIZE + T % BLOCK_SIZE);
+    if constexpr (TOKEN_ROWS) return step_chunk(T / BLOCK_SIZE, (T % BLOCK_SIZE) * kChunksPerToken + c);
+    else return step_chunk(T / BLOCK_SIZE, c * BLOCK_SIZE + T % BLOCK_SIZE);
   }
   // Step chunk of V row (dim d, token group q = tokens [8q, 8q+8) of the
   // step): vLLM's V, dim-major in shared memory.
@@ -196,18 +210,12 @@ struct OptConfig {
     return step_chunk((q * kX) / BLOCK_SIZE, d * kVChunksPerRow + ((q * kX) % BLOCK_SIZE) / kX);
   }
   // Where tile chunk L of block bi of the step lands (step chunk, before the
-  // swizzle). K: always at its (token, dim chunk) row, the order QK's
-  // ldmatrix reads (for vLLM's cache that is chunk L itself). V: vLLM's
-  // chunk L at L (dim-major); a token row's chunk at its (token, dim chunk)
-  // row like K, the order PV's ldmatrix.trans reads.
-  PA_HD static constexpr int k_tile_chunk(int bi, int L) {
-    if constexpr (TOKEN_ROWS) return k_row_chunk(bi * BLOCK_SIZE + k_chunk_token(L), k_chunk_dim(L) / kX);
-    else return step_chunk(bi, L);  // = k_row_chunk(bi * BLOCK_SIZE + L % BLOCK_SIZE, L / BLOCK_SIZE)
-  }
-  PA_HD static constexpr int v_tile_chunk(int bi, int L) {
-    return TOKEN_ROWS ? k_row_chunk(bi * BLOCK_SIZE + v_chunk_first_token(L), v_chunk_dim(L) / kX)
-                      : step_chunk(bi, L);
-  }
+  // swizzle): at L, in either layout. K chunk L is its (token, dim chunk) row,
+  // k_row_chunk(bi * BLOCK_SIZE + k_chunk_token(L), k_chunk_dim(L) / x);
+  // vLLM's V chunk L is its dim-major v_row_chunk; a token row's V chunk is
+  // its (token, dim chunk) row like K, the order PV's ldmatrix.trans reads.
+  PA_HD static constexpr int k_tile_chunk(int bi, int L) { return step_chunk(bi, L); }
+  PA_HD static constexpr int v_tile_chunk(int bi, int L) { return step_chunk(bi, L); }
 
   // --- work assignment -------------------------------------------------------
   // Logical block of block bi of the warp's j-th step in a split starting at block_begin.
