@@ -1,7 +1,9 @@
-// pa-lab list: the stages and the configurations (supported by the design,
+// pa-lab list: the stages, the KV cache layouts and page-table forms with the
+// stages that read each, and the configurations (supported by the design,
 // built into this binary).
 #include <cstdio>
 
+#include "cache_form.hpp"
 #include "commands.hpp"
 #include "options.hpp"
 #include "pa/kernels/api.hpp"
@@ -9,8 +11,9 @@
 namespace pa::cli {
 
 void help_list() {
-  std::printf("usage: pa-lab list\n\nPrints the stages (name, number, the step each adds, what it writes) and the\n"
-              "kernel configurations this build holds.\n");
+  std::printf("usage: pa-lab list\n\nPrints the stages (name, number, the step each adds, what it writes), the KV\n"
+              "cache layouts and page-table forms (pa-lab run --layout, --page-table) with the stages that read\n"
+              "each, and the kernel configurations this build holds.\n");
 }
 
 int cmd_list(Args args) {
@@ -24,6 +27,7 @@ int cmd_list(Args args) {
   for (const auto& s : kernels::stages()) {
     std::printf("  %d %-14s %s\n      writes: %s\n", static_cast<int>(s.stage), s.name, s.adds, s.writes);
   }
+  std::printf("\n%s", cache_form_list_text().c_str());
   std::printf("\n%s\n", kernels::supported_text().c_str());
   const auto built = kernels::built_configs();
   std::printf("\nbuilt configurations (%zu, stages 1-5 each):\n", built.size());

@@ -1,6 +1,7 @@
 // pa-lab run: one stage on the GPU, checked against the CPU reference, timed.
 #include <cstdio>
 
+#include "cache_form.hpp"
 #include "cmd_run_devices.hpp"
 #include "cmd_run_optimized.hpp"
 #include "cmd_run_split_kv.hpp"
@@ -17,18 +18,18 @@ namespace pa::cli {
 
 void help_run() {
   std::printf(
-      "usage: pa-lab run --stage NAME [problem options] [--iters N]\n\n"
+      "usage: pa-lab run --stage NAME [problem options] [--layout L] [--page-table T] [--iters N]\n\n"
       "Builds a random problem (seeded), runs the stage's kernel on the GPU, compares its\n"
       "output with the CPU reference, prints the max absolute and relative error, PASS or\n"
       "FAIL, the median of N CUDA-event timings and the achieved GB/s (bytes of Q + KV the\n"
       "stage reads + its output, over the median time).\n\n"
       "  --stage NAME     %s (or the number 1-8, or v1)\n"
       "  --iters N        timed launches after 3 warm-up launches (default 20; 0 = no timing)\n\n"
-      "%s\n%s\n%s\n%s\n"
+      "%s\n%s\n%s\n%s\n%s\n"
       "exit: 0 PASS, 1 FAIL, 2 no GPU (built without CUDA, or no CUDA driver or GPU found), 3 bad usage or\n"
       "unsupported problem\n",
-      kernels::stage_names_text().c_str(), problem_flags_help(), help_run_split_kv().c_str(),
-      help_run_optimized(), help_run_devices());
+      kernels::stage_names_text().c_str(), problem_flags_help(), cache_form_flags_help().c_str(),
+      help_run_split_kv().c_str(), help_run_optimized(), help_run_devices());
 }
 
 int cmd_run(Args args) {
@@ -40,10 +41,15 @@ int cmd_run(Args args) {
   const auto stage_name = f.take("stage");
   const int iters = f.take_int("iters", 20, 0);
   ProblemSpec spec = take_problem_flags(f);
+  const CacheForm form = take_cache_form_flags(f);
   if (stage_name) {  // stages 6-7 take more flags: cli/cmd_run_split_kv.cpp
     const auto st = kernels::parse_stage(*stage_name);
+    // Stages 1-7 read vLLM's padded form only: refused here, before a GPU is
+    // asked for, so they run with the runner's default form below.
+    if (st) check_cache_form_for_stage(*st, form);
     if (st && is_split_kv_stage(*st)) return cmd_run_split_kv(*st, f, spec, iters);
-    if (st && *st == kernels::Stage::optimized) return cmd_run_optimized(f, spec, iters);  // cli/cmd_run_optimized.cpp
+    if (st && *st == kernels::Stage::optimized)
+      return cmd_run_optimized(f, spec, iters, form);  // cli/cmd_run_optimized.cpp
   }
   f.finish("run");
   if (!stage_name) throw UsageError("--stage NAME is required (stages: " + kernels::stage_names_text() + ")");

@@ -25,26 +25,46 @@ const char* help_run_optimized() {
          "  --splits N       split-KV CTAs per sequence (default 0: the heuristic from the SM count)\n";
 }
 
-int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters) {
-  if (f.has("devices")) return cmd_run_devices(f, spec, iters);  // several GPUs: cli/cmd_run_devices.cpp
+int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters, const CacheForm& form) {
+  if (f.has("devices")) {  // several GPUs: cli/cmd_run_devices.cpp
+    // ContextParallel uploads each shard in vLLM's padded form (its options
+    // name no other): another form would be ignored there, so it is refused.
+    if (!form.is_default()) {
+      const std::string vllm = kv_layout_name(KvLayout::vllm), padded = page_table_name(PageTableForm::padded);
+      throw UsageError(cache_form_option_text(form) + " with --devices: context parallelism shards a cache in " +
+                       "--layout " + vllm + " with --page-table " + padded + " only (accepted with --devices: --layout " +
+                       vllm + ", --page-table " + padded + ", the defaults)");
+    }
+    return cmd_run_devices(f, spec, iters);
+  }
   const int splits = f.take_int("splits", 0, 0);
   f.finish("run");
   validate_problem_flags(spec);
-  if (!gpu_ready_for(kernels::Stage::optimized)) return kExitNoGpu;
 #if PA_HAVE_CUDA
-  if (!optimized_supported(spec.dtype, spec.head_size, spec.block_size)) {
-    std::fprintf(stderr, "pa-lab run: stage optimized does not support %s head %d block %d; supported: %s\n",
-                 dtype_name(spec.dtype), spec.head_size, spec.block_size, optimized_supported_list().c_str());
+  // Which kernels this build holds is known without a GPU: an unsupported
+  // problem (e.g. nhd over an fp8 cache) is the command line's fault, said first.
+  if (!optimized_supported(spec.dtype, spec.head_size, spec.block_size, spec.kv_dtype, form.layout)) {
+    std::fprintf(stderr,
+                 "pa-lab run: stage optimized does not support %s, kv cache %s, layout %s, head %d, block %d; "
+                 "supported: %s\n",
+                 dtype_name(spec.dtype), kv_dtype_name(spec.kv_dtype), kv_layout_name(form.layout), spec.head_size,
+                 spec.block_size, optimized_supported_list().c_str());
     return kExitUsage;
   }
+#endif
+  if (!gpu_ready_for(kernels::Stage::optimized)) return kExitNoGpu;
+#if PA_HAVE_CUDA
   const auto gpu = kernels::gpu_info();
   const PagedProblem p = make_problem(spec);
   std::printf("stage:   8 optimized (%s)\n", kernels::stage_info(kernels::Stage::optimized).adds);
   std::printf("gpu:     %s (sm_%d%d, %d SMs)\n", gpu.name.c_str(), gpu.cc_major, gpu.cc_minor, gpu.sm_count);
   std::printf("problem: %s\n", spec.describe().c_str());
+  print_cache_form(form);
 
   kernels::RunOptions opt;
   opt.splits = splits;
+  opt.kv_layout = form.layout;
+  opt.page_table = form.table;
   kernels::StageRunner runner(p, kernels::Stage::optimized, opt);
   std::printf("plan:    %s\n", runner.plan().c_str());
   const std::vector<float> got = runner.run().out;
@@ -58,6 +78,7 @@ int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters) {
 #else
   (void)splits;
   (void)iters;
+  (void)form;
   std::fprintf(stderr, "pa-lab run: built without CUDA\n");
   return kExitNoGpu;
 #endif

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_form.hpp"
 #include "commands.hpp"
 #include "options.hpp"
 #include "pa/index/cascade.hpp"
@@ -22,6 +23,14 @@
 #include "pa/trace/trace_file.hpp"
 
 namespace pa::cli {
+
+namespace {
+// The one form traces cover, the defaults: vLLM's layout with padded tables.
+std::string trace_cache_form_text() {
+  const CacheForm traced;
+  return std::string("--layout ") + kv_layout_name(traced.layout) + " --page-table " + page_table_name(traced.table);
+}
+}  // namespace
 
 void help_trace() {
   std::printf(
@@ -43,9 +52,13 @@ void help_trace() {
       "                      model: the host model\n"
       "  --check             when recording, also build the host model and compare: every field exact,\n"
       "                      values within the dtype's tolerance (exit 1 if different)\n"
+      "  --layout L, --page-table T\n"
+      "                      the cache's form: traces are recorded over %s only (the defaults);\n"
+      "                      the others run on stage optimized: pa-lab run --stage optimized --layout L\n"
+      "                      --page-table T (pa-lab list shows every form and the stages that read it)\n"
       "  -o, --output FILE   the trace file to write\n\n%s\n"
       "Recordable on the GPU in this build: %s\n",
-      problem_flags_help(), trace::recordable_configs_text().c_str());
+      trace_cache_form_text().c_str(), problem_flags_help(), trace::recordable_configs_text().c_str());
 }
 
 namespace {
@@ -149,6 +162,12 @@ int cmd_trace(Args args_in) {
   const auto stage = kernels::parse_stage(*stage_name);
   if (!stage) throw UsageError("option --stage: unknown stage '" + *stage_name + "' (accepted: " + kernels::stage_names_text() + ")");
   ProblemSpec spec = take_problem_flags(f);
+  // The events are those of the kernels over vLLM's padded form; the others
+  // have no traced instance yet, so they are refused rather than ignored.
+  if (const CacheForm form = take_cache_form_flags(f); !form.is_default())
+    throw UsageError(cache_form_option_text(form) + ": traces are recorded for " + trace_cache_form_text() +
+                     " only (the stage-8 kernel runs the others: pa-lab run --stage optimized " +
+                     cache_form_flags_text(form) + ")");
   // cascade_merge: the tokens every sequence shares (the cascade's prefix).
   spec.shared_prefix_len = f.take_int("prefix-len", 0, 0);
   trace::ModelOptions mopt;

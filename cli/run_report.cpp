@@ -17,6 +17,10 @@ bool gpu_ready_for(kernels::Stage stage) {
   return false;
 }
 
+void print_cache_form(const CacheForm& form) {
+  if (!form.is_default()) std::printf("cache:   %s\n", describe_cache_form(form).c_str());
+}
+
 void print_speed(kernels::Stage stage, const ProblemSpec& spec, double median_ms, int iters, const char* what) {
   const double bytes = static_cast<double>(kernels::stage_bytes(stage, spec));
   const double gbs = bytes / (median_ms * 1e-3) / 1e9;

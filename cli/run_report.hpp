@@ -5,6 +5,7 @@
 // the same run (kernels::measure_copy_bandwidth_gbs), the ceiling a
 // memory-bound kernel is compared with.
 #pragma once
+#include "cache_form.hpp"
 #include "pa/core/problem.hpp"
 #include "pa/kernels/api.hpp"
 
@@ -19,5 +20,9 @@ bool gpu_ready_for(kernels::Stage stage);
 // Prints the "time:" and "traffic:" lines. `what` names what was timed when
 // it is more than one kernel (e.g. "partition + reduce"); may be empty.
 void print_speed(kernels::Stage stage, const ProblemSpec& spec, double median_ms, int iters, const char* what);
+
+// Prints the "cache:" line, the layout and page table the stage read, when
+// they are not vLLM's padded form (the defaults, which need no line).
+void print_cache_form(const CacheForm& form);
 
 }  // namespace pa::cli
