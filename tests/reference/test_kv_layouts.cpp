@@ -43,7 +43,7 @@ std::vector<double> through_csr(const PagedProblem& p, const LayoutCache& c, con
 
 }  // namespace
 
-TEST_CASE("every KV layout gives every K and V element its own slot", "[reference][layout]") {
+TEST_CASE("every KV layout gives every K and V element its own slot, and inverts", "[reference][layout]") {
   const CacheGeometry cache{3, 2, 16, 8, 8};  // 3 pages, 2 kv heads, head 16, page 8, x 8 (fp16)
   int layouts = 0;
   for (KvLayout l : kAllKvLayouts) {
@@ -63,6 +63,10 @@ TEST_CASE("every KV layout gives every K and V element its own slot", "[referenc
             REQUIRE(v < v_elems);
             ++k_seen[static_cast<std::size_t>(k)];
             ++(g.one_tensor() ? k_seen : v_seen)[static_cast<std::size_t>(v)];
+            // The inverse (the viewer decodes event byte ranges with it).
+            const CacheGeometry::Coords kc = g.k_coords(k), vc = g.v_coords(v);
+            REQUIRE((kc.physical_block == page && kc.kv_head == h && kc.d == d && kc.t == t));
+            REQUIRE((vc.physical_block == page && vc.kv_head == h && vc.d == d && vc.t == t));
           }
     // One tensor: K and V fill it together; two: each fills its own.
     CHECK(std::all_of(k_seen.begin(), k_seen.end(), [](int n) { return n == 1; }));

@@ -7,6 +7,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -280,37 +281,115 @@ TEST_CASE("stage 8 model: splits, a split with no work, the last CTA's merge", "
   }
 }
 
-TEST_CASE("stage 8 model: every K and V byte of the context is copied exactly once", "[trace][model][optimized]") {
+TEST_CASE("stage 8 model: every K and V byte of the context is copied exactly once, in every layout",
+          "[trace][model][optimized][layouts]") {
+  int ran = 0;
   for (const auto& [dt, hs, bs, heads, kvh, nsplit] :
        std::vector<std::tuple<DType, int, int, int, int, int>>{{DType::f16, 128, 16, 8, 2, 3},
                                                                {DType::bf16, 64, 8, 4, 4, 2},
                                                                {DType::f16, 80, 32, 16, 1, 1},
                                                                {DType::bf16, 256, 32, 32, 1, 2}}) {
-    const ProblemSpec s = opt_spec(dt, hs, bs, {200, 1, 65}, heads, kvh);
-    INFO(s.describe());
-    const PagedProblem p = make_problem(s);
-    const OptimizedModelPlan plan = optimized_model_plan(s, splits(nsplit).optimized);
-    Selection all;
-    for (int q = 0; q < s.num_seqs(); ++q)
-      for (int u = 0; u < plan.units; ++u)
-        for (int sp = 0; sp < plan.splits; ++sp)
-          all.blocks.push_back({q, opt_unit_first_head(u, plan.head_chunks, plan.group), sp});
-    const auto ev = model_events(s, Stage::optimized, all, splits(nsplit));
-    check_program_order(ev);
-    std::map<std::pair<Tensor, std::int64_t>, int> bytes;  // every byte read
-    for (const Event& e : ev)
-      if (e.op == Op::async_copy)
-        for (int b = 0; b < e.bytes; ++b) ++bytes[{e.tensor, e.byte_offset + b}];
-    std::int64_t want = 0;
-    for (int c : s.context_lens) want += static_cast<std::int64_t>(c) * hs * dtype_bytes(dt) * kvh * 2;
-    CHECK(static_cast<std::int64_t>(bytes.size()) == want);
-    for (const auto& [k, n] : bytes) REQUIRE(n == plan.head_chunks);  // once per unit of a kv head
-    // Every output element is written once.
-    std::set<std::int64_t> out;
-    for (const Event& e : ev)
-      if (e.step == Step::out_store && e.op == Op::global_store) CHECK(out.insert(e.byte_offset).second);
-    CHECK(static_cast<int>(out.size()) == s.num_seqs() * heads * hs);
+    for (const KvLayout layout : kAllKvLayouts) {
+      ProblemSpec s = opt_spec(dt, hs, bs, {200, 1, 65}, heads, kvh);
+      s.kv_layout = layout;
+      INFO(s.describe() << " layout " << kv_layout_name(layout));
+      const PagedProblem p = make_problem(s);
+      const KvLayoutGeometry geo{layout, p.cache};
+      const OptimizedModelPlan plan = optimized_model_plan(s, splits(nsplit).optimized);
+      Selection all;
+      for (int q = 0; q < s.num_seqs(); ++q)
+        for (int u = 0; u < plan.units; ++u)
+          for (int sp = 0; sp < plan.splits; ++sp)
+            all.blocks.push_back({q, opt_unit_first_head(u, plan.head_chunks, plan.group), sp});
+      const auto ev = model_events(s, Stage::optimized, all, splits(nsplit));
+      check_program_order(ev);
+      // Every byte read, keyed by the tensor it lives in: nhd and hnd keep K
+      // and V in one tensor, so their K and V bytes share one key space.
+      std::map<std::pair<int, std::int64_t>, int> bytes;
+      const int elem = dtype_bytes(dt);
+      for (const Event& e : ev) {
+        if (e.op != Op::async_copy || e.bytes == 0) continue;
+        // The copy's first byte is the layout's address of its first
+        // element (pa/index/kv_layout.hpp), and its bytes are contiguous.
+        const bool k = e.tensor == Tensor::k_cache;
+        const std::int64_t want = (k ? geo.k_offset(e.physical_block, e.kv_head, e.dim_begin, e.token % bs)
+                                     : geo.v_offset(e.physical_block, e.kv_head, e.dim_begin, e.token % bs)) * elem;
+        REQUIRE(e.byte_offset == want);
+        const int space = geo.one_tensor() ? 0 : (k ? 0 : 1);
+        for (int b = 0; b < e.bytes; ++b) ++bytes[{space, e.byte_offset + b}];
+      }
+      std::int64_t want = 0;
+      for (int c : s.context_lens) want += static_cast<std::int64_t>(c) * hs * elem * kvh * 2;
+      CHECK(static_cast<std::int64_t>(bytes.size()) == want);
+      for (const auto& [key, n] : bytes) REQUIRE(n == plan.head_chunks);  // once per unit of a kv head
+      // Every output element is written once.
+      std::set<std::int64_t> out;
+      for (const Event& e : ev)
+        if (e.step == Step::out_store && e.op == Op::global_store) CHECK(out.insert(e.byte_offset).second);
+      CHECK(static_cast<int>(out.size()) == s.num_seqs() * heads * hs);
+      ++ran;
+    }
   }
+  CHECK(ran == 12);
+}
+
+TEST_CASE("stage 8 model: a token-row cache changes the copies' addresses, nothing else a thread computes",
+          "[trace][model][optimized][layouts]") {
+  // The same CTA over the vLLM and the HND cache: the same events in the same
+  // order per thread, except the K/V copies' global and shared addresses, the
+  // fragment loads' shared addresses and the (token, dims) each copy and each
+  // V fragment load covers; everything else, values included (scores,
+  // outputs), equal exactly.
+  ProblemSpec s = opt_spec(DType::f16, 128, 16, {100, 37}, 8, 2);
+  const Selection sel{{{0, 4, 0}, {1, 0, 0}}};
+  const auto a = model_events(s, Stage::optimized, sel, splits(1));
+  s.kv_layout = KvLayout::hnd;
+  const auto b = model_events(s, Stage::optimized, sel, splits(1));
+  REQUIRE(a.size() == b.size());
+  std::size_t moved = 0, same = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const Event& x = a[i];
+    const Event& y = b[i];
+    REQUIRE(x.step == y.step);
+    REQUIRE(x.op == y.op);
+    REQUIRE(x.warp == y.warp);
+    REQUIRE(x.lane == y.lane);
+    REQUIRE(x.seq_in_thread == y.seq_in_thread);
+    const bool copy = x.step == Step::k_load || x.step == Step::v_load;
+    // Shared memory holds each tile in its cache's order: K fragment rows
+    // (k_smem_load) move too.
+    const bool frag = x.step == Step::v_smem_load || x.step == Step::k_smem_load;
+    if (copy || frag) {
+      if (x.byte_offset != y.byte_offset || x.token != y.token || x.dim_begin != y.dim_begin) ++moved;
+    } else {
+      CHECK(x.byte_offset == y.byte_offset);
+      CHECK(x.token == y.token);
+      CHECK(std::memcmp(&x.value, &y.value, sizeof x.value) == 0);
+      ++same;
+    }
+  }
+  CHECK(moved > 0);
+  CHECK(same > 0);
+}
+
+TEST_CASE("traces refuse the layouts and tables a stage does not read", "[trace][model][layouts]") {
+  ProblemSpec s = opt_spec(DType::f16, 128, 16, {40}, 4, 2);
+  s.kv_layout = KvLayout::nhd;
+  for (Stage st : {Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce, Stage::v2_partition,
+                   Stage::cascade_merge}) {
+    const std::string why = kv_cache_refusal(s, st);
+    CHECK_THAT(why, Catch::Matchers::ContainsSubstring("layout nhd"));
+    CHECK_THAT(why, Catch::Matchers::ContainsSubstring("accepted: layout vllm, page table padded"));
+    CHECK_THROWS_WITH(model_events(s, st, {}), Catch::Matchers::ContainsSubstring("reads vLLM's cache layout"));
+  }
+  CHECK(kv_cache_refusal(s, Stage::optimized).empty());
+  s.page_table = PageTableForm::csr;
+  CHECK_THAT(kv_cache_refusal(s, Stage::optimized), Catch::Matchers::ContainsSubstring("padded block tables only"));
+  CHECK_THROWS_WITH(model_events(s, Stage::optimized, {}), Catch::Matchers::ContainsSubstring("CSR"));
+  // A token-row cache holds 16-bit elements only: the problem itself is refused.
+  ProblemSpec f = opt_spec(DType::f32, 128, 16, {40}, 4, 2);
+  f.kv_layout = KvLayout::hnd;
+  CHECK_THROWS_WITH(f.validate(), Catch::Matchers::ContainsSubstring("kv_layout hnd with dtype fp32"));
 }
 
 TEST_CASE("stage 8 model: plan, selection errors, trace file round trip", "[trace][model][optimized]") {

@@ -37,6 +37,7 @@ struct Case {
   int force_splits;           // 0: the heuristic for this GPU
   std::vector<BlockId> sel;   // empty: every CTA of the grid (at most 16)
   KvDType kv = KvDType::same;
+  KvLayout layout = KvLayout::vllm;
 };
 
 }  // namespace
@@ -62,6 +63,14 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
       // splits, and 16 heads per KV head (2 head tiles) with the planner's split.
       {DType::f16, 128, 16, {300, 20}, 8, 2, 2, {{0, 1, 0}, {0, 1, 1}, {1, 0, 0}}, KvDType::fp8_e4m3},
       {DType::bf16, 128, 16, {77}, 16, 1, 0, {}, KvDType::fp8_e5m2},
+      // Token-row caches (one instance for both): K and V copied token-major,
+      // V read by ldmatrix.trans. NHD with GQA 4:1, ragged, 4 splits; HND with
+      // the planner's split; HND with 16 query heads on one KV head (2 head
+      // tiles), block 32, head 64, 3 splits.
+      {DType::f16, 128, 16, {600, 1, 37}, 8, 2, 4, {{0, 5, 0}, {0, 5, 3}, {1, 0, 0}, {2, 4, 0}}, KvDType::same,
+       KvLayout::nhd},
+      {DType::f16, 128, 16, {100}, 8, 2, 0, {}, KvDType::same, KvLayout::hnd},
+      {DType::bf16, 64, 32, {300, 17}, 16, 1, 3, {}, KvDType::same, KvLayout::hnd},
   };
   std::size_t compared = 0;
   for (const Case& c : cases) {
@@ -75,7 +84,8 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
     s.seed = 23;
     s.alibi = (&c - cases) % 2 == 1;  // every other case with ALiBi (its slope loads and biased logits)
     s.kv_dtype = c.kv;
-    INFO(s.describe() << " force_splits " << c.force_splits);
+    s.kv_layout = c.layout;
+    INFO(s.describe() << " layout " << kv_layout_name(c.layout) << " force_splits " << c.force_splits);
     REQUIRE(can_record(Stage::optimized, s));
     const PagedProblem p = make_problem(s);
     Selection sel{c.sel};

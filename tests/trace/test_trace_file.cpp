@@ -102,6 +102,7 @@ TEST_CASE("trace round trip in memory and on disk", "[trace][file]") {
   d.header.spec.kv_dtype = KvDType::fp8_e5m2;
   d.header.spec.k_scale = 0.125f;
   d.header.spec.v_scale = 0.0f;  // from the data
+  d.header.spec.page_table = PageTableForm::csr;  // the cache form: CSR tables (flag bit 4)
   const auto bytes = serialize_trace(d);
   CHECK(bytes.size() == kPayloadAt + get_u32(bytes, kHeaderLenAt) + 8 + 7 * 72 + 8);
   for (const auto& back : {parse_trace(bytes.data(), bytes.size()), [&] {
@@ -129,6 +130,8 @@ TEST_CASE("trace round trip in memory and on disk", "[trace][file]") {
     CHECK(b.kv_dtype == a.kv_dtype);
     CHECK(b.k_scale == a.k_scale);
     CHECK(b.v_scale == a.v_scale);
+    CHECK(b.kv_layout == a.kv_layout);
+    CHECK(b.page_table == PageTableForm::csr);
     CHECK(b.seed == a.seed);
     CHECK(b.logit_spread == a.logit_spread);
     CHECK(back.header.stage == d.header.stage);
@@ -136,7 +139,18 @@ TEST_CASE("trace round trip in memory and on disk", "[trace][file]") {
     CHECK(back.header.revision == d.header.revision);
     REQUIRE(back.events.size() == d.events.size());
     for (std::size_t i = 0; i < d.events.size(); ++i) CHECK(same_event(back.events[i], d.events[i]));
+  }  // The token-row layouts (bits 2-3; 16-bit caches only).
+  int layouts = 0;
+  for (const KvLayout l : {KvLayout::nhd, KvLayout::hnd}) {
+    TraceData t = sample_trace(3);
+    t.header.spec.kv_layout = l;
+    const auto b2 = serialize_trace(t);
+    CHECK(b2[kPayloadAt + 2] == ((t.header.spec.nan_tails ? 1 : 0) | (t.header.spec.alibi ? 2 : 0) |
+                                  (static_cast<int>(l) << 2)));
+    CHECK(parse_trace(b2.data(), b2.size()).header.spec.kv_layout == l);
+    ++layouts;
   }
+  CHECK(layouts == 2);
 }
 
 TEST_CASE("the file is little-endian and starts with the documented prefix", "[trace][file]") {
@@ -269,7 +283,7 @@ TEST_CASE("foreign and corrupt files give clear errors", "[trace][file][corrupt]
   SECTION("bad header fields, with a valid checksum") {
     struct Case { std::size_t off; std::uint8_t width; std::uint64_t value; const char* msg; };
     const Case cases[] = {
-        {0, 1, 0, "stage"},        {1, 1, 3, "dtype"},          {2, 1, 4, "flags"},
+        {0, 1, 0, "stage"},        {1, 1, 3, "dtype"},          {2, 1, 32, "flags"}, {2, 1, 12, "flags"},
         {3, 1, 3, "kv cache dtype"}, {4, 4, 100, "head_size"},    {8, 4, 64, "block_size"},
         {12, 4, 96, "num_threads"}, {16, 4, 0, "num_heads"},     {20, 4, 3, "num_kv_heads"},
         {24, 4, 100, "partition_size"}, {28, 4, 16, "shared_prefix_len"},

@@ -14,7 +14,7 @@ using namespace pa::viewer;
 
 TEST_CASE("for_each_kv_element decodes exactly the elements of the byte range", "[viewer][highlight]") {
   const ConfigInfo c = config_info(DType::f16, 128, 16);
-  const CacheGeometry g = c.cache(2);
+  const KvLayoutGeometry g = c.cache(2);
   trace::Event e{};
   e.tensor = trace::Tensor::k_cache;
   const std::int64_t off = g.k_offset(5, 1, 36, 7);  // dim 36 = chunk 4, element 4

@@ -67,7 +67,7 @@ TEST_CASE("kv dtype: every K/V event of an fp8 trace decodes to the elements it 
   for (trace::Stage stage : {trace::Stage::qk, trace::Stage::lv, trace::Stage::optimized}) {
     INFO("stage " << trace::to_string(stage));
     const ProblemSpec sp = lesson_problem(spec, stage, 0).spec;  // stage 8: a GQA group
-    const CacheGeometry g = c.cache(sp.num_kv_heads);
+    const KvLayoutGeometry g = c.cache(sp.num_kv_heads);
     const auto events = trace::model_events(sp, stage, viewer_selection(sp, stage, 0, 0, 0));
     for (const trace::Event& e : events) {
       if (e.tensor != trace::Tensor::k_cache && e.tensor != trace::Tensor::v_cache) continue;

@@ -44,7 +44,7 @@ TEST_CASE("Thread grid: every cell's centre hits that (warp, lane)", "[viewer][l
 
 TEST_CASE("KV layout: K tiles follow [head/x][block][x], V tiles [head][block] in bands", "[viewer][layout]") {
   const ConfigInfo c = config_info(DType::f16, 128, 16);
-  KvLayout l;
+  KvPanelLayout l;
   l.head_size = c.head_size;
   l.block_size = c.block_size;
   l.x = c.x;
@@ -97,7 +97,7 @@ TEST_CASE("KV layout: K tiles follow [head/x][block][x], V tiles [head][block] i
   for (int d = 0; d + 1 < 128; ++d) CHECK(l.k_cell(0, d + 1, 0).x0 >= l.k_cell(0, d, 0).x1);
   // fit_cell fits.
   const float w = 700;
-  l.cell_w = KvLayout::fit_cell(w, l);
+  l.cell_w = KvPanelLayout::fit_cell(w, l);
   CHECK(l.width() <= w);
 }
 

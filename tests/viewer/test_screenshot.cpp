@@ -1,7 +1,7 @@
 // Screenshot tests: pa-viewer renders headless under xvfb-run (Mesa), and the
 // images are checked against the layout code: the K element a thread loads at
 // step K is lit in that thread's colour at step K and not at step K-1, exactly
-// where KvLayout says the element is; untouched cells do not change. Also:
+// where KvPanelLayout says the element is; untouched cells do not change. Also:
 // bad arguments exit 2; a missing or corrupt trace, a missing lesson and a
 // tiny window give a picture with a message, not a crash; every lesson loads
 // its trace without error (the state --dump-layout writes); with an fp8 KV
@@ -61,10 +61,10 @@ Dump load_dump(const std::string& path) {
   return d;
 }
 
-KvLayout kv_from(const Dump& d) {
+KvPanelLayout kv_from(const Dump& d) {
   const auto& p = d.v.at("kv_layout");
-  REQUIRE(p.size() == 14);
-  KvLayout l;
+  REQUIRE(p.size() == 15);
+  KvPanelLayout l;
   l.head_size = static_cast<int>(p[0]);
   l.block_size = static_cast<int>(p[1]);
   l.x = static_cast<int>(p[2]);
@@ -79,6 +79,7 @@ KvLayout kv_from(const Dump& d) {
   l.part_gap = p[11];
   l.slot_gap = p[12];
   l.title_h = p[13];
+  l.token_rows = p[14] != 0;
   return l;
 }
 
@@ -91,7 +92,7 @@ TEST_CASE("screenshot: the K element loaded at step K lights up where the layout
   const auto events = trace::model_events(spec, trace::Stage::qk, trace::Selection{});
   const TraceIndex idx(events, Granularity::instruction);
   const ConfigInfo c = config_info(spec.dtype, spec.head_size, spec.block_size);
-  const CacheGeometry g = c.cache(spec.num_kv_heads);
+  const KvLayoutGeometry g = c.cache(spec.num_kv_heads);
   // Step K: the second K-load instruction (so step K-1 is a K load of other elements).
   const int k0 = idx.find_step(0, trace::Step::k_load);
   REQUIRE(k0 >= 0);
@@ -116,7 +117,7 @@ TEST_CASE("screenshot: the K element loaded at step K lights up where the layout
   const Dump da = load_dump(a + ".txt"), db = load_dump(b + ".txt");
   REQUIRE(da.v.count("kv_origin"));
   REQUIRE(da.v.at("kv_origin") == db.v.at("kv_origin"));  // same layout in both frames
-  const KvLayout l = kv_from(da);
+  const KvPanelLayout l = kv_from(da);
   REQUIRE(l.show_k);
   const auto& slots = da.v.at("slots");
   int slot = -1;
@@ -411,7 +412,7 @@ TEST_CASE("follow the selection: Right jumps to the steps that touch the selecte
   const auto events = trace::model_events(spec, trace::Stage::qk, trace::Selection{});
   const TraceIndex idx(events, Granularity::instruction);
   const ConfigInfo c = config_info(spec.dtype, spec.head_size, spec.block_size);
-  const CacheGeometry g = c.cache(spec.num_kv_heads);
+  const KvLayoutGeometry g = c.cache(spec.num_kv_heads);
   // Warp 2 lane 3's 5th K load: an element touched at exactly one step.
   int seen = 0;
   trace::Event e{};
@@ -579,7 +580,7 @@ TEST_CASE("lesson 7 (stage 7): opens, replays, and a K element read at step K is
   const int B = idx.find_block(BlockKey{0, 0, 0});
   REQUIRE(B >= 0);
   const ConfigInfo c = config_info(spec.dtype, spec.head_size, spec.block_size);
-  const CacheGeometry g = c.cache(spec.num_kv_heads);
+  const KvLayoutGeometry g = c.cache(spec.num_kv_heads);
   // The block's first step that reads a K element, which the step before does not touch.
   int K = -1;
   trace::Event e{};
@@ -605,7 +606,7 @@ TEST_CASE("lesson 7 (stage 7): opens, replays, and a K element read at step K is
   CHECK(da.v.at("events")[0] == static_cast<float>(events.size()));
   CHECK(da.v.at("step")[0] == K);
   REQUIRE(da.v.count("kv_origin"));
-  const KvLayout l = kv_from(da);
+  const KvPanelLayout l = kv_from(da);
   const auto& slots = da.v.at("slots");
   int slot = -1;
   for (std::size_t i = 0; i < slots.size(); ++i)
@@ -872,7 +873,7 @@ TEST_CASE("fp8 KV cache: one K vec load lights 8 one-byte elements, one V vec lo
   require_display();
   // Lessons 2 and 4 with an fp8 cache, at the first K / V load instruction:
   // every element of warp 0 lane 0's load is lit in its colour at the cell
-  // KvLayout gives, decoded with 1-byte elements.
+  // KvPanelLayout gives, decoded with 1-byte elements.
   struct Case {
     int lesson;
     trace::Stage stage;
@@ -889,7 +890,7 @@ TEST_CASE("fp8 KV cache: one K vec load lights 8 one-byte elements, one V vec lo
     const auto events = trace::model_events(spec, cs.stage, trace::Selection{});
     const TraceIndex idx(events, Granularity::instruction);
     const ConfigInfo c = config_info(spec);
-    const CacheGeometry g = c.cache(spec.num_kv_heads);
+    const KvLayoutGeometry g = c.cache(spec.num_kv_heads);
     const int K = idx.find_step(0, cs.step);
     REQUIRE(K > 0);
     trace::Event e{};
@@ -909,7 +910,7 @@ TEST_CASE("fp8 KV cache: one K vec load lights 8 one-byte elements, one V vec lo
     CHECK(d.v.at("kv_dtype")[0] == static_cast<int>(KvDType::fp8_e4m3));
     CHECK(d.v.at("kv_elem_bytes")[0] == 1);
     CHECK(d.v.at("step")[0] == K);
-    const KvLayout l = kv_from(d);
+    const KvPanelLayout l = kv_from(d);
     CHECK(l.x == 16);
     const auto& slots = d.v.at("slots");
     const float ox = d.v.at("kv_origin")[0], oy = d.v.at("kv_origin")[1];

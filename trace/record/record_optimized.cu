@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/cuda_check.hpp"
 #include "pa/kernels/optimized.hpp"
 #include "pa/kernels/optimized_args.hpp"
+#include "pa/trace/host_model.hpp"
 #include "pa/trace/record.hpp"
 #include "record_events.cuh"
 #include "record_optimized.cuh"
@@ -19,18 +21,20 @@
 namespace pa::trace {
 namespace detail {
 
-#define PA_X(DT, HS, BS, HT, KV)                                   \
-  int opt_record_prepare_##DT##_##HS##_##BS##_##HT##_##KV();       \
-  void opt_record_launch_##DT##_##HS##_##BS##_##HT##_##KV(const opt::OptParams&, dim3, const OptRecordingTracer&, \
-                                                          cudaStream_t);
+#define PA_X(DT, HS, BS, HT, KV, C)                                    \
+  int opt_record_prepare_##DT##_##HS##_##BS##_##HT##_##KV##_##C();     \
+  void opt_record_launch_##DT##_##HS##_##BS##_##HT##_##KV##_##C(const opt::OptParams&, dim3, const OptRecordingTracer&, \
+                                                                cudaStream_t);
 PA_TRACE_OPT_CONFIGS(PA_X)
 #undef PA_X
 
-bool opt_record_fns(DType dt, KvDType kv, int head_size, int block_size, int head_tiles, OptRecordFns& f) {
-#define PA_X(DT, HS, BS, HT, KV)                                                                              \
-  if (dt == DType::DT && kv == KvDType::KV && head_size == HS && block_size == BS && head_tiles == HT) {      \
-    f = {&opt_record_prepare_##DT##_##HS##_##BS##_##HT##_##KV, &opt_record_launch_##DT##_##HS##_##BS##_##HT##_##KV}; \
-    return true;                                                                                              \
+bool opt_record_fns(DType dt, KvDType kv, bool token_rows, int head_size, int block_size, int head_tiles,
+                    OptRecordFns& f) {
+#define PA_X(DT, HS, BS, HT, KV, C)                                                                               \
+  if (dt == DType::DT && kv == KvDType::KV && token_rows == (std::string_view(#C) == "rows") && head_size == HS &&  \
+      block_size == BS && head_tiles == HT) {                                                                     \
+    f = {&opt_record_prepare_##DT##_##HS##_##BS##_##HT##_##KV##_##C, &opt_record_launch_##DT##_##HS##_##BS##_##HT##_##KV##_##C}; \
+    return true;                                                                                                  \
   }
   PA_TRACE_OPT_CONFIGS(PA_X)
 #undef PA_X
@@ -40,15 +44,16 @@ bool opt_record_fns(DType dt, KvDType kv, int head_size, int block_size, int hea
 bool can_record_optimized(const ProblemSpec& s) {
   if (s.num_threads != 128 || s.num_kv_heads < 1 || s.num_heads % s.num_kv_heads != 0) return false;
   OptRecordFns f{};
-  return opt_record_fns(s.dtype, s.kv_dtype, s.head_size, s.block_size, opt_head_tiles(s.num_heads / s.num_kv_heads),
-                        f);
+  return opt_record_fns(s.dtype, s.kv_dtype, kv_layout_token_rows(s.kv_layout), s.head_size, s.block_size,
+                        opt_head_tiles(s.num_heads / s.num_kv_heads), f);
 }
 
 std::string recordable_optimized_text() {
-  std::string s = "stage optimized (dtype head block head-tiles[/fp8 cache]):";
-#define PA_X(DT, HS, BS, HT, KV)                                                     \
+  std::string s = "stage optimized (dtype head block head-tiles[/fp8 cache][/nhd+hnd]):";
+#define PA_X(DT, HS, BS, HT, KV, C)                                                  \
   s += std::string(" ") + dtype_name(DType::DT) + "/" #HS "/" #BS "/" #HT +        \
-       (is_fp8(KvDType::KV) ? std::string("/") + kv_dtype_name(KvDType::KV) : std::string());
+       (is_fp8(KvDType::KV) ? std::string("/") + kv_dtype_name(KvDType::KV) : std::string()) + \
+       (std::string_view(#C) == "rows" ? "/nhd+hnd" : "");
   PA_TRACE_OPT_CONFIGS(PA_X)
 #undef PA_X
   return s + " (head tiles 1: GQA groups <= 8 heads, 2: 9..16 and more)";
@@ -60,9 +65,12 @@ RecordResult record_optimized(const PagedProblem& p, const Selection& sel, int f
                               unsigned long long initial_capacity) {
   const ProblemSpec& s = p.spec;
   s.validate();
+  if (const std::string why = kv_cache_refusal(s, Stage::optimized); !why.empty())
+    throw std::invalid_argument("record_optimized: " + why);
   if (!detail::can_record_optimized(s)) {
     throw std::invalid_argument(std::string("record_optimized: no recording instance for ") + dtype_name(s.dtype) +
                                 (is_fp8(s.kv_dtype) ? std::string(" kv ") + kv_dtype_name(s.kv_dtype) : "") +
+                                " layout " + kv_layout_name(s.kv_layout) +
                                 " head " + std::to_string(s.head_size) + " block " + std::to_string(s.block_size) +
                                 " with " + std::to_string(s.num_heads) + "/" + std::to_string(s.num_kv_heads) +
                                 " heads (recordable: " + detail::recordable_optimized_text() +
@@ -73,7 +81,8 @@ RecordResult record_optimized(const PagedProblem& p, const Selection& sel, int f
   res.gpu_name = gi.name;
   const int group = s.num_heads / s.num_kv_heads;
   detail::OptRecordFns fns{};
-  detail::opt_record_fns(s.dtype, s.kv_dtype, s.head_size, s.block_size, opt_head_tiles(group), fns);
+  detail::opt_record_fns(s.dtype, s.kv_dtype, kv_layout_token_rows(s.kv_layout), s.head_size, s.block_size,
+                         opt_head_tiles(group), fns);
 
   // The plan, as the launcher makes it on this GPU.
   ModelOptions opts;
@@ -88,7 +97,7 @@ RecordResult record_optimized(const PagedProblem& p, const Selection& sel, int f
                                 " selected CTAs (accepted: at most " + std::to_string(kernels::kMaxTracedBlocks) + ")");
   }
 
-  const kernels::DeviceInputs in(p);
+  const kernels::DeviceInputs in(p, s.kv_layout, s.page_table);  // the cache as the spec says the device holds it
   const std::size_t out_elems = static_cast<std::size_t>(p.num_seqs()) * s.num_heads * s.head_size;
   kernels::DeviceBuffer out(out_elems * dtype_bytes(s.dtype));
   kernels::StageArgs base = in.args();
@@ -102,7 +111,7 @@ RecordResult record_optimized(const PagedProblem& p, const Selection& sel, int f
   plan.split_blocks = mp.split_blocks;
   // Where this build also holds the normal (NullTracer) kernel, its planner
   // must choose the same grid: the recording is what pa-lab run launches.
-  if (optimized_supported(s.dtype, s.head_size, s.block_size, s.kv_dtype)) {
+  if (optimized_supported(s.dtype, s.head_size, s.block_size, s.kv_dtype, s.kv_layout)) {
     const OptimizedPlan real = plan_optimized(a, force_splits);
     if (real.splits != mp.splits || real.split_blocks != mp.split_blocks || real.units != mp.units) {
       throw std::logic_error("record_optimized: plan_optimized chose " + real.describe() +

@@ -56,14 +56,17 @@ struct OptRecordFns {
   int (*prepare)();
   void (*launch)(const opt::OptParams&, dim3, const OptRecordingTracer&, cudaStream_t);
 };
-bool opt_record_fns(DType dt, KvDType kv, int head_size, int block_size, int head_tiles, OptRecordFns& f);
+bool opt_record_fns(DType dt, KvDType kv, bool token_rows, int head_size, int block_size, int head_tiles,
+                    OptRecordFns& f);
 
 // The recording instances (a subset keeps the build short; the host model
 // covers every configuration). X(dtype, head size, block size, head tiles,
-// KV cache dtype); trace/CMakeLists.txt generates one file per entry.
-#define PA_TRACE_OPT_CONFIGS(X)                                                                          \
-  X(f16, 128, 16, 1, same) X(bf16, 128, 16, 2, same) X(f16, 64, 8, 1, same) X(bf16, 256, 32, 1, same)   \
-  X(f16, 256, 16, 2, same) X(bf16, 64, 32, 1, same) X(f16, 128, 16, 1, fp8_e4m3)                        \
-  X(bf16, 128, 16, 2, fp8_e5m2)
+// KV cache dtype, cache kind: vllm or rows, the token-row instance that
+// serves nhd and hnd); trace/CMakeLists.txt generates one file per entry.
+#define PA_TRACE_OPT_CONFIGS(X)                                                                                    \
+  X(f16, 128, 16, 1, same, vllm) X(bf16, 128, 16, 2, same, vllm) X(f16, 64, 8, 1, same, vllm)                      \
+  X(bf16, 256, 32, 1, same, vllm) X(f16, 256, 16, 2, same, vllm) X(bf16, 64, 32, 1, same, vllm)                    \
+  X(f16, 128, 16, 1, fp8_e4m3, vllm) X(bf16, 128, 16, 2, fp8_e5m2, vllm) X(f16, 128, 16, 1, same, rows)            \
+  X(bf16, 64, 32, 2, same, rows)
 
 }  // namespace pa::trace::detail

@@ -11,6 +11,7 @@
 #include "pa/kernels/recording_tracer.cuh"
 #include "pa/kernels/runner.hpp"
 #include "pa/kernels/v2_partition_args.hpp"
+#include "pa/trace/host_model.hpp"
 #include "pa/trace/record.hpp"
 #include "record_configs.hpp"
 #include "record_dispatch.hpp"
@@ -34,6 +35,7 @@ bool can_record(Stage stage, const ProblemSpec& spec) {
   const int s = static_cast<int>(stage);
   if (s < 1 || s > 7 || spec.num_threads != 128) return false;
   if (stage == Stage::cascade_merge && is_fp8(spec.kv_dtype)) return false;  // the cascade takes no fp8 cache
+  if (!kv_cache_refusal(spec, stage).empty()) return false;  // stages 1-7: vLLM's padded cache only
   // Stages 1-4 record the first kNumAllStageRecordConfigs entries only.
   const auto end = s <= 4 ? std::begin(detail::kRecordConfigs) + detail::kNumAllStageRecordConfigs
                           : std::end(detail::kRecordConfigs);
@@ -74,6 +76,8 @@ std::string recordable_configs_text() {
 RecordResult record_stage(Stage stage, const PagedProblem& p, const Selection& sel,
                           unsigned long long initial_capacity) {
   if (stage == Stage::optimized) return record_optimized(p, sel, 0, initial_capacity);
+  if (const std::string why = kv_cache_refusal(p.spec, stage); !why.empty())
+    throw std::invalid_argument("record_stage: " + why);
   if (!can_record(stage, p.spec)) {
     throw std::invalid_argument(std::string("record_stage: no recording instance for stage ") + to_string(stage) +
                                 " with " + dtype_name(p.spec.dtype) + " head " + std::to_string(p.spec.head_size) +

@@ -92,8 +92,11 @@ void write_run_header(Writer& w, Stage stage, const ProblemSpec& s, const std::s
                       const std::string& revision) {
   w.u8(static_cast<std::uint8_t>(stage));
   w.u8(static_cast<std::uint8_t>(s.dtype));
-  // flags: bit 0 = nan_tails, bit 1 = alibi (the paper's slopes)
-  w.u8(static_cast<std::uint8_t>((s.nan_tails ? 1 : 0) | (s.alibi ? 2 : 0)));
+  // flags: bit 0 = nan_tails, bit 1 = alibi (the paper's slopes), bits 2-3 =
+  // the cache layout (0 vllm, 1 nhd, 2 hnd), bit 4 = CSR page tables: a file
+  // of vLLM's padded cache has the bits of the files before them, zero.
+  w.u8(static_cast<std::uint8_t>((s.nan_tails ? 1 : 0) | (s.alibi ? 2 : 0) | (static_cast<unsigned>(s.kv_layout) << 2) |
+                                 (s.page_table == PageTableForm::csr ? 16 : 0)));
   w.u8(static_cast<std::uint8_t>(s.kv_dtype));  // 0 = the dtype's own cache, 1 fp8_e4m3, 2 fp8_e5m2
   for (int v : {s.head_size, s.block_size, s.num_threads, s.num_heads, s.num_kv_heads, s.partition_size,
                 s.shared_prefix_len, s.extra_q_stride, s.spare_blocks}) {
@@ -117,10 +120,13 @@ void read_run_header(Reader& r, Stage& stage, ProblemSpec& s, std::string& sourc
   if (dt > 2) fail("dtype value " + std::to_string(dt) + " is not a dtype (accepted: 0=fp32, 1=fp16, 2=bf16)");
   s.dtype = static_cast<DType>(dt);
   const std::uint8_t flags = r.u8("flags");
-  if ((flags & ~3u) != 0)
-    fail("unknown header flags " + std::to_string(flags) + " (accepted: bit 0 = nan_tails, bit 1 = alibi)");
+  if ((flags & ~31u) != 0 || ((flags >> 2) & 3u) == 3u)
+    fail("unknown header flags " + std::to_string(flags) +
+         " (accepted: bit 0 = nan_tails, bit 1 = alibi, bits 2-3 = layout 0 vllm / 1 nhd / 2 hnd, bit 4 = csr)");
   s.nan_tails = (flags & 1u) != 0;
   s.alibi = (flags & 2u) != 0;
+  s.kv_layout = static_cast<KvLayout>((flags >> 2) & 3u);
+  s.page_table = (flags & 16u) != 0 ? PageTableForm::csr : PageTableForm::padded;
   const std::uint8_t kv = r.u8("kv cache dtype");
   if (kv > 2) fail("kv cache dtype value " + std::to_string(kv) + " (accepted: 0 = the dtype's, 1 = fp8_e4m3, 2 = fp8_e5m2)");
   s.kv_dtype = static_cast<KvDType>(kv);

@@ -42,9 +42,10 @@ struct OptModel : BlockModel {
   int head0 = 0, nh = 0, kvh = 0;
   int ctx = 0, nblocks = 0, blk_begin = 0, blk_end = 0, nsteps = 0;
 
-  // A PagedProblem's cache is in vLLM's layout (traces of nhd / hnd caches
-  // are not modelled yet: the recording refuses them).
-  KvLayoutGeometry kv{KvLayout::vllm, p.cache};
+  // The device cache's layout (the spec's; the PagedProblem holds vLLM's,
+  // which the values below read by logical position): byte addresses of the
+  // K and V copies follow it, and Cfg is the matching instance.
+  KvLayoutGeometry kv{p.spec.kv_layout, p.cache};
 
   int table(int lb) const { return p.block_tables[p.table.offset(c.seq, lb)]; }
   std::int64_t table_byte(int lb) const { return p.table.offset(c.seq, lb) * 4; }
@@ -204,10 +205,18 @@ struct OptModel : BlockModel {
         continue;
       }
       for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
-        const int d = Cfg::pv_ldsm_dim(dt, lane), grp = Cfg::pv_ldsm_group(kk, lane);
-        em.record(tid, ev_(tid, Step::v_smem_load, Op::shared_load, Tensor::kv_smem)
-                           .it(j).tok(tokt(tok0 + 8 * grp)).dims(d, 1)
-                           .at(Cfg::v_smem_byte(warp, stage, Cfg::v_row_chunk(d, grp)), 16));
+        if constexpr (Cfg::kTokenRows) {
+          // Token-row V: ldmatrix.trans rows are (token, dim chunk).
+          const int T = Cfg::pv_trans_token(kk, lane), ch = Cfg::pv_trans_chunk(dt, lane);
+          em.record(tid, ev_(tid, Step::v_smem_load, Op::shared_load, Tensor::kv_smem)
+                             .it(j).tok(tokt(tok0 + T)).dims(ch * Cfg::kX, Cfg::kX)
+                             .at(Cfg::v_smem_byte(warp, stage, Cfg::k_row_chunk(T, ch)), 16));
+        } else {
+          const int d = Cfg::pv_ldsm_dim(dt, lane), grp = Cfg::pv_ldsm_group(kk, lane);
+          em.record(tid, ev_(tid, Step::v_smem_load, Op::shared_load, Tensor::kv_smem)
+                             .it(j).tok(tokt(tok0 + 8 * grp)).dims(d, 1)
+                             .at(Cfg::v_smem_byte(warp, stage, Cfg::v_row_chunk(d, grp)), 16));
+        }
         for (int h = 0; h < HT; ++h) {
           em.record(tid, ev_(tid, Step::accumulate, Op::mma, Tensor::none)
                              .it(j).tok(tokt(tok0 + 16 * kk)).dims(16 * dt, 16));
@@ -423,13 +432,20 @@ struct OptModel : BlockModel {
 
 // Runtime (dtype, cache dtype, head size, block size, head tiles) -> OptConfig.
 template <DType DT, KvDType KV, int HS, class F>
-bool opt_dispatch_bs(int bs, int ht, F&& f) {
+bool opt_dispatch_bs(int bs, int ht, bool rows, F&& f) {
   auto go = [&](auto cfg_bs) {
     constexpr int BS = decltype(cfg_bs)::value;
     if constexpr (!opt_block_size_ok(BS, kv_elem_bytes(DT, KV))) {
       return false;  // stage 8 is not built for it (opt_block_size_ok says why)
-    } else {
+    } else if constexpr (is_fp8(KV)) {
+      if (rows) return false;  // token rows: 16-bit caches only
       if (ht == 1) f(OptConfig<DT, HS, BS, 1, 4, 0, KV>{});
+      else f(OptConfig<DT, HS, BS, 2, 4, 0, KV>{});
+      return true;
+    } else {
+      if (rows && ht == 1) f(OptConfig<DT, HS, BS, 1, 4, 0, KV, true>{});
+      else if (rows) f(OptConfig<DT, HS, BS, 2, 4, 0, KV, true>{});
+      else if (ht == 1) f(OptConfig<DT, HS, BS, 1, 4, 0, KV>{});
       else f(OptConfig<DT, HS, BS, 2, 4, 0, KV>{});
       return true;
     }
@@ -442,35 +458,37 @@ bool opt_dispatch_bs(int bs, int ht, F&& f) {
   }
 }
 template <DType DT, KvDType KV, class F>
-bool opt_dispatch_hs(int hs, int bs, int ht, F&& f) {
+bool opt_dispatch_hs(int hs, int bs, int ht, bool rows, F&& f) {
   switch (hs) {
-    case 64: return opt_dispatch_bs<DT, KV, 64>(bs, ht, f);
-    case 80: return opt_dispatch_bs<DT, KV, 80>(bs, ht, f);
-    case 96: return opt_dispatch_bs<DT, KV, 96>(bs, ht, f);
-    case 112: return opt_dispatch_bs<DT, KV, 112>(bs, ht, f);
-    case 128: return opt_dispatch_bs<DT, KV, 128>(bs, ht, f);
-    case 192: return opt_dispatch_bs<DT, KV, 192>(bs, ht, f);
-    case 256: return opt_dispatch_bs<DT, KV, 256>(bs, ht, f);
+    case 64: return opt_dispatch_bs<DT, KV, 64>(bs, ht, rows, f);
+    case 80: return opt_dispatch_bs<DT, KV, 80>(bs, ht, rows, f);
+    case 96: return opt_dispatch_bs<DT, KV, 96>(bs, ht, rows, f);
+    case 112: return opt_dispatch_bs<DT, KV, 112>(bs, ht, rows, f);
+    case 128: return opt_dispatch_bs<DT, KV, 128>(bs, ht, rows, f);
+    case 192: return opt_dispatch_bs<DT, KV, 192>(bs, ht, rows, f);
+    case 256: return opt_dispatch_bs<DT, KV, 256>(bs, ht, rows, f);
     default: return false;
   }
 }
 template <DType DT, class F>
-bool opt_dispatch_kv(KvDType kv, int hs, int bs, int ht, F&& f) {
+bool opt_dispatch_kv(KvDType kv, int hs, int bs, int ht, bool rows, F&& f) {
   switch (kv) {
-    case KvDType::same: return opt_dispatch_hs<DT, KvDType::same>(hs, bs, ht, f);
-    case KvDType::fp8_e4m3: return opt_dispatch_hs<DT, KvDType::fp8_e4m3>(hs, bs, ht, f);
-    case KvDType::fp8_e5m2: return opt_dispatch_hs<DT, KvDType::fp8_e5m2>(hs, bs, ht, f);
+    case KvDType::same: return opt_dispatch_hs<DT, KvDType::same>(hs, bs, ht, rows, f);
+    case KvDType::fp8_e4m3: return opt_dispatch_hs<DT, KvDType::fp8_e4m3>(hs, bs, ht, rows, f);
+    case KvDType::fp8_e5m2: return opt_dispatch_hs<DT, KvDType::fp8_e5m2>(hs, bs, ht, rows, f);
   }
   return false;
 }
 template <class F>
 void with_opt_config(const ProblemSpec& s, int head_tiles, F&& f) {
   bool ok = false;
-  if (s.dtype == DType::f16) ok = opt_dispatch_kv<DType::f16>(s.kv_dtype, s.head_size, s.block_size, head_tiles, f);
-  if (s.dtype == DType::bf16) ok = opt_dispatch_kv<DType::bf16>(s.kv_dtype, s.head_size, s.block_size, head_tiles, f);
+  const bool rows = kv_layout_token_rows(s.kv_layout);
+  if (s.dtype == DType::f16) ok = opt_dispatch_kv<DType::f16>(s.kv_dtype, s.head_size, s.block_size, head_tiles, rows, f);
+  if (s.dtype == DType::bf16) ok = opt_dispatch_kv<DType::bf16>(s.kv_dtype, s.head_size, s.block_size, head_tiles, rows, f);
   if (!ok) {
     throw std::invalid_argument(std::string("stage optimized: no model for dtype ") + dtype_name(s.dtype) +
-                                ", kv cache " + kv_dtype_name(s.kv_dtype) + ", head size " +
+                                ", kv cache " + kv_dtype_name(s.kv_dtype) + " in layout " +
+                                kv_layout_name(s.kv_layout) + ", head size " +
                                 std::to_string(s.head_size) + ", block size " + std::to_string(s.block_size) +
                                 " (accepted: fp16 or bf16, head sizes " + head_sizes_text() + ", block sizes " +
                                 block_sizes_text() + "; with an fp8 cache block sizes 16 and 32)");

@@ -145,11 +145,11 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
     out << "\n";
   }
   if (s.drawn.kv_valid) {
-    const KvLayout& l = s.drawn.kv;
+    const KvPanelLayout& l = s.drawn.kv;
     out << "kv_origin " << s.drawn.kv_origin.x << " " << s.drawn.kv_origin.y << "\n";
     out << "kv_layout " << l.head_size << " " << l.block_size << " " << l.x << " " << l.band_rows << " " << l.slots
         << " " << l.show_k << " " << l.show_v << " " << l.cell_w << " " << l.cell_h << " " << l.chunk_gap << " "
-        << l.label_w << " " << l.part_gap << " " << l.slot_gap << " " << l.title_h << "\n";
+        << l.label_w << " " << l.part_gap << " " << l.slot_gap << " " << l.title_h << " " << l.token_rows << "\n";
     out << "kv_head " << s.drawn.kv_head << "\n";
     out << "slots";
     for (int p : s.drawn.slot_physical) out << " " << p;

@@ -25,7 +25,7 @@ void handle_keys(AppState& s) {
   }
   for (unsigned c : io.InputQueueCharacters) {
     if (c == '?') s.show_help = !s.show_help;
-    if (c >= '0' && c <= '8') {
+    if (c >= '0' && c <= '9') {
       s.replay.jump(0);
       load_lesson(s, static_cast<int>(c - '0'));
     }

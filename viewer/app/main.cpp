@@ -54,6 +54,7 @@ void state_from_args(AppState& s, const Args& args) {
   if (args.prefix) s.spec.shared_prefix_len = *args.prefix;
   if (args.alibi) s.spec.alibi = true;
   if (args.kv_dtype) s.spec.kv_dtype = *args.kv_dtype;
+  if (args.kv_layout) s.spec.kv_layout = *args.kv_layout;
   if (args.k_scale) s.spec.k_scale = *args.k_scale;
   if (args.v_scale) s.spec.v_scale = *args.v_scale;
   if (!args.context_lens.empty()) s.spec.context_lens = args.context_lens;
@@ -76,7 +77,7 @@ void apply_first_trace_args(AppState& s, const Args& args, const SavedPosition* 
   else if (resume) s.replay.jump(resume->step);
   if (args.sel_warp) s.set_focus(args.sel_lane ? Focus::thread(*args.sel_warp, *args.sel_lane) : Focus::whole_warp(*args.sel_warp));
   if (args.sel_kv) {
-    const pa::CacheGeometry g = s.cfg.cache(s.spec.num_kv_heads);
+    const pa::KvLayoutGeometry g = s.cfg.cache(s.spec.num_kv_heads);
     const std::int64_t off = args.sel_kv == 'k' ? g.k_offset(args.sel_pb, s.kv_head, args.sel_d, args.sel_t)
                                                 : g.v_offset(args.sel_pb, s.kv_head, args.sel_d, args.sel_t);
     s.set_focus(Focus::element(args.sel_kv == 'k' ? pa::trace::Tensor::k_cache : pa::trace::Tensor::v_cache,

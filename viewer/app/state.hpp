@@ -68,7 +68,7 @@ struct SourceFile {
 struct DrawnGeometry {
   bool kv_valid = false;
   ImVec2 kv_origin;
-  KvLayout kv;
+  KvPanelLayout kv;
   std::vector<int> slot_physical;
   int kv_head = 0;
   bool grid_valid = false;

@@ -116,7 +116,7 @@ int model_partition_of_label(int label) {
 std::string usage() {
   return std::string(
       "usage: pa-viewer [options]\n"
-      "  --lesson N            open lesson N (0-8; default 1)\n"
+      "  --lesson N            open lesson N (0-9; default 1)\n"
       "  --step K              replay step K (0-based) of the lesson's trace\n"
       "  --trace FILE          open a recorded trace file instead of the host model\n"
       "  --timeline FILE       open a timeline (.patl, measured on a GPU) in the Timeline panel\n"
@@ -134,6 +134,7 @@ std::string usage() {
       "  --kv-dtype T          KV cache element type: " + kKvDTypeNamesText + ";\n"
       "                        fp8: one byte per element, with --dtype fp16 or bf16 (stage 7 refuses it,\n"
       "                        stage 8 needs block size 16 or 32)\n"
+      "  --layout L            KV cache layout: " + kKvLayoutNamesText + " (nhd and hnd: stage 8 only, fp16/bf16)\n"
       "  --k-scale S           fp8 scale of K (element = code * S, S > 0; default: chosen from the data)\n"
       "  --v-scale S           fp8 scale of V (likewise)\n"
       "  --block SEQ,HEAD[,BLOCK] the thread block to trace and show (default 0,0,0), fields as in the Problem tab;\n"
@@ -169,7 +170,7 @@ Args parse_args(const std::vector<std::string>& av) {
       return av[++i];
     };
     if (f == "--help" || f == "-h") a.help = true;
-    else if (f == "--lesson") a.lesson = to_int(f, value(), 0, 8);
+    else if (f == "--lesson") a.lesson = to_int(f, value(), 0, 9);
     else if (f == "--step") a.step = to_int(f, value(), 0, 1 << 30);
     else if (f == "--trace") a.trace_file = value();
     else if (f == "--timeline") a.timeline_file = value();
@@ -290,6 +291,10 @@ Args parse_args(const std::vector<std::string>& av) {
       const std::string v = value();
       a.kv_dtype = kv_dtype_from_name(v);
       if (!a.kv_dtype) throw UsageError("--kv-dtype: '" + v + "' is not a KV cache dtype (accepted: " + kKvDTypeNamesText + ")");
+    } else if (f == "--layout") {
+      const std::string v = value();
+      a.kv_layout = kv_layout_from_name(v);
+      if (!a.kv_layout) throw UsageError("--layout: '" + v + "' is not a KV cache layout (accepted: " + kKvLayoutNamesText + ")");
     } else if (f == "--k-scale") a.k_scale = to_scale(f, value());
     else if (f == "--v-scale") a.v_scale = to_scale(f, value());
     else if (f == "--context") {
@@ -329,6 +334,7 @@ void check_args_problem(const Args& a, const ProblemSpec& spec) {
       {"partition_size", "--partition-size"},
       {"shared_prefix_len", "--prefix"},
       {"kv_dtype", "--kv-dtype"},
+      {"kv_layout", "--layout"},
       {"k_scale", "--k-scale"},
       {"v_scale", "--v-scale"},
       {"host_memory", "--context, --kv-heads, --head-size"},

@@ -35,7 +35,9 @@ ConfigInfo config_info(DType dtype, int head_size, int block_size, int num_threa
 }
 
 ConfigInfo config_info(const ProblemSpec& spec) {
-  return config_info(spec.dtype, spec.head_size, spec.block_size, spec.num_threads, spec.kv_dtype);
+  ConfigInfo c = config_info(spec.dtype, spec.head_size, spec.block_size, spec.num_threads, spec.kv_dtype);
+  c.kv_layout = spec.kv_layout;
+  return c;
 }
 
 }  // namespace pa::viewer

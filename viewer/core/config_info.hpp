@@ -9,6 +9,7 @@
 
 #include "pa/core/problem.hpp"
 #include "pa/index/dtype.hpp"
+#include "pa/index/kv_layout.hpp"
 #include "pa/index/layout.hpp"
 
 namespace pa::viewer {
@@ -16,6 +17,7 @@ namespace pa::viewer {
 struct ConfigInfo {
   DType dtype = DType::f16;          // Q and the output
   KvDType kv_dtype = KvDType::same;  // the K/V cache: dtype's own, or fp8
+  pa::KvLayout kv_layout = pa::KvLayout::vllm;  // how the device holds it (vllm, nhd, hnd)
   int elem_bytes = 2;                // one Q / output element
   // One K / V cache element: the bytes to decode k_cache / v_cache offsets
   // with (1 for an fp8 cache, whatever the query dtype).
@@ -39,10 +41,11 @@ struct ConfigInfo {
   int num_rows_per_thread = 8;
 
   int thread_group_of_lane(int lane) const { return lane / thread_group_size; }
-  // Cache geometry for decoding traced offsets (num_blocks unknown: 0); its
-  // offsets count cache elements of kv_elem_bytes each.
-  CacheGeometry cache(int num_kv_heads) const {
-    return CacheGeometry{0, num_kv_heads, head_size, block_size, x};
+  // Cache geometry for decoding traced offsets in the cache's layout
+  // (num_blocks unknown: 0; no offset formula needs it); its offsets count
+  // cache elements of kv_elem_bytes each.
+  KvLayoutGeometry cache(int num_kv_heads) const {
+    return KvLayoutGeometry{kv_layout, CacheGeometry{0, num_kv_heads, head_size, block_size, x}};
   }
 };
 

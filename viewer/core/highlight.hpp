@@ -64,9 +64,10 @@ std::vector<int> steps_of_thread(const std::vector<trace::Event>& ev, const Trac
 // KV-cache elements covered by an event (k_cache / v_cache), decoded from its
 // byte range with the cache layout's inverse: g and kv_elem_bytes are the
 // cache's (ConfigInfo::cache and ::kv_elem_bytes: an fp8 cache has 1-byte
-// elements and x = 16 whatever the query dtype). Calls f(Coords) for each.
+// elements and x = 16 whatever the query dtype; nhd and hnd keep K and V in
+// one tensor, the event's tensor says which half). Calls f(Coords) for each.
 template <class F>
-void for_each_kv_element(const trace::Event& e, const CacheGeometry& g, int kv_elem_bytes, F&& f) {
+void for_each_kv_element(const trace::Event& e, const KvLayoutGeometry& g, int kv_elem_bytes, F&& f) {
   if (e.byte_offset < 0 || e.bytes <= 0 || kv_elem_bytes <= 0) return;
   if (e.tensor != trace::Tensor::k_cache && e.tensor != trace::Tensor::v_cache) return;
   const std::int64_t first = e.byte_offset / kv_elem_bytes;

@@ -38,9 +38,9 @@ float ThreadGridLayout::fit_cell(float w, float label_w, int lanes, float min_ce
   return std::clamp(std::floor((w - label_w) / lanes), min_cell, max_cell);
 }
 
-// ---- KvLayout -----------------------------------------------------------------
+// ---- KvPanelLayout -----------------------------------------------------------------
 
-float KvLayout::slot_height() const {
+float KvPanelLayout::slot_height() const {
   float h = title_h;
   if (show_k) h += k_height();
   if (show_k && show_v) h += part_gap;
@@ -48,59 +48,68 @@ float KvLayout::slot_height() const {
   return h + slot_gap;
 }
 
-float KvLayout::width() const {
+float KvPanelLayout::width() const {
   float w = 0;
   if (show_k) w = std::max(w, k_width());
   if (show_v) w = std::max(w, v_width());
   return label_w + w;
 }
 
-Rect KvLayout::slot_rect(int slot) const {
+Rect KvPanelLayout::slot_rect(int slot) const {
   const float y = slot * slot_height();
   return {0, y, width(), y + slot_height() - slot_gap};
 }
 
-Rect KvLayout::k_tile(int slot) const {
+Rect KvPanelLayout::k_tile(int slot) const {
   if (!show_k) return {};
   const float y = slot * slot_height() + title_h;
   return {label_w, y, label_w + k_width(), y + k_height()};
 }
 
-Rect KvLayout::v_tile(int slot) const {
+Rect KvPanelLayout::v_tile(int slot) const {
   if (!show_v) return {};
   float y = slot * slot_height() + title_h;
   if (show_k) y += k_height() + part_gap;
   return {label_w, y, label_w + v_width(), y + v_height()};
 }
 
-Rect KvLayout::k_chunk_rect(int slot, int chunk) const {
+Rect KvPanelLayout::k_chunk_rect(int slot, int chunk) const {
   const Rect t = k_tile(slot);
   const float x = t.x0 + chunk * (x_elems_w()) ;
   return {x, t.y0, x + this->x * cell_w, t.y1};
 }
 
-Rect KvLayout::v_band_rect(int slot, int band) const {
+Rect KvPanelLayout::v_band_rect(int slot, int band) const {
   const Rect t = v_tile(slot);
+  if (token_rows) {
+    const float x0 = t.x0 + band * x_elems_w();
+    return {x0, t.y0, x0 + this->x * cell_w, t.y1};
+  }
   const float x = t.x0 + band * (block_size * cell_w + chunk_gap);
   const int rows = std::min(band_rows, head_size - band * band_rows);
   return {x, t.y0, x + block_size * cell_w, t.y0 + rows * cell_h};
 }
 
-Rect KvLayout::k_cell(int slot, int d, int t) const {
+Rect KvPanelLayout::k_cell(int slot, int d, int t) const {
   const Rect tile = k_tile(slot);
   const float x0 = tile.x0 + (d / x) * x_elems_w() + (d % x) * cell_w;
   const float y0 = tile.y0 + t * cell_h;
   return {x0, y0, x0 + cell_w, y0 + cell_h};
 }
 
-Rect KvLayout::v_cell(int slot, int d, int t) const {
+Rect KvPanelLayout::v_cell(int slot, int d, int t) const {
   const Rect tile = v_tile(slot);
+  if (token_rows) {
+    const float x0 = tile.x0 + (d / x) * x_elems_w() + (d % x) * cell_w;
+    const float y0 = tile.y0 + t * cell_h;
+    return {x0, y0, x0 + cell_w, y0 + cell_h};
+  }
   const float x0 = tile.x0 + (d / band_rows) * (block_size * cell_w + chunk_gap) + t * cell_w;
   const float y0 = tile.y0 + (d % band_rows) * cell_h;
   return {x0, y0, x0 + cell_w, y0 + cell_h};
 }
 
-std::optional<KvCell> KvLayout::hit(float px, float py) const {
+std::optional<KvCell> KvPanelLayout::hit(float px, float py) const {
   if (slots <= 0 || py < 0) return std::nullopt;
   const int slot = static_cast<int>(py / slot_height());
   if (slot >= slots) return std::nullopt;
@@ -119,6 +128,15 @@ std::optional<KvCell> KvLayout::hit(float px, float py) const {
   }
   if (show_v) {
     const Rect t = v_tile(slot);
+    if (t.contains(px, py) && token_rows) {
+      const float rx = px - t.x0;
+      const int chunk = static_cast<int>(rx / x_elems_w());
+      const float in = rx - chunk * x_elems_w();
+      if (chunk >= k_chunks() || in >= x * cell_w) return std::nullopt;  // in a gap
+      const int tok = static_cast<int>((py - t.y0) / cell_h);
+      if (tok >= block_size) return std::nullopt;
+      return KvCell{slot, KvPart::v, chunk * x + static_cast<int>(in / cell_w), tok};
+    }
     if (t.contains(px, py)) {
       const float bw = block_size * cell_w + chunk_gap;
       const float rx = px - t.x0;
@@ -134,7 +152,7 @@ std::optional<KvCell> KvLayout::hit(float px, float py) const {
   return std::nullopt;
 }
 
-std::pair<int, int> KvLayout::visible_slots(float y0, float y1) const {
+std::pair<int, int> KvPanelLayout::visible_slots(float y0, float y1) const {
   const float h = slot_height();
   if (slots <= 0 || h <= 0) return {0, 0};
   const int first = std::clamp(static_cast<int>(std::floor(y0 / h)), 0, slots);
@@ -142,10 +160,11 @@ std::pair<int, int> KvLayout::visible_slots(float y0, float y1) const {
   return {first, std::max(first, last)};
 }
 
-float KvLayout::fit_cell(float w, const KvLayout& l, float min_w, float max_w) {
+float KvPanelLayout::fit_cell(float w, const KvPanelLayout& l, float min_w, float max_w) {
   // width = label_w + cols*cell + gaps*chunk_gap, for the wider of K and V.
-  const int k_cols = l.head_size, v_cols = l.v_bands() * l.block_size;
-  const float k_gaps = (l.k_chunks() - 1) * l.chunk_gap, v_gaps = (l.v_bands() - 1) * l.chunk_gap;
+  const int k_cols = l.head_size, v_cols = l.token_rows ? l.head_size : l.v_bands() * l.block_size;
+  const float k_gaps = (l.k_chunks() - 1) * l.chunk_gap,
+              v_gaps = (l.token_rows ? l.k_chunks() - 1 : l.v_bands() - 1) * l.chunk_gap;
   float best = max_w;
   if (l.show_k) best = std::min(best, (w - l.label_w - k_gaps) / k_cols);
   if (l.show_v) best = std::min(best, (w - l.label_w - v_gaps) / v_cols);

@@ -39,6 +39,10 @@ struct ThreadGridLayout {
 //   V tile [head_size][block_size]: drawn in bands of band_rows rows (a whole
 //     number of the rows one LV iteration covers) placed side by side, each band_rows rows (head
 //     dims) x block_size columns (tokens, consecutive in memory).
+// A token-row cache (nhd, hnd: token_rows) keeps each token's head_size
+// elements contiguous in K and in V alike: both tiles are drawn as K's
+// picture, one row per token, its 16-byte chunks side by side, so a row is
+// one run of addresses (a vLLM K chunk column is one run top to bottom).
 enum class KvPart { k, v };
 struct KvCell {
   int slot = 0;
@@ -47,18 +51,21 @@ struct KvCell {
   friend bool operator==(const KvCell&, const KvCell&) = default;
 };
 
-struct KvLayout {
+struct KvPanelLayout {
   int head_size = 128, block_size = 16, x = 8, band_rows = 16, slots = 1;
   bool show_k = true, show_v = true;
+  bool token_rows = false;  // V drawn as token rows like K (nhd, hnd)
   float cell_w = 4, cell_h = 5, chunk_gap = 3, label_w = 70, part_gap = 8, slot_gap = 12, title_h = 16;
 
   int k_chunks() const { return head_size / x; }
   float x_elems_w() const { return x * cell_w + chunk_gap; }  // one K chunk plus its gap
   int v_bands() const { return (head_size + band_rows - 1) / band_rows; }
   float k_width() const { return k_chunks() * x * cell_w + (k_chunks() - 1) * chunk_gap; }
-  float v_width() const { return v_bands() * block_size * cell_w + (v_bands() - 1) * chunk_gap; }
+  float v_width() const {
+    return token_rows ? k_width() : v_bands() * block_size * cell_w + (v_bands() - 1) * chunk_gap;
+  }
   float k_height() const { return block_size * cell_h; }
-  float v_height() const { return band_rows * cell_h; }
+  float v_height() const { return token_rows ? k_height() : band_rows * cell_h; }
   float slot_height() const;
   float width() const;
   float height() const { return slots * slot_height(); }
@@ -66,14 +73,14 @@ struct KvLayout {
   Rect k_tile(int slot) const;  // empty rect if K hidden
   Rect v_tile(int slot) const;
   Rect k_chunk_rect(int slot, int chunk) const;
-  Rect v_band_rect(int slot, int band) const;
+  Rect v_band_rect(int slot, int band) const;  // token rows: V's chunk column `band`
   Rect k_cell(int slot, int d, int t) const;
   Rect v_cell(int slot, int d, int t) const;
   std::optional<KvCell> hit(float px, float py) const;
   // Slots intersecting [y0, y1) (panel-local): [first, last).
   std::pair<int, int> visible_slots(float y0, float y1) const;
   // Largest cell width in [min_w, max_w] that fits the tiles into width w.
-  static float fit_cell(float w, const KvLayout& l, float min_w = 2, float max_w = 12);
+  static float fit_cell(float w, const KvPanelLayout& l, float min_w = 2, float max_w = 12);
 };
 
 // A shared-memory buffer drawn as 4-byte words in rows of 32 banks

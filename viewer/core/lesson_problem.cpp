@@ -9,7 +9,8 @@ namespace pa::viewer {
 namespace {
 bool same_problem(const ProblemSpec& a, const ProblemSpec& b) {
   return a.context_lens == b.context_lens && a.num_heads == b.num_heads && a.num_kv_heads == b.num_kv_heads &&
-         a.partition_size == b.partition_size && a.shared_prefix_len == b.shared_prefix_len;
+         a.partition_size == b.partition_size && a.shared_prefix_len == b.shared_prefix_len &&
+         a.kv_layout == b.kv_layout && a.page_table == b.page_table;
 }
 }  // namespace
 
@@ -17,6 +18,12 @@ LessonProblem lesson_problem(const ProblemSpec& current, trace::Stage stage, int
   LessonProblem r;
   r.spec = current;
   ProblemSpec& spec = r.spec;
+  // Stages 1-7 trace vLLM's padded cache only: a token-row layout chosen for
+  // stage 8 goes back to it.
+  if (stage != trace::Stage::optimized) {
+    spec.kv_layout = pa::KvLayout::vllm;
+    spec.page_table = PageTableForm::padded;
+  }
   const int bs = std::max(1, spec.block_size);
   switch (stage) {
     case trace::Stage::cascade_merge:
@@ -27,12 +34,14 @@ LessonProblem lesson_problem(const ProblemSpec& current, trace::Stage stage, int
         spec.shared_prefix_len = std::max(spec.shared_prefix_len, 0);
         r.changed = true;  // as before: regenerate even when no prefix fits
       }
+      r.changed = r.changed || !same_problem(spec, current);
       return r;
     case trace::Stage::v2_partition: {
+      r.changed = !same_problem(spec, current);
       if (spec.context_lens.empty()) return r;
       const int seq = std::clamp(sel_seq, 0, spec.num_seqs() - 1);
       int& ctx = spec.context_lens[seq];
-      if (num_partitions(ctx, spec.partition_size) >= 2) return r;  // the reduce has work already
+      if (num_partitions(ctx, spec.partition_size) >= 2) return r;  // the reduce has work already (changed: above)
       if (spec.partition_size <= 0 && !locks.partition_size) spec.partition_size = kDefaultPartitionSize;
       const int ps = spec.partition_size;
       if (ps > 0 && num_partitions(ctx, ps) < 2) {
@@ -56,7 +65,7 @@ LessonProblem lesson_problem(const ProblemSpec& current, trace::Stage stage, int
         spec.context_lens = {600};
       break;
     default:
-      return r;
+      break;
   }
   r.changed = !same_problem(spec, current);
   return r;
@@ -64,6 +73,17 @@ LessonProblem lesson_problem(const ProblemSpec& current, trace::Stage stage, int
 
 LessonProblem lesson_problem_of(int lesson, const ProblemSpec& current, trace::Stage stage, int sel_seq,
                                 const LessonProblemLocks& locks) {
+  if (lesson == kLayoutsLesson && stage == trace::Stage::optimized) {
+    // The layouts lesson opens on a token-row cache (HND), 16-bit, padded
+    // tables: the KV tab draws its rows, the copies light whole token rows.
+    LessonProblem r = lesson_problem(current, stage, sel_seq, locks);
+    r.spec.kv_layout = pa::KvLayout::hnd;
+    r.spec.page_table = PageTableForm::padded;
+    r.spec.kv_dtype = KvDType::same;
+    if (r.spec.dtype == DType::f32) r.spec.dtype = DType::f16;
+    r.changed = r.changed || !same_problem(r.spec, current);
+    return r;
+  }
   if (lesson != 0) return lesson_problem(current, stage, sel_seq, locks);
   LessonProblem r;
   r.spec = current;
@@ -94,6 +114,10 @@ LessonOpening lesson_opening(int lesson, trace::Stage stage) {
     o.tab = "kv";
     o.step = trace::Step::block_table_load;
     o.tensor = trace::Tensor::block_table;
+  } else if (lesson == kLayoutsLesson) {
+    o.tab = "kv";  // the cache's rows, lit by the first K copy
+    o.step = trace::Step::k_load;
+    o.tensor = trace::Tensor::k_cache;
   } else if (stage == trace::Stage::v2_partition || stage == trace::Stage::cascade_merge) {
     o.tab = "partitions";  // lessons 6 and 7 are about pictures of partitions and states
   }

@@ -48,9 +48,11 @@ LessonProblem lesson_problem(const ProblemSpec& current, trace::Stage stage, int
                              const LessonProblemLocks& locks = {});
 
 // Lesson 0's contexts, and the problem a lesson opens with: lesson 0's own
-// (when the context is still the built-in default and not locked), else its
-// stage's (lesson_problem).
+// (when the context is still the built-in default and not locked), lesson
+// 9's (its stage's, on an HND cache), else its stage's (lesson_problem).
 inline const std::vector<int> kLesson0Contexts = {100, 37, 130};
+// Lesson 9 (KV layouts and page tables) opens on an HND cache.
+inline constexpr int kLayoutsLesson = 9;
 LessonProblem lesson_problem_of(int lesson, const ProblemSpec& current, trace::Stage stage, int sel_seq,
                                 const LessonProblemLocks& locks = {});
 

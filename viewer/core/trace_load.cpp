@@ -140,7 +140,7 @@ BlockCaches compute_block_caches(const ProblemSpec& spec, trace::Stage stage, co
   const std::size_t cells = static_cast<std::size_t>(nlog) * H * B;
   if (c.reads_k) c.k_first_step.assign(cells, -1);
   if (c.reads_v) c.v_first_step.assign(cells, -1);
-  const CacheGeometry g = cfg.cache(spec.num_kv_heads);
+  const KvLayoutGeometry g = cfg.cache(spec.num_kv_heads);
   for (std::uint32_t i = 0; i < events.size(); ++i) {
     const auto& e = events[i];
     if (e.tensor != trace::Tensor::k_cache && e.tensor != trace::Tensor::v_cache) continue;

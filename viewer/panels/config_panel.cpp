@@ -1,5 +1,6 @@
 // The problem: dtype, head size, block size, context lengths, heads and KV
-// heads, partition size, cascade prefix, ALiBi, the KV cache's dtype, seed.
+// heads, partition size, cascade prefix, ALiBi, the KV cache's dtype and
+// layout, seed.
 // Any change regenerates the trace from the host model at once.
 #include <cmath>
 #include <imgui.h>
@@ -91,6 +92,50 @@ void draw_kv_cache_choice(AppState& s, ProblemSpec& sp, float w, bool& changed) 
   }
 }
 
+// The cache's layout (pa/index/kv_layout.hpp): vLLM's split K/V, or a
+// token-row page tensor (nhd, hnd). A choice the stage cannot trace is
+// offered disabled with the reason (stages 1-7 read vLLM's layout only;
+// token rows hold 16-bit elements only).
+std::string layout_choice_refusal(const AppState& s, ProblemSpec sp, pa::KvLayout l) {
+  sp.kv_layout = l;
+  try {
+    sp.validate_shape();
+  } catch (const ProblemError& e) {
+    if (e.field == "kv_layout") return e.what();
+  }
+  return kv_cache_refusal(sp, s.problem_stage);
+}
+
+void draw_layout_choice(AppState& s, ProblemSpec& sp, float w, bool& changed) {
+  ImGui::SetNextItemWidth(w);
+  if (ImGui::BeginCombo("KV layout", kv_layout_name(sp.kv_layout))) {
+    for (pa::KvLayout l : kAllKvLayouts) {
+      const std::string why = l == pa::KvLayout::vllm ? std::string() : layout_choice_refusal(s, sp, l);
+      ImGui::BeginDisabled(!why.empty());
+      if (ImGui::Selectable(kv_layout_name(l), l == sp.kv_layout) && l != sp.kv_layout) {
+        sp.kv_layout = l;
+        changed = true;
+      }
+      ImGui::EndDisabled();
+      if (!why.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+        ImGui::SetTooltip("%s", why.c_str());
+    }
+    ImGui::EndCombo();
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("How the device holds the cache. vllm: K [block][kv head][dim/x][token][x] and\n"
+                      "V [block][kv head][dim][token], two tensors. nhd: one tensor [page][K, V][token][kv head][dim];\n"
+                      "hnd: [page][K, V][kv head][token][dim] (FlashInfer, SGLang): each token's dims contiguous.\n"
+                      "Stage 8 (optimized) reads all three; the KV panel draws the chosen one.");
+  if (sp.kv_layout != pa::KvLayout::vllm) {
+    if (const std::string why = kv_cache_refusal(sp, s.problem_stage); !why.empty()) {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.4f, 1));
+      ImGui::TextWrapped("%s", why.c_str());
+      ImGui::PopStyleColor();
+    }
+  }
+}
+
 }  // namespace
 
 void draw_config_panel(AppState& s) {
@@ -167,6 +212,7 @@ void draw_config_panel(AppState& s) {
                       "slope * (token - context_len + 1) added (0 for the last token). The trace adds each\n"
                       "thread's slope load (step alibi_bias); the logits it shows include the bias.");
   draw_kv_cache_choice(s, sp, w, changed);
+  draw_layout_choice(s, sp, w, changed);
   int seed = static_cast<int>(sp.seed);
   ImGui::SetNextItemWidth(w);
   if (ImGui::InputInt("seed", &seed)) { sp.seed = static_cast<std::uint64_t>(std::max(0, seed)); changed = true; }

@@ -46,6 +46,31 @@ void draw_kv_panel(AppState& s) {
   const char* modes[] = {"auto", "K", "V", "K+V"};
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 4.5f);
   ImGui::Combo("show", &s.kv_show, modes, 4);
+  // The layout says which cells are one run of addresses: what a 16-byte
+  // copy's neighbours read next to it.
+  {
+    const int row_bytes = c.head_size * c.kv_elem_bytes;
+    char lay[400];
+    if (c.kv_layout == pa::KvLayout::nhd)
+      std::snprintf(lay, sizeof lay,
+                    "nhd page tensor [page][K, V][token][kv head][dim]: each row is one token's %d contiguous bytes; "
+                    "the next token's row starts %d bytes further (the other %d kv heads' rows lie between)",
+                    row_bytes, row_bytes * s.spec.num_kv_heads, s.spec.num_kv_heads - 1);
+    else if (c.kv_layout == pa::KvLayout::hnd)
+      std::snprintf(lay, sizeof lay,
+                    "hnd page tensor [page][K, V][kv head][token][dim]: each row is one token's %d contiguous bytes, "
+                    "the rows follow one another: this kv head's K (and V) of a page is one run of %d bytes",
+                    row_bytes, row_bytes * c.block_size);
+    else
+      std::snprintf(lay, sizeof lay,
+                    "vLLM layout: K [block][kv head][dim/x][token][x]: each chunk column (x = %d dims of every token) "
+                    "is one run of addresses, top to bottom; V [block][kv head][dim][token]: each row (one dim, every "
+                    "token) is one run",
+                    c.x);
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("%s", lay);
+    ImGui::PopStyleColor();
+  }
   // An fp8 cache changes one number, the element's bytes, and with it how
   // many elements each load lights up.
   if (is_fp8(c.kv_dtype)) {
@@ -151,7 +176,7 @@ void draw_kv_panel(AppState& s) {
   }
 
   // ---- the blocks
-  KvLayout l;
+  KvPanelLayout l;
   l.head_size = c.head_size;
   l.block_size = c.block_size;
   l.x = c.x;
@@ -159,13 +184,14 @@ void draw_kv_panel(AppState& s) {
   // the V tile is about as wide as the K tile for every configuration.
   l.band_rows = std::max(c.num_rows_per_iter, c.block_size / c.num_rows_per_iter * c.num_rows_per_iter);
   l.slots = nslots;
+  l.token_rows = kv_layout_token_rows(c.kv_layout);
   l.show_k = show_k(s);
   l.show_v = show_v(s);
   l.label_w = 0;
   l.title_h = ImGui::GetFontSize() + 4;
   const float k = s.fonts.scale;  // HiDPI: cell limits and gaps grow with the fonts
   l.chunk_gap = std::round((c.head_size / c.x > 16 ? 1 : 3) * k);  // many narrow chunks (fp32, head 256): thin gaps
-  l.cell_w = KvLayout::fit_cell(ImGui::GetContentRegionAvail().x - 16 * k, l, 2 * k, 12 * k);
+  l.cell_w = KvPanelLayout::fit_cell(ImGui::GetContentRegionAvail().x - 16 * k, l, 2 * k, 12 * k);
   l.cell_h = std::max(5.0f * k, std::min(l.cell_w, 10.0f * k));
   l.part_gap = ImGui::GetFontSize() * 0.6f;
   l.slot_gap = 10 * k;
@@ -219,7 +245,7 @@ void draw_kv_panel(AppState& s) {
   }
 
   // Lit elements of the current step.
-  const CacheGeometry g = c.cache(s.spec.num_kv_heads);
+  const KvLayoutGeometry g = c.cache(s.spec.num_kv_heads);
   struct Hov { bool any = false; int warp = 0, lane = 0; };
   std::optional<KvCell> hcell;
   if (hovered) {
@@ -280,7 +306,14 @@ void draw_kv_panel(AppState& s) {
     ImGui::PushFont(s.fonts.bold);
     ImGui::Text("%s  token %d (t = %d in its block), dim %d", isk ? "K" : "V", hcell->slot * B + hcell->t, hcell->t, hcell->d);
     ImGui::PopFont();
-    if (isk)
+    // The element's index in the layout's own tensor (pa/index/kv_layout.hpp).
+    if (c.kv_layout == pa::KvLayout::nhd)
+      ImGui::Text("kv_cache[%d][%d][%d][%d][%d]   ([page][K=0 V=1][t][kv head][d]: nhd)", phys, isk ? 0 : 1,
+                  hcell->t, s.kv_head, hcell->d);
+    else if (c.kv_layout == pa::KvLayout::hnd)
+      ImGui::Text("kv_cache[%d][%d][%d][%d][%d]   ([page][K=0 V=1][kv head][t][d]: hnd)", phys, isk ? 0 : 1,
+                  s.kv_head, hcell->t, hcell->d);
+    else if (isk)
       ImGui::Text("k_cache[%d][%d][%d][%d][%d]   ([block][kv head][d/x][t][d%%x], x = %d)", phys, s.kv_head,
                   hcell->d / c.x, hcell->t, hcell->d % c.x, c.x);
     else

@@ -77,6 +77,18 @@ void ProblemSpec::validate_shape() const {
     bad("kv_dtype", std::string("kv_dtype ") + kv_dtype_name(kv_dtype) +
                         " with dtype fp32; accepted: an fp8 cache with fp16 or bf16 queries");
   }
+  if (static_cast<unsigned>(kv_layout) > static_cast<unsigned>(KvLayout::hnd)) {
+    bad("kv_layout", "kv_layout " + std::to_string(int(kv_layout)) + " is unknown; accepted: " + kKvLayoutNamesText);
+  }
+  if (page_table != PageTableForm::padded && page_table != PageTableForm::csr) {
+    bad("page_table", "page_table " + std::to_string(int(page_table)) + " is unknown; accepted: " + kPageTableNamesText);
+  }
+  // The token-row kernels copy 16-bit elements (x = 8 per 16 bytes).
+  if (kv_layout_token_rows(kv_layout) && (dtype == DType::f32 || is_fp8(kv_dtype))) {
+    bad("kv_layout", std::string("kv_layout ") + kv_layout_name(kv_layout) + " with " +
+                         (dtype == DType::f32 ? std::string("dtype fp32") : std::string("kv_dtype ") + kv_dtype_name(kv_dtype)) +
+                         "; accepted: nhd and hnd with a 16-bit cache (fp16 or bf16, kv_dtype auto), vllm with any");
+  }
   for (const auto& [name, v] : {std::pair{"k_scale", k_scale}, std::pair{"v_scale", v_scale}}) {
     if (!(std::isfinite(v) && v >= 0.0f)) {
       bad(name, std::string(name) + " " + std::to_string(v) +

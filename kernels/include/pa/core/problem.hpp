@@ -11,6 +11,7 @@
 
 #include "pa/index/config.hpp"
 #include "pa/index/dtype.hpp"
+#include "pa/index/kv_layout.hpp"
 #include "pa/index/layout.hpp"
 
 namespace pa {
@@ -62,6 +63,14 @@ struct ProblemSpec {
   // the sequences read map onto the format's largest finite value).
   KvDType kv_dtype = KvDType::same;
   float k_scale = 0.0f, v_scale = 0.0f;
+  // How the device holds the cache and its page table (pa/index/kv_layout.hpp):
+  // vLLM's split K/V with padded block tables, or a token-row page tensor
+  // (nhd, hnd; 16-bit caches) and/or CSR tables. The problem's own arrays
+  // (PagedProblem) are always vLLM's padded form, the reference's; the
+  // runner converts on upload. Stage 8 reads every form, stages 1-7 vLLM's
+  // padded one (kernels::layout_refusal says so for a stage).
+  KvLayout kv_layout = KvLayout::vllm;
+  PageTableForm page_table = PageTableForm::padded;
 
   int num_seqs() const { return static_cast<int>(context_lens.size()); }
   int max_context_len() const;
@@ -76,7 +85,8 @@ struct ProblemSpec {
   // a positive multiple of block_size; shared_prefix_len >= 0, a multiple of
   // block_size and <= every context length; extra_q_stride >= 0;
   // spare_blocks >= 0; logit_spread finite and > 0; kv_dtype fp8 only with
-  // fp16 or bf16, k_scale and v_scale finite and >= 0; host_bytes() at most
+  // fp16 or bf16, k_scale and v_scale finite and >= 0; kv_layout nhd or hnd
+  // only with a 16-bit cache (fp16 or bf16, kv_dtype auto); host_bytes() at most
   // host_memory_limit_bytes(). Throws ProblemError (a std::invalid_argument).
   void validate() const;
   // The same without the host-memory limit: for a problem whose data lives

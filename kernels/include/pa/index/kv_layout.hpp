@@ -80,6 +80,16 @@ struct KvLayoutGeometry {
     if (layout == KvLayout::vllm) return cache.v_offset(page, kv_head, d, t);
     return paged(page, 1, kv_head, d, t);
   }
+  // The inverse of k_offset / v_offset: which (page, kv head, d, t) an element
+  // offset of the K (or V) tensor holds. For nhd / hnd K and V share the
+  // tensor; k_coords of an offset in a V half decodes as V would (the caller
+  // knows which half an event reads).
+  constexpr PA_HD CacheGeometry::Coords k_coords(std::int64_t off) const {
+    return layout == KvLayout::vllm ? cache.k_coords(off) : unpaged(off);
+  }
+  constexpr PA_HD CacheGeometry::Coords v_coords(std::int64_t off) const {
+    return layout == KvLayout::vllm ? cache.v_coords(off) : unpaged(off);
+  }
   // nhd / hnd: elements between slot t and slot t + 1 of one kv head (K and
   // V alike): num_kv_heads * head_size for nhd, head_size for hnd. In vLLM's
   // layout a token's dims are not contiguous, so it has no such stride (0).
@@ -95,6 +105,17 @@ struct KvLayoutGeometry {
     if (layout == KvLayout::nhd)
       return base + (static_cast<std::int64_t>(t) * cache.num_kv_heads + kv_head) * hs + d;
     return base + (static_cast<std::int64_t>(kv_head) * cache.block_size + t) * hs + d;  // hnd
+  }
+  constexpr PA_HD CacheGeometry::Coords unpaged(std::int64_t off) const {
+    const std::int64_t pe = page_elems();
+    const int page = static_cast<int>(off / (2 * pe));
+    std::int64_t r = off % pe;  // inside the page's K or V half
+    const int hs = cache.head_size;
+    const int d = static_cast<int>(r % hs);
+    r /= hs;
+    if (layout == KvLayout::nhd)
+      return {page, static_cast<int>(r % cache.num_kv_heads), d, static_cast<int>(r / cache.num_kv_heads)};
+    return {page, static_cast<int>(r / cache.block_size), d, static_cast<int>(r % cache.block_size)};  // hnd
   }
 };
 
@@ -139,6 +160,14 @@ static_assert(kNhd.token_stride() == 16 && kHnd.token_stride() == 8, "token stri
 static_assert(kNhd.k_offset(2, 1, 5, 3) - kNhd.k_offset(2, 1, 5, 0) == 3 * kNhd.token_stride() &&
                   kHnd.v_offset(2, 1, 5, 3) - kHnd.v_offset(2, 1, 5, 0) == 3 * kHnd.token_stride(),
               "token_stride steps one slot of one kv head, in K and V");
+constexpr bool same(CacheGeometry::Coords a, CacheGeometry::Coords b) {
+  return a.physical_block == b.physical_block && a.kv_head == b.kv_head && a.d == b.d && a.t == b.t;
+}
+static_assert(same(kNhd.k_coords(kNhd.k_offset(2, 1, 5, 3)), {2, 1, 5, 3}) &&
+                  same(kNhd.v_coords(kNhd.v_offset(3, 0, 7, 2)), {3, 0, 7, 2}) &&
+                  same(kHnd.k_coords(kHnd.k_offset(1, 1, 6, 3)), {1, 1, 6, 3}) &&
+                  same(kHnd.v_coords(kHnd.v_offset(2, 0, 0, 1)), {2, 0, 0, 1}),
+              "k_coords / v_coords invert k_offset / v_offset");
 }  // namespace kv_layout_check
 
 }  // namespace pa

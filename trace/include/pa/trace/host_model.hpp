@@ -41,11 +41,13 @@ struct ModelOptions {
   OptimizedModelOptions optimized;
 };
 
-// Why the host model cannot trace this stage over the problem's fp8 KV cache
-// (stage 7 refuses fp8, as its kernels do; stage 8 has no fp8 configuration
-// for some block sizes); empty when it can, or when the cache is not fp8. The
-// message names the stage, the cache dtype and what is accepted. model_events
-// throws it; a front end can ask first (the viewer's Problem tab).
+// Why the host model cannot trace this stage over the problem's KV cache:
+// its fp8 dtype (stage 7 refuses fp8, as its kernels do; stage 8 has no fp8
+// configuration for some block sizes), its layout (stages 1-7 read vLLM's
+// only) or its page table (CSR tables have no trace events yet); empty when
+// it can. The message names the stage, what the problem asks for and what is
+// accepted. model_events throws it, and so does a recording; a front end can
+// ask first (the viewer's Problem tab).
 std::string kv_cache_refusal(const ProblemSpec& spec, Stage stage);
 
 // Events of one stage's kernel on this problem, for the selected blocks, in

@@ -1,0 +1,147 @@
+// A token-row KV cache (nhd, hnd) in the viewer's data layer: the events of
+// the stage 8 host model decoded to the elements they name in each layout,
+// the KV panel's picture of a token-row tile (V drawn as token rows, like K;
+// hit testing inverts it), a loaded trace marking the same elements in every
+// layout, and the problem a lesson opens with (stages 1-7 go back to vLLM's
+// layout; lesson 9 opens on HND).
+#include <catch2/catch_test_macros.hpp>
+
+#include <string>
+#include <vector>
+
+#include "core/config_info.hpp"
+#include "core/highlight.hpp"
+#include "core/layout.hpp"
+#include "core/lesson_problem.hpp"
+#include "core/trace_load.hpp"
+#include "pa/trace/host_model.hpp"
+
+using namespace pa;
+using namespace pa::viewer;
+
+namespace {
+
+ProblemSpec opt_spec(pa::KvLayout l) {
+  ProblemSpec s = lesson_problem(ProblemSpec{}, trace::Stage::optimized, 0).spec;  // a GQA group, 600 tokens
+  s.kv_layout = l;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("kv layout: every K/V copy of stage 8 decodes to the token and dims it names", "[viewer][kv_layout]") {
+  int layouts = 0;
+  for (const pa::KvLayout l : kAllKvLayouts) {
+    INFO(kv_layout_name(l));
+    const ProblemSpec sp = opt_spec(l);
+    const ConfigInfo c = config_info(sp);
+    REQUIRE(c.kv_layout == l);
+    const KvLayoutGeometry g = c.cache(sp.num_kv_heads);
+    const auto events = trace::model_events(sp, trace::Stage::optimized,
+                                            viewer_selection(sp, trace::Stage::optimized, 0, 0, 0));
+    int copies = 0;
+    for (const trace::Event& e : events) {
+      if ((e.tensor != trace::Tensor::k_cache && e.tensor != trace::Tensor::v_cache) || e.bytes <= 0) continue;
+      const bool k = e.tensor == trace::Tensor::k_cache;
+      // A copy is 16 bytes: x dims of one token (K; V in token rows), or x
+      // tokens of one dim (vLLM's V).
+      const bool token_run = !k && l == pa::KvLayout::vllm;
+      int n = 0;
+      bool in_event = true;
+      for_each_kv_element(e, g, c.kv_elem_bytes, [&](const CacheGeometry::Coords& x) {
+        const int token = e.logical_block * c.block_size + x.t;
+        in_event &= x.physical_block == e.physical_block && x.kv_head == e.kv_head;
+        if (token_run) {
+          in_event &= x.d == e.dim_begin && token >= e.token && token < e.token + c.x;
+        } else {
+          in_event &= token == e.token && x.d >= e.dim_begin && x.d < e.dim_begin + e.dim_count;
+        }
+        ++n;
+      });
+      CHECK(in_event);
+      CHECK(n == e.bytes / c.kv_elem_bytes);
+      ++copies;
+    }
+    CHECK(copies > 0);
+    ++layouts;
+  }
+  CHECK(layouts == 3);
+}
+
+TEST_CASE("kv layout: a loaded trace marks the same K and V elements in every layout", "[viewer][kv_layout]") {
+  auto cells = [](pa::KvLayout l) {
+    LoadRequest r;
+    r.kind = LoadRequest::Kind::model;
+    r.spec = opt_spec(l);
+    r.stage = trace::Stage::optimized;
+    LoadControl ctl;
+    const LoadedTrace t = load_trace(r, ctl);
+    std::vector<char> k, v;
+    for (int step : t.block0.k_first_step) k.push_back(step >= 0);
+    for (int step : t.block0.v_first_step) v.push_back(step >= 0);
+    return std::pair{k, v};
+  };
+  const auto vllm = cells(pa::KvLayout::vllm);
+  REQUIRE_FALSE(vllm.first.empty());
+  REQUIRE_FALSE(vllm.second.empty());
+  CHECK(std::count(vllm.first.begin(), vllm.first.end(), 1) > 0);
+  for (const pa::KvLayout l : {pa::KvLayout::nhd, pa::KvLayout::hnd}) {
+    INFO(kv_layout_name(l));
+    const auto got = cells(l);
+    CHECK(got.first == vllm.first);
+    CHECK(got.second == vllm.second);
+  }
+}
+
+TEST_CASE("kv layout: the panel draws token-row V like K, and hit testing inverts it", "[viewer][kv_layout]") {
+  KvPanelLayout l;
+  l.head_size = 64;
+  l.block_size = 16;
+  l.x = 8;
+  l.band_rows = 16;
+  l.slots = 2;
+  l.token_rows = true;
+  CHECK(l.v_width() == l.k_width());
+  CHECK(l.v_height() == l.k_height());
+  int hits = 0;
+  for (int slot = 0; slot < l.slots; ++slot)
+    for (int d = 0; d < l.head_size; ++d)
+      for (int t = 0; t < l.block_size; ++t) {
+        const Rect k = l.k_cell(slot, d, t), v = l.v_cell(slot, d, t);
+        // The same column and row inside each tile.
+        REQUIRE(v.x0 - l.v_tile(slot).x0 == k.x0 - l.k_tile(slot).x0);
+        REQUIRE(v.y0 - l.v_tile(slot).y0 == k.y0 - l.k_tile(slot).y0);
+        const auto h = l.hit(v.x0 + 0.5f, v.y0 + 0.5f);
+        REQUIRE(h);
+        REQUIRE((h->slot == slot && h->part == KvPart::v && h->d == d && h->t == t));
+        ++hits;
+      }
+  CHECK(hits == 2 * 64 * 16);
+  // A V chunk column is x dims wide, as K's.
+  CHECK(l.v_band_rect(0, 1).x0 == l.v_cell(0, 8, 0).x0);
+}
+
+TEST_CASE("kv layout: lessons of stages 1-7 open on vLLM's layout, lesson 9 on HND", "[viewer][kv_layout][lesson]") {
+  ProblemSpec hnd = opt_spec(pa::KvLayout::hnd);
+  for (trace::Stage st : {trace::Stage::qk, trace::Stage::lv, trace::Stage::warp_reduce, trace::Stage::v2_partition,
+                          trace::Stage::cascade_merge}) {
+    INFO(trace::to_string(st));
+    const LessonProblem r = lesson_problem(hnd, st, 0);
+    CHECK(r.spec.kv_layout == pa::KvLayout::vllm);
+    CHECK(r.changed);
+    CHECK(kv_cache_refusal(r.spec, st).empty());
+  }
+  const LessonProblem same = lesson_problem(hnd, trace::Stage::optimized, 0);
+  CHECK(same.spec.kv_layout == pa::KvLayout::hnd);
+  CHECK_FALSE(same.changed);
+  ProblemSpec fp32;
+  fp32.dtype = DType::f32;
+  const LessonProblem nine = lesson_problem_of(kLayoutsLesson, fp32, trace::Stage::optimized, 0);
+  CHECK(nine.changed);
+  CHECK(nine.spec.kv_layout == pa::KvLayout::hnd);
+  CHECK(nine.spec.dtype == DType::f16);  // token rows hold 16-bit elements
+  CHECK(kv_cache_refusal(nine.spec, trace::Stage::optimized).empty());
+  const LessonOpening o = lesson_opening(kLayoutsLesson, trace::Stage::optimized);
+  CHECK(std::string(o.tab) == "kv");
+  CHECK(o.step == trace::Step::k_load);
+}
