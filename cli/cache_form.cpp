@@ -106,11 +106,6 @@ const char* table_shape(PageTableForm t) {
 
 }  // namespace
 
-bool stage_reads(kernels::Stage s, KvLayout l) { return s == kernels::Stage::optimized || l == KvLayout::vllm; }
-bool stage_reads(kernels::Stage s, PageTableForm t) {
-  return s == kernels::Stage::optimized || t == PageTableForm::padded;
-}
-
 std::string cache_form_flags_text(const CacheForm& form) {
   std::string s;
   if (form.layout != KvLayout::vllm) s += std::string("--layout ") + kv_layout_name(form.layout);
@@ -196,8 +191,8 @@ std::string cache_form_list_text() {
   s += std::string("page tables (pa-lab run --page-table NAME; default ") + page_table_name(PageTableForm::padded) +
        "):\n";
   for (PageTableForm t : kAllPageTableForms) row(page_table_name(t), readers_text(t), table_shape(t));
-  s += std::string("traces (pa-lab trace) are recorded over --layout ") + kv_layout_name(KvLayout::vllm) +
-       " --page-table " + page_table_name(PageTableForm::padded) + " only\n";
+  s += std::string("traces (pa-lab trace) cover every layout a stage reads, with --page-table ") +
+       page_table_name(PageTableForm::padded) + " (CSR tables are run, not traced)\n";
   return s;
 }
 

@@ -1,8 +1,8 @@
 // The KV cache's form on the device: --layout (pa/index/kv_layout.hpp:
 // vLLM's split K/V, or the token-row page tensors nhd and hnd) and
-// --page-table (vLLM's padded block tables or CSR). pa-lab run passes them to
-// the runner (RunOptions), which uploads the problem in that form; the
-// problem itself and the reference stay in vLLM's padded form. Which stage
+// --page-table (vLLM's padded block tables or CSR). pa-lab run and trace put
+// them in the problem (ProblemSpec::kv_layout, page_table); the runner
+// uploads it in that form, the reference reads the same elements. Which stage
 // reads which form is answered here for pa-lab (run's refusal, list's table),
 // so that a bad combination is refused before a GPU is asked for.
 #pragma once
@@ -24,13 +24,10 @@ struct CacheForm {
 // accepted names).
 CacheForm take_cache_form_flags(Flags& f);
 
-// Whether a stage's kernel reads the cache in this layout / through this
-// table form: stage 8 reads every one, stages 1-7 vLLM's padded form. The
-// runner's check_run_options (kernels/src/stage_launch.cpp) holds the same
-// rule for stages 5-8, but applies it when a launch is planned, after pa-lab
-// has asked for a GPU; pa-lab asks this first.
-bool stage_reads(kernels::Stage s, KvLayout l);
-bool stage_reads(kernels::Stage s, PageTableForm t);
+// Which stage reads which form is kernels::stage_reads (pa/kernels/api.hpp),
+// the rule the runner's check_run_options applies when a launch is planned,
+// after pa-lab has asked for a GPU; pa-lab asks it first.
+using kernels::stage_reads;
 
 // UsageError when `stage` does not read `form`: names the flag, the value,
 // the stages that read it and what this stage accepts.

@@ -42,6 +42,8 @@ int cmd_run(Args args) {
   const int iters = f.take_int("iters", 20, 0);
   ProblemSpec spec = take_problem_flags(f);
   const CacheForm form = take_cache_form_flags(f);
+  spec.kv_layout = form.layout;
+  spec.page_table = form.table;
   if (stage_name) {  // stages 6-7 take more flags: cli/cmd_run_split_kv.cpp
     const auto st = kernels::parse_stage(*stage_name);
     // Stages 1-7 read vLLM's padded form only: refused here, before a GPU is

@@ -43,7 +43,7 @@ int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters, const CacheForm& fo
 #if PA_HAVE_CUDA
   // Which kernels this build holds is known without a GPU: an unsupported
   // problem (e.g. nhd over an fp8 cache) is the command line's fault, said first.
-  if (!optimized_supported(spec.dtype, spec.head_size, spec.block_size, spec.kv_dtype, form.layout)) {
+  if (!optimized_supported(spec.dtype, spec.head_size, spec.block_size, spec.kv_dtype, spec.kv_layout)) {
     std::fprintf(stderr,
                  "pa-lab run: stage optimized does not support %s, kv cache %s, layout %s, head %d, block %d; "
                  "supported: %s\n",
@@ -63,8 +63,6 @@ int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters, const CacheForm& fo
 
   kernels::RunOptions opt;
   opt.splits = splits;
-  opt.kv_layout = form.layout;
-  opt.page_table = form.table;
   kernels::StageRunner runner(p, kernels::Stage::optimized, opt);
   std::printf("plan:    %s\n", runner.plan().c_str());
   const std::vector<float> got = runner.run().out;

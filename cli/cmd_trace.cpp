@@ -53,9 +53,10 @@ void help_trace() {
       "  --check             when recording, also build the host model and compare: every field exact,\n"
       "                      values within the dtype's tolerance (exit 1 if different)\n"
       "  --layout L, --page-table T\n"
-      "                      the cache's form: traces are recorded over %s only (the defaults);\n"
-      "                      the others run on stage optimized: pa-lab run --stage optimized --layout L\n"
-      "                      --page-table T (pa-lab list shows every form and the stages that read it)\n"
+      "                      the cache's form (default %s): stage optimized is traced over\n"
+      "                      every layout (vllm, nhd, hnd) with padded tables; stages 1-7 over the default\n"
+      "                      only; CSR tables are run, not traced: pa-lab run --stage optimized --page-table csr\n"
+      "                      (pa-lab list shows every form and the stages that read it)\n"
       "  -o, --output FILE   the trace file to write\n\n%s\n"
       "Recordable on the GPU in this build: %s\n",
       trace_cache_form_text().c_str(), problem_flags_help(), trace::recordable_configs_text().c_str());
@@ -162,11 +163,14 @@ int cmd_trace(Args args_in) {
   const auto stage = kernels::parse_stage(*stage_name);
   if (!stage) throw UsageError("option --stage: unknown stage '" + *stage_name + "' (accepted: " + kernels::stage_names_text() + ")");
   ProblemSpec spec = take_problem_flags(f);
-  // The events are those of the kernels over vLLM's padded form; the others
-  // have no traced instance yet, so they are refused rather than ignored.
-  if (const CacheForm form = take_cache_form_flags(f); !form.is_default())
-    throw UsageError(cache_form_option_text(form) + ": traces are recorded for " + trace_cache_form_text() +
-                     " only (the stage-8 kernel runs the others: pa-lab run --stage optimized " +
+  // The cache's form: stage 8 is traced over vllm, nhd and hnd caches with
+  // padded tables; stages 1-7 read vLLM's only, and CSR tables have no
+  // trace events yet: those are refused by name rather than ignored.
+  const CacheForm form = take_cache_form_flags(f);
+  spec.kv_layout = form.layout;
+  spec.page_table = form.table;
+  if (const std::string why = trace::kv_cache_refusal(spec, *stage); !why.empty() && !form.is_default())
+    throw UsageError(cache_form_option_text(form) + ": " + why + " (the kernel runs it: pa-lab run --stage optimized " +
                      cache_form_flags_text(form) + ")");
   // cascade_merge: the tokens every sequence shares (the cascade's prefix).
   spec.shared_prefix_len = f.take_int("prefix-len", 0, 0);

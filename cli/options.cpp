@@ -194,6 +194,8 @@ void validate_problem_flags(const ProblemSpec& spec) {
       {"extra_q_stride", "--extra-q-stride"},
       {"logit_spread", "--spread"},
       {"kv_dtype", "--kv-dtype"},
+      {"kv_layout", "--layout"},
+      {"page_table", "--page-table"},
       {"k_scale", "--k-scale"},
       {"v_scale", "--v-scale"},
       {"host_memory", "--seqs, --context-lens / --context-len, --kv-heads, --head-size"},

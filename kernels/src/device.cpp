@@ -163,8 +163,10 @@ DeviceBuffer upload_ints(const std::vector<int>& v) {
 }
 }  // namespace
 
-DeviceInputs::DeviceInputs(const PagedProblem& p, KvLayout layout, PageTableForm tables)
-    : host_(&p), layout_(layout), tables_(tables) {
+DeviceInputs::DeviceInputs(const PagedProblem& p)
+    : host_(&p), layout_(p.spec.kv_layout), tables_(p.spec.page_table) {
+  const KvLayout layout = layout_;
+  const PageTableForm tables = tables_;
   // Every stage reads a slope per query head: a short list would be read past its end.
   if (p.has_alibi()) check_alibi_slopes(p.alibi_slopes, p.spec.num_heads, "ALiBi");
   q = DeviceBuffer(p.q_bytes.size());

@@ -38,7 +38,7 @@ void DeviceBuffer::fill_bytes(int) { no_cuda(); }
 std::vector<float> download_floats(const DeviceBuffer&, std::size_t) { no_cuda(); }
 std::vector<float> download_decoded(const DeviceBuffer&, std::size_t, DType) { no_cuda(); }
 
-DeviceInputs::DeviceInputs(const PagedProblem& p, KvLayout, PageTableForm) : host_(&p) { no_cuda(); }
+DeviceInputs::DeviceInputs(const PagedProblem& p) : host_(&p) { no_cuda(); }
 StageArgs DeviceInputs::args() const { no_cuda(); }
 DeviceProblem::DeviceProblem(const PagedProblem& p) : DeviceInputs(p) { no_cuda(); }
 StageArgs DeviceProblem::args() const { no_cuda(); }

@@ -81,7 +81,7 @@ struct StageRunner::Impl {
       return;
     }
     check_run_options(problem_stage_args(p), s, opt);
-    in = std::make_unique<DeviceInputs>(p, opt.kv_layout, opt.page_table);
+    in = std::make_unique<DeviceInputs>(p);  // in the problem's layout and table form
     wire(in->args());
   }
 
@@ -95,14 +95,15 @@ struct StageRunner::Impl {
         opt(with_problem(layout, o)),
         rotations(v.rotations) {
     check_views(v);
-    if (opt.page_table != PageTableForm::padded || (opt.kv_layout != KvLayout::vllm && opt.kv_layout != v.kv_layout))
+    // The views say the layout; their tables are padded.
+    const ProblemSpec& ls = layout.spec;
+    if (ls.page_table != PageTableForm::padded || (ls.kv_layout != KvLayout::vllm && ls.kv_layout != v.kv_layout))
       throw std::invalid_argument(std::string("StageRunner: over device inputs the views say the layout (") +
-                                  kv_layout_name(v.kv_layout) + ") and the tables are padded (accepted: "
-                                  "RunOptions' kv_layout vllm or the views' own, page_table padded)");
-    opt.kv_layout = v.kv_layout;
-    check_run_options(problem_stage_args(p), s, opt);
+                                  kv_layout_name(v.kv_layout) + ") and the tables are padded (accepted: a problem "
+                                  "with kv_layout vllm or the views' own, page_table padded)");
     StageArgs a = problem_stage_args(p);
     a.kv_layout = v.kv_layout;
+    check_run_options(a, s, opt);
     a.q = v.q;
     a.k_cache = v.k_cache;
     a.v_cache = v.v_cache;

@@ -48,9 +48,9 @@ void check_run_options(const StageArgs& in, Stage s, const RunOptions& o) {
   if (s == Stage::cascade_merge && (o.shared_prefix_len < 0 || o.shared_prefix_len % bs != 0))
     bad("shared prefix " + std::to_string(o.shared_prefix_len) +
         " tokens (accepted: >= 0, a multiple of the block size " + std::to_string(bs) + ")");
-  const KvLayout layout = in.kv_layout != KvLayout::vllm ? in.kv_layout : o.kv_layout;
-  const bool csr = in.kv_indptr != nullptr || o.page_table == PageTableForm::csr;
-  if (s != Stage::optimized && (layout != KvLayout::vllm || csr))
+  const KvLayout layout = in.kv_layout;
+  const bool csr = in.kv_indptr != nullptr || in.page_table == PageTableForm::csr;
+  if (!stage_reads(s, layout) || !stage_reads(s, csr ? PageTableForm::csr : PageTableForm::padded))
     bad(std::string("a cache in layout ") + kv_layout_name(layout) + " with " + (csr ? "a CSR" : "a padded") +
         " page table (accepted: vLLM's layout with padded tables; stage optimized reads every layout {vllm, nhd, "
         "hnd} and both page tables {padded, csr})");

@@ -58,6 +58,9 @@ const StageInfo& stage_info(Stage s) {
 
 const char* stage_name(Stage s) { return stage_info(s).name; }
 
+bool stage_reads(Stage s, KvLayout l) { return s == Stage::optimized || l == KvLayout::vllm; }
+bool stage_reads(Stage s, PageTableForm t) { return s == Stage::optimized || t == PageTableForm::padded; }
+
 std::optional<Stage> parse_stage(std::string_view name) {
   if (name == "v1") return Stage::warp_reduce;
   if (name == "v2") return Stage::v2_partition;
@@ -232,6 +235,8 @@ StageArgs problem_stage_args(const PagedProblem& p) {
   StageArgs a;
   a.dtype = p.spec.dtype;
   a.kv_dtype = p.spec.kv_dtype;
+  a.kv_layout = p.spec.kv_layout;
+  a.page_table = p.spec.page_table;
   a.k_scale = p.k_scale;
   a.v_scale = p.v_scale;
   a.head_size = p.spec.head_size;

@@ -95,7 +95,9 @@ const std::vector<BadFlag>& cases() {
        {"--page-table csr", "stage v2_partition", "accepted for this stage: padded"}},
       {Tool::lab, "trace --stage qk --layout foo", {"--layout", "'foo'", "accepted: vllm, nhd, hnd"}},
       {Tool::lab, "trace --stage qk --page-table x", {"--page-table", "'x'", "accepted: padded, csr"}},
-      {Tool::lab, "trace --stage optimized --layout hnd", {"--layout hnd", "--layout vllm --page-table padded only"}},
+      {Tool::lab, "trace --stage qk --layout hnd", {"--layout hnd", "stage 2 (qk)", "accepted: layout vllm, page table padded"}},
+      {Tool::lab, "trace --stage optimized --page-table csr", {"--page-table csr", "padded block tables only"}},
+      {Tool::viewer, "--layout foo", {"--layout", "'foo'", "accepted: vllm, nhd, hnd"}},
       {Tool::lab, "list --bogus 1", {"--bogus", "unknown option"}},
       // pa-bench
       {Tool::bench, "--iters 0", {"--iters", "'0'", "[1, 1000000]"}},
@@ -125,7 +127,7 @@ const std::vector<BadFlag>& cases() {
       {Tool::bench, "--json {OUT}/no_such_folder/r.json", {"--json", "no_such_folder/r.json", "No such file"}},
       // pa-viewer (refused before a window opens)
       {Tool::viewer, "--lesson 10", {"--lesson", "'10'", "[0, 9]"}},
-      {Tool::viewer, "--lesson x", {"--lesson", "'x'", "[0, 8]"}},
+      {Tool::viewer, "--lesson x", {"--lesson", "'x'", "[0, 9]"}},
       {Tool::viewer, "--step -1", {"--step", "'-1'", "[0, 1073741824]"}},
       {Tool::viewer, "--head-size 7", {"--head-size", "head_size 7", "64, 80, 96"}},
       {Tool::viewer, "--block-size 7", {"--block-size", "block_size 7", "{8, 16, 32}"}},

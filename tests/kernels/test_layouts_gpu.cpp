@@ -36,15 +36,23 @@ constexpr KvLayout kLayouts[] = {KvLayout::vllm, KvLayout::nhd, KvLayout::hnd};
 constexpr PageTableForm kTables[] = {PageTableForm::padded, PageTableForm::csr};
 constexpr DType kDTypes[] = {DType::f16, DType::bf16};
 
+// The problem with the device cache in `layout` and the table in `tables`
+// (the same elements: the runner converts on upload).
+PagedProblem in_form(const PagedProblem& p, KvLayout layout, PageTableForm tables) {
+  PagedProblem q = p;
+  q.spec.kv_layout = layout;
+  q.spec.page_table = tables;
+  return q;
+}
+
 // Stage 8 through the runner with the cache uploaded in `layout` and the
 // table in `tables`; twice (the second run proves the counters reset).
 std::vector<float> run_layout(const PagedProblem& p, KvLayout layout, PageTableForm tables, int splits,
                               std::string* plan = nullptr) {
   kernels::RunOptions o;
   o.splits = splits;
-  o.kv_layout = layout;
-  o.page_table = tables;
-  kernels::StageRunner r(p, kernels::Stage::optimized, o);
+  const PagedProblem q = in_form(p, layout, tables);
+  kernels::StageRunner r(q, kernels::Stage::optimized, o);
   (void)r.run();
   const kernels::RunResult got = r.run();
   if (plan) *plan = got.plan;
@@ -102,22 +110,27 @@ TEST_CASE("stages other than 8 refuse nhd, hnd and CSR tables by name", "[layout
   ProblemSpec s;
   s.context_lens = {20};
   const PagedProblem p = make_problem(s);
-  kernels::RunOptions o;
-  o.kv_layout = KvLayout::hnd;
+  const kernels::RunOptions o;
+  kernels::StageArgs a = kernels::problem_stage_args(p);
+  a.kv_layout = KvLayout::hnd;
   for (kernels::Stage st : {kernels::Stage::warp_reduce, kernels::Stage::v2_partition, kernels::Stage::cascade_merge}) {
     try {
-      kernels::check_run_options(kernels::problem_stage_args(p), st, o);
+      kernels::check_run_options(a, st, o);
       FAIL("no error for layout hnd at stage " << kernels::stage_name(st));
     } catch (const std::invalid_argument& e) {
       CHECK(std::string(e.what()).find("layout hnd") != std::string::npos);
       CHECK(std::string(e.what()).find("stage optimized reads every layout") != std::string::npos);
     }
   }
-  o.kv_layout = KvLayout::vllm;
-  o.page_table = PageTableForm::csr;
-  CHECK_THROWS_AS(kernels::check_run_options(kernels::problem_stage_args(p), kernels::Stage::warp_reduce, o),
+  a.kv_layout = KvLayout::vllm;
+  a.page_table = PageTableForm::csr;
+  CHECK_THROWS_AS(kernels::check_run_options(a, kernels::Stage::warp_reduce, o), std::invalid_argument);
+  CHECK_NOTHROW(kernels::check_run_options(a, kernels::Stage::optimized, o));
+  // The problem's own form reaches the check (problem_stage_args).
+  const PagedProblem hnd = in_form(p, KvLayout::hnd, PageTableForm::padded);
+  CHECK(kernels::problem_stage_args(hnd).kv_layout == KvLayout::hnd);
+  CHECK_THROWS_AS(kernels::check_run_options(kernels::problem_stage_args(hnd), kernels::Stage::warp_reduce, o),
                   std::invalid_argument);
-  CHECK_NOTHROW(kernels::check_run_options(kernels::problem_stage_args(p), kernels::Stage::optimized, o));
 }
 
 TEST_CASE("stage 8 rejects an fp8 cache in nhd or hnd, naming what is supported", "[layouts]") {
@@ -253,7 +266,8 @@ TEST_CASE("stage 8 with CSR edge cases: empty, shared, 1-slot and full last page
       add(4, 1);                                // 17 tokens
       REQUIRE(t.indptr.size() == 6);
 
-      kernels::DeviceInputs in(p, l, PageTableForm::csr);
+      const PagedProblem q = in_form(p, l, PageTableForm::csr);
+      kernels::DeviceInputs in(q);
       kernels::StageArgs a = in.args();
       auto up = [](const std::vector<int>& v) {
         kernels::DeviceBuffer b(v.size() * sizeof(int));

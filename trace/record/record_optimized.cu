@@ -97,7 +97,7 @@ RecordResult record_optimized(const PagedProblem& p, const Selection& sel, int f
                                 " selected CTAs (accepted: at most " + std::to_string(kernels::kMaxTracedBlocks) + ")");
   }
 
-  const kernels::DeviceInputs in(p, s.kv_layout, s.page_table);  // the cache as the spec says the device holds it
+  const kernels::DeviceInputs in(p);  // the cache in the spec's layout
   const std::size_t out_elems = static_cast<std::size_t>(p.num_seqs()) * s.num_heads * s.head_size;
   kernels::DeviceBuffer out(out_elems * dtype_bytes(s.dtype));
   kernels::StageArgs base = in.args();

@@ -47,6 +47,11 @@ const char* stage_name(Stage s);
 // Accepts the name, the number ("2") or "v1" (= warp_reduce). Empty if unknown.
 std::optional<Stage> parse_stage(std::string_view name);
 std::string stage_names_text();  // "q_to_smem, qk, softmax, ..."
+// Which cache forms a stage's kernels read (pa/index/kv_layout.hpp): stage 8
+// every layout and both page-table forms, stages 1-7 vLLM's layout through
+// padded tables. The runner (check_run_options), pa-lab and the viewer ask.
+bool stage_reads(Stage s, KvLayout l);
+bool stage_reads(Stage s, PageTableForm t);
 
 // ---- the GPU ------------------------------------------------------------------------
 class NoGpuError : public std::runtime_error {
@@ -152,15 +157,14 @@ std::vector<float> download_decoded(const DeviceBuffer& b, std::size_t n, DType 
 // A PagedProblem's inputs on the device, uploaded once: Q, the K and V pool,
 // the block tables, the context lengths and the ALiBi slopes if any. Every stage reads these; the
 // stage 8 runs (pa-lab run, its recording, its tests) add only their output.
-// The cache goes up in `layout` (pa/core/kv_layout_cache.hpp moves the
-// problem's vLLM-layout bytes; nhd / hnd: one K/V tensor in k_cache, v_cache
-// empty) and the page table in form `tables` (CSR: block_tables holds the
-// indices, beside kv_indptr and kv_last_page_len; context_lens is uploaded
-// either way).
+// The cache goes up in the problem's kv_layout (ProblemSpec;
+// pa/core/kv_layout_cache.hpp moves the problem's vLLM-layout bytes; nhd /
+// hnd: one K/V tensor in k_cache, v_cache empty) and the page table in its
+// page_table form (CSR: block_tables holds the indices, beside kv_indptr and
+// kv_last_page_len; context_lens is uploaded either way).
 class DeviceInputs {
  public:
-  explicit DeviceInputs(const PagedProblem& p, KvLayout layout = KvLayout::vllm,
-                        PageTableForm tables = PageTableForm::padded);
+  explicit DeviceInputs(const PagedProblem& p);
   const PagedProblem& host() const { return *host_; }
   // The problem's launch shape (problem_stage_args) with the input pointers
   // set; every output pointer null (the caller wires its own).

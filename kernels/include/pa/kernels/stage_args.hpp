@@ -30,6 +30,7 @@ struct StageArgs {
   // page table's other arrays (null: padded tables), pa/index/kv_layout.hpp.
   // Stage 8 reads every layout and both forms; stages 1-7 vLLM's padded ones.
   KvLayout kv_layout = KvLayout::vllm;
+  PageTableForm page_table = PageTableForm::padded;  // csr: kv_indptr and kv_last_page_len are set once uploaded
   const int* kv_indptr = nullptr;         // [num_seqs + 1]
   const int* kv_last_page_len = nullptr;  // [num_seqs]
   const float* alibi_slopes = nullptr;  // [num_heads] ALiBi slopes (pa/index/alibi.hpp); null: no ALiBi

@@ -40,10 +40,8 @@ struct RunOptions {
   // Stage 8: split-KV CTAs per sequence (0: the heuristic) and the pipeline.
   int splits = 0;
   OptPipeline pipeline = OptPipeline::automatic;
-  // The cache layout and page-table form the runner uploads a problem in
-  // (DeviceInputs); stage 8 reads every one, stages 5-7 vLLM's padded ones.
-  KvLayout kv_layout = KvLayout::vllm;
-  PageTableForm page_table = PageTableForm::padded;
+  // The cache's layout and page-table form are the problem's (ProblemSpec's
+  // kv_layout and page_table), which DeviceInputs uploads in.
 };
 
 // The options a stage reads, checked against the launch shape before anything
