@@ -16,17 +16,40 @@
 namespace pa::viewer {
 namespace {
 
-// Why the host model cannot trace the Problem tab's stage over this problem with
-// cache kv: fp8 needs fp16 or bf16 queries (ProblemSpec::validate), and
-// stages 7 and 8 have their own limits (kv_cache_refusal). Empty: it can.
-std::string kv_choice_refusal(const AppState& s, ProblemSpec sp, KvDType kv) {
-  sp.kv_dtype = kv;
+// Why the host model cannot trace the Problem tab's stage over this problem
+// with one field of its cache (`field`, ProblemSpec's name) set by `set`: the
+// problem's own rule for that field (fp8 needs fp16 or bf16 queries; nhd and
+// hnd a 16-bit cache: ProblemSpec::validate), else the stage's limits
+// (kv_cache_refusal: stage 7 takes no fp8, stages 1-7 vLLM's layout only).
+// Empty: it can.
+template <class Set>
+std::string cache_choice_refusal(const AppState& s, ProblemSpec sp, const char* field, Set set) {
+  set(sp);
   try {
     sp.validate_shape();
   } catch (const ProblemError& e) {
-    if (e.field == "kv_dtype") return e.what();
+    if (e.field == field) return e.what();
   }
   return kv_cache_refusal(sp, s.problem_stage);
+}
+
+// A combo over one field of the cache (its dtype, its layout): every value,
+// the ones the stage cannot trace disabled with the reason as a tooltip.
+template <class E, std::size_t N, class Refusal>
+void cache_choice_combo(const char* label, E& value, const E (&all)[N], const char* (*name)(E), Refusal refusal,
+                        bool& changed) {
+  if (!ImGui::BeginCombo(label, name(value))) return;
+  for (E e : all) {
+    const std::string why = refusal(e);
+    ImGui::BeginDisabled(!why.empty());
+    if (ImGui::Selectable(name(e), e == value) && e != value) {
+      value = e;
+      changed = true;
+    }
+    ImGui::EndDisabled();
+    if (!why.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) ImGui::SetTooltip("%s", why.c_str());
+  }
+  ImGui::EndCombo();
 }
 
 // The KV cache's element type, what fp8 changes, and the scales the problem
@@ -34,20 +57,10 @@ std::string kv_choice_refusal(const AppState& s, ProblemSpec sp, KvDType kv) {
 // reason.
 void draw_kv_cache_choice(AppState& s, ProblemSpec& sp, float w, bool& changed) {
   ImGui::SetNextItemWidth(w);
-  if (ImGui::BeginCombo("KV cache", kv_dtype_name(sp.kv_dtype))) {
-    for (KvDType k : kAllKvDTypes) {
-      const std::string why = is_fp8(k) ? kv_choice_refusal(s, sp, k) : std::string();
-      ImGui::BeginDisabled(!why.empty());
-      if (ImGui::Selectable(kv_dtype_name(k), k == sp.kv_dtype) && k != sp.kv_dtype) {
-        sp.kv_dtype = k;
-        changed = true;
-      }
-      ImGui::EndDisabled();
-      if (!why.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-        ImGui::SetTooltip("%s", why.c_str());
-    }
-    ImGui::EndCombo();
-  }
+  cache_choice_combo("KV cache", sp.kv_dtype, kAllKvDTypes, kv_dtype_name, [&](KvDType k) {
+    if (!is_fp8(k)) return std::string();
+    return cache_choice_refusal(s, sp, "kv_dtype", [k](ProblemSpec& p) { p.kv_dtype = k; });
+  }, changed);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("The element type K and V are stored in (vLLM's kv_cache_dtype). auto: the query's dtype.\n"
                       "fp8_e4m3 / fp8_e5m2: one byte per element, so a 16-byte vector holds 16 elements\n"
@@ -96,32 +109,12 @@ void draw_kv_cache_choice(AppState& s, ProblemSpec& sp, float w, bool& changed) 
 // token-row page tensor (nhd, hnd). A choice the stage cannot trace is
 // offered disabled with the reason (stages 1-7 read vLLM's layout only;
 // token rows hold 16-bit elements only).
-std::string layout_choice_refusal(const AppState& s, ProblemSpec sp, pa::KvLayout l) {
-  sp.kv_layout = l;
-  try {
-    sp.validate_shape();
-  } catch (const ProblemError& e) {
-    if (e.field == "kv_layout") return e.what();
-  }
-  return kv_cache_refusal(sp, s.problem_stage);
-}
-
 void draw_layout_choice(AppState& s, ProblemSpec& sp, float w, bool& changed) {
   ImGui::SetNextItemWidth(w);
-  if (ImGui::BeginCombo("KV layout", kv_layout_name(sp.kv_layout))) {
-    for (pa::KvLayout l : kAllKvLayouts) {
-      const std::string why = l == pa::KvLayout::vllm ? std::string() : layout_choice_refusal(s, sp, l);
-      ImGui::BeginDisabled(!why.empty());
-      if (ImGui::Selectable(kv_layout_name(l), l == sp.kv_layout) && l != sp.kv_layout) {
-        sp.kv_layout = l;
-        changed = true;
-      }
-      ImGui::EndDisabled();
-      if (!why.empty() && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-        ImGui::SetTooltip("%s", why.c_str());
-    }
-    ImGui::EndCombo();
-  }
+  cache_choice_combo("KV layout", sp.kv_layout, kAllKvLayouts, kv_layout_name, [&](pa::KvLayout l) {
+    if (l == pa::KvLayout::vllm) return std::string();
+    return cache_choice_refusal(s, sp, "kv_layout", [l](ProblemSpec& p) { p.kv_layout = l; });
+  }, changed);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("How the device holds the cache. vllm: K [block][kv head][dim/x][token][x] and\n"
                       "V [block][kv head][dim][token], two tensors. nhd: one tensor [page][K, V][token][kv head][dim];\n"
@@ -296,6 +289,10 @@ void draw_config_panel(AppState& s) {
                                                  : std::string(kv_dtype_name(c.kv_dtype)) + " (" + dtype_name(c.dtype) + ")";
     text_row("KV cache dtype", cache.c_str(),
              "the element type K and V are stored in (auto: the query's dtype)");
+    text_row("KV layout", kv_layout_name(c.kv_layout),
+             c.kv_layout == pa::KvLayout::vllm ? "K [block][kv head][dim/x][token][x], V [block][kv head][dim][token]"
+             : c.kv_layout == pa::KvLayout::nhd ? "one tensor [page][K, V][token][kv head][dim]: a token's dims contiguous"
+                                                 : "one tensor [page][K, V][kv head][token][dim]: a token's dims contiguous");
     row("KV element bytes", c.kv_elem_bytes, "bytes of one K or V cache element (Q: the query dtype's)");
     row("x (elements per 16 B)", c.x, "innermost dimension of the K cache layout: 16 B / KV element bytes");
     row("thread group size", c.thread_group_size, "threads per token in QK: 32 / block size");
