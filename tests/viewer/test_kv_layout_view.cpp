@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/address_map.hpp"
 #include "core/config_info.hpp"
 #include "core/highlight.hpp"
 #include "core/layout.hpp"
@@ -144,4 +145,50 @@ TEST_CASE("kv layout: lessons of stages 1-7 open on vLLM's layout, lesson 9 on H
   const LessonOpening o = lesson_opening(kLayoutsLesson, trace::Stage::optimized);
   CHECK(std::string(o.tab) == "kv");
   CHECK(o.step == trace::Step::k_load);
+}
+
+TEST_CASE("kv layout: a page in address order, line by line, in each layout", "[viewer][kv_layout]") {
+  // 2 kv heads, head 128, pages of 16, fp16: a half-page is 8 KB, 64 lines.
+  const CacheGeometry cache{0, 2, 128, 16, 8};
+  const int eb = 2;
+  int layouts = 0;
+  for (const pa::KvLayout l : kAllKvLayouts) {
+    INFO(kv_layout_name(l));
+    const KvLayoutGeometry g{l, cache};
+    const PageAddressMap m = page_address_map(g, 3, eb);
+    REQUIRE(m.k.size() == 64);
+    REQUIRE(m.v.size() == 64);
+    // Every line of each half decodes back to its bytes (the inverse agrees).
+    for (int i = 0; i < 64; ++i) {
+      const PageLine& k = m.k[i];
+      REQUIRE(g.k_offset(3, k.kv_head, k.d0, k.t0) * eb == m.k_base + i * 128);
+      REQUIRE(m.k_line(m.k_base + i * 128 + 127) == i);
+    }
+    CHECK(m.k_line(m.k_base - 1) == -1);
+    CHECK(m.k_line(m.k_base + 64 * 128) == -1);
+    // Which lines kv head 0's K takes: one run of 32 (vllm, hnd), or every
+    // other pair of lines (nhd: each token's 256-byte row, then kv head 1's).
+    std::vector<int> head0;
+    for (int i = 0; i < 64; ++i)
+      if (m.k[i].kv_head == 0) head0.push_back(i);
+    REQUIRE(head0.size() == 32);
+    if (l == pa::KvLayout::nhd) {
+      CHECK(head0[0] == 0);
+      CHECK(head0[1] == 1);
+      CHECK(head0[2] == 4);  // lines 2-3: kv head 1's token-0 row
+      CHECK(m.k[0].t0 == 0);
+      CHECK(m.k[4].t0 == 1);
+    } else {
+      CHECK(head0.front() == 0);
+      CHECK(head0.back() == 31);
+    }
+    // A vLLM K line is one dim chunk of 8 tokens; a token-row line 64 dims of one token.
+    if (l == pa::KvLayout::vllm) {
+      CHECK((m.k[0].t0 == 0 && m.k[0].t1 == 7 && m.k[0].d0 == 0 && m.k[0].d1 == 7));
+    } else {
+      CHECK((m.k[0].t0 == 0 && m.k[0].t1 == 0 && m.k[0].d0 == 0 && m.k[0].d1 == 63));
+    }
+    ++layouts;
+  }
+  CHECK(layouts == 3);
 }

@@ -9,9 +9,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "app/state.hpp"
+#include "core/address_map.hpp"
 #include "core/names.hpp"
 
 namespace pa::viewer {
@@ -24,6 +27,90 @@ bool show_k(const AppState& s) {
 bool show_v(const AppState& s) {
   if (s.kv_show != 0) return s.kv_show >= 2;
   return s.reads_v;
+}
+
+// One page of the cache in address order, 128-byte line by line (K half, V
+// half): the shown kv head's lines tinted K / V, the other kv heads' lines
+// grey, the lines the current step reads lit in the reading thread's colour.
+// The page: the first one the step reads, else the first of the sequence.
+constexpr Rgba kOtherHeadLine = palette::rgb8(78, 82, 96);  // another kv head's line: grey, lighter than the background
+
+void draw_page_address_map(AppState& s, std::span<const std::uint32_t> cur) {
+  const ConfigInfo& c = s.cfg;
+  int page = s.slot_physical.empty() ? -1 : s.slot_physical[0];
+  for (std::uint32_t i : cur) {
+    const auto& e = s.events[i];
+    if ((e.tensor == trace::Tensor::k_cache || e.tensor == trace::Tensor::v_cache) && e.physical_block >= 0 &&
+        e.kv_head == s.kv_head) {
+      page = e.physical_block;
+      break;
+    }
+  }
+  if (page < 0) return;
+  const PageAddressMap m = page_address_map(c.cache(s.spec.num_kv_heads), page, c.kv_elem_bytes);
+  const int n = static_cast<int>(m.k.size());
+  if (n == 0) return;
+  // Lit lines: the thread (warp, lane) that reads each first.
+  std::vector<int> k_lit(n, -1), v_lit(n, -1);
+  for (std::uint32_t i : cur) {
+    const auto& e = s.events[i];
+    const bool k = e.tensor == trace::Tensor::k_cache;
+    if ((!k && e.tensor != trace::Tensor::v_cache) || e.byte_offset < 0 || e.bytes <= 0) continue;
+    for (std::int64_t b = e.byte_offset; b < e.byte_offset + e.bytes; b += PageAddressMap::kLineBytes) {
+      const int l = k ? m.k_line(b) : m.v_line(b);
+      int& who = (k ? k_lit : v_lit)[l < 0 ? 0 : l];
+      if (l >= 0 && who < 0) who = e.warp * kWarpSize + e.lane;
+    }
+  }
+  const float k = s.fonts.scale;
+  const int per_row = 32;  // 4 KB of the page a row
+  const float cw = std::max(4.0f * k, std::min(14.0f * k, (ImGui::GetContentRegionAvail().x - 60 * k) / per_row));
+  const float ch = 10 * k, gap = std::max(1.0f, std::round(k));
+  {
+    char what[256];
+    std::snprintf(what, sizeof what,
+                  "physical page %d in address order, one cell = 128 bytes (a line), %d B a row: kv head %d's lines "
+                  "tinted, the other kv heads' grey, the lines the current step reads lit",
+                  page, per_row * PageAddressMap::kLineBytes, s.kv_head);
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("%s", what);
+    ImGui::PopStyleColor();
+  }
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const Rgba kcol = tensor_color(trace::Tensor::k_cache), vcol = tensor_color(trace::Tensor::v_cache);
+  for (int half = 0; half < 2; ++half) {
+    const bool isk = half == 0;
+    const std::vector<PageLine>& lines = isk ? m.k : m.v;
+    const std::vector<int>& lit = isk ? k_lit : v_lit;
+    ImGui::AlignTextToFramePadding();
+    ImGui::TextUnformatted(isk ? "K" : "V");
+    ImGui::SameLine(30 * k);
+    const ImVec2 o = ImGui::GetCursorScreenPos();
+    const int rows = (n + per_row - 1) / per_row;
+    ImGui::InvisibleButton(isk ? "##amk" : "##amv", ImVec2(per_row * (cw + gap), rows * (ch + gap)));
+    const bool hov = ImGui::IsItemHovered();
+    for (int i = 0; i < n; ++i) {
+      const float x0 = o.x + (i % per_row) * (cw + gap), y0 = o.y + (i / per_row) * (ch + gap);
+      ImU32 fill = lines[i].kv_head == s.kv_head ? dim_col(isk ? kcol : vcol, 0.55f) : col(kOtherHeadLine);
+      if (lit[i] >= 0) fill = col(thread_color(lit[i] / kWarpSize, lit[i] % kWarpSize, c.num_warps));
+      dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x0 + cw, y0 + ch), fill);
+    }
+    if (hov) {
+      const ImVec2 mp = ImGui::GetMousePos();
+      const int cx = static_cast<int>((mp.x - o.x) / (cw + gap)), cy = static_cast<int>((mp.y - o.y) / (ch + gap));
+      const int i = cy * per_row + cx;
+      if (cx >= 0 && cx < per_row && i >= 0 && i < n) {
+        const PageLine& pl = lines[i];
+        const std::int64_t b0 = (isk ? m.k_base : m.v_base) + static_cast<std::int64_t>(i) * PageAddressMap::kLineBytes;
+        ImGui::BeginTooltip();
+        ImGui::Text("%s line %d of page %d: tensor bytes %lld-%lld", isk ? "K" : "V", i, page,
+                    static_cast<long long>(b0), static_cast<long long>(b0 + PageAddressMap::kLineBytes - 1));
+        ImGui::Text("kv head %d: token %d dim %d .. token %d dim %d", pl.kv_head, pl.t0, pl.d0, pl.t1, pl.d1);
+        if (lit[i] >= 0) ImGui::Text("read now, first by warp %d lane %d", lit[i] / kWarpSize, lit[i] % kWarpSize);
+        ImGui::EndTooltip();
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -174,6 +261,10 @@ void draw_kv_panel(AppState& s) {
                           q, row.size(), key.seq);
     }
   }
+
+  // ---- one page in address order
+  if (ImGui::CollapsingHeader("page in memory, address order", ImGuiTreeNodeFlags_DefaultOpen))
+    draw_page_address_map(s, cur);
 
   // ---- the blocks
   KvPanelLayout l;
