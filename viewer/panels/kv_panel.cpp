@@ -262,8 +262,11 @@ void draw_kv_panel(AppState& s) {
     }
   }
 
-  // ---- one page in address order
-  if (ImGui::CollapsingHeader("page in memory, address order", ImGuiTreeNodeFlags_DefaultOpen))
+  // ---- one page in address order: open from the start for the token-row
+  // layouts, where it shows what the tiles cannot (nhd's interleaved kv
+  // heads); for vLLM's a click away, so the tiles keep the panel's top.
+  if (ImGui::CollapsingHeader("page in memory, address order",
+                              kv_layout_token_rows(c.kv_layout) ? ImGuiTreeNodeFlags_DefaultOpen : 0))
     draw_page_address_map(s, cur);
 
   // ---- the blocks
