@@ -56,10 +56,13 @@ void draw_page_address_map(AppState& s, std::span<const std::uint32_t> cur) {
     const auto& e = s.events[i];
     const bool k = e.tensor == trace::Tensor::k_cache;
     if ((!k && e.tensor != trace::Tensor::v_cache) || e.byte_offset < 0 || e.bytes <= 0) continue;
-    for (std::int64_t b = e.byte_offset; b < e.byte_offset + e.bytes; b += PageAddressMap::kLineBytes) {
-      const int l = k ? m.k_line(b) : m.v_line(b);
-      int& who = (k ? k_lit : v_lit)[l < 0 ? 0 : l];
-      if (l >= 0 && who < 0) who = e.warp * kWarpSize + e.lane;
+    // Every line from the one holding the first byte to the one holding the last.
+    const int first = k ? m.k_line(e.byte_offset) : m.v_line(e.byte_offset);
+    const int last = k ? m.k_line(e.byte_offset + e.bytes - 1) : m.v_line(e.byte_offset + e.bytes - 1);
+    if (first < 0 || last < 0) continue;  // another page's bytes
+    for (int l = first; l <= last; ++l) {
+      int& who = (k ? k_lit : v_lit)[l];
+      if (who < 0) who = e.warp * kWarpSize + e.lane;
     }
   }
   const float k = s.fonts.scale;
