@@ -86,6 +86,38 @@ void launch_merge_states(const MergeArgs& m, void* stream) {
   }
 }
 
+namespace detail {
+PrefixKernel resolve_prefix_kernel(const StageArgs& b, PrefixKernel asked) {
+  const PrefixKernel k = asked == PrefixKernel::automatic ? kDefaultPrefix : asked;
+  return k == PrefixKernel::wgmma && !wgmma_usable(b) ? PrefixKernel::mma_8warps : k;
+}
+
+void launch_prefix_kernel(const StageArgs& b, PrefixKernel kernel, const PrefixArgs& pa, cudaStream_t s) {
+  const int v = static_cast<int>(kernel);
+  bool ok = false;
+#if PA_CASCADE_WGMMA
+  if (kernel == PrefixKernel::wgmma)
+    ok = launch_cascade_prefix_wgmma_any(b.dtype, b.head_size, b.block_size, pa, s);
+  else
+#endif
+    ok = b.dtype == DType::f16 ? launch_cascade_prefix_f16(b.head_size, b.block_size, v, pa, s)
+                               : launch_cascade_prefix_bf16(b.head_size, b.block_size, v, pa, s);
+  if (!ok) bad("cascade: configuration " + config_text(b) + " is not built (PA_V2_FOR_EACH_HEAD_BLOCK)");
+}
+
+int prefix_chunk_len(const StageArgs& b, PrefixKernel kernel, int prefix_len, int query_tiles, int block_slots_share,
+                     int forced_chunks) {
+  const int variant = static_cast<int>(kernel);
+  const int tile = prefix_variant_tile_tokens(variant, b.head_size, b.block_size);
+  const int ctas_per_chunk = b.num_kv_heads * query_tiles;
+  if (forced_chunks > 0) return ceil_div(ceil_div(prefix_len, forced_chunks), tile) * tile;
+  const int sms = block_slots_share > 0 ? block_slots_share : device_sm_count();
+  if (const int per_sm = prefix_blocks_per_sm(variant, b.head_size); per_sm > 0)
+    return cascade_chunk_len_one_wave(prefix_len, tile, ctas_per_chunk, per_sm * sms);
+  return cascade_chunk_len(prefix_len, prefix_tile_tokens(b.head_size, b.block_size), ctas_per_chunk, sms);
+}
+}  // namespace detail
+
 CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len, const CascadeOptions& opt) {
   check_base(b);
   if (is_fp8(b.kv_dtype))
@@ -108,22 +140,14 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len, cons
     bad("cascade: streams " + std::to_string(opt.streams) + " (accepted: -1 automatic, 0, 1, 2)");
   if (opt.chunks < 0) bad("cascade: chunks " + std::to_string(opt.chunks) + " (accepted: 0 automatic or > 0)");
   // The prefix kernel: wgmma only where it runs, else its mma.sync form.
-  p.prefix_kernel = opt.prefix == PrefixKernel::automatic ? kDefaultPrefix : opt.prefix;
-  if (p.prefix_kernel == PrefixKernel::wgmma && !wgmma_usable(b)) p.prefix_kernel = PrefixKernel::mma_8warps;
+  p.prefix_kernel = detail::resolve_prefix_kernel(b, opt.prefix);
   const int variant = static_cast<int>(p.prefix_kernel);
-  const int forced_chunks = opt.chunks;
   const int ratio = b.num_heads / b.num_kv_heads;
   p.query_tiles = prefix_query_tiles(b.num_seqs, ratio, prefix_rows_per_block(variant, b.head_size));
   if (prefix_len > 0) {
     if (p.tensor_cores) {
-      const int tile = prefix_variant_tile_tokens(variant, b.head_size, b.block_size);
-      const int ctas_per_chunk = b.num_kv_heads * p.query_tiles;
-      if (chunk_len > 0) p.chunk_len = chunk_len;
-      else if (forced_chunks > 0) p.chunk_len = ceil_div(ceil_div(prefix_len, forced_chunks), tile) * tile;
-      else if (const int per_sm = prefix_blocks_per_sm(variant, b.head_size); per_sm > 0)
-        p.chunk_len = cascade_chunk_len_one_wave(prefix_len, tile, ctas_per_chunk, per_sm * device_sm_count());
-      else p.chunk_len = cascade_chunk_len(prefix_len, prefix_tile_tokens(b.head_size, b.block_size), ctas_per_chunk,
-                                           device_sm_count());
+      p.chunk_len = chunk_len > 0 ? chunk_len
+                                  : detail::prefix_chunk_len(b, p.prefix_kernel, prefix_len, p.query_tiles, 0, opt.chunks);
       p.num_chunks = ceil_div(prefix_len, p.chunk_len);
       p.prefix_partitions = p.num_chunks;
     } else {
@@ -173,16 +197,7 @@ namespace {
 // The normal kernels of each part of the pipeline (07_cascade_pipeline.cuh).
 struct Launchers {
   void prefix(const StageArgs& b, const CascadePlan& p, const PrefixArgs& pa, cudaStream_t s) {
-    const int v = static_cast<int>(p.prefix_kernel);
-    bool ok = false;
-#if PA_CASCADE_WGMMA
-    if (p.prefix_kernel == PrefixKernel::wgmma)
-      ok = detail::launch_cascade_prefix_wgmma_any(b.dtype, b.head_size, b.block_size, pa, s);
-    else
-#endif
-      ok = b.dtype == DType::f16 ? detail::launch_cascade_prefix_f16(b.head_size, b.block_size, v, pa, s)
-                                 : detail::launch_cascade_prefix_bf16(b.head_size, b.block_size, v, pa, s);
-    if (!ok) bad("cascade: configuration " + config_text(b) + " is not built (PA_V2_FOR_EACH_HEAD_BLOCK)");
+    detail::launch_prefix_kernel(b, p.prefix_kernel, pa, s);
   }
   void prefix_reduce(const V2Args& pre, cudaStream_t s) {
     if (pre.base.dtype == DType::f16) launch_v2_reduce<__half>(pre, s);

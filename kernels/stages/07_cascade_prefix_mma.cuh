@@ -49,6 +49,20 @@ struct PrefixArgs {
   PartitionGeometry pg;
 };
 
+namespace detail {
+// The prefix kernel that runs for `asked` (automatic: the planner's default;
+// wgmma only where this build and the device run it, else mma_8warps).
+PrefixKernel resolve_prefix_kernel(const StageArgs& b, PrefixKernel asked);
+// Launches `kernel` (never automatic) for b's dtype, head and block size on
+// `s`; throws std::invalid_argument when that instance is not built.
+void launch_prefix_kernel(const StageArgs& b, PrefixKernel kernel, const PrefixArgs& pa, cudaStream_t s);
+// Tokens per chunk of a span of prefix_len tokens read by query_tiles query
+// tiles per KV head: enough chunks to fill the block slots of block_slots_share
+// SMs (0: the whole GPU), forced_chunks > 0 overriding; whole tiles.
+int prefix_chunk_len(const StageArgs& b, PrefixKernel kernel, int prefix_len, int query_tiles, int block_slots_share,
+                     int forced_chunks);
+}  // namespace detail
+
 // The prefix kernel's arguments for a cascade plan: the problem's inputs (b),
 // the prefix's blocks (sequence 0's table row: every sequence shares them) and
 // the chunk partitions at the plan's offsets in the cascade's workspace.
@@ -201,7 +215,8 @@ __device__ __forceinline__ void prefix_load_tile(const PrefixArgs& a, const Pref
     const std::int64_t off = Tl::region_chunk_offset(a.cg, phys, c.kvh, Tl::region_chunk_of(ch));
     const std::uint32_t slot = Tl::chunk_byte(Tl::swizzle(ch));
     ptx::cp_async_16(ks + slot, k_cache + off, valid ? 16 : 0);
-    ptx::cp_async_16(vs + slot, v_cache + off, valid ? 16 : 0);
+    const int v_bytes = valid ? prefix_v_copy_bytes(token + Tl::v_chunk_token(Tl::region_chunk_of(ch)), c.chunk_end) : 0;
+    ptx::cp_async_16(vs + slot, v_cache + off, v_bytes);
     if constexpr (kTracing<Tracer>) {
       const int lb = valid ? token / Tl::kBlock : -1, pb = valid ? phys : -1;
       const int w = Tl::region_chunk_of(ch);
@@ -217,7 +232,7 @@ __device__ __forceinline__ void prefix_load_tile(const PrefixArgs& a, const Pref
                            .at(Tl::k_tile_byte(stage) + slot, 16));
       PA_TRACE(tracer, ev(tc, Step::v_load, Op::async_copy, Tensor::v_cache)
                            .it(tile).tok(vtok).blk(lb, pb).dims(Tl::v_chunk_dim(w), 1)
-                           .at(valid ? off * kEb : -1, valid ? 16 : 0));
+                           .at(valid ? off * kEb : -1, v_bytes));
       PA_TRACE(tracer, ev(tc, Step::v_load, Op::shared_store, Tensor::kv_smem)
                            .it(tile).tok(vtok).blk(lb, pb).dims(Tl::v_chunk_dim(w), 1)
                            .at(Tl::v_tile_byte(stage) + slot, 16));

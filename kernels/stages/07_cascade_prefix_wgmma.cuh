@@ -352,7 +352,8 @@ PA_HD constexpr int overlap_barrier_bytes() { return 2 * Tl::kStages * 8; }  // 
 inline constexpr int kWgProducerThreads = 128;
 template <class Tl, class T>
 __device__ __forceinline__ void wgmma_producer_copy(const PrefixArgs& a, int kvh, int p, int phys_lanes,
-                                                    std::uint32_t smem_base, int stage) {
+                                                    std::uint32_t smem_base, int stage, int tile_token0,
+                                                    int chunk_end) {
   constexpr int kP = kWgProducerThreads;
   static_assert(Tl::kChunksPerBlock % kP == 0, "whole producer passes per block");
   const T* k_cache = static_cast<const T*>(a.k_cache);
@@ -368,7 +369,10 @@ __device__ __forceinline__ void wgmma_producer_copy(const PrefixArgs& a, int kvh
     for (int j = 0; j < Tl::kChunksPerBlock / kP; ++j) {
       const int c0 = b * Tl::kChunksPerBlock + j * kP;  // this thread's chunk: c0 + p
       ptx::cp_async_16(ks + (Tl::k_copy_byte(c0) - Tl::k_copy_byte(0)), k_cache + base + j * kP * 8, valid ? 16 : 0);
-      ptx::cp_async_16(vs + (Tl::v_copy_byte(c0) - Tl::v_copy_byte(0)), v_cache + base + j * kP * 8, valid ? 16 : 0);
+      // V: only the span's tokens (a partial last page: prefix_v_copy_bytes).
+      const int v_token = tile_token0 + b * Tl::kBlock + ((p + j * kP) * 8) % Tl::kBlock;
+      ptx::cp_async_16(vs + (Tl::v_copy_byte(c0) - Tl::v_copy_byte(0)), v_cache + base + j * kP * 8,
+                       valid ? prefix_v_copy_bytes(v_token, chunk_end) : 0);
     }
   }
 }
@@ -438,7 +442,8 @@ __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProdu
       if (t >= Tl::kStages) ptx::mbar_wait(empty_bar + 8 * stage, ((t / Tl::kStages) + 1) & 1);  // tile t - kStages released
       const int phys = phys_next;
       if (t + 1 < n_tiles) phys_next = fetch(t + 1);
-      wgmma_producer_copy<Tl, T>(a, blk.kvh, p, phys, smem_base, stage);
+      wgmma_producer_copy<Tl, T>(a, blk.kvh, p, phys, smem_base, stage, blk.chunk_begin + t * Tl::kTileTokens,
+                                 blk.chunk_end);
       ptx::cp_async_commit();
       if (t >= kAhead - 1) {  // tile t - kAhead + 1 landed: publish it
         ptx::cp_async_wait<kAhead - 1>();

@@ -61,7 +61,7 @@ void launch_merge_shards(const ShardMergeArgs& a, void* stream) {
   dispatch_out(who, a.out_dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     merge_shards_kernel<T><<<grid_for(a.g.rows_per_shard(), a.g.state.head_size), MergeGrid::kThreads, 0, s>>>(
-        a.states_out, a.states_lse, a.g, static_cast<T*>(a.out), a.out_lse);
+        a.states_out, a.states_lse, a.g, a.source_seq, static_cast<T*>(a.out), a.out_lse);
   });
   PA_CUDA_CHECK(cudaGetLastError());
 }

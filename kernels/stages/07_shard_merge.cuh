@@ -39,23 +39,39 @@
 namespace pa::kernels {
 
 // LESSON-BEGIN(cascade_merge.merge_shards)
-// Fold of N shard states in shard order; out_lse optional.
+// Fold of N shard states in shard order; out_lse optional. source_seq (may
+// be null) says where shard s keeps sequence q's state: row source_seq[s *
+// num_seqs + q] of its own num_seqs, or nowhere (-1: the empty state, not
+// read). A multi-level cascade's levels are shards in this sense: each level
+// holds its states in its own order (its groups' members side by side) and a
+// request whose group there is empty has none.
 template <class OutT>
 __global__ void merge_shards_kernel(const float* __restrict__ states_out, const float* __restrict__ states_lse,
-                                    ShardedStateGeometry g, OutT* __restrict__ out, float* __restrict__ out_lse) {
+                                    ShardedStateGeometry g, const int* __restrict__ source_seq, OutT* __restrict__ out,
+                                    float* __restrict__ out_lse) {
   const std::int64_t rows = g.rows_per_shard();
+  const int heads = g.state.num_heads;
+  // Shard s's row holding this row's state, or -1.
+  auto source_row = [&](int s, std::int64_t row) -> std::int64_t {
+    if (source_seq == nullptr) return row;
+    const int q = source_seq[s * g.num_seqs + static_cast<int>(row / heads)];
+    return q < 0 ? -1 : static_cast<std::int64_t>(q) * heads + row % heads;
+  };
   for_each_state_vector(rows, g.state.head_size, [&](std::int64_t row, int d, int) {
     const std::int64_t off = g.state.row_elem_offset(row, d);
     // Shard 0's state as it is (an empty one is never read), then the others
     // merged in: exactly the chain merge(merge(s0, s1), s2)..., even in the
     // sign of a zero, which merging into an empty start would turn to +0.
-    float lse = states_lse[row];
-    float4 acc = lse == -INFINITY ? make_float4(0.f, 0.f, 0.f, 0.f) : load4(states_out + off);
+    const std::int64_t r0 = source_row(0, row);
+    float lse = r0 < 0 ? -INFINITY : states_lse[r0];
+    float4 acc = lse == -INFINITY ? make_float4(0.f, 0.f, 0.f, 0.f) : load4(states_out + g.state.row_elem_offset(r0, d));
     for (int s = 1; s < g.num_shards; ++s) {
-      const MergeWeights w = merge_weights(lse, states_lse[s * rows + row]);
+      const std::int64_t rs = source_row(s, row);
+      const MergeWeights w = merge_weights(lse, rs < 0 ? -INFINITY : states_lse[s * rows + rs]);
       float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
       if (w.wa > 0.f) r = scaled4(w.wa, acc);
-      if (w.wb > 0.f) r = fma4(w.wb, load4(states_out + s * g.out_elems_per_shard() + off), r);
+      if (w.wb > 0.f)
+        r = fma4(w.wb, load4(states_out + s * g.out_elems_per_shard() + g.state.row_elem_offset(rs, d)), r);
       acc = r;
       lse = w.lse;
     }

@@ -7,6 +7,7 @@ pa_stage_library(pa_kernels_cascade_merge
           ${CMAKE_CURRENT_LIST_DIR}/07_cascade_prefix_bf16.cu
           ${CMAKE_CURRENT_LIST_DIR}/07_cascade_merge.cu
           ${CMAKE_CURRENT_LIST_DIR}/07_shard_merge.cu
+          ${CMAKE_CURRENT_LIST_DIR}/07_multilevel_cascade.cu
   LINK pa_index pa_kernels_v2_partition pa_kernels_optimized CUDA::cudart)
 
 # Stage 7 wgmma prefix kernel needs the sm_90a target: its own

@@ -68,7 +68,8 @@ void model_prefix_block(const PagedProblem& p, const CascadeTracePlan& plan, con
       em.record(tid, ev(tc, Step::k_load, Op::shared_store, Tensor::kv_smem).it(tile).tok(ktok).blk(lb, pb)
                          .dims(Tl::k_chunk_dim(w), 8).at(Tl::k_tile_byte(stage) + slot, 16));
       em.record(tid, ev(tc, Step::v_load, Op::async_copy, Tensor::v_cache).it(tile).tok(vtok).blk(lb, pb)
-                         .dims(Tl::v_chunk_dim(w), 1).at(valid ? off * kEb : -1, valid ? 16 : 0));
+                         .dims(Tl::v_chunk_dim(w), 1)
+                         .at(valid ? off * kEb : -1, valid ? prefix_v_copy_bytes(vtok, chunk_end) : 0));
       em.record(tid, ev(tc, Step::v_load, Op::shared_store, Tensor::kv_smem).it(tile).tok(vtok).blk(lb, pb)
                          .dims(Tl::v_chunk_dim(w), 1).at(Tl::v_tile_byte(stage) + slot, 16));
     }

@@ -66,6 +66,21 @@ struct StateGeometry {
 };
 
 // ---- the cascade prefix kernel ------------------------------------------
+// Bytes of a 16-byte V copy (8 consecutive tokens of one dim, V's
+// [head][block] region) whose first token is `token`, in a span that ends at
+// `span_end`: the tokens before the end, 2 bytes each (cp.async fills the
+// rest of the 16 bytes with zeros). A span that ends inside a page (a
+// multi-level cascade's shared group) leaves slots past its end holding
+// anything, NaN included, and a masked probability of 0 times a NaN of V is
+// still NaN in the P V product: those slots must not reach shared memory.
+// K needs no such care: its logits past the end are replaced by -inf.
+PA_HD constexpr int prefix_v_copy_bytes(int token, int span_end) {
+  const int n = span_end - token;
+  return n >= 8 ? 16 : n > 0 ? 2 * n : 0;
+}
+static_assert(prefix_v_copy_bytes(0, 64) == 16 && prefix_v_copy_bytes(56, 61) == 10 && prefix_v_copy_bytes(64, 61) == 0,
+              "whole copies, a copy cut by the span's end, a copy past it");
+
 // Tokens per shared-memory tile: 64 keeps S (16 x 64 floats per warp) and the
 // tiles small; heads > 128 halve it so registers (O is 16 x head_size floats
 // per warp) and shared memory still fit. Always whole KV blocks.

@@ -22,6 +22,10 @@ struct ShardMergeArgs {
   void* out = nullptr;
   DType out_dtype = DType::f32;
   float* out_lse = nullptr;  // optional
+  // Optional [num_shards][num_seqs]: shard s keeps sequence q's state in its
+  // row source_seq[s * num_seqs + q] (-1: the empty state, not read); null:
+  // in row q. The multi-level cascade's levels use it.
+  const int* source_seq = nullptr;
 };
 void launch_merge_shards(const ShardMergeArgs& a, void* stream = nullptr);
 

@@ -16,8 +16,9 @@
 // the request's concatenated tokens.
 //
 // What this file adds to the reference:
-// - MultiLevelCascade: the levels (CsrTables over the groups, request ->
-//   group maps) with validate(), which names the bad value and what is accepted;
+// - (MultiLevelCascade, the levels as CSR tables over the groups and request ->
+//   group maps, with validate(), lives in pa/core/multilevel_cascade.hpp: the
+//   GPU cascade takes the same tables;)
 // - ref_multilevel_cascade: every (request, query head)'s state at every level
 //   (float64, natural-log lse, an empty group giving (0, -inf)), merged in level
 //   order with merge_states, the reference's one merge;
@@ -29,47 +30,12 @@
 #pragma once
 #include <vector>
 
+#include "pa/core/multilevel_cascade.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/reference/kv_layouts.hpp"
 
 namespace pa {
-
-// One level: a CSR page table whose row g is level group g's span of tokens
-// (groups.indptr has num_groups + 1 entries; an empty group has no pages and
-// its last_page_len is not read), and the group each request reads here.
-struct CascadeLevel {
-  CsrTables groups;
-  std::vector<int> group_of;  // [num_requests], each in [0, num_groups)
-  int num_groups() const { return static_cast<int>(groups.indptr.size()) - 1; }
-};
-
-// L >= 1 levels over one pool of num_pages pages of page_size slots, read in
-// level order: a request's context is its level-0 group's tokens, then its
-// level-1 group's, ..., then its last level's. Pages may appear in any order,
-// in several groups and at several levels (the tables only read the pool).
-struct MultiLevelCascade {
-  int page_size = 0;
-  int num_pages = 0;
-  int num_requests = 0;
-  std::vector<CascadeLevel> levels;
-
-  int num_levels() const { return static_cast<int>(levels.size()); }
-  CsrPageTable table(int level) const { return levels[level].groups.view(page_size); }
-  // Tokens request r reads at `level` (0 for an empty group).
-  int tokens(int level, int request) const { return table(level).seq_len(levels[level].group_of[request]); }
-  // Tokens of request r over all levels: the length of its concatenated context.
-  int context_len(int request) const;
-
-  // Throws std::invalid_argument naming the level, group or request, the bad
-  // value and what is accepted: page_size >= 1, num_pages >= 0,
-  // num_requests >= 1, at least one level; per level: indptr of at least one
-  // entry, starting at 0, non-decreasing, ending at indices.size();
-  // last_page_len one per group, in [1, page_size] for a group with pages;
-  // every page index in [0, num_pages); group_of one entry per request, each
-  // a group of the level.
-  void validate() const;
-};
 
 // The reference result: per level and merged, index StateGeometry::row
 // (request * num_heads + head).
