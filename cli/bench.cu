@@ -52,6 +52,8 @@
 #include "pa/kernels/optimized.hpp"
 #include "pa/kernels/runner.hpp"
 #include "pa/kernels/cascade.hpp"
+#include "pa/kernels/multilevel_cascade.hpp"
+#include "pa/core/multilevel_cascade.hpp"
 
 namespace {
 
@@ -402,6 +404,166 @@ void run_shape(const Shape& s, DType dt, KvDType kv, const BenchOptions& o, std:
   }
 }
 
+// ---- the multi-level cascade benchmark (--multilevel) ---------------------------
+// 128 requests, 32 query heads = 32 KV heads of 128, pages of 16: a 16384-
+// token prefix shared by all, 8 groups of 16 requests sharing 4096 more, 256
+// own tokens each (1.34 GB of distinct fp16 KV). Timed three ways over the
+// same pages: the 3-level cascade, the 2-level one (the group spans read per
+// request by stage 8) and stage 8 alone over every request's whole context
+// (each shared page read once per request), all through MultiLevelCascadeRun
+// (a 1-level cascade is stage 8 plus the fold of one state: a copy of the
+// output). Two sets of pages and queries, used in turn, so a launch never
+// finds the previous one's KV in L2; the busy-wait before each timed launch as
+// for every other row.
+struct MultiLevelSet {
+  MultiLevelCascade c;
+  DeviceBuffer q;
+};
+
+MultiLevelCascade multilevel_tables(int first_page, int requests, int page, std::mt19937_64& rng) {
+  const int groups = 8, prefix = 16384, group_tokens = 4096, own = 256;
+  std::vector<int> pages(static_cast<std::size_t>(prefix + groups * group_tokens + requests * own) / page);
+  std::iota(pages.begin(), pages.end(), first_page);
+  std::shuffle(pages.begin(), pages.end(), rng);
+  std::size_t next = 0;
+  auto level_of = [&](int num_groups, int tokens, auto group_of_request) {
+    CascadeLevel l;
+    l.groups.indptr.push_back(0);
+    for (int g = 0; g < num_groups; ++g) {
+      for (int i = 0; i < tokens / page; ++i) l.groups.indices.push_back(pages[next++]);
+      l.groups.indptr.push_back(static_cast<int>(l.groups.indices.size()));
+      l.groups.last_page_len.push_back(page);
+    }
+    for (int r = 0; r < requests; ++r) l.group_of.push_back(group_of_request(r));
+    return l;
+  };
+  MultiLevelCascade c;
+  c.page_size = page;
+  c.num_requests = requests;
+  c.levels.push_back(level_of(1, prefix, [](int) { return 0; }));
+  c.levels.push_back(level_of(groups, group_tokens, [&](int r) { return r / (requests / groups); }));
+  c.levels.push_back(level_of(requests, own, [](int r) { return r; }));
+  c.num_pages = first_page + static_cast<int>(pages.size());
+  return c;
+}
+
+int run_multilevel_bench(const BenchOptions& o, const bench::BenchRun& run) {
+  constexpr int kRequests = 128, kHeads = 32, kKvHeads = 32, kHead = 128, kPage = 16, kSets = 2;
+  std::mt19937_64 rng(20261129);
+  std::string rows_json;
+  int failed = 0;
+  std::printf("%-5s %-26s %10s %8s %9s %9s  %s\n", "dt", "variant", "us", "%floor", "shared us", "last us",
+              "status");
+  for (DType dt : o.dtypes) {
+    const int E = dtype_bytes(dt);
+    std::vector<MultiLevelSet> sets;
+    int pool_pages = 0;
+    for (int r = 0; r < kSets; ++r) {
+      MultiLevelSet set;
+      set.c = multilevel_tables(pool_pages, kRequests, kPage, rng);
+      pool_pages = set.c.num_pages;
+      set.q = DeviceBuffer(static_cast<std::size_t>(kRequests) * kHeads * kHead * E);
+      fill(set.q.get(), static_cast<std::size_t>(kRequests) * kHeads * kHead, static_cast<std::uint32_t>(rng()), dt,
+           2.0f);
+      sets.push_back(std::move(set));
+    }
+    const std::size_t page_elems = static_cast<std::size_t>(kKvHeads) * kHead * kPage;
+    DeviceBuffer k(page_elems * pool_pages * E), v(page_elems * pool_pages * E);
+    fill(k.get(), page_elems * pool_pages, static_cast<std::uint32_t>(rng()), dt, 1.0f);
+    fill(v.get(), page_elems * pool_pages, static_cast<std::uint32_t>(rng()), dt, 1.0f);
+    PA_CUDA_CHECK(cudaDeviceSynchronize());
+    const double distinct = 2.0 * E * page_elems * (pool_pages / kSets);  // K + V of one set's pages
+    const double floor_us = distinct / (run.copy_gbps * 1e9) * 1e6;
+
+    kernels::StageArgs base;
+    base.dtype = dt;
+    base.head_size = kHead;
+    base.block_size = kPage;
+    base.num_seqs = kRequests;
+    base.num_heads = kHeads;
+    base.num_kv_heads = kKvHeads;
+    base.scale = 1.0f / std::sqrt(static_cast<float>(kHead));
+    base.k_cache = k.get();
+    base.v_cache = v.get();
+    base.qg = QueryGeometry{kRequests, kHeads, kHead, kHeads * kHead};
+    base.cg = CacheGeometry{pool_pages, kKvHeads, kHead, kPage, 16 / E};
+    DeviceBuffer out(static_cast<std::size_t>(kRequests) * kHeads * kHead * E);
+    std::vector<float> flat_out;  // stage 8's output on set 0: the cross-check's reference
+    // Stage 8 alone first (the reference), then 2 and 3 levels.
+    for (int first : {0, 1, 2}) {
+      const char* variant = first == 0   ? "stage 8 (no cascade)"
+                            : first == 1 ? "2 levels (stage 7's cascade)"
+                                         : "3 levels";
+      std::string status = "ok", plan;
+      double med = 0, shared = 0, last = 0, xc = -1, reads = 0;
+      try {
+        std::vector<kernels::MultiLevelCascadeRun> runs;
+        for (MultiLevelSet& set : sets) {
+          kernels::StageArgs b = base;
+          b.q = set.q.get();
+          runs.emplace_back(b, join_levels_from(set.c, first));
+        }
+        plan = runs[0].plan().describe();
+        const MultiLevelCascade joined = join_levels_from(sets[0].c, first);
+        for (const CascadeLevel& l : joined.levels) reads += static_cast<double>(l.groups.indices.size());
+        reads *= 2.0 * E * page_elems;  // pages each launch reads, K and V
+        auto busy_wait = [&](int) {
+          if (o.spin_us > 0) spin_kernel<<<1, 1>>>(static_cast<unsigned long long>(o.spin_us) * 1000ull);
+        };
+        auto timed = [&](auto&& launch) {
+          const auto ms = kernels::time_indexed_launches_ms([&](int i) { launch(runs[i % kSets]); }, o.iters,
+                                                           std::max(o.warmup, 2 * kSets), busy_wait);
+          return kernels::median_of(ms) * 1e3;
+        };
+        med = timed([&](kernels::MultiLevelCascadeRun& r) { r.launch(out.get()); });
+        shared = timed([&](kernels::MultiLevelCascadeRun& r) { r.launch_shared_levels(); });
+        last = timed([&](kernels::MultiLevelCascadeRun& r) { r.launch_last_level(); });
+        out.fill_bytes(0xFF);
+        runs[0].launch(out.get());
+        std::vector<float> got = kernels::download_decoded(out, static_cast<std::size_t>(kRequests) * kHeads * kHead, dt);
+        if (first == 0) {
+          flat_out = std::move(got);
+        } else {
+          xc = max_abs_diff(flat_out, got);
+          const std::string bad = bench::xcheck_failure(flat_out, got, dt);
+          if (!bad.empty()) status = "error: its output differs from stage 8's on the same inputs: " + bad;
+        }
+      } catch (const std::exception& e) {
+        status = std::string("error: ") + e.what();
+        cudaGetLastError();
+      }
+      if (status != "ok") ++failed;
+      const double pct = med > 0 ? 100.0 * floor_us / med : 0;
+      std::printf("%-5s %-26s %10.1f %8.1f %9.1f %9.1f  %s\n", dtype_name(dt), variant, med, pct, shared, last,
+                  status == "ok" ? "" : status.substr(0, 80).c_str());
+      if (!rows_json.empty()) rows_json += ",\n    ";
+      rows_json += "{\"dtype\": " + bench::json_string(dtype_name(dt)) + ", \"variant\": " + bench::json_string(variant) +
+                   ", \"levels\": " + std::to_string(first + 1) + ", \"median_us\": " +
+                   std::to_string(med) + ", \"pct_floor\": " + std::to_string(pct) + ", \"shared_us\": " +
+                   std::to_string(shared) + ", \"last_us\": " + std::to_string(last) + ", \"kv_read_bytes\": " +
+                   std::to_string(reads) + ", \"distinct_kv_bytes\": " + std::to_string(distinct) +
+                   ", \"floor_us\": " + std::to_string(floor_us) + ", \"xcheck_max_abs\": " + std::to_string(xc) +
+                   ", \"plan\": " + bench::json_string(plan) + ", \"status\": " + bench::json_string(status) + "}";
+    }
+  }
+  const std::string json =
+      "{\n  \"benchmark\": \"multilevel\",\n  \"gpu\": " + bench::json_string(run.gpu) +
+      ",\n  \"sm_count\": " + std::to_string(run.sm_count) + ",\n  \"copy_gbps\": " + std::to_string(run.copy_gbps) +
+      ",\n  \"iters\": " + std::to_string(o.iters) + ",\n  \"spin_us\": " + std::to_string(o.spin_us) +
+      ",\n  \"sets\": " + std::to_string(kSets) + ",\n  \"requests\": " + std::to_string(kRequests) +
+      ", \"heads\": " + std::to_string(kHeads) + ", \"kv_heads\": " + std::to_string(kKvHeads) +
+      ", \"head_size\": " + std::to_string(kHead) + ", \"block_size\": " + std::to_string(kPage) +
+      ",\n  \"levels\": \"16384 tokens shared by all; 8 groups of 16 requests sharing 4096; 256 own tokens each\"" +
+      ",\n  \"rows\": [\n    " + rows_json + "\n  ]\n}\n";
+  core::write_file_atomically(o.json, json);
+  std::printf("wrote %s\n", o.json.c_str());
+  if (failed > 0) {
+    std::fprintf(stderr, "pa-bench: %d multi-level row(s) with status error\n", failed);
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -439,6 +601,8 @@ int main(int argc, char** argv) {
     run.copy_gbps = kernels::measure_copy_bandwidth_gbs(std::size_t{2} << 30, std::max(20, o.iters / 5));
     std::printf("GPU: %s, %d SMs, L2 %d MB; D2D copy %.0f GB/s (read+write)\n", prop.name,
                 prop.multiProcessorCount, prop.l2CacheSize >> 20, run.copy_gbps);
+
+    if (o.multilevel) return run_multilevel_bench(o, run);
 
     std::mt19937_64 rng(20261122);
     for (KvDType kv : o.kv_dtypes)

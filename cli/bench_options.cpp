@@ -144,6 +144,10 @@ std::string bench_usage() {
          "  --only optimized      time stage 8 alone\n"
          "  --quick               three shapes, no cascade\n"
          "  --cascade-only        only the cascade shape (every kernel on it)\n"
+         "  --multilevel          the multi-level cascade alone: 128 requests (32 heads, head 128, block 16)\n"
+         "                        sharing a 16384-token prefix, 8 groups of 16 sharing 4096 more, 256 own\n"
+         "                        tokens each; 3 levels, 2 levels and stage 8 on the same tables, against\n"
+         "                        the floor (every distinct KV byte read once at the copy bandwidth)\n"
          "  --cascade-sweep LIST  extra cascade plans prefix:streams:chunks[:suffix],... (prefix automatic|\n"
          "                        mma_4warps|mma_8warps|wgmma, streams -1..2, chunks >= 0, suffix automatic|v2|\n"
          "                        optimized|optimized_lean); needs the cascade shape\n"
@@ -219,6 +223,7 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
       }
     }
     else if (a == "--cascade-only") o.cascade_only = true;
+    else if (a == "--multilevel") o.multilevel = true;
     else if (a == "--cascade-sweep") {
       const std::string v = next();
       for (const std::string& item : split(v, ',')) {
@@ -238,6 +243,10 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
   // Combinations that would silently time something other than what was asked.
   if (o.cascade_only && (o.quick || o.has_shape || o.only_optimized))
     throw UsageError("--cascade-only times the cascade shape alone: it excludes --quick, --shape and --only");
+  if (o.multilevel && (o.quick || o.has_shape || o.only_optimized || o.cascade_only || !o.cascade_sweep.empty() ||
+                       o.alibi || o.layouts.size() > 1 || o.kv_dtypes != std::vector<KvDType>{KvDType::same}))
+    throw UsageError("--multilevel times its own problem alone: it excludes --quick, --shape, --only, "
+                     "--cascade-only, --cascade-sweep, --alibi, --layouts and --kv-dtypes");
   if (o.quick && o.has_shape) throw UsageError("--quick and --shape exclude each other (--shape times one shape)");
   if (!o.cascade_sweep.empty() && !o.cascade_only && (o.quick || o.has_shape || o.only_optimized))
     throw UsageError("--cascade-sweep needs the cascade shape, which --quick, --shape and --only leave out");

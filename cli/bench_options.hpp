@@ -43,6 +43,7 @@ struct BenchOptions {
   bool only_optimized = false;      // --only optimized
   bool quick = false;               // three shapes
   bool cascade_only = false;        // only the cascade shape (every kernel on it)
+  bool multilevel = false;          // only the multi-level cascade benchmark (its own JSON rows)
   std::vector<CascadeSweepItem> cascade_sweep;  // extra cascade plans, timed whole and by part
   int spin_us = 50;                 // GPU busy-wait before each timed launch (0 = off)
   int force_splits = 0;             // stage 8: 0 = the split heuristic

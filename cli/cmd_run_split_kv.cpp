@@ -14,6 +14,9 @@
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/runner.hpp"
 #include "pa/kernels/cascade_run.hpp"
+#include "pa/kernels/multilevel_cascade.hpp"
+#include "pa/reference/multilevel_cascade.hpp"
+#include "pa/core/multilevel_cascade.hpp"
 #include "pa/reference/attention.hpp"
 #include "pa/core/paged_cache.hpp"
 #include "pa/core/tolerance.hpp"
@@ -119,6 +122,42 @@ int run_cascade(const PagedProblem& p, int iters, int check_seqs, bool baselines
   return pass ? kExitOk : kExitFail;
 }
 
+// The multi-level cascade (--levels): the GPU's merged output, lse and every
+// level's state against ref_multilevel_cascade; timings of the cascade, its
+// parts and, on the same pages, the fewer-level forms (join_levels_from)
+// where the shared spans fill their pages.
+int run_multilevel(const ProblemSpec& spec, const std::vector<LevelItem>& items, int iters,
+                   const kernels::MultiLevelOptions& opt) {
+  std::vector<CascadeLevelSpec> levels;
+  for (const LevelItem& l : items) levels.push_back(CascadeLevelSpec::uniform(spec.num_seqs(), l.group_size, l.tokens));
+  const CascadeProblem cp = make_cascade_problem(spec, levels);
+  const kernels::MultiLevelResult got = kernels::run_multilevel_cascade(cp.queries, cp.pool, cp.cascade, opt);
+  std::printf("plan:    %s\n", got.plan.c_str());
+  const MultiLevelRef ref = ref_multilevel_cascade(cp.queries, cp.cache(KvLayout::vllm), cp.cascade);
+  std::printf("check (vs CPU reference, float64: the levels' states merged in order):\n");
+  bool pass = report("output", ref.out, got.out, tolerance_for(spec.dtype));
+  pass = report("lse", ref.lse, got.lse, lse_tolerance(spec.dtype)) && pass;
+  if (iters > 0) {
+    std::printf("kernels (median of %d CUDA-event timings after 3 warm-up, same device inputs):\n", iters);
+    const kernels::MultiLevelTiming t = kernels::time_multilevel_cascade(cp.queries, cp.pool, cp.cascade, iters, 3, opt);
+    std::printf("  %d levels   %9.4f ms (shared levels alone %.4f ms, last level alone %.4f ms)\n",
+                cp.cascade.num_levels(), t.all_ms, t.shared_ms, t.last_ms);
+    for (int first = cp.cascade.num_levels() - 2; first >= 0; --first) {
+      try {
+        const MultiLevelCascade j = join_levels_from(cp.cascade, first);
+        const double ms = kernels::time_multilevel_cascade(cp.queries, cp.pool, j, iters, 3, opt).all_ms;
+        std::printf("  %d level%s   %9.4f ms  (%s)  the %d-level cascade is %.2fx faster\n", first + 1,
+                    first == 0 ? " " : "s", ms, first == 0 ? "stage 8 alone" : "levels joined per request",
+                    cp.cascade.num_levels(), ms / t.all_ms);
+      } catch (const std::invalid_argument& e) {
+        std::printf("  %d level%s   not timed: %s\n", first + 1, first == 0 ? " " : "s", e.what());
+      }
+    }
+  }
+  std::printf("%s\n", pass ? "PASS" : "FAIL");
+  return pass ? kExitOk : kExitFail;
+}
+
 }  // namespace
 
 bool is_split_kv_stage(kernels::Stage s) {
@@ -135,10 +174,39 @@ std::string help_run_split_kv() {
          "                             (default 1)\n"
          "  --prefix-kernel NAME       automatic (default) | mma_4warps | mma_8warps | wgmma\n"
          "                             (wgmma where it cannot run: mma_8warps)\n"
-         "  --prefix-chunks N          cut the prefix into N chunks (default 0: the planner's)\n";
+         "  --prefix-chunks N          cut the prefix into N chunks (default 0: the planner's)\n"
+         "  --levels G:T,G:T,...       a multi-level cascade over the --seqs requests instead: a level\n"
+         "                             per item, groups of G consecutive requests (G divides --seqs)\n"
+         "                             each sharing T tokens, e.g. 8:1024,4:256,1:37 (shared levels on\n"
+         "                             the prefix kernel, the last on stage 8; excludes --prefix-len,\n"
+         "                             --suffix-lens, --check-seqs, --baselines, --prefix-chunks)\n";
 }
 
 int cmd_run_split_kv(kernels::Stage stage, Flags& f, ProblemSpec spec, int iters) {
+  if (stage == kernels::Stage::cascade_merge && f.has("levels")) {
+    for (const char* other : {"prefix-len", "suffix-lens", "check-seqs", "baselines", "prefix-chunks"})
+      if (f.has(other)) throw UsageError(std::string("--levels describes the whole cascade: it excludes --") + other);
+    const std::vector<LevelItem> items = parse_levels(*f.take("levels"), spec.num_seqs());
+    kernels::MultiLevelOptions mopt;
+    const std::string pk = f.take_str("prefix-kernel", "automatic");
+    const auto k = kernels::prefix_kernel_from_name(pk);
+    if (!k) throw UsageError("--prefix-kernel '" + pk + "' (accepted: automatic, mma_4warps, mma_8warps, wgmma)");
+    mopt.prefix = *k;
+    f.finish("run");
+    validate_problem_flags(spec);
+    if (!gpu_ready_for(stage)) return kExitNoGpu;
+    const auto gpu = kernels::gpu_info();
+    std::printf("stage:   7 cascade_merge, %zu levels\n", items.size());
+    std::printf("gpu:     %s (sm_%d%d, %d SMs)\n", gpu.name.c_str(), gpu.cc_major, gpu.cc_minor, gpu.sm_count);
+    std::printf("problem: %s; levels %s\n", spec.describe().c_str(), [&] {
+      std::string t;
+      for (const LevelItem& l : items)
+        t += (t.empty() ? "" : ", ") + std::to_string(spec.num_seqs() / l.group_size) + " x " +
+             std::to_string(l.tokens) + " tokens";
+      return t;
+    }().c_str());
+    return run_multilevel(spec, items, iters, mopt);
+  }
   const int check_seqs = f.take_int("check-seqs", -1, -1);
   if (stage == kernels::Stage::cascade_merge) take_cascade_flags(f, spec);
   const bool baselines = f.take_int("baselines", 1, 0) != 0;

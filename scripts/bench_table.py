@@ -4,6 +4,9 @@
 Usage: scripts/bench_table.py assets/bench/<gpu>.json [--cascade assets/bench/<run>.json]
                              [--readme README.md] [--print]
 
+A file from pa-bench --multilevel (its "benchmark" says so) becomes the
+multi-level cascade's table instead (write it with --markers results-multilevel).
+
 --cascade: take the cascade section (rows with a shared prefix, and the
 speedup) from another run's JSON (pa-bench --cascade-only), named with its
 own GPU and copy bandwidth, instead of the main file's.
@@ -265,6 +268,30 @@ def table(data, src, cdata=None, csrc=None):
     return "\n".join(out)
 
 
+def multilevel_table(data, src):
+    """The multi-level cascade benchmark (pa-bench --multilevel): each variant's
+    time and the floor it is measured against, per dtype."""
+    floor = data["rows"][0]["distinct_kv_bytes"] if data["rows"] else 0
+    head = (f"Multi-level cascade, {data['requests']} requests x {data['heads']} query heads "
+            f"({data['kv_heads']} KV heads) of {data['head_size']}, pages of {data['block_size']}: "
+            f"{data['levels']}. Measured on one {data['gpu']} ({src}; copy {data['copy_gbps']:.0f} GB/s in that run, "
+            f"median of {data['iters']} timings, {data['spin_us']} us busy-wait before each, "
+            f"{data['sets']} sets of pages used in turn). The floor reads every distinct KV byte once "
+            f"({floor / 1e9:.2f} GB) at the copy bandwidth; \"% of floor\" = floor time / time.\n")
+    lines = [head, "| dtype | kernels | time (us) | % of floor | KV read (GB) | shared levels alone (us) | "
+             "last level alone (us) |", "|---|---|---|---|---|---|---|"]
+    errors = []
+    for r in data["rows"]:
+        if r["status"] != "ok":
+            lines.append(f"| {r['dtype']} | {r['variant']} | **error** | | | | |")
+            errors.append(f"- {r['dtype']} {r['variant']}: {r['status']}")
+            continue
+        shared = f"{r['shared_us']:.1f}" if r["levels"] > 1 else "-"
+        lines.append(f"| {r['dtype']} | {r['variant']} | {r['median_us']:.1f} | {r['pct_floor']:.1f}% | "
+                     f"{r['kv_read_bytes'] / 1e9:.2f} | {shared} | {r['last_us']:.1f} |")
+    return "\n".join(lines + ([""] + errors if errors else []))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json")
@@ -292,7 +319,10 @@ def main():
             csrc = cpath.resolve().relative_to(root)
         except ValueError:
             csrc = cpath
-    t = layout_table(data, src) if a.layouts else table(data, src, cdata, csrc)
+    if data.get("benchmark") == "multilevel":
+        t = multilevel_table(data, src)
+    else:
+        t = layout_table(data, src) if a.layouts else table(data, src, cdata, csrc)
     if a.print:
         print(t)
         return 0

@@ -99,7 +99,8 @@ TEST_CASE("pa-bench: --help is an option, not an error", "[cli][bench]") {
   CHECK(parse_bench_options({"--help"}).help);
   const std::string u = bench_usage();
   for (const char* flag : {"--json", "--iters", "--warmup", "--warmup-ms", "--pool-gb", "--only", "--quick",
-                           "--cascade-only", "--cascade-sweep", "--spin-us", "--splits", "--shape", "--dtypes"}) {
+                           "--cascade-only", "--multilevel", "--cascade-sweep", "--spin-us", "--splits", "--shape",
+                           "--dtypes"}) {
     INFO(flag);
     CHECK_THAT(u, ContainsSubstring(flag));
   }
@@ -125,6 +126,23 @@ TEST_CASE("pa-bench: the shapes each option set times", "[cli][bench]") {
   const auto casc = bench_shapes(parse_bench_options({"--cascade-only"}));
   REQUIRE(casc.size() == 1);
   CHECK(casc[0].prefix == 32768);
+}
+
+TEST_CASE("pa-bench: --multilevel times its own problem, alone", "[cli][bench]") {
+  CHECK(parse_bench_options({"--multilevel", "--dtypes", "bf16", "--iters", "20"}).multilevel);
+  CHECK_FALSE(parse_bench_options({}).multilevel);
+  int ran = 0;
+  for (const std::vector<std::string>& other :
+       {std::vector<std::string>{"--quick"}, {"--shape", "3,8,2,77,128"}, {"--only", "optimized"}, {"--cascade-only"},
+        {"--alibi"}, {"--layouts", "nhd"}, {"--kv-dtypes", "fp8"}, {"--cascade-sweep", "wgmma:1:0"}}) {
+    std::vector<std::string> args = other;
+    args.push_back("--multilevel");
+    INFO(other.front());
+    CHECK_THROWS_WITH(parse_bench_options(args), ContainsSubstring("--multilevel times its own problem alone") &&
+                                                     ContainsSubstring(other.front()));
+    ++ran;
+  }
+  CHECK(ran == 8);
 }
 
 TEST_CASE("pa-bench: the KV pool is capped by the launches, so small shapes get far less than --pool-gb",

@@ -345,6 +345,39 @@ TEST_CASE("multi-level cascade: three levels (one prefix for 8 requests, 2 group
   CHECK(cp.flat.tables.indices.size() == 8 * (16 + 4) + own_pages);
 }
 
+TEST_CASE("multi-level cascade: joining trailing levels keeps the attention and reads shared pages per request",
+          "[reference][cascade]") {
+  // Page-aligned shared spans (a system prompt, a few-shot block per group),
+  // ragged own tokens: every join is possible.
+  const Levels lv = {CascadeLevelSpec::uniform(6, 6, 64), level({2, 4}, {32, 48}),
+                     level({1, 1, 1, 1, 1, 1}, {5, 16, 1, 0, 33, 2})};
+  const CascadeProblem cp = make_cascade_problem(base_of(DType::bf16, 64, 16, 4, 2, 950), lv);
+  const LayoutCache pool = cp.cache(KvLayout::vllm);
+  const MultiLevelRef three = ref_multilevel_cascade(cp.queries, pool, cp.cascade);
+  int ran = 0;
+  for (int first = 0; first < 3; ++first) {
+    INFO("levels from " << first << " joined");
+    const MultiLevelCascade j = join_levels_from(cp.cascade, first);
+    CHECK(j.num_levels() == first + 1);
+    for (int r = 0; r < j.num_requests; ++r) CHECK(j.context_len(r) == cp.cascade.context_len(r));
+    const MultiLevelRef got = ref_multilevel_cascade(cp.queries, pool, j);
+    test::require_close(three.out, got.out, kRef);
+    test::require_close(three.lse, got.lse, kRefLse);
+    ++ran;
+  }
+  CHECK(ran == 3);
+  // The plain table lists the shared pages once per request: 6 x 4 level-0
+  // pages, 2 x 2 + 4 x 3 level-1 pages, and the own pages.
+  CHECK(join_levels_from(cp.cascade, 0).levels[0].groups.indices.size() == 6 * 4 + (2 * 2 + 4 * 3) + (1 + 1 + 1 + 0 + 3 + 1));
+  // A joined span that ends inside a page (not the request's last) is refused.
+  const CascadeProblem ragged = make_cascade_problem(base_of(DType::f16, 64, 16, 4, 2, 951),
+                                                     Levels{level({2}, {20}), level({1, 1}, {3, 4})});
+  CHECK_THROWS_WITH(join_levels_from(ragged.cascade, 0),
+                    ContainsSubstring("request 0 has 20 tokens before level 1") && ContainsSubstring("accepted"));
+  CHECK_NOTHROW(join_levels_from(ragged.cascade, 1));
+  CHECK_THROWS_WITH(join_levels_from(ragged.cascade, 2), ContainsSubstring("accepted: 0 .. 1"));
+}
+
 // ---- refusals ------------------------------------------------------------------------
 
 namespace {

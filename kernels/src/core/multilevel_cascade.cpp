@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace pa {
 namespace {
@@ -59,6 +60,38 @@ void MultiLevelCascade::validate() const {
         refuse(at + ": request " + str(r) + " reads group " + str(lv.group_of[r]) + "; accepted: 0 <= group < " +
                str(ng) + " (the level's groups)");
   }
+}
+
+MultiLevelCascade join_levels_from(const MultiLevelCascade& c, int first) {
+  c.validate();
+  if (first < 0 || first >= c.num_levels())
+    refuse("join_levels_from level " + str(first) + "; accepted: 0 .. " + str(c.num_levels() - 1));
+  MultiLevelCascade j = c;
+  j.levels.resize(static_cast<std::size_t>(first));
+  CascadeLevel joined;
+  joined.groups.indptr.push_back(0);
+  for (int r = 0; r < c.num_requests; ++r) {
+    int tokens = 0, last_len = 0;
+    for (int l = first; l < c.num_levels(); ++l) {
+      const int n = c.tokens(l, r);
+      if (n == 0) continue;
+      if (tokens % c.page_size != 0)
+        refuse("join_levels_from: request " + str(r) + " has " + str(tokens) + " tokens before level " + str(l) +
+               ", not whole pages of " + str(c.page_size) + "; accepted: spans that fill their pages, but the last");
+      const CascadeLevel& lv = c.levels[l];
+      const int g = lv.group_of[r];
+      joined.groups.indices.insert(joined.groups.indices.end(), lv.groups.indices.begin() + lv.groups.indptr[g],
+                                   lv.groups.indices.begin() + lv.groups.indptr[g + 1]);
+      tokens += n;
+      last_len = lv.groups.last_page_len[g];
+    }
+    joined.groups.indptr.push_back(static_cast<int>(joined.groups.indices.size()));
+    joined.groups.last_page_len.push_back(last_len);
+    joined.group_of.push_back(r);
+  }
+  j.levels.push_back(std::move(joined));
+  j.validate();
+  return j;
 }
 
 }  // namespace pa

@@ -46,6 +46,15 @@ struct MultiLevelCascade {
   void validate() const;
 };
 
+// The same tokens with levels first .. L-1 joined into one level of one group
+// per request (its pages at those levels, in level order): levels 0 ..
+// first-1 stay shared, the rest is read per request. first = 0 gives the
+// plain, non-cascade table; first = L - 1 the cascade itself. A CSR row has
+// one partial page at most, its last, so every joined span but a request's
+// last non-empty one must fill whole pages: otherwise std::invalid_argument
+// naming the level, request and span. Validates c first.
+MultiLevelCascade join_levels_from(const MultiLevelCascade& c, int first);
+
 // Pages a span of `tokens` occupies, and how many slots its last page holds
 // (0 for no pages, as a CSR table stores an empty span).
 constexpr int pages_for_tokens(int tokens, int page_size) { return (tokens + page_size - 1) / page_size; }
