@@ -126,10 +126,8 @@ int run_cascade(const PagedProblem& p, int iters, int check_seqs, bool baselines
 // level's state against ref_multilevel_cascade; timings of the cascade, its
 // parts and, on the same pages, the fewer-level forms (join_levels_from)
 // where the shared spans fill their pages.
-int run_multilevel(const ProblemSpec& spec, const std::vector<LevelItem>& items, int iters,
+int run_multilevel(const ProblemSpec& spec, const std::vector<CascadeLevelSpec>& levels, int iters,
                    const kernels::MultiLevelOptions& opt) {
-  std::vector<CascadeLevelSpec> levels;
-  for (const LevelItem& l : items) levels.push_back(CascadeLevelSpec::uniform(spec.num_seqs(), l.group_size, l.tokens));
   const CascadeProblem cp = make_cascade_problem(spec, levels);
   const kernels::MultiLevelResult got = kernels::run_multilevel_cascade(cp.queries, cp.pool, cp.cascade, opt);
   std::printf("plan:    %s\n", got.plan.c_str());
@@ -186,7 +184,12 @@ int cmd_run_split_kv(kernels::Stage stage, Flags& f, ProblemSpec spec, int iters
   if (stage == kernels::Stage::cascade_merge && f.has("levels")) {
     for (const char* other : {"prefix-len", "suffix-lens", "check-seqs", "baselines", "prefix-chunks"})
       if (f.has(other)) throw UsageError(std::string("--levels describes the whole cascade: it excludes --") + other);
-    const std::vector<LevelItem> items = parse_levels(*f.take("levels"), spec.num_seqs());
+    std::vector<CascadeLevelSpec> levels;
+    try {
+      levels = parse_cascade_levels(*f.take("levels"), spec.num_seqs());
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("option --") + e.what());
+    }
     kernels::MultiLevelOptions mopt;
     const std::string pk = f.take_str("prefix-kernel", "automatic");
     const auto k = kernels::prefix_kernel_from_name(pk);
@@ -196,16 +199,16 @@ int cmd_run_split_kv(kernels::Stage stage, Flags& f, ProblemSpec spec, int iters
     validate_problem_flags(spec);
     if (!gpu_ready_for(stage)) return kExitNoGpu;
     const auto gpu = kernels::gpu_info();
-    std::printf("stage:   7 cascade_merge, %zu levels\n", items.size());
+    std::printf("stage:   7 cascade_merge, %zu levels\n", levels.size());
     std::printf("gpu:     %s (sm_%d%d, %d SMs)\n", gpu.name.c_str(), gpu.cc_major, gpu.cc_minor, gpu.sm_count);
     std::printf("problem: %s; levels %s\n", spec.describe().c_str(), [&] {
       std::string t;
-      for (const LevelItem& l : items)
-        t += (t.empty() ? "" : ", ") + std::to_string(spec.num_seqs() / l.group_size) + " x " +
-             std::to_string(l.tokens) + " tokens";
+      for (const CascadeLevelSpec& l : levels)
+        t += (t.empty() ? "" : ", ") + std::to_string(l.group_sizes.size()) + " x " +
+             std::to_string(l.group_tokens.front()) + " tokens";
       return t;
     }().c_str());
-    return run_multilevel(spec, items, iters, mopt);
+    return run_multilevel(spec, levels, iters, mopt);
   }
   const int check_seqs = f.take_int("check-seqs", -1, -1);
   if (stage == kernels::Stage::cascade_merge) take_cascade_flags(f, spec);

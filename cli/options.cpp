@@ -254,32 +254,6 @@ const char* cascade_flags_help() {
          "                             without it the contexts come from --context-len(s)\n";
 }
 
-std::vector<LevelItem> parse_levels(const std::string& text, int num_requests) {
-  const std::string accepted = "accepted: G:T,G:T,... (a level per item: groups of G requests, G dividing the " +
-                               std::to_string(num_requests) + " requests, each sharing T >= 0 tokens; at most 8 "
-                               "levels)";
-  std::vector<LevelItem> out;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const std::size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
-    const std::size_t colon = item.find(':');
-    auto number = [&](const std::string& t) {
-      if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos)
-        throw UsageError("option --levels '" + text + "': item '" + item + "'; " + accepted);
-      return std::stoi(t);
-    };
-    if (colon == std::string::npos) throw UsageError("option --levels '" + text + "': item '" + item + "'; " + accepted);
-    LevelItem l{number(item.substr(0, colon)), number(item.substr(colon + 1))};
-    if (l.group_size < 1 || num_requests % l.group_size != 0)
-      throw UsageError("option --levels '" + text + "': groups of " + std::to_string(l.group_size) + "; " + accepted);
-    out.push_back(l);
-    at = comma + 1;
-  }
-  if (out.size() > 8) throw UsageError("option --levels '" + text + "': " + std::to_string(out.size()) + " levels; " + accepted);
-  return out;
-}
-
 void check_writable(const std::string& path, const char* option) {
   try {
     core::check_can_write(path);

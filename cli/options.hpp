@@ -56,16 +56,6 @@ void validate_problem_flags(const ProblemSpec& spec);
 void take_cascade_flags(Flags& f, ProblemSpec& spec);
 const char* cascade_flags_help();
 
-// --levels G:T,G:T,...: a multi-level cascade over the --seqs requests, one
-// level per item, level l's requests in consecutive groups of G (dividing the
-// request count), each group sharing T tokens (0: an empty level). The last
-// item is usually 1:T, each request's own tokens. Throws UsageError naming
-// the item and what is accepted.
-struct LevelItem {
-  int group_size = 0, tokens = 0;
-};
-std::vector<LevelItem> parse_levels(const std::string& text, int num_requests);
-
 DType parse_dtype(const std::string& s);
 
 // A file a command will write, checked before any work (core::check_can_write):

@@ -170,6 +170,30 @@ CascadeLevelSpec CascadeLevelSpec::uniform(int num_requests, int group_size, int
           std::vector<int>(static_cast<std::size_t>(groups), tokens)};
 }
 
+std::vector<CascadeLevelSpec> parse_cascade_levels(const std::string& text, int num_requests) {
+  const std::string accepted = "accepted: G:T,G:T,... (a level per item: groups of G requests, G dividing the " +
+                               str(num_requests) + " requests, each sharing T >= 0 tokens; at most 8 levels)";
+  auto bad = [&](const std::string& what) { throw std::invalid_argument("levels '" + text + "': " + what + "; " + accepted); };
+  std::vector<CascadeLevelSpec> out;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    const std::size_t colon = item.find(':');
+    auto number = [&](const std::string& t) {
+      if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos) bad("item '" + item + "'");
+      return std::stoi(t);
+    };
+    if (colon == std::string::npos) bad("item '" + item + "'");
+    const int g = number(item.substr(0, colon)), tokens = number(item.substr(colon + 1));
+    if (g < 1 || num_requests < 1 || num_requests % g != 0) bad("groups of " + str(g));
+    out.push_back(CascadeLevelSpec::uniform(num_requests, g, tokens));
+    at = comma + 1;
+  }
+  if (out.size() > 8) bad(str(static_cast<long long>(out.size())) + " levels");
+  return out;
+}
+
 CascadeProblem make_cascade_problem(const ProblemSpec& base, const std::vector<CascadeLevelSpec>& levels) {
   auto bad = [](const std::string& what) { throw std::invalid_argument("make_cascade_problem: " + what); };
   if (levels.empty()) bad("0 levels; accepted: at least 1");

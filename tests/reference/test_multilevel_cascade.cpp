@@ -378,6 +378,25 @@ TEST_CASE("multi-level cascade: joining trailing levels keeps the attention and 
   CHECK_THROWS_WITH(join_levels_from(ragged.cascade, 2), ContainsSubstring("accepted: 0 .. 1"));
 }
 
+TEST_CASE("multi-level cascade: levels from text (G:T per level)", "[reference][cascade]") {
+  const std::vector<CascadeLevelSpec> l = parse_cascade_levels("8:1024,4:0,1:37", 8);
+  REQUIRE(l.size() == 3);
+  CHECK(l[0].group_sizes == std::vector<int>{8});
+  CHECK(l[0].group_tokens == std::vector<int>{1024});
+  CHECK(l[1].group_sizes == std::vector<int>{4, 4});
+  CHECK(l[1].group_tokens == std::vector<int>{0, 0});
+  CHECK(l[2].group_sizes.size() == 8);
+  CHECK(l[2].group_tokens == std::vector<int>(8, 37));
+  int ran = 0;
+  for (const char* bad : {"", "8", "8:", ":5", "3:5", "0:5", "8:-1", "8:1,,1:1", "1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1,1:1"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse_cascade_levels(bad, 8), ContainsSubstring(std::string("levels '") + bad + "'") &&
+                                                        ContainsSubstring("accepted: G:T,G:T"));
+    ++ran;
+  }
+  CHECK(ran == 9);
+}
+
 // ---- refusals ------------------------------------------------------------------------
 
 namespace {

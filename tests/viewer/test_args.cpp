@@ -54,6 +54,8 @@ TEST_CASE("bad pa-viewer arguments are usage errors naming the problem", "[viewe
   CHECK(parse_args({"--shards", "8,round_robin"}).shard_policy == 1);
   CHECK(parse_args({"--shards", "2"}).shard_gpus == 2);
   CHECK_FALSE(parse_args({"--shards", "2"}).shard_policy.has_value());
+  CHECK(parse_args({"--levels", "8:1024,4:256,1:37"}).levels == "8:1024,4:256,1:37");
+  CHECK_THROWS_AS(parse_args({"--levels", "8x1024"}), UsageError);
   CHECK(parse_args({"--tab", "partitions"}).tab == "partitions");
   CHECK_THROWS_AS(parse_args({"--block", "1"}), UsageError);
   CHECK_THROWS_AS(parse_args({"--click"}), UsageError);

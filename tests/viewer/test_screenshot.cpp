@@ -284,6 +284,42 @@ TEST_CASE("screenshot: every lesson loads without error, has events, and its las
   }
 }
 
+TEST_CASE("screenshot: the Partitions tab draws a multi-level cascade's levels and merges them",
+          "[viewer][screenshot]") {
+  require_display();
+  // Lesson 7's problem has 2 sequences: both share 53 tokens (a page and a
+  // part), then each has 17 of its own. The shown request's level weights
+  // e^(lse_l - lse) sum to 1.
+  const std::string png = kOut + "/levels.png", txt = png + ".txt";
+  fs::remove(txt);
+  REQUIRE(run("--lesson 7 --tab partitions --levels 2:53,1:17 --size 1600x2400 --screenshot " + png +
+              " --dump-layout " + txt) == 0);
+  REQUIRE(fs::exists(txt));
+  const Dump d = load_dump(txt);
+  REQUIRE(d.v.count("levels") == 1);
+  const auto& lv = d.v.at("levels");  // request, then each level's weight
+  REQUIRE(lv.size() == 1 + 2);
+  CHECK(lv[0] == 0);
+  CHECK(lv[1] > 0);
+  CHECK(lv[2] > 0);
+  CHECK(std::abs(lv[1] + lv[2] - 1.0) < 1e-5);
+  // An empty middle level passes the others through with weight 0.
+  fs::remove(txt);
+  REQUIRE(run("--lesson 7 --tab partitions --levels 2:53,1:0,1:17 --size 1600x2400 --screenshot " + png +
+              " --dump-layout " + txt) == 0);
+  const Dump de = load_dump(txt);
+  const auto& e = de.v.at("levels");
+  REQUIRE(e.size() == 1 + 3);
+  CHECK(e[2] == 0);
+  CHECK(std::abs(e[1] + e[3] - 1.0) < 1e-5);
+  // Levels that do not fit the problem (groups of 3 over 2 sequences) draw no
+  // states (the tab says why).
+  fs::remove(txt);
+  REQUIRE(run("--lesson 7 --tab partitions --levels 3:53,1:17 --size 1600x2400 --screenshot " + png +
+              " --dump-layout " + txt) == 0);
+  CHECK(load_dump(txt).v.count("levels") == 0);
+}
+
 TEST_CASE("screenshot: the Partitions tab deals the sequence's pages to GPUs and merges their states",
           "[viewer][screenshot]") {
   require_display();

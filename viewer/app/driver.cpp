@@ -113,6 +113,12 @@ void dump_layout(const std::string& path, const AppState& s, float fb_scale) {
     for (double w : s.drawn.shard_weights) out << " " << w;
     out << "\n";
   }
+  // Its "Across levels": the request shown, then each level's weight.
+  if (s.drawn.level_request >= 0) {
+    out << "levels " << s.drawn.level_request;
+    for (double w : s.drawn.level_weights) out << " " << w;
+    out << "\n";
+  }
   // Checked exercises: "exercise:LESSON:ID verdict answer_ok answer" (Verdict of core/exercise.hpp).
   for (const auto& [key, ui] : s.exercises)
     if (ui.checks > 0)

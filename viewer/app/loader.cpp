@@ -83,8 +83,19 @@ void select_block(AppState& s, int b) {
   s.memory_tab_request = true;
 }
 
+std::string default_levels_text(const ProblemSpec& spec) {
+  // Everyone shares a span that ends inside a page, pairs share whole pages
+  // (where there are pairs to tell apart from everyone), each request has
+  // its own tokens.
+  const int n = spec.num_seqs(), b = spec.block_size;
+  std::string t = std::to_string(n) + ":" + std::to_string(3 * b + 5) + ",";
+  if (n >= 4 && n % 2 == 0) t += "2:" + std::to_string(2 * b) + ",";
+  return t + "1:" + std::to_string(b + 1);
+}
+
 const RefValues* reference_values(AppState& s) {
-  const std::string key = s.spec.describe();
+  const std::string levels = s.levels_text.empty() ? default_levels_text(s.spec) : s.levels_text;
+  const std::string key = s.spec.describe() + " | levels " + levels;
   if (s.ref_task.poll() == TaskStatus::done) {
     if (auto r = s.ref_task.take()) s.ref = std::make_shared<const RefValues>(std::move(*r));
   } else if (s.ref_task.status() == TaskStatus::failed) {
@@ -96,7 +107,7 @@ const RefValues* reference_values(AppState& s) {
   if (s.ref && s.ref->key == key) return s.ref.get();
   if (!s.ref_task.running() || s.ref_loading_key != key) {
     s.ref_loading_key = key;
-    s.ref_task.start([spec = s.spec, key](LoadControl& ctl) {
+    s.ref_task.start([spec = s.spec, key, levels](LoadControl& ctl) {
       RefValues r;
       r.key = key;
       long long tokens = 0;
@@ -136,6 +147,28 @@ const RefValues* reference_values(AppState& s) {
             ctl.check();
             r.sharded[policy][i] = ref_sharded(p, static_cast<ShardPolicy>(policy), RefValues::kShardCounts[i]);
           }
+      }
+      // The multi-level cascade of the same shape: its own pages (the
+      // levels' spans, drawn like any problem's), the problem's sequences
+      // as its requests, no ALiBi (the reference cascade has none).
+      r.ml_text = levels;
+      try {
+        ctl.set_phase("multi-level cascade states");
+        const std::vector<CascadeLevelSpec> lv = parse_cascade_levels(levels, spec.num_seqs());
+        long long ml_tokens = 0;
+        for (const CascadeLevelSpec& l : lv)
+          for (int t : l.group_tokens) ml_tokens += t;
+        if (ml_tokens * spec.num_kv_heads * spec.head_size > (1ll << 21)) {
+          r.ml_error = "levels too large to compute here (" + std::to_string(ml_tokens) + " tokens)";
+        } else {
+          ProblemSpec base = spec;
+          base.alibi = false;
+          const CascadeProblem cp = make_cascade_problem(base, lv);
+          r.ml = ref_multilevel_cascade(cp.queries, cp.cache(KvLayout::vllm), cp.cascade);
+          r.ml_cascade = cp.cascade;
+        }
+      } catch (const std::exception& e) {
+        r.ml_error = e.what();
       }
       ctl.set_progress(1.0f);
       return r;
@@ -183,6 +216,7 @@ std::string blocks_of(const TraceIndex& index, trace::Stage stage) {
 // The finished load becomes what the window shows (UI thread, cheap moves).
 void apply(AppState& s, LoadedTrace&& t) {
   s.spec = t.spec;
+  if (s.levels_text.empty()) s.levels_edit[0] = '\0';  // the new problem's default levels, once computed
   s.stage = t.stage;
   s.problem_stage = t.stage;
   s.cfg = t.cfg;

@@ -163,6 +163,7 @@ int main(int argc, char** argv) {
     s.shard_count = static_cast<int>(std::find(counts, counts + 3, *args.shard_gpus) - counts);
   }
   if (args.shard_policy) s.shard_policy = *args.shard_policy;
+  s.levels_text = args.levels;
   const SavedPosition* resume = interactive && saved.have_lesson && !lesson_given ? &saved : nullptr;
   // Screenshots and benchmarks are deterministic: the frame is drawn once the trace is in.
   // --bench-while-loading measures the frames drawn while the load runs instead.

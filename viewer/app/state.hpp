@@ -30,6 +30,7 @@
 #include "core/timeline_view.hpp"
 #include "pa/lessons/lesson.hpp"
 #include "pa/reference/attention.hpp"
+#include "pa/reference/multilevel_cascade.hpp"
 #include "pa/reference/sharded.hpp"
 #include "pa/core/problem.hpp"
 #include "pa/core/event.hpp"
@@ -56,6 +57,14 @@ struct RefValues {
   static constexpr int kShardCounts[3] = {2, 4, 8};
   ShardedRef sharded[2][3];
   std::string shard_error;
+  // Multi-level cascade (the Partitions tab's "Across levels"): the levels
+  // text it was computed for (parse_cascade_levels over the problem's
+  // sequences as requests), the tables and every level's states; ml_error
+  // says why there are none.
+  std::string ml_text;
+  MultiLevelCascade ml_cascade;
+  MultiLevelRef ml;
+  std::string ml_error;
 };
 
 struct SourceFile {
@@ -102,6 +111,10 @@ struct DrawnGeometry {
   // blocks and each GPU's weight e^(lse_g - lse) (0 for an empty state).
   int shard_gpus = 0, shard_policy = -1, shard_blocks = 0;
   std::vector<double> shard_weights;
+  // Its "Across levels" as drawn: the request shown, then each level's weight
+  // e^(lse_l - lse) (0 where the request's group there is empty).
+  int level_request = -1;
+  std::vector<double> level_weights;
   // The lesson's link words as drawn (a link of several words: one entry a
   // word), and whether the link is a timeline that a click opens.
   struct LessonLink {
@@ -284,6 +297,10 @@ struct UiState {
   char open_path[512] = {};
   // The Partitions tab's "Across GPUs": ShardPolicy and an index into RefValues::kShardCounts.
   int shard_policy = 0, shard_count = 1;
+  // Its "Across levels": G:T,... per level (parse_cascade_levels); empty:
+  // default_levels_text of the problem.
+  std::string levels_text;
+  char levels_edit[128] = {};
   int memory_tab = 0;  // 0 KV cache, 1 Q & shared
   bool memory_tab_request = false;
   char open_timeline_path[512] = {};
@@ -357,6 +374,10 @@ void apply_open_step(AppState& s);
 // The reference values of s.spec, or nullptr while they are computed in the
 // background (the caller shows that; the window stays live). Never throws.
 const RefValues* reference_values(AppState& s);
+// The Partitions tab's default levels for a problem (G:T,...): all its
+// sequences share a span ending inside a page, pairs share two pages, each
+// has its own tokens.
+std::string default_levels_text(const ProblemSpec& spec);
 // The problem the Problem tab edits: the one being loaded, else the shown one.
 const ProblemSpec& edited_spec(const AppState& s);
 // The lesson marker (section and source anchor) of the current step, chosen

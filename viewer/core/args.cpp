@@ -153,6 +153,7 @@ std::string usage() {
       "                        F fit the timeline)\n"
       "  --tab T               open tab T: requests values partitions inspect kv shared lesson problem trace\n"
       "  --shards N[,P]        the Partitions tab's Across GPUs picture: N = 2, 4 or 8 GPUs, P = contiguous | round_robin\n"
+      "  --levels G:T,...      the Partitions tab's Across levels picture: a level per item, groups of G requests sharing T tokens\n"
       "  --answer ID=VALUE     type VALUE into the lesson's exercise ID and check it (repeatable)\n"
       "  --help                this text\n"
       "keys: Space play/pause, Left/Right step, Home/End, 0-8 lesson, ? help, F fit the timeline\n";
@@ -236,6 +237,12 @@ Args parse_args(const std::vector<std::string>& av) {
         if (!p) throw UsageError("--shards: policy '" + parts[1] + "' (accepted: " + kShardPolicyNamesText + ")");
         a.shard_policy = static_cast<int>(*p);
       }
+    }
+    else if (f == "--levels") {
+      a.levels = value();
+      if (a.levels.empty() || a.levels.find_first_not_of("0123456789:,") != std::string::npos)
+        throw UsageError("--levels: '" + a.levels + "' is not G:T,G:T,... (a level per item: groups of G requests "
+                         "sharing T tokens)");
     }
     else if (f == "--answer") {
       const std::string v = value();

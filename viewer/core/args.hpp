@@ -65,6 +65,8 @@ struct Args {
   // --shards N[,POLICY]: the Partitions tab's "Across GPUs" picture (N 2, 4 or 8; policy contiguous | round_robin).
   std::optional<int> shard_gpus;
   std::optional<int> shard_policy;
+  // --levels G:T,...: the Partitions tab's "Across levels" (checked against the problem when it is drawn).
+  std::string levels;
   // --answer ID=VALUE (repeatable): type VALUE into the lesson's exercise ID and check it (screenshots, tests)
   std::vector<std::pair<std::string, std::string>> answers;
   bool help = false;

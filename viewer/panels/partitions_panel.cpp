@@ -4,12 +4,15 @@
 // suffix's state merge the same way (lse form). Across GPUs (context
 // parallelism): the sequence's pages as the shard plan (pa/index/shard.hpp)
 // deals them to N GPUs, and each GPU's state flowing into the merged one.
+// Across levels (multi-level cascade): which requests share which span at
+// each level, and the shown request's level states merged in order.
 // Values from the CPU reference (pa_reference) for the loaded problem; the
 // selected thread block's partition is outlined.
 #include <imgui.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 
 #include "app/state.hpp"
@@ -142,6 +145,129 @@ void draw_shards(AppState& s, const RefValues& cache, int seq, int head, double 
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped("values from the CPU reference of the sharded computation (pa/reference/sharded.hpp); on GPUs: "
                      "pa-lab run --stage optimized --devices N");
+  ImGui::PopStyleColor();
+}
+
+// A colour per level group (groups of one level told apart; empty groups grey).
+ImU32 group_colour(int g) {
+  static const ImU32 c[6] = {IM_COL32(86, 156, 214, 255), IM_COL32(220, 150, 70, 255), IM_COL32(110, 190, 110, 255),
+                             IM_COL32(200, 100, 160, 255), IM_COL32(210, 200, 90, 255), IM_COL32(120, 200, 200, 255)};
+  return c[g % 6];
+}
+
+// The multi-level cascade over the problem's sequences as requests: who
+// shares which span at each level (a row of cells per level, a cell per
+// request, coloured by its group), and the shown request's state at every
+// level flowing into the merged one with its weight e^(lse_l - lse).
+void draw_levels(AppState& s, const RefValues& cache, int request, int head, double scale) {
+  ImGui::Separator();
+  ImGui::TextWrapped("Across levels (multi-level cascade, lesson 9): requests share spans at several levels, a "
+                     "system prompt for all, a block per group, then each request's own tokens. The GPU attends "
+                     "each group's span once for all its requests (the prefix kernel), the last level per request "
+                     "(stage 8), and folds every request's level states in order.");
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("levels");
+  ImGui::SameLine();
+  if (s.levels_edit[0] == '\0') std::snprintf(s.levels_edit, sizeof s.levels_edit, "%s", cache.ml_text.c_str());
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 16);
+  ImGui::InputText("##levels", s.levels_edit, sizeof s.levels_edit);
+  if (ImGui::IsItemDeactivatedAfterEdit()) s.levels_text = s.levels_edit;
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("G:T per level: groups of G consecutive requests (G divides the %d sequences), each group "
+                      "sharing T tokens; Enter applies. pa-lab run --stage cascade_merge --levels takes the same.",
+                      s.spec.num_seqs());
+  if (!cache.ml_error.empty()) {
+    ImGui::TextColored(ImVec4(1, 0.55f, 0.45f, 1), "%s", cache.ml_error.c_str());
+    return;
+  }
+  const MultiLevelCascade& c = cache.ml_cascade;
+  const MultiLevelRef& ml = cache.ml;
+  if (c.num_requests < 1 || ml.merged.empty()) return;
+  request = std::clamp(request, 0, c.num_requests - 1);
+  const int H = s.spec.head_size, heads = s.spec.num_heads;
+  const std::size_t row = static_cast<std::size_t>(request) * heads + std::clamp(head, 0, heads - 1);
+  s.drawn.level_request = request;
+  s.drawn.level_weights.clear();
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float fs = ImGui::GetFontSize(), W = ImGui::GetContentRegionAvail().x;
+  // Membership: level rows x request cells.
+  const float label_w = fs * 5.5f;
+  const float cell = std::clamp((W - label_w) / c.num_requests, 3.0f, fs * 1.6f);
+  const ImVec2 g0 = ImGui::GetCursorScreenPos();
+  ImGui::InvisibleButton("##levelmap", ImVec2(W, c.num_levels() * (cell + 2)));
+  const bool hovered = ImGui::IsItemHovered();
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  for (int l = 0; l < c.num_levels(); ++l) {
+    const float y = g0.y + l * (cell + 2);
+    char t[32];
+    std::snprintf(t, sizeof t, "level %d", l);
+    dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(g0.x, y + (cell - s.fonts.small->FontSize) * 0.5f),
+                IM_COL32(200, 204, 215, 255), t);
+    for (int r = 0; r < c.num_requests; ++r) {
+      const int g = c.levels[l].group_of[r], tokens = c.tokens(l, r);
+      const ImVec2 tl(g0.x + label_w + r * cell, y), br(tl.x + cell - 1, y + cell);
+      dl->AddRectFilled(tl, br, tokens > 0 ? group_colour(g) : IM_COL32(70, 74, 84, 255));
+      if (r == request) dl->AddRect(ImVec2(tl.x - 1, tl.y - 1), ImVec2(br.x + 1, br.y + 1), IM_COL32(255, 255, 255, 255), 0, 0, 2);
+      if (hovered && mouse.x >= tl.x && mouse.x < tl.x + cell && mouse.y >= tl.y && mouse.y < tl.y + cell) {
+        int members = 0;
+        for (int q : c.levels[l].group_of) members += q == g ? 1 : 0;
+        ImGui::SetTooltip("level %d, request %d: group %d, read by %d request%s\n%d tokens in %d pages%s", l, r, g,
+                          members, members == 1 ? "" : "s", tokens, c.table(l).num_pages(g),
+                          tokens > 0 && tokens % c.page_size != 0 ? " (the last one partly filled)" : "");
+      }
+    }
+  }
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("a cell per request (column %d, outlined: the shown sequence), coloured by its group; grey: "
+                     "no tokens there", request);
+  ImGui::PopStyleColor();
+  // The request's states, level by level, into the merged state.
+  const float bw = std::min(W * 0.42f, fs * 15), bh = fs * 2.6f, gap = 6;
+  const ImVec2 c0 = ImGui::GetCursorScreenPos();
+  const float total_h = c.num_levels() * (bh + gap);
+  ImGui::Dummy(ImVec2(W, total_h));
+  const AttentionState& merged = ml.merged[row];
+  const ImVec2 mt(c0.x + W - bw, c0.y + total_h * 0.5f - bh * 0.5f);
+  for (int l = 0; l < c.num_levels(); ++l) {
+    const AttentionState& st = ml.levels[l][row];
+    const int g = c.levels[l].group_of[request], tokens = c.tokens(l, request);
+    int members = 0;
+    for (int q : c.levels[l].group_of) members += q == g ? 1 : 0;
+    const ImVec2 tl(c0.x, c0.y + l * (bh + gap));
+    const bool empty = st.empty();
+    const double w = empty ? 0.0 : std::exp(st.lse - merged.lse);
+    s.drawn.level_weights.push_back(w);
+    dl->AddRectFilled(tl, ImVec2(tl.x + bw, tl.y + bh), IM_COL32(40, 46, 60, 255), 4);
+    dl->AddRectFilled(tl, ImVec2(tl.x + fs * 0.5f, tl.y + bh), empty ? IM_COL32(70, 74, 84, 255) : group_colour(g), 4,
+                      ImDrawFlags_RoundCornersLeft);
+    char t[160];
+    if (empty)
+      std::snprintf(t, sizeof t, "level %d: group %d, no tokens", l, g);
+    else
+      std::snprintf(t, sizeof t, "level %d: %d tokens, %d reader%s  lse %.3f  w %.2f", l, tokens, members,
+                    members == 1 ? "" : "s", st.lse, w);
+    dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(tl.x + fs * 0.8f, tl.y + 2), IM_COL32(225, 228, 238, 255), t);
+    if (!empty)
+      strip(dl, ImVec2(tl.x + fs * 0.8f, tl.y + fs * 1.3f), bw - fs * 1.1f, fs * 0.9f, st.out.data(), H, scale);
+    else
+      dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(tl.x + fs * 0.8f, tl.y + fs * 1.3f),
+                  IM_COL32(150, 155, 170, 255), "empty state (0, -inf): weight 0");
+    if (w > 0) {
+      const ImVec2 a(tl.x + bw, tl.y + bh * 0.5f), b(mt.x, mt.y + bh * 0.5f);
+      dl->AddBezierCubic(a, ImVec2(a.x + fs * 3, a.y), ImVec2(b.x - fs * 3, b.y), b, group_colour(g),
+                         1.0f + 10.0f * static_cast<float>(w));
+    }
+  }
+  dl->AddRectFilled(mt, ImVec2(mt.x + bw, mt.y + bh), IM_COL32(45, 62, 52, 255), 4);
+  char t[96];
+  std::snprintf(t, sizeof t, "request %d: %d tokens  lse %.3f", request, c.context_len(request), merged.lse);
+  dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(mt.x + 5, mt.y + 2), IM_COL32(225, 238, 228, 255), t);
+  if (!merged.out.empty()) strip(dl, ImVec2(mt.x + 5, mt.y + fs * 1.3f), bw - 10, fs * 0.9f, merged.out.data(), H, scale);
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("values from the CPU reference (ref_multilevel_cascade: pages of their own, the problem's "
+                     "heads and dtype, no ALiBi); on a GPU: pa-lab run --stage cascade_merge --seqs %d --levels %s",
+                     c.num_requests, cache.ml_text.c_str());
   ImGui::PopStyleColor();
 }
 
@@ -297,6 +423,7 @@ void draw_partitions_panel(AppState& s) {
     ImGui::TextDisabled("cascade: set a shared prefix (Problem tab) to see the prefix/suffix merge");
   }
   draw_shards(s, cache, seq, head, scale);
+  draw_levels(s, cache, seq, head, scale);
 }
 
 }  // namespace pa::viewer

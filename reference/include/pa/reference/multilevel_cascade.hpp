@@ -28,6 +28,7 @@
 // - make_cascade_problem: a cascade from a ProblemSpec and per-level group
 //   sizes and token counts, with its queries, pool and flat equivalent.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "pa/core/multilevel_cascade.hpp"
@@ -83,6 +84,12 @@ struct CascadeLevelSpec {
   // std::invalid_argument unless group_size >= 1 divides num_requests >= 1.
   static CascadeLevelSpec uniform(int num_requests, int group_size, int tokens);
 };
+
+// "G:T,G:T,...": one uniform level per item over num_requests requests,
+// groups of G consecutive requests (G dividing num_requests) each sharing T
+// >= 0 tokens; at most 8 items (pa-lab run --levels, the viewer's levels).
+// Throws std::invalid_argument naming the text, the item and what is accepted.
+std::vector<CascadeLevelSpec> parse_cascade_levels(const std::string& text, int num_requests);
 
 struct CascadeProblem {
   PagedProblem queries;       // Q: sequence r = request r (one token each: its pool is never read)
