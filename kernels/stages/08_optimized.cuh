@@ -100,13 +100,15 @@ __device__ __forceinline__ bool opt_prologue(const OptParams& p, OptCta<Cfg>& c,
   // The sequence's row of the page table: its first entry and how many
   // entries it has. Padded: row seq of [seqs, max_blocks_per_seq], known
   // without a load. CSR: indices[indptr[seq] .. indptr[seq + 1]), one
-  // dependent load before the window. (Traces record padded tables only.)
+  // dependent load before the window.
   const bool csr = p.kv_indptr != nullptr;
   std::int64_t row;
   int row_len;
   if (csr) {
     row = __ldg(p.kv_indptr + seq);
     row_len = __ldg(p.kv_indptr + seq + 1) - row;
+    PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::kv_indptr).at(seq * 4, 4));
+    PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::kv_indptr).at((seq + 1) * 4, 4));
   } else {
     row = p.btg.offset(seq, 0);
     row_len = p.btg.max_blocks_per_seq;
@@ -129,6 +131,8 @@ __device__ __forceinline__ bool opt_prologue(const OptParams& p, OptCta<Cfg>& c,
   if (!csr)
     PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::context_lens)
                          .at(context_len_offset(seq) * 4, 4));
+  else if (row_len > 0)
+    PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::kv_last_page_len).at(seq * 4, 4));
   const int nblocks = ceil_div(ctx, BS);
   if (ctx <= 0) {
     // No token to attend: a cascade suffix with none past the prefix gets
@@ -233,6 +237,8 @@ __device__ __forceinline__ void opt_pipeline_issue(const OptParams& p, const Opt
     // The sequence's table row again (opt_prologue; a CSR row start comes
     // from L1), rather than one more register held through the loop.
     const std::int64_t row = p.kv_indptr != nullptr ? __ldg(p.kv_indptr + seq) : p.btg.offset(seq, 0);
+    if (p.kv_indptr != nullptr)
+      PA_TRACE(tracer, ev(tc, Step::block_table_load, Op::global_load, Tensor::kv_indptr).it(j).at(seq * 4, 4));
     auto table_index = [&](int lb) { return row + p.first_block + lb; };
     const int lb = Cfg::step_block(blk_begin, warp, j + lane / BPS, lane % BPS);
     tbl = lb < blk_end ? __ldg(p.block_tables + table_index(lb)) : 0;

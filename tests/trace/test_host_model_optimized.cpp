@@ -384,12 +384,57 @@ TEST_CASE("traces refuse the layouts and tables a stage does not read", "[trace]
   }
   CHECK(kv_cache_refusal(s, Stage::optimized).empty());
   s.page_table = PageTableForm::csr;
-  CHECK_THAT(kv_cache_refusal(s, Stage::optimized), Catch::Matchers::ContainsSubstring("padded block tables only"));
-  CHECK_THROWS_WITH(model_events(s, Stage::optimized, {}), Catch::Matchers::ContainsSubstring("CSR"));
+  CHECK(kv_cache_refusal(s, Stage::optimized).empty());
   // A token-row cache holds 16-bit elements only: the problem itself is refused.
   ProblemSpec f = opt_spec(DType::f32, 128, 16, {40}, 4, 2);
   f.kv_layout = KvLayout::hnd;
   CHECK_THROWS_WITH(f.validate(), Catch::Matchers::ContainsSubstring("kv_layout hnd with dtype fp32"));
+}
+
+TEST_CASE("stage 8 model: a CSR table's loads (row bounds, indices, last page) replace the padded row's",
+          "[trace][model][optimized][layouts]") {
+  // Three sequences (40, 100 and 3000 tokens: 3, 7 and 188 pages of 16), one
+  // split each: sequence 2's warps (47 blocks each) reload its row start at step 32.
+  ProblemSpec s = opt_spec(DType::f16, 128, 16, {40, 100, 3000}, 4, 2);
+  ModelOptions o;
+  o.optimized.force_splits = 1;
+  const Selection sel{{{0, 0, 0}, {1, 2, 0}, {2, 0, 0}}};  // a CTA of each sequence
+  const std::vector<Event> padded = model_events(s, Stage::optimized, sel, o);
+  s.page_table = PageTableForm::csr;
+  const std::vector<Event> csr = model_events(s, Stage::optimized, sel, o);
+  std::size_t indptr = 0, last = 0, ctx = 0, tables = 0, reloads = 0;
+  for (const Event& e : csr) {
+    if (e.tensor == Tensor::context_lens) ++ctx;
+    if (e.tensor == Tensor::kv_last_page_len) {
+      CHECK(e.byte_offset == e.seq * 4);
+      ++last;
+    }
+    if (e.tensor == Tensor::kv_indptr) {
+      CHECK((e.byte_offset == e.seq * 4 || e.byte_offset == (e.seq + 1) * 4));
+      if (e.iter > 0) ++reloads;
+      ++indptr;
+    }
+    if (e.tensor == Tensor::block_table) {
+      // The indices: sequence s's row starts after the pages of the earlier ones.
+      const int row = e.seq == 0 ? 0 : e.seq == 1 ? 3 : 10;
+      CHECK(e.byte_offset == (row + e.logical_block) * 4);
+      ++tables;
+    }
+  }
+  CHECK(ctx == 0);
+  CHECK(last > 0);
+  CHECK(reloads > 0);
+  CHECK(tables > 0);
+  // The same copies and arithmetic: only the table's loads differ.
+  std::size_t padded_tables = 0, padded_ctx = 0;
+  for (const Event& e : padded) {
+    padded_tables += e.tensor == Tensor::block_table;
+    padded_ctx += e.tensor == Tensor::context_lens;
+  }
+  CHECK(last == padded_ctx);  // one last-page load where the padded form loads the length
+  // A CSR row's window ends at its pages, a padded one at max_blocks_per_seq.
+  CHECK(tables < padded_tables);
+  CHECK(csr.size() == padded.size() + indptr - (padded_tables - tables));
 }
 
 TEST_CASE("stage 8 model: plan, selection errors, trace file round trip", "[trace][model][optimized]") {

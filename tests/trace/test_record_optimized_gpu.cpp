@@ -38,6 +38,7 @@ struct Case {
   std::vector<BlockId> sel;   // empty: every CTA of the grid (at most 16)
   KvDType kv = KvDType::same;
   KvLayout layout = KvLayout::vllm;
+  PageTableForm table = PageTableForm::padded;
 };
 
 }  // namespace
@@ -71,6 +72,12 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
        KvLayout::nhd},
       {DType::f16, 128, 16, {100}, 8, 2, 0, {}, KvDType::same, KvLayout::hnd},
       {DType::bf16, 64, 32, {300, 17}, 16, 1, 3, {}, KvDType::same, KvLayout::hnd},
+      // CSR page tables: the row bounds, the indices and the last page's
+      // length. vLLM's layout, ragged, 4 splits; HND with one split over 188
+      // blocks (47 per warp), so the warps reload their row start at step 32.
+      {DType::f16, 128, 16, {600, 1, 37}, 8, 2, 4, {{0, 5, 0}, {0, 5, 3}, {1, 0, 0}, {2, 4, 0}}, KvDType::same,
+       KvLayout::vllm, PageTableForm::csr},
+      {DType::bf16, 128, 16, {3000, 40}, 8, 2, 1, {}, KvDType::same, KvLayout::hnd, PageTableForm::csr},
   };
   std::size_t compared = 0;
   for (const Case& c : cases) {
@@ -85,7 +92,9 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
     s.alibi = (&c - cases) % 2 == 1;  // every other case with ALiBi (its slope loads and biased logits)
     s.kv_dtype = c.kv;
     s.kv_layout = c.layout;
-    INFO(s.describe() << " layout " << kv_layout_name(c.layout) << " force_splits " << c.force_splits);
+    s.page_table = c.table;
+    INFO(s.describe() << " layout " << kv_layout_name(c.layout) << " table " << page_table_name(c.table)
+                      << " force_splits " << c.force_splits);
     REQUIRE(can_record(Stage::optimized, s));
     const PagedProblem p = make_problem(s);
     Selection sel{c.sel};

@@ -68,7 +68,7 @@ TEST_CASE("enum names round trip", "[trace][event]") {
     REQUIRE(step_from_string(to_string(s)) == s);
   }
   for (int v = 0; v <= static_cast<int>(Op::atomic); ++v) REQUIRE(op_from_string(to_string(Op(v))) == Op(v));
-  for (int v = 0; v <= static_cast<int>(Tensor::alibi_slopes); ++v)
+  for (int v = 0; v <= static_cast<int>(Tensor::kv_last_page_len); ++v)
     REQUIRE(tensor_from_string(to_string(Tensor(v))) == Tensor(v));
   CHECK(std::string(to_string(Stage::qk)) == "qk");
   CHECK(std::string(to_string(Step::k_load)) == "k_load");

@@ -161,10 +161,6 @@ std::string kv_cache_refusal(const ProblemSpec& spec, Stage stage) {
       return std::string("stage ") + std::to_string(static_cast<int>(stage)) + " (" + to_string(stage) +
              ") reads vLLM's cache layout through padded block tables, not " + asked +
              " (accepted: layout vllm, page table padded; stage 8 (optimized) reads nhd and hnd caches too)";
-    if (spec.page_table == PageTableForm::csr)
-      return "a stage 8 trace records padded block tables only: the loads of a CSR table's indptr and "
-             "last-page lengths have no trace events yet (accepted: page table padded, with layout vllm, nhd or "
-             "hnd; pa-lab run --stage optimized --page-table csr runs the CSR kernel)";
   }
   if (!is_fp8(spec.kv_dtype)) return {};
   if (stage == Stage::cascade_merge)

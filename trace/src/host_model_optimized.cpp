@@ -47,21 +47,39 @@ struct OptModel : BlockModel {
   // K and V copies follow it, and Cfg is the matching instance.
   KvLayoutGeometry kv{p.spec.kv_layout, p.cache};
 
+  // The page table as the kernel reads it: padded rows, or CSR (the same
+  // pages: csr_from_block_tables, what DeviceInputs uploads), whose row of
+  // sequence s starts after the pages of sequences 0 .. s-1.
+  bool csr = p.spec.page_table == PageTableForm::csr;
   int table(int lb) const { return p.block_tables[p.table.offset(c.seq, lb)]; }
-  std::int64_t table_byte(int lb) const { return p.table.offset(c.seq, lb) * 4; }
+  std::int64_t csr_row() const {
+    std::int64_t row = 0;
+    for (int s = 0; s < c.seq; ++s) row += ceil_div(p.context_lens[s], BS);
+    return row;
+  }
+  std::int64_t table_byte(int lb) const { return (csr ? csr_row() + lb : p.table.offset(c.seq, lb)) * 4; }
 
-  // Prologue: the first block-table window, then the context length.
-  // Returns false for a split with no work (the CTA returns).
+  // Prologue: a CSR row's bounds, the first block-table window, then the
+  // context length (CSR: the last page's length). Returns false for a split
+  // with no work (the CTA returns).
   bool prologue() {
+    const int row_len = csr ? nblocks : p.max_blocks_per_seq;
     for (int tid = 0; tid < kThreads; ++tid) {
       const int warp = tid / kWarpSize, lane = tid % kWarpSize;
+      if (csr) {
+        em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::kv_indptr).at(c.seq * 4, 4));
+        em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::kv_indptr).at((c.seq + 1) * 4, 4));
+      }
       const int lb = Cfg::step_block(blk_begin, warp, lane / BPS, lane % BPS);
-      if (lb < p.max_blocks_per_seq) {
+      if (lb < row_len) {
         em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::block_table)
                            .it(0).blk(lb, table(lb)).at(table_byte(lb), 4));
       }
-      em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::context_lens)
-                         .at(context_len_offset(c.seq) * 4, 4));
+      if (!csr)
+        em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::context_lens)
+                           .at(context_len_offset(c.seq) * 4, 4));
+      else if (row_len > 0)
+        em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::kv_last_page_len).at(c.seq * 4, 4));
     }
     return blk_begin < nblocks;
   }
@@ -97,6 +115,7 @@ struct OptModel : BlockModel {
   void issue(int tid, int j) {
     const int warp = tid / kWarpSize, lane = tid % kWarpSize;
     if (j > 0 && j % Cfg::kStepsPerTable == 0) {
+      if (csr) em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::kv_indptr).it(j).at(c.seq * 4, 4));
       const int lb = Cfg::table_block(blk_begin, warp, j, lane);
       if (lb < blk_end) {
         em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::block_table)

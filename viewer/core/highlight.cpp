@@ -211,6 +211,8 @@ Rgba tensor_color(trace::Tensor t) {
     case trace::Tensor::workspace: return {0.85f, 0.60f, 0.35f, 1};
     case trace::Tensor::counter: return {0.95f, 0.35f, 0.35f, 1};
     case trace::Tensor::alibi_slopes: return {0.95f, 0.85f, 0.45f, 1};
+    // A CSR table's row bounds and last-page lengths: beside the block table's.
+    case trace::Tensor::kv_indptr: case trace::Tensor::kv_last_page_len: return {0.70f, 0.80f, 0.95f, 1};
     default: return {0.7f, 0.7f, 0.75f, 1};
   }
 }
@@ -276,6 +278,7 @@ bool is_global_buffer(trace::Tensor t) {
     case trace::Tensor::stage_out: case trace::Tensor::workspace: case trace::Tensor::counter:
     case trace::Tensor::context_lens: case trace::Tensor::prefix_out: case trace::Tensor::prefix_lse:
     case trace::Tensor::suffix_out: case trace::Tensor::suffix_lse: case trace::Tensor::alibi_slopes:
+    case trace::Tensor::kv_indptr: case trace::Tensor::kv_last_page_len:
       return true;
     default:
       return false;

@@ -120,7 +120,16 @@ void draw_layout_choice(AppState& s, ProblemSpec& sp, float w, bool& changed) {
                       "V [block][kv head][dim][token], two tensors. nhd: one tensor [page][K, V][token][kv head][dim];\n"
                       "hnd: [page][K, V][kv head][token][dim] (FlashInfer, SGLang): each token's dims contiguous.\n"
                       "Stage 8 (optimized) reads all three; the KV panel draws the chosen one.");
-  if (sp.kv_layout != pa::KvLayout::vllm) {
+  ImGui::SetNextItemWidth(w);
+  cache_choice_combo("page table", sp.page_table, kAllPageTableForms, page_table_name, [&](pa::PageTableForm f) {
+    if (f == pa::PageTableForm::padded) return std::string();
+    return cache_choice_refusal(s, sp, "page_table", [f](ProblemSpec& p) { p.page_table = f; });
+  }, changed);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("How a sequence's pages are found. padded: block_tables [seq][max blocks], the context length\n"
+                      "beside it. csr: the pages of every sequence back to back (indices), kv_indptr[seq] where\n"
+                      "a row starts, kv_last_page_len[seq] the tokens of its last page. Stage 8 reads both.");
+  if (sp.kv_layout != pa::KvLayout::vllm || sp.page_table != pa::PageTableForm::padded) {
     if (const std::string why = kv_cache_refusal(sp, s.problem_stage); !why.empty()) {
       ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1.0f, 0.45f, 0.4f, 1));
       ImGui::TextWrapped("%s", why.c_str());
@@ -289,6 +298,10 @@ void draw_config_panel(AppState& s) {
                                                  : std::string(kv_dtype_name(c.kv_dtype)) + " (" + dtype_name(c.dtype) + ")";
     text_row("KV cache dtype", cache.c_str(),
              "the element type K and V are stored in (auto: the query's dtype)");
+    text_row("page table", page_table_name(s.spec.page_table),
+             s.spec.page_table == pa::PageTableForm::padded
+                 ? "block_tables [seq][max blocks] and context_lens [seq]"
+                 : "CSR: indices (every row back to back), kv_indptr [seqs + 1], kv_last_page_len [seqs]");
     text_row("KV layout", kv_layout_name(c.kv_layout),
              c.kv_layout == pa::KvLayout::vllm ? "K [block][kv head][dim/x][token][x], V [block][kv head][dim][token]"
              : c.kv_layout == pa::KvLayout::nhd ? "one tensor [page][K, V][token][kv head][dim]: a token's dims contiguous"

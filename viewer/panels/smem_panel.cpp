@@ -330,6 +330,8 @@ void draw_smem_panel(AppState& s) {
       case trace::Tensor::suffix_out: b.what = "cascade: the suffix's state, output"; break;
       case trace::Tensor::suffix_lse: b.what = "cascade: the suffix's state, log-sum-exp"; break;
       case trace::Tensor::alibi_slopes: b.what = "ALiBi: one slope per query head (float)"; break;
+      case trace::Tensor::kv_indptr: b.what = "CSR page table: where each sequence's row of pages starts (int)"; break;
+      case trace::Tensor::kv_last_page_len: b.what = "CSR page table: tokens in each sequence's last page (int)"; break;
       default: b.what = "global"; break;
     }
     b.bytes = static_cast<int>(std::min<std::int64_t>(x.end - b.base, 1 << 20));

@@ -101,6 +101,8 @@ const char* to_string(Tensor t) {
     case Tensor::suffix_out: return "suffix_out";
     case Tensor::suffix_lse: return "suffix_lse";
     case Tensor::alibi_slopes: return "alibi_slopes";
+    case Tensor::kv_indptr: return "kv_indptr";
+    case Tensor::kv_last_page_len: return "kv_last_page_len";
   }
   return "invalid_tensor";
 }
@@ -111,7 +113,7 @@ bool is_valid(Stage s) {
 }
 bool is_valid(Step s) { return static_cast<unsigned>(s) < static_cast<unsigned>(Step::count_); }
 bool is_valid(Op o) { return static_cast<unsigned>(o) <= static_cast<unsigned>(Op::atomic); }
-bool is_valid(Tensor t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(Tensor::alibi_slopes); }
+bool is_valid(Tensor t) { return static_cast<unsigned>(t) <= static_cast<unsigned>(Tensor::kv_last_page_len); }
 
 const char* to_string(KernelRole k) {
   switch (k) {
@@ -178,7 +180,7 @@ std::optional<Op> op_from_string(std::string_view name) {
   return parse_enum<Op>(name, 0, static_cast<unsigned>(Op::atomic));
 }
 std::optional<Tensor> tensor_from_string(std::string_view name) {
-  return parse_enum<Tensor>(name, 0, static_cast<unsigned>(Tensor::alibi_slopes));
+  return parse_enum<Tensor>(name, 0, static_cast<unsigned>(Tensor::kv_last_page_len));
 }
 std::optional<KernelRole> kernel_role_from_string(std::string_view name) {
   return parse_enum<KernelRole>(name, 0, static_cast<unsigned>(KernelRole::count_) - 1);

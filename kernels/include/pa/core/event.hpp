@@ -70,7 +70,10 @@ enum class Tensor : std::uint8_t {
   // In a cascade trace state_out / state_lse are not used for them: state_lse
   // is the merged lse output.
   prefix_out, prefix_lse, suffix_out, suffix_lse,
-  alibi_slopes  // [num_heads] float, ALiBi's slope per query head
+  alibi_slopes,  // [num_heads] float, ALiBi's slope per query head
+  // A CSR page table's row starts [num_seqs + 1] and last-page lengths
+  // [num_seqs] (int32; its indices are block_table's events).
+  kv_indptr, kv_last_page_len
 };
 
 struct Event {
