@@ -77,7 +77,7 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
       // blocks (47 per warp), so the warps reload their row start at step 32.
       {DType::f16, 128, 16, {600, 1, 37}, 8, 2, 4, {{0, 5, 0}, {0, 5, 3}, {1, 0, 0}, {2, 4, 0}}, KvDType::same,
        KvLayout::vllm, PageTableForm::csr},
-      {DType::bf16, 128, 16, {3000, 40}, 8, 2, 1, {}, KvDType::same, KvLayout::hnd, PageTableForm::csr},
+      {DType::f16, 128, 16, {3000, 40}, 8, 2, 1, {}, KvDType::same, KvLayout::hnd, PageTableForm::csr},
   };
   std::size_t compared = 0;
   for (const Case& c : cases) {
