@@ -58,7 +58,7 @@ constexpr const char* kTensorNames[] = {
     "none",       "q",         "k_cache",    "v_cache",    "block_table", "context_lens", "q_smem",  "logits",
     "red_scratch", "out_scratch", "output",   "part_out",   "part_max",    "part_sum",     "state_out", "state_lse",
     "stage_out",  "kv_smem",   "workspace",  "counter",    "prefix_out",  "prefix_lse",   "suffix_out", "suffix_lse",
-    "alibi_slopes"};
+    "alibi_slopes", "kv_indptr", "kv_last_page_len"};
 constexpr const char* kAskNames[] = {"sectors", "wavefronts", "lane",    "warp",    "byte_offset",
                                      "physical_block", "token", "dim", "threads", "events"};
 static_assert(std::size(kAskNames) == static_cast<std::size_t>(kNumExerciseAsks),

@@ -103,7 +103,8 @@ const std::vector<BadFlag>& cases() {
       {Tool::lab, "trace --stage qk --layout foo", {"--layout", "'foo'", "accepted: vllm, nhd, hnd"}},
       {Tool::lab, "trace --stage qk --page-table x", {"--page-table", "'x'", "accepted: padded, csr"}},
       {Tool::lab, "trace --stage qk --layout hnd", {"--layout hnd", "stage 2 (qk)", "accepted: layout vllm, page table padded"}},
-      {Tool::lab, "trace --stage optimized --page-table csr", {"--page-table csr", "padded block tables only"}},
+      {Tool::lab, "trace --stage v2_partition --page-table csr",
+       {"--page-table csr", "stage 6 (v2_partition)", "accepted: layout vllm, page table padded"}},
       {Tool::viewer, "--layout foo", {"--layout", "'foo'", "accepted: vllm, nhd, hnd"}},
       {Tool::lab, "list --bogus 1", {"--bogus", "unknown option"}},
       // pa-bench

@@ -123,7 +123,7 @@ TEST_CASE("pa-lab run --devices refuses another cache form (context parallelism 
   CHECK(has(out, "accepted with --devices: --layout vllm, --page-table padded"));
 }
 
-TEST_CASE("pa-lab trace: stage 8 over every layout, padded tables; the rest refused before any file",
+TEST_CASE("pa-lab trace: stage 8 over every layout and page table; the rest refused before any file",
           "[cli][layout]") {
   const fs::path dir = fs::temp_directory_path() / "pa_cli_cache_form";
   fs::create_directories(dir);
@@ -137,10 +137,9 @@ TEST_CASE("pa-lab trace: stage 8 over every layout, padded tables; the rest refu
        {Refused{"--stage qk --layout hnd",
                 "option --layout hnd: stage 2 (qk) reads vLLM's cache layout through padded block tables, not "
                 "layout hnd with padded page tables"},
-        Refused{"--stage optimized --page-table csr",
-                "option --page-table csr: a stage 8 trace records padded block tables only"},
-        Refused{"--stage optimized --layout hnd --page-table csr",
-                "options --layout hnd --page-table csr: a stage 8 trace records padded block tables only"}}) {
+        Refused{"--stage warp_reduce --page-table csr",
+                "option --page-table csr: stage 5 (warp_reduce) reads vLLM's cache layout through padded block "
+                "tables, not layout vllm with csr page tables"}}) {
     const std::string args = std::string("trace ") + r.flags + " --source model " + kSmall + " -o " + file;
     std::string out;
     const int rc = lab(args, out);
@@ -150,10 +149,10 @@ TEST_CASE("pa-lab trace: stage 8 over every layout, padded tables; the rest refu
     CHECK(has(out, "pa-lab run --stage optimized"));
     CHECK_FALSE(fs::exists(file));
   }
-  // Stage 8 over nhd and hnd: a trace whose header keeps the layout.
+  // Stage 8 over nhd and hnd, and over a CSR table: a trace whose header keeps the form.
   int traced = 0;
-  for (const char* l : {"nhd", "hnd"}) {
-    const std::string args = std::string("trace --stage optimized --layout ") + l + " --source model " + kSmall +
+  for (const char* l : {"--layout nhd", "--layout hnd", "--page-table csr", "--layout hnd --page-table csr"}) {
+    const std::string args = std::string("trace --stage optimized ") + l + " --source model " + kSmall +
                              " -o " + file;
     std::string out;
     const int rc = lab(args, out);
@@ -164,7 +163,7 @@ TEST_CASE("pa-lab trace: stage 8 over every layout, padded tables; the rest refu
     fs::remove(file);
     ++traced;
   }
-  CHECK(traced == 2);
+  CHECK(traced == 4);
   // The default form given explicitly: the same trace as without the flags.
   std::string first_lines[2];
   int i = 0;

@@ -76,7 +76,7 @@ TEST_CASE("enum names round trip", "[trace][event]") {
   CHECK_FALSE(is_valid(static_cast<Stage>(0)));
   CHECK_FALSE(is_valid(static_cast<Step>(Step::count_)));
   CHECK_FALSE(is_valid(static_cast<Op>(10)));
-  CHECK_FALSE(is_valid(static_cast<Tensor>(25)));
+  CHECK_FALSE(is_valid(static_cast<Tensor>(27)));
 }
 
 TEST_CASE("timeline enum names round trip", "[trace][timeline]") {
@@ -252,7 +252,7 @@ TEST_CASE("foreign and corrupt files give clear errors", "[trace][file][corrupt]
     const Case cases[] = {
         {0, 1, 0, "stage value 0"},       {0, 1, 9, "stage value 9"},
         {1, 1, 27, "step value 27"},      {1, 1, 255, "step value 255"},
-        {2, 1, 10, "op value 10"},        {3, 1, 25, "tensor value 25"},
+        {2, 1, 10, "op value 10"},        {3, 1, 27, "tensor value 27"},
         {4, 2, 4, "warp"},                {6, 2, 32, "lane"},
         {8, 4, 2, "seq"},                 {8, 4, 0xffffffff, "seq"},
         {12, 4, 4, "head"},               {16, 4, 1, "partition"},

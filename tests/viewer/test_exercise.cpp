@@ -285,7 +285,7 @@ TEST_CASE("the lesson parser's op and tensor names are pa::trace's", "[viewer][e
   for (int i = 0; trace::is_valid(static_cast<Tensor>(i)); ++i, ++tensors)
     CHECK(std::string(lesson::tensor_name(static_cast<Tensor>(i))) == trace::to_string(static_cast<Tensor>(i)));
   CHECK(ops == 10);
-  CHECK(tensors == 25);
+  CHECK(tensors == 27);
   CHECK(std::string(lesson::op_name(static_cast<Op>(ops))) == "?");
   CHECK(std::string(lesson::tensor_name(static_cast<Tensor>(tensors))) == "?");
 }
