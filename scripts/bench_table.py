@@ -272,13 +272,14 @@ def multilevel_table(data, src):
     """The multi-level cascade benchmark (pa-bench --multilevel): each variant's
     time and the floor it is measured against, per dtype."""
     floor = data["rows"][0]["distinct_kv_bytes"] if data["rows"] else 0
-    head = (f"Multi-level cascade, {data['requests']} requests x {data['heads']} query heads "
-            f"({data['kv_heads']} KV heads) of {data['head_size']}, pages of {data['block_size']}: "
-            f"{data['levels']}. Measured on one {data['gpu']} ({src}; copy {data['copy_gbps']:.0f} GB/s in that run, "
-            f"median of {data['iters']} timings, {data['spin_us']} us busy-wait before each, "
-            f"{data['sets']} sets of pages used in turn). The floor reads every distinct KV byte once "
-            f"({floor / 1e9:.2f} GB) at the copy bandwidth; \"% of floor\" = floor time / time.\n")
-    lines = [head, "| dtype | kernels | time (us) | % of floor | KV read (GB) | shared levels alone (us) | "
+    head = (f"Multi-level cascade, measured on **{data['gpu']}** ({data['sm_count']} SMs) by `pa-bench --multilevel`; "
+            f"raw data: `{src}`. Copy bandwidth in the same run: **{data['copy_gbps']:.0f} GB/s**. "
+            f"{data['requests']} requests x {data['heads']} query heads ({data['kv_heads']} KV heads) of "
+            f"{data['head_size']}, pages of {data['block_size']}: {data['levels']}. Medians of {data['iters']} "
+            f"timings, a {data['spin_us']} us busy-wait before each, {data['sets']} sets of pages used in turn. "
+            f"The floor reads every distinct KV byte once ({floor / 1e9:.2f} GB) at the copy bandwidth; "
+            f"\"% of floor\" = floor time / time.\n")
+    lines = [head, "| dtype | kernels | time (us) | % of floor | KV asked for (GB; a shared page once per reader) | shared levels alone (us) | "
              "last level alone (us) |", "|---|---|---|---|---|---|---|"]
     errors = []
     for r in data["rows"]:

@@ -329,7 +329,7 @@ Unit field_unit(const std::string& field) {
   if (ends("_us")) return {"time", -6};
   if (ends("_ms")) return {"time", -3};
   if (ends("gbps")) return {"bandwidth", 0};
-  if (field == "pct_copy" || ends("_pct")) return {"percent", 0};
+  if (field.rfind("pct_", 0) == 0 || ends("_pct")) return {"percent", 0};  // pct_copy, pct_floor
   if (field == "speedup") return {"ratio", 0};
   if (ends("bytes") || ends("_bytes_each_way")) return {"bytes", 0};
   return {"count", 0};
