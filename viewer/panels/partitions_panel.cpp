@@ -45,6 +45,35 @@ ImU32 gpu_colour(int g) {
   return c[g % kMaxShards];
 }
 
+// One state of a merge drawn as a box at tl (a colour tab, `label`, its
+// output strip, or a note that it is the empty state) and its flow into the
+// merged box at mt, as thick as its weight w; and the merged box itself.
+void merge_input(AppState& s, ImDrawList* dl, ImVec2 tl, ImVec2 mt, float bw, float bh, const char* label,
+                 const AttentionState& st, bool empty, double w, ImU32 colour, int H, double scale) {
+  const float fs = ImGui::GetFontSize();
+  dl->AddRectFilled(tl, ImVec2(tl.x + bw, tl.y + bh), IM_COL32(40, 46, 60, 255), 4);
+  dl->AddRectFilled(tl, ImVec2(tl.x + fs * 0.5f, tl.y + bh), colour, 4, ImDrawFlags_RoundCornersLeft);
+  dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(tl.x + fs * 0.8f, tl.y + 2), IM_COL32(225, 228, 238, 255),
+              label);
+  if (!empty && !st.out.empty())
+    strip(dl, ImVec2(tl.x + fs * 0.8f, tl.y + fs * 1.3f), bw - fs * 1.1f, fs * 0.9f, st.out.data(), H, scale);
+  else
+    dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(tl.x + fs * 0.8f, tl.y + fs * 1.3f),
+                IM_COL32(150, 155, 170, 255), "empty state (0, -inf): weight 0");
+  if (w > 0) {
+    const ImVec2 a(tl.x + bw, tl.y + bh * 0.5f), b(mt.x, mt.y + bh * 0.5f);
+    dl->AddBezierCubic(a, ImVec2(a.x + fs * 3, a.y), ImVec2(b.x - fs * 3, b.y), b, colour,
+                       1.0f + 10.0f * static_cast<float>(w));
+  }
+}
+void merged_box(AppState& s, ImDrawList* dl, ImVec2 mt, float bw, float bh, const char* label,
+                const AttentionState& merged, int H, double scale) {
+  const float fs = ImGui::GetFontSize();
+  dl->AddRectFilled(mt, ImVec2(mt.x + bw, mt.y + bh), IM_COL32(45, 62, 52, 255), 4);
+  dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(mt.x + 5, mt.y + 2), IM_COL32(225, 238, 228, 255), label);
+  if (!merged.out.empty()) strip(dl, ImVec2(mt.x + 5, mt.y + fs * 1.3f), bw - 10, fs * 0.9f, merged.out.data(), H, scale);
+}
+
 // Context parallelism for (seq, head): which GPU holds which page, and the
 // GPUs' states merged. `scale` is the output strips' colour scale.
 void draw_shards(AppState& s, const RefValues& cache, int seq, int head, double scale) {
@@ -115,8 +144,6 @@ void draw_shards(AppState& s, const RefValues& cache, int seq, int head, double 
     const AttentionState& st = sr.shards[g][row];
     const ImVec2 tl(c0.x, c0.y + g * (bh + gap));
     const bool empty = !std::isfinite(st.lse);
-    dl->AddRectFilled(tl, ImVec2(tl.x + bw, tl.y + bh), IM_COL32(40, 46, 60, 255), 4);
-    dl->AddRectFilled(tl, ImVec2(tl.x + fs * 0.5f, tl.y + bh), gpu_colour(g), 4, ImDrawFlags_RoundCornersLeft);
     const double w = empty ? 0.0 : std::exp(st.lse - merged.lse);
     s.drawn.shard_weights.push_back(w);
     char t[128];
@@ -124,24 +151,11 @@ void draw_shards(AppState& s, const RefValues& cache, int seq, int head, double 
       std::snprintf(t, sizeof t, "GPU %d: none of its tokens", g);
     else
       std::snprintf(t, sizeof t, "GPU %d: %d tokens  lse %.3f  w %.2f", g, plan.shard_tokens(g), st.lse, w);
-    dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(tl.x + fs * 0.8f, tl.y + 2), IM_COL32(225, 228, 238, 255),
-                t);
-    if (!empty && !st.out.empty())
-      strip(dl, ImVec2(tl.x + fs * 0.8f, tl.y + fs * 1.3f), bw - fs * 1.1f, fs * 0.9f, st.out.data(), H, scale);
-    else
-      dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(tl.x + fs * 0.8f, tl.y + fs * 1.3f),
-                  IM_COL32(150, 155, 170, 255), "empty state (0, -inf): weight 0");
-    if (w > 0) {
-      const ImVec2 a(tl.x + bw, tl.y + bh * 0.5f), b(mt.x, mt.y + bh * 0.5f);
-      dl->AddBezierCubic(a, ImVec2(a.x + fs * 3, a.y), ImVec2(b.x - fs * 3, b.y), b, gpu_colour(g),
-                         1.0f + 10.0f * static_cast<float>(w));
-    }
+    merge_input(s, dl, tl, mt, bw, bh, t, st, empty, w, gpu_colour(g), H, scale);
   }
-  dl->AddRectFilled(mt, ImVec2(mt.x + bw, mt.y + bh), IM_COL32(45, 62, 52, 255), 4);
   char t[96];
   std::snprintf(t, sizeof t, "merged over %d GPUs  lse %.3f", n, merged.lse);
-  dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(mt.x + 5, mt.y + 2), IM_COL32(225, 238, 228, 255), t);
-  if (!merged.out.empty()) strip(dl, ImVec2(mt.x + 5, mt.y + fs * 1.3f), bw - 10, fs * 0.9f, merged.out.data(), H, scale);
+  merged_box(s, dl, mt, bw, bh, t, merged, H, scale);
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped("values from the CPU reference of the sharded computation (pa/reference/sharded.hpp); on GPUs: "
                      "pa-lab run --stage optimized --devices N");
@@ -238,32 +252,17 @@ void draw_levels(AppState& s, const RefValues& cache, int request, int head, dou
     const bool empty = st.empty();
     const double w = empty ? 0.0 : std::exp(st.lse - merged.lse);
     s.drawn.level_weights.push_back(w);
-    dl->AddRectFilled(tl, ImVec2(tl.x + bw, tl.y + bh), IM_COL32(40, 46, 60, 255), 4);
-    dl->AddRectFilled(tl, ImVec2(tl.x + fs * 0.5f, tl.y + bh), empty ? IM_COL32(70, 74, 84, 255) : group_colour(g), 4,
-                      ImDrawFlags_RoundCornersLeft);
     char t[160];
     if (empty)
       std::snprintf(t, sizeof t, "level %d: group %d, no tokens", l, g);
     else
       std::snprintf(t, sizeof t, "level %d: %d tokens, %d reader%s  lse %.3f  w %.2f", l, tokens, members,
                     members == 1 ? "" : "s", st.lse, w);
-    dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(tl.x + fs * 0.8f, tl.y + 2), IM_COL32(225, 228, 238, 255), t);
-    if (!empty)
-      strip(dl, ImVec2(tl.x + fs * 0.8f, tl.y + fs * 1.3f), bw - fs * 1.1f, fs * 0.9f, st.out.data(), H, scale);
-    else
-      dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(tl.x + fs * 0.8f, tl.y + fs * 1.3f),
-                  IM_COL32(150, 155, 170, 255), "empty state (0, -inf): weight 0");
-    if (w > 0) {
-      const ImVec2 a(tl.x + bw, tl.y + bh * 0.5f), b(mt.x, mt.y + bh * 0.5f);
-      dl->AddBezierCubic(a, ImVec2(a.x + fs * 3, a.y), ImVec2(b.x - fs * 3, b.y), b, group_colour(g),
-                         1.0f + 10.0f * static_cast<float>(w));
-    }
+    merge_input(s, dl, tl, mt, bw, bh, t, st, empty, w, empty ? IM_COL32(70, 74, 84, 255) : group_colour(g), H, scale);
   }
-  dl->AddRectFilled(mt, ImVec2(mt.x + bw, mt.y + bh), IM_COL32(45, 62, 52, 255), 4);
   char t[96];
   std::snprintf(t, sizeof t, "request %d: %d tokens  lse %.3f", request, c.context_len(request), merged.lse);
-  dl->AddText(s.fonts.small, s.fonts.small->FontSize, ImVec2(mt.x + 5, mt.y + 2), IM_COL32(225, 238, 228, 255), t);
-  if (!merged.out.empty()) strip(dl, ImVec2(mt.x + 5, mt.y + fs * 1.3f), bw - 10, fs * 0.9f, merged.out.data(), H, scale);
+  merged_box(s, dl, mt, bw, bh, t, merged, H, scale);
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped("values from the CPU reference (ref_multilevel_cascade: pages of their own, the problem's "
                      "heads and dtype, no ALiBi); on a GPU: pa-lab run --stage cascade_merge --seqs %d --levels %s",
