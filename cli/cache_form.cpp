@@ -191,8 +191,9 @@ std::string cache_form_list_text() {
   s += std::string("page tables (pa-lab run --page-table NAME; default ") + page_table_name(PageTableForm::padded) +
        "):\n";
   for (PageTableForm t : kAllPageTableForms) row(page_table_name(t), readers_text(t), table_shape(t));
-  s += std::string("traces (pa-lab trace) cover every layout a stage reads, with --page-table ") +
-       page_table_name(PageTableForm::padded) + " (CSR tables are run, not traced)\n";
+  s += "traces (pa-lab trace) cover every layout and page table a stage reads\n";
+  s += "multi-level cascade (pa-lab run --stage cascade_merge --levels G:T,...): fp16, bf16; layout vllm; shared "
+       "levels on the prefix kernel, the last on stage 8 over CSR rows\n";
   return s;
 }
 

@@ -54,8 +54,8 @@ void help_trace() {
       "                      values within the dtype's tolerance (exit 1 if different)\n"
       "  --layout L, --page-table T\n"
       "                      the cache's form (default %s): stage optimized is traced over\n"
-      "                      every layout (vllm, nhd, hnd) with padded tables; stages 1-7 over the default\n"
-      "                      only; CSR tables are run, not traced: pa-lab run --stage optimized --page-table csr\n"
+      "                      every layout (vllm, nhd, hnd) and both page tables (padded, csr: its kv_indptr\n"
+      "                      and kv_last_page_len loads are events); stages 1-7 over the default only\n"
       "                      (pa-lab list shows every form and the stages that read it)\n"
       "  -o, --output FILE   the trace file to write\n\n%s\n"
       "Recordable on the GPU in this build: %s\n",

@@ -203,7 +203,8 @@ TEST_CASE("pa-lab list shows the layouts and page tables and the stages that rea
     CHECK(has(line, r.readers));
     CHECK(has(line, r.shape));
   }
-  CHECK(has(out, "traces (pa-lab trace) cover every layout a stage reads, with --page-table padded"));
+  CHECK(has(out, "traces (pa-lab trace) cover every layout and page table a stage reads"));
+  CHECK(has(out, "multi-level cascade (pa-lab run --stage cascade_merge --levels G:T,...)"));
   // After the stages, before the configurations.
   CHECK(out.find("KV cache layouts") > out.find("8 optimized"));
 }
@@ -220,7 +221,7 @@ TEST_CASE("pa-lab run --help and trace --help document --layout and --page-table
   INFO(trace);
   CHECK(has(trace, "--layout L, --page-table T"));
   CHECK(has(trace, "stage optimized is traced over"));
-  CHECK(has(trace, "CSR tables are run, not traced"));
+  CHECK(has(trace, "both page tables (padded, csr: its kv_indptr"));
 }
 
 TEST_CASE("pa-lab run --stage optimized on hnd with CSR tables passes against the reference", "[cli][layout][gpu]") {
