@@ -202,6 +202,42 @@ class FixtureTable(unittest.TestCase):
             self.assertEqual(readme.read_text(), "no markers\n")
 
 
+class MultilevelTable(unittest.TestCase):
+    """pa-bench --multilevel's file (the committed H200 run) becomes its own table."""
+
+    FILE = ROOT / "assets" / "bench" / "nvidia-h200-multilevel.json"
+
+    def data(self):
+        return json.loads(self.FILE.read_text())
+
+    def test_each_variant_with_its_figures(self):
+        d = self.data()
+        text = bench_table.multilevel_table(d, "ml.json")
+        self.assertIn("raw data: `ml.json`", text.splitlines()[0])
+        self.assertIn(f"**{d['copy_gbps']:.0f} GB/s**", text)
+        rows = table_lines(text)[1:]  # after the header (the rule starts "|-")
+        self.assertEqual(len(rows), len(d["rows"]))
+        for r, line in zip(d["rows"], rows):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            self.assertEqual(cells[0], r["dtype"])
+            self.assertEqual(cells[1], r["variant"])
+            self.assertEqual(cells[2], f"{r['median_us']:.1f}")
+            self.assertEqual(cells[3], f"{r['pct_floor']:.1f}%")
+
+    def test_an_error_row_is_an_error_with_its_message(self):
+        d = self.data()
+        d["rows"][2]["status"] = "error: its output differs from stage 8's on the same inputs: x"
+        text = bench_table.multilevel_table(d, "ml.json")
+        self.assertIn(f"| {d['rows'][2]['dtype']} | {d['rows'][2]['variant']} | **error** |", text)
+        self.assertIn("its output differs from stage 8's", text)
+        self.assertNotIn("n/a", text)
+
+    def test_the_script_picks_the_table_by_the_files_kind(self):
+        r = subprocess.run([sys.executable, str(SCRIPT), str(self.FILE), "--print"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Multi-level cascade", r.stdout)
+
+
 class WriterSchema(unittest.TestCase):
     """The file pa-bench's writer makes (bench_json_sample) is what the script reads."""
 
