@@ -263,8 +263,6 @@ MultiLevelCascadeRun::MultiLevelCascadeRun(const StageArgs& base, const MultiLev
   m.source_seq = upload_ints(flat);
 
   if (opt.streams > 1) {
-    int least = 0, greatest = 0;
-    PA_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     for (int i = 0; i < opt.streams + 1; ++i) {  // the last one runs stage 8
       cudaStream_t s = nullptr;
       PA_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
