@@ -8,7 +8,7 @@ const char* step_summary(trace::Step s) {
     case S::q_load: return "Q vec: global memory -> registers";
     case S::q_smem_store: return "Q vec: registers -> q_vecs in shared memory, thread-group interleaved";
     case S::q_smem_load: return "Q vec: q_vecs (shared) -> registers, to meet a K vec";
-    case S::block_table_load: return "block table entry: a logical block's physical block";
+    case S::block_table_load: return "page table: a block's page, a row's length or bounds";
     case S::k_load: return "K: global memory -> registers (or shared tiles)";
     case S::qk_dot: return "a thread's partial dot product of Q and K";
     case S::qk_group_reduce: return "shuffles sum the thread group's partials: the token's logit";
