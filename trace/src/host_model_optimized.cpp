@@ -49,15 +49,12 @@ struct OptModel : BlockModel {
 
   // The page table as the kernel reads it: padded rows, or CSR (the same
   // pages: csr_from_block_tables, what DeviceInputs uploads), whose row of
-  // sequence s starts after the pages of sequences 0 .. s-1.
+  // sequence s starts after the pages of sequences 0 .. s-1 (csr_row, set
+  // once per CTA in run()).
   bool csr = p.spec.page_table == PageTableForm::csr;
+  std::int64_t csr_row = 0;
   int table(int lb) const { return p.block_tables[p.table.offset(c.seq, lb)]; }
-  std::int64_t csr_row() const {
-    std::int64_t row = 0;
-    for (int s = 0; s < c.seq; ++s) row += ceil_div(p.context_lens[s], BS);
-    return row;
-  }
-  std::int64_t table_byte(int lb) const { return (csr ? csr_row() + lb : p.table.offset(c.seq, lb)) * 4; }
+  std::int64_t table_byte(int lb) const { return (csr ? csr_row + lb : p.table.offset(c.seq, lb)) * 4; }
 
   // Prologue: a CSR row's bounds, the first block-table window, then the
   // context length (CSR: the last page's length). Returns false for a split
@@ -437,6 +434,7 @@ struct OptModel : BlockModel {
     kvh = opt_unit_kv_head(c.unit, c.plan.head_chunks);
     ctx = p.context_lens[c.seq];
     nblocks = ceil_div(ctx, BS);
+    for (int q = 0; q < c.seq; ++q) csr_row += ceil_div(p.context_lens[q], BS);
     blk_begin = c.split * c.plan.split_blocks;
     if (!prologue()) return;
     blk_end = std::min(nblocks, blk_begin + c.plan.split_blocks);
