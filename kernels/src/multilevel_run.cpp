@@ -54,25 +54,44 @@ StageArgs cascade_inputs(const DeviceInputs& q, const DeviceInputs& kv) {
   return b;
 }
 
-void check_same_shape(const PagedProblem& queries, const PagedProblem& pool) {
+// The queries, once checked to have the pool's shape.
+const PagedProblem& same_shape_queries(const PagedProblem& queries, const PagedProblem& pool) {
   const ProblemSpec &a = queries.spec, &b = pool.spec;
   if (a.dtype != b.dtype || a.head_size != b.head_size || a.num_heads != b.num_heads ||
       a.num_kv_heads != b.num_kv_heads || a.block_size != b.block_size)
     throw std::invalid_argument(
         "multi-level cascade: the queries' and the pool's problems differ in dtype, head size, heads, KV heads or "
         "block size; accepted: the same (make_cascade_problem builds both)");
+  return queries;
 }
+
+// What running and timing the cascade both start from: the problems checked
+// (before anything is uploaded), uploaded, the cascade planned over them and
+// its output buffer. The run reads the uploads, so they live together.
+struct CascadeOnDevice {
+  CascadeOnDevice(const PagedProblem& queries, const PagedProblem& pool, const MultiLevelCascade& c,
+                  const MultiLevelOptions& opt)
+      : q(same_shape_queries(queries, pool)),
+        kv(pool),
+        run(cascade_inputs(q, kv), c, opt),
+        out(static_cast<std::size_t>(c.num_requests) * queries.spec.num_heads * queries.spec.head_size *
+            dtype_bytes(queries.spec.dtype)) {}
+
+  DeviceInputs q, kv;  // declared before run: it is built from them
+  MultiLevelCascadeRun run;
+  DeviceBuffer out;
+};
 
 }  // namespace
 
 MultiLevelResult run_multilevel_cascade(const PagedProblem& queries, const PagedProblem& pool,
                                         const MultiLevelCascade& c, const MultiLevelOptions& opt) {
-  check_same_shape(queries, pool);
-  const DeviceInputs q(queries), kv(pool);
-  MultiLevelCascadeRun run(cascade_inputs(q, kv), c, opt);
+  CascadeOnDevice d(queries, pool, c, opt);
+  MultiLevelCascadeRun& run = d.run;
   const int R = c.num_requests, H = queries.spec.num_heads, hs = queries.spec.head_size, L = c.num_levels();
   const std::size_t rows = static_cast<std::size_t>(R) * H;
-  DeviceBuffer out(rows * hs * dtype_bytes(queries.spec.dtype)), lse(rows * 4);
+  DeviceBuffer& out = d.out;
+  DeviceBuffer lse(rows * 4);
   out.fill_bytes(0xFF);
   lse.fill_bytes(0xFF);
   // The level states too: a row no kernel writes stays NaN.
@@ -106,11 +125,9 @@ MultiLevelResult run_multilevel_cascade(const PagedProblem& queries, const Paged
 MultiLevelTiming time_multilevel_cascade(const PagedProblem& queries, const PagedProblem& pool,
                                          const MultiLevelCascade& c, int iters, int warmup,
                                          const MultiLevelOptions& opt) {
-  check_same_shape(queries, pool);
-  const DeviceInputs q(queries), kv(pool);
-  MultiLevelCascadeRun run(cascade_inputs(q, kv), c, opt);
-  DeviceBuffer out(static_cast<std::size_t>(c.num_requests) * queries.spec.num_heads * queries.spec.head_size *
-                   dtype_bytes(queries.spec.dtype));
+  CascadeOnDevice d(queries, pool, c, opt);
+  MultiLevelCascadeRun& run = d.run;
+  DeviceBuffer& out = d.out;
   MultiLevelTiming t;
   t.plan = run.plan().describe();
   t.all_ms = median_of(time_launches_ms([&] { run.launch(out.get()); }, iters, warmup));

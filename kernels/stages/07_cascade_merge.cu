@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "07_cascade_host.cuh"
 #include "07_cascade_merge.cuh"
 #include "07_cascade_pipeline.cuh"
 #include "host_checks.hpp"
@@ -26,6 +27,7 @@ namespace pa::kernels {
 namespace {
 
 using detail::bad;
+using detail::carve;
 using detail::check_base;
 using detail::config_text;
 
@@ -43,12 +45,6 @@ constexpr PrefixKernel kDefaultPrefix = PrefixKernel::wgmma;  // where usable, e
 constexpr CascadeOptions::Suffix kDefaultSuffix = CascadeOptions::Suffix::optimized_lean;
 constexpr int kDefaultStreamsLean = 2, kDefaultStreams = 1;
 
-constexpr std::size_t kAlign = 256;
-std::size_t carve(std::size_t& cursor, std::size_t bytes) {
-  const std::size_t at = cursor;
-  cursor += (bytes + kAlign - 1) / kAlign * kAlign;
-  return at;
-}
 // The wgmma prefix kernel runs where it was built (sm_90a objects, prefix_wgmma_head_ok heads)
 // and the device is compute 9.0 (sm_90a code runs on nothing else).
 bool wgmma_usable(const StageArgs& b) {
@@ -63,13 +59,6 @@ bool wgmma_usable(const StageArgs& b) {
   (void)b;
   return false;
 #endif
-}
-
-int device_sm_count() {
-  int dev = 0, sms = 0;
-  PA_CUDA_CHECK(cudaGetDevice(&dev));
-  PA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
 }
 
 }  // namespace
@@ -105,13 +94,15 @@ void launch_prefix_kernel(const StageArgs& b, PrefixKernel kernel, const PrefixA
   if (!ok) bad("cascade: configuration " + config_text(b) + " is not built (PA_V2_FOR_EACH_HEAD_BLOCK)");
 }
 
-int prefix_chunk_len(const StageArgs& b, PrefixKernel kernel, int prefix_len, int query_tiles, int block_slots_share,
+// sm_share: the SMs the span's chunks are sized to fill, its share of the GPU
+// when several spans run at once (0: every SM of the device).
+int prefix_chunk_len(const StageArgs& b, PrefixKernel kernel, int prefix_len, int query_tiles, int sm_share,
                      int forced_chunks) {
   const int variant = static_cast<int>(kernel);
   const int tile = prefix_variant_tile_tokens(variant, b.head_size, b.block_size);
   const int ctas_per_chunk = b.num_kv_heads * query_tiles;
   if (forced_chunks > 0) return ceil_div(ceil_div(prefix_len, forced_chunks), tile) * tile;
-  const int sms = block_slots_share > 0 ? block_slots_share : device_sm_count();
+  const int sms = sm_share > 0 ? sm_share : device_sm_count();
   if (const int per_sm = prefix_blocks_per_sm(variant, b.head_size); per_sm > 0)
     return cascade_chunk_len_one_wave(prefix_len, tile, ctas_per_chunk, per_sm * sms);
   return cascade_chunk_len(prefix_len, prefix_tile_tokens(b.head_size, b.block_size), ctas_per_chunk, sms);

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 
+#include "07_cascade_host.cuh"
 #include "07_cascade_prefix_mma.cuh"
 #include "host_checks.hpp"
 #include "pa/kernels/cascade.hpp"
@@ -27,10 +28,7 @@
 
 namespace pa::kernels::cascade_pipeline {
 
-template <class T>
-T* at(void* base, std::size_t off) {
-  return reinterpret_cast<T*>(static_cast<char*>(base) + off);
-}
+using detail::at;  // the workspace's buffers, by offset (07_cascade_host.cuh)
 
 // The cascade's side streams and their fork/join events: created once per
 // process on first use (the lab runs on one device, from one host thread:

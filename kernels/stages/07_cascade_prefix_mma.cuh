@@ -57,9 +57,10 @@ PrefixKernel resolve_prefix_kernel(const StageArgs& b, PrefixKernel asked);
 // `s`; throws std::invalid_argument when that instance is not built.
 void launch_prefix_kernel(const StageArgs& b, PrefixKernel kernel, const PrefixArgs& pa, cudaStream_t s);
 // Tokens per chunk of a span of prefix_len tokens read by query_tiles query
-// tiles per KV head: enough chunks to fill the block slots of block_slots_share
-// SMs (0: the whole GPU), forced_chunks > 0 overriding; whole tiles.
-int prefix_chunk_len(const StageArgs& b, PrefixKernel kernel, int prefix_len, int query_tiles, int block_slots_share,
+// tiles per KV head: enough chunks to fill the block slots of sm_share SMs,
+// the span's share of the GPU (0: the whole GPU), forced_chunks > 0
+// overriding; whole tiles.
+int prefix_chunk_len(const StageArgs& b, PrefixKernel kernel, int prefix_len, int query_tiles, int sm_share,
                      int forced_chunks);
 }  // namespace detail
 

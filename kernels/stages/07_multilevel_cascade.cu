@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "07_cascade_host.cuh"
 #include "07_cascade_prefix_mma.cuh"
 #include "07_multilevel_cascade.cuh"
 #include "host_checks.hpp"
@@ -22,20 +23,12 @@
 namespace pa::kernels {
 namespace {
 
+using detail::at;
 using detail::bad;
+using detail::carve;
+using detail::device_sm_count;
 
 std::string str(long long v) { return std::to_string(v); }
-
-constexpr std::size_t kAlign = 256;
-std::size_t carve(std::size_t& cursor, std::size_t bytes) {
-  const std::size_t at = cursor;
-  cursor += (bytes + kAlign - 1) / kAlign * kAlign;
-  return at;
-}
-template <class T>
-T* at(void* base, std::size_t off) {
-  return reinterpret_cast<T*>(static_cast<char*>(base) + off);
-}
 
 // Device memory owned by the cascade (this stage library sits below the
 // runner's DeviceBuffer).
@@ -61,13 +54,6 @@ DeviceMem upload_ints(const std::vector<int>& v) {
   DeviceMem b(v.size() * sizeof(int));
   if (!v.empty()) PA_CUDA_CHECK(cudaMemcpy(b.get(), v.data(), v.size() * sizeof(int), cudaMemcpyHostToDevice));
   return b;
-}
-
-int sm_count() {
-  int dev = 0, sms = 0;
-  PA_CUDA_CHECK(cudaGetDevice(&dev));
-  PA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
 }
 
 // What the cascade refuses, before anything is planned or uploaded.
@@ -116,8 +102,8 @@ struct MultiLevelCascadeRun::Impl {
   DeviceMem source_seq;                  // row_of, flattened, for the fold
   DeviceMem ws;
   bool last_has_tokens = false;
-  std::vector<cudaStream_t> streams;
-  std::vector<cudaEvent_t> events;  // fork, then one join per stream
+  std::vector<cudaStream_t> streams;  // side streams (none with one stream); the last one runs stage 8
+  std::vector<cudaEvent_t> events;    // fork, then one join per stream
   int last_stream = 0;
 
   ~Impl() {
@@ -135,7 +121,11 @@ struct MultiLevelCascadeRun::Impl {
   }
   std::size_t rows() const { return static_cast<std::size_t>(plan.num_requests) * base.num_heads; }
 
-  void shared_levels(cudaStream_t caller, bool fork);
+  bool has_side_streams() const { return !streams.empty(); }
+  void reorder_q(cudaStream_t caller);
+  void fork(cudaStream_t caller);
+  void join(cudaStream_t caller);
+  void shared_levels(cudaStream_t caller);
   void last_level(cudaStream_t s);
 };
 
@@ -194,11 +184,12 @@ MultiLevelCascadeRun::MultiLevelCascadeRun(const StageArgs& base, const MultiLev
     }
     // Every group gets a share of the GPU in proportion to its work, so the
     // level's concurrent launches fill it about once.
-    const int sms = sm_count();
+    const int sms = device_sm_count();
     for (MultiLevelJob& j : level_jobs) {
       const int tiles = prefix_query_tiles(j.members, ratio, prefix_rows_per_block(variant, hs));
-      const int share = std::max(1, static_cast<int>(static_cast<long long>(sms) * tiles * j.tokens / std::max(work, 1LL)));
-      j.chunk_len = detail::prefix_chunk_len(base, p.prefix_kernel, j.tokens, tiles, share, 0);
+      const int sm_share =
+          std::max(1, static_cast<int>(static_cast<long long>(sms) * tiles * j.tokens / std::max(work, 1LL)));
+      j.chunk_len = detail::prefix_chunk_len(base, p.prefix_kernel, j.tokens, tiles, sm_share, 0);
       j.num_chunks = ceil_div(j.tokens, j.chunk_len);
       const std::size_t parts = static_cast<std::size_t>(j.members) * H * j.num_chunks;
       j.part_out = carve(cur, parts * hs * 4);
@@ -292,14 +283,12 @@ int MultiLevelCascadeRun::level_row(int level, int request) const {
   return impl_->row_of[level][request];
 }
 
-// Each shared group: the prefix kernel over its pages and its members' rows,
-// then the reduce of its chunks into the level's states. With side streams
-// the groups go round-robin over them (they were forked from the caller).
-void MultiLevelCascadeRun::Impl::shared_levels(cudaStream_t caller, bool fork) {
+// Q in each reordered level's order, on the caller's stream: the prefix kernel
+// reads a level's members as consecutive rows. It runs before the fork, so
+// that every side stream sees it.
+void MultiLevelCascadeRun::Impl::reorder_q(cudaStream_t caller) {
   const int H = base.num_heads, hs = base.head_size, E = dtype_bytes(base.dtype);
   const int R = plan.num_requests;
-  // Q in each reordered level's order, on the caller's stream before the fork.
-  int next = 0;
   for (int l = 0; l + 1 < plan.num_levels; ++l) {
     if (!plan.reordered[l]) continue;
     const int row_vecs = H * hs * E / 16;
@@ -311,13 +300,37 @@ void MultiLevelCascadeRun::Impl::shared_levels(cudaStream_t caller, bool fork) {
         base.qg.q_stride * E / 16, at<uint4>(ws.get(), plan.q_reordered[l]));
     PA_CUDA_CHECK(cudaGetLastError());
   }
-  if (fork) {
-    PA_CUDA_CHECK(cudaEventRecord(events[0], caller));
-    for (cudaStream_t s : streams) PA_CUDA_CHECK(cudaStreamWaitEvent(s, events[0], 0));
+}
+
+// The side streams start after everything queued on the caller's stream so
+// far: one event, recorded once, that each of them waits on.
+void MultiLevelCascadeRun::Impl::fork(cudaStream_t caller) {
+  if (!has_side_streams()) return;
+  PA_CUDA_CHECK(cudaEventRecord(events[0], caller));
+  for (cudaStream_t s : streams) PA_CUDA_CHECK(cudaStreamWaitEvent(s, events[0], 0));
+}
+
+// The caller's stream goes on once every side stream's work is done: an
+// event recorded on each, all of which it waits on.
+void MultiLevelCascadeRun::Impl::join(cudaStream_t caller) {
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    PA_CUDA_CHECK(cudaEventRecord(events[i + 1], streams[i]));
+    PA_CUDA_CHECK(cudaStreamWaitEvent(caller, events[i + 1], 0));
   }
+}
+
+// Each shared group: the prefix kernel over its pages and its members' rows,
+// then the reduce of its chunks into the level's states. With side streams
+// the groups go round-robin over them (forked from the caller, after
+// reorder_q); the last side stream is left to stage 8.
+void MultiLevelCascadeRun::Impl::shared_levels(cudaStream_t caller) {
+  const int H = base.num_heads, hs = base.head_size, E = dtype_bytes(base.dtype);
+  const int R = plan.num_requests;
   const StateGeometry stg{H, hs};
+  int next = 0;
   for (const MultiLevelJob& j : plan.jobs) {
-    const cudaStream_t s = fork ? streams[static_cast<std::size_t>(next++ % plan.streams)] : caller;
+    const cudaStream_t s =
+        has_side_streams() ? streams[static_cast<std::size_t>(next++ % plan.streams)] : caller;
     const bool re = plan.reordered[j.level];
     const char* q0 = re ? at<char>(ws.get(), plan.q_reordered[j.level]) : static_cast<const char*>(base.q);
     const int q_stride = re ? H * hs : base.qg.q_stride;
@@ -372,22 +385,15 @@ void MultiLevelCascadeRun::launch(void* out, float* lse, void* stream) {
   Impl& m = *impl_;
   if (out == nullptr) bad("multi-level cascade: null output pointer");
   const auto caller = static_cast<cudaStream_t>(stream);
-  const bool fork = !m.streams.empty();
+  // One fork after the Q copies covers every side stream; stage 8 reads the
+  // caller's Q and waits on it only for the copies (a few MB at most).
+  m.reorder_q(caller);
+  m.fork(caller);
   // The memory-bound last level first, on its own stream, so it streams
   // while the compute-bound shared levels run beside it.
-  if (fork) {
-    PA_CUDA_CHECK(cudaEventRecord(m.events[0], caller));
-    PA_CUDA_CHECK(cudaStreamWaitEvent(m.streams[m.last_stream], m.events[0], 0));
-    m.last_level(m.streams[m.last_stream]);
-  } else {
-    m.last_level(caller);
-  }
-  m.shared_levels(caller, fork);
-  if (fork)
-    for (std::size_t i = 0; i < m.streams.size(); ++i) {
-      PA_CUDA_CHECK(cudaEventRecord(m.events[i + 1], m.streams[i]));
-      PA_CUDA_CHECK(cudaStreamWaitEvent(caller, m.events[i + 1], 0));
-    }
+  m.last_level(m.has_side_streams() ? m.streams[m.last_stream] : caller);
+  m.shared_levels(caller);
+  m.join(caller);
   ShardMergeArgs f;
   f.states_out = states_out();
   f.states_lse = states_lse();
@@ -402,13 +408,10 @@ void MultiLevelCascadeRun::launch(void* out, float* lse, void* stream) {
 void MultiLevelCascadeRun::launch_shared_levels(void* stream) {
   Impl& m = *impl_;
   const auto caller = static_cast<cudaStream_t>(stream);
-  const bool fork = !m.streams.empty();
-  m.shared_levels(caller, fork);
-  if (fork)
-    for (std::size_t i = 0; i < m.streams.size(); ++i) {
-      PA_CUDA_CHECK(cudaEventRecord(m.events[i + 1], m.streams[i]));
-      PA_CUDA_CHECK(cudaStreamWaitEvent(caller, m.events[i + 1], 0));
-    }
+  m.reorder_q(caller);
+  m.fork(caller);
+  m.shared_levels(caller);
+  m.join(caller);
 }
 
 void MultiLevelCascadeRun::launch_last_level(void* stream) { impl_->last_level(static_cast<cudaStream_t>(stream)); }
