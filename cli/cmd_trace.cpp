@@ -53,10 +53,11 @@ void help_trace() {
       "  --check             when recording, also build the host model and compare: every field exact,\n"
       "                      values within the dtype's tolerance (exit 1 if different)\n"
       "  --layout L, --page-table T\n"
-      "                      the cache's form (default %s): stage optimized is traced over\n"
-      "                      every layout (vllm, nhd, hnd) and both page tables (padded, csr: its kv_indptr\n"
-      "                      and kv_last_page_len loads are events); stages 1-7 over the default only\n"
-      "                      (pa-lab list shows every form and the stages that read it)\n"
+      "                      the cache's form (default %s): stages warp_reduce and optimized are\n"
+      "                      traced over every layout (vllm, nhd, hnd), stages 1-5 and optimized over\n"
+      "                      both page tables (padded, csr: the kv_indptr and kv_last_page_len loads are\n"
+      "                      events); stages 6-7 over the default only (pa-lab list shows every form and\n"
+      "                      the stages that read it)\n"
       "  -o, --output FILE   the trace file to write\n\n%s\n"
       "Recordable on the GPU in this build: %s\n",
       trace_cache_form_text().c_str(), problem_flags_help(), trace::recordable_configs_text().c_str());
@@ -163,15 +164,14 @@ int cmd_trace(Args args_in) {
   const auto stage = kernels::parse_stage(*stage_name);
   if (!stage) throw UsageError("option --stage: unknown stage '" + *stage_name + "' (accepted: " + kernels::stage_names_text() + ")");
   ProblemSpec spec = take_problem_flags(f);
-  // The cache's form: stage 8 is traced over vllm, nhd and hnd caches with
-  // padded tables; stages 1-7 read vLLM's only, and CSR tables have no
-  // trace events yet: those are refused by name rather than ignored.
+  // The cache's form: a stage is traced in the forms its kernels read
+  // (kernels::stage_reads); the others are refused by name rather than ignored.
   const CacheForm form = take_cache_form_flags(f);
   spec.kv_layout = form.layout;
   spec.page_table = form.table;
   if (const std::string why = trace::kv_cache_refusal(spec, *stage); !why.empty() && !form.is_default())
-    throw UsageError(cache_form_option_text(form) + ": " + why + " (the kernel runs it: pa-lab run --stage optimized " +
-                     cache_form_flags_text(form) + ")");
+    throw UsageError(cache_form_option_text(form) + ": " + why + "; pa-lab trace --stage optimized " +
+                     cache_form_flags_text(form) + " traces it");
   // cascade_merge: the tokens every sequence shares (the cascade's prefix).
   spec.shared_prefix_len = f.take_int("prefix-len", 0, 0);
   trace::ModelOptions mopt;

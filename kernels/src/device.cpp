@@ -23,8 +23,8 @@ namespace detail {
 // Defined in the generated instance files (one per stage x dtype x head size):
 // false when the (head, block) pair is not that file's.
 using LaunchFn = bool (*)(int, int, const StageArgs&, cudaStream_t);
-#define PA_INSTANCE(STAGE, DT, KV, H) \
-  bool launch_##STAGE##_##DT##_##KV##_h##H(int, int, const StageArgs&, cudaStream_t);
+#define PA_INSTANCE(STAGE, DT, KV, LAYOUT, H) \
+  bool launch_##STAGE##_##DT##_##KV##_##LAYOUT##_h##H(int, int, const StageArgs&, cudaStream_t);
 #include "instances.inc"
 #undef PA_INSTANCE
 
@@ -32,9 +32,12 @@ struct Instance {
   Stage stage;
   DType dtype;
   KvDType kv_dtype;
+  bool token_rows;  // nhd / hnd (kv_layout_token_rows), else vLLM's layout
   LaunchFn fn;
 };
-#define PA_INSTANCE(STAGE, DT, KV, H) {Stage::STAGE, DType::DT, KvDType::KV, &launch_##STAGE##_##DT##_##KV##_h##H},
+constexpr bool kRowsvllm = false, kRowsrows = true;  // the instance list's layout names
+#define PA_INSTANCE(STAGE, DT, KV, LAYOUT, H) \
+  {Stage::STAGE, DType::DT, KvDType::KV, kRows##LAYOUT, &launch_##STAGE##_##DT##_##KV##_##LAYOUT##_h##H},
 constexpr Instance kInstances[] = {
 #include "instances.inc"
 };
@@ -253,7 +256,13 @@ void check_args(Stage stage, const StageArgs& a) {
          ") a positive multiple of num_kv_heads (" + std::to_string(a.num_kv_heads) + ")");
   }
   if (a.num_heads > 65535 * 32 || a.num_seqs > 65535) fail("launch_stage: grid too large");
-  if (!a.q || !a.k_cache || !a.v_cache || !a.block_tables || !a.context_lens) fail("launch_stage: null input pointer");
+  const bool csr = a.kv_indptr != nullptr;
+  if (!a.q || !a.k_cache || !a.v_cache || !a.block_tables || (csr ? !a.kv_last_page_len : !a.context_lens))
+    fail(std::string("launch_stage: null input pointer (q, k_cache, v_cache, block_tables and ") +
+         (csr ? "kv_last_page_len with kv_indptr set)" : "context_lens)"));
+  if (const std::string why = stage_reads_refusal(stage, a.kv_layout, csr ? PageTableForm::csr : PageTableForm::padded);
+      !why.empty())
+    fail("launch_stage: " + why);
   if (n <= 4 && !a.stage_out) fail("launch_stage: stage_out is null");
   if (n == 3 && (!a.stage_max || !a.stage_sum)) fail("launch_stage: stage_max/stage_sum are null");
   if (n == 5 && !a.out) fail("launch_stage: out is null");
@@ -272,8 +281,9 @@ void launch_stage(Stage stage, const StageArgs& a, void* stream) {
   if (a.num_threads != 128 || std::find(built.begin(), built.end(), key) == built.end()) {
     throw std::invalid_argument("kernel configuration " + describe(key) + " is not available; " + supported_text());
   }
+  const bool rows = kv_layout_token_rows(a.kv_layout);
   for (const auto& inst : detail::kInstances) {
-    if (inst.stage == stage && inst.dtype == a.dtype && inst.kv_dtype == a.kv_dtype &&
+    if (inst.stage == stage && inst.dtype == a.dtype && inst.kv_dtype == a.kv_dtype && inst.token_rows == rows &&
         inst.fn(a.head_size, a.block_size, a, static_cast<cudaStream_t>(stream))) {
       return;
     }

@@ -27,6 +27,14 @@ RunOptions with_problem(const PagedProblem& p, RunOptions o) {
 }
 
 // A runner over device inputs: the views it reads (the stages are StageLaunch's).
+// Stages 1-5 from a PagedProblem: they read no run option (stage 5's checks
+// stand for all), and each reads the cache forms stage_reads says.
+void check_v1_run(const PagedProblem& p, Stage s, const RunOptions& o) {
+  check_run_options(problem_stage_args(p), Stage::warp_reduce, o);
+  if (const std::string why = stage_reads_refusal(s, p.spec.kv_layout, p.spec.page_table); !why.empty())
+    throw std::invalid_argument(why);
+}
+
 void check_views(const DeviceInputViews& v) {
   if (v.rotations < 1)
     throw std::invalid_argument("StageRunner: rotations " + std::to_string(v.rotations) + " (accepted: >= 1)");
@@ -74,7 +82,7 @@ struct StageRunner::Impl {
 
   Impl(const PagedProblem& problem, Stage s, const RunOptions& o) : p(problem), stage(s), opt(with_problem(p, o)) {
     if (static_cast<int>(s) >= 1 && static_cast<int>(s) <= 5) {
-      check_run_options(problem_stage_args(p), Stage::warp_reduce, opt);  // stages 1-5 read no option
+      check_v1_run(p, s, opt);
       stages_1_5 = std::make_unique<DeviceProblem>(p);  // validates for this GPU's shared memory
       validate_problem(s, p, gpu_info().smem_optin_bytes);
       base = stages_1_5->args();  // every stage 1-5 output wired in
@@ -256,7 +264,8 @@ struct StageRunner::Impl {
   std::string plan;
 };
 StageRunner::StageRunner(const PagedProblem& p, Stage s, const RunOptions& o) {
-  check_run_options(problem_stage_args(p), static_cast<int>(s) <= 5 ? Stage::warp_reduce : s, with_problem(p, o));
+  if (static_cast<int>(s) <= 5) check_v1_run(p, s, with_problem(p, o));
+  else check_run_options(problem_stage_args(p), s, with_problem(p, o));
   throw NoGpuError("built without CUDA");
 }
 StageRunner::StageRunner(const PagedProblem& layout, const DeviceInputViews& v, Stage s, const RunOptions& o) {

@@ -48,12 +48,11 @@ void check_run_options(const StageArgs& in, Stage s, const RunOptions& o) {
   if (s == Stage::cascade_merge && (o.shared_prefix_len < 0 || o.shared_prefix_len % bs != 0))
     bad("shared prefix " + std::to_string(o.shared_prefix_len) +
         " tokens (accepted: >= 0, a multiple of the block size " + std::to_string(bs) + ")");
-  const KvLayout layout = in.kv_layout;
   const bool csr = in.kv_indptr != nullptr || in.page_table == PageTableForm::csr;
-  if (!stage_reads(s, layout) || !stage_reads(s, csr ? PageTableForm::csr : PageTableForm::padded))
-    bad(std::string("a cache in layout ") + kv_layout_name(layout) + " with " + (csr ? "a CSR" : "a padded") +
-        " page table (accepted: vLLM's layout with padded tables; stage optimized reads every layout {vllm, nhd, "
-        "hnd} and both page tables {padded, csr})");
+  if (const std::string why =
+          stage_reads_refusal(s, in.kv_layout, csr ? PageTableForm::csr : PageTableForm::padded);
+      !why.empty())
+    throw std::invalid_argument(why);
   if (s == Stage::optimized && o.splits < 0)
     bad("splits " + std::to_string(o.splits) + " (accepted: 0 for the heuristic, or > 0)");
   if (static_cast<int>(s) < static_cast<int>(Stage::warp_reduce))

@@ -58,8 +58,20 @@ const StageInfo& stage_info(Stage s) {
 
 const char* stage_name(Stage s) { return stage_info(s).name; }
 
-bool stage_reads(Stage s, KvLayout l) { return s == Stage::optimized || l == KvLayout::vllm; }
-bool stage_reads(Stage s, PageTableForm t) { return s == Stage::optimized || t == PageTableForm::padded; }
+bool stage_reads(Stage s, KvLayout l) {
+  return l == KvLayout::vllm || s == Stage::warp_reduce || s == Stage::optimized;
+}
+bool stage_reads(Stage s, PageTableForm t) {
+  return t == PageTableForm::padded || is_v1_stage(s) || s == Stage::optimized;
+}
+
+std::string stage_reads_refusal(Stage s, KvLayout l, PageTableForm t) {
+  if (stage_reads(s, l) && stage_reads(s, t)) return {};
+  return std::string("stage ") + std::to_string(static_cast<int>(s)) + " (" + stage_name(s) +
+         ") cannot read a cache in layout " + kv_layout_name(l) + " with " + page_table_name(t) +
+         " page tables (accepted: every stage reads layout vllm with padded tables; layouts nhd and hnd: stages 5 "
+         "(warp_reduce) and 8 (optimized); csr page tables: stages 1-5 and 8)";
+}
 
 std::optional<Stage> parse_stage(std::string_view name) {
   if (name == "v1") return Stage::warp_reduce;
@@ -139,6 +151,7 @@ void validate_problem(Stage stage, const PagedProblem& p, std::int64_t smem_limi
   if (!is_v1_stage(stage)) {
     fail(std::string("stage ") + stage_name(stage) + " is not launched by the stage 1-5 kernels");
   }
+  if (const std::string why = stage_reads_refusal(stage, s.kv_layout, s.page_table); !why.empty()) fail(why);
   // Configuration: supported by the design, then compiled into this build.
   const KernelKey key{s.dtype, s.head_size, s.block_size, s.num_threads, s.kv_dtype};
   const bool known = std::ranges::find(kSupportedHeadSizes, s.head_size) != std::end(kSupportedHeadSizes) &&

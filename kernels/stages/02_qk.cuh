@@ -16,6 +16,18 @@
 // read adjacent kVecBytes pieces of one 16-byte x chunk, and the group's
 // consecutive tokens are x elements apart, so a warp's request is contiguous.
 //
+// Token rows (the nhd and hnd layouts, stage 5's token-row instances): a
+// token's K is one contiguous row, so each thread loads a whole 16-byte chunk
+// (kVecSize = x, config.hpp) and a group's threads read adjacent chunks of
+// their token's row: kThreadGroupSize x 16 consecutive bytes per load (32 at
+// block 16: a whole sector), half as many loads as vLLM's layout needs. A
+// warp's request then spans kThreadGroupsPerWarp rows, token_stride apart.
+//
+// Page tables: the sequence's row of its table is found once (load_seq_pages):
+// vLLM's padded block_tables row seq, or a CSR table's indices[indptr[seq]
+// ..), whose context length is counted from its pages and last page's length
+// instead of read; each block's page is then row[logical block] either way.
+//
 // fp8 cache (config.hpp): x = 16, so a K vec holds twice the elements in the
 // same bytes, and each thread has half as many K vecs to load. Each loaded
 // vec is dequantized (dequant, common.cuh: code to float, times k_scale) just
@@ -34,26 +46,46 @@
 namespace pa::kernels {
 
 // LESSON-BEGIN(qk.block_table_load)
-// The sequence's context length (every thread loads it).
-// Event: block_table_load global_load context_lens, every thread, iter -1,
-// byte_offset = context_len_offset(seq) * 4, bytes 4.
+// The sequence's pages: where its row of the page table starts and its
+// context length (every thread loads them). Padded (vLLM): row seq of
+// [seqs, max_blocks_per_seq], known without a load, and context_lens[seq].
+// CSR: the row starts at indptr[seq]; the length is (pages - 1) * block size
+// plus the last page's length (a sequence with no pages has none).
+// Events: padded, block_table_load global_load context_lens, iter -1,
+// byte_offset = context_len_offset(seq) * 4, bytes 4; CSR, block_table_load
+// global_load kv_indptr at seq * 4 and (seq + 1) * 4, then kv_last_page_len
+// at seq * 4 only when the sequence has pages, 4 bytes each.
+struct SeqPages {
+  int context_len;
+  std::int64_t row;  // block_tables index of the sequence's logical block 0
+};
 template <class Cfg, class Tracer>
-__device__ __forceinline__ int load_context_len(const int* __restrict__ context_lens, const ThreadCtx<Cfg>& c,
-                                                Tracer& tracer) {
-  const std::int64_t off = context_len_offset(c.seq);
-  const int len = context_lens[off];
-  PA_TRACE(tracer, ev(c.tc, Step::block_table_load, Op::global_load, Tensor::context_lens).at(off * 4, 4));
-  return len;
+__device__ __forceinline__ SeqPages load_seq_pages(const StageArgs& a, const ThreadCtx<Cfg>& c, Tracer& tracer) {
+  if (a.kv_indptr == nullptr) {
+    const std::int64_t off = context_len_offset(c.seq);
+    const int len = a.context_lens[off];
+    PA_TRACE(tracer, ev(c.tc, Step::block_table_load, Op::global_load, Tensor::context_lens).at(off * 4, 4));
+    return {len, a.btg.offset(c.seq, 0)};
+  }
+  const int begin = a.kv_indptr[c.seq];
+  const int pages = a.kv_indptr[c.seq + 1] - begin;
+  PA_TRACE(tracer, ev(c.tc, Step::block_table_load, Op::global_load, Tensor::kv_indptr).at(c.seq * 4, 4));
+  PA_TRACE(tracer, ev(c.tc, Step::block_table_load, Op::global_load, Tensor::kv_indptr).at((c.seq + 1) * 4, 4));
+  int last = 0;
+  if (pages > 0) {
+    last = a.kv_last_page_len[c.seq];
+    PA_TRACE(tracer, ev(c.tc, Step::block_table_load, Op::global_load, Tensor::kv_last_page_len).at(c.seq * 4, 4));
+  }
+  return {CsrPageTable::seq_len_of(pages, last, Cfg::kBlockSize), begin};
 }
 
 // One logical block's physical block (every lane of the warp loads it).
 // Event: block_table_load global_load block_table, iter = n (the warp's block
-// iteration), logical/physical block, byte_offset = btg.offset(seq, lblock) * 4, bytes 4.
+// iteration), logical/physical block, byte_offset = (row + lblock) * 4, bytes 4.
 template <class Cfg, class Tracer>
-__device__ __forceinline__ int load_physical_block(const int* __restrict__ block_tables,
-                                                   const BlockTableGeometry& btg, int lblock, int n,
-                                                   const ThreadCtx<Cfg>& c, Tracer& tracer) {
-  const std::int64_t off = btg.offset(c.seq, lblock);
+__device__ __forceinline__ int load_physical_block(const int* __restrict__ block_tables, const SeqPages& pages,
+                                                   int lblock, int n, const ThreadCtx<Cfg>& c, Tracer& tracer) {
+  const std::int64_t off = pages.row + lblock;
   const int phys = block_tables[off];
   PA_TRACE(tracer, ev(c.tc, Step::block_table_load, Op::global_load, Tensor::block_table)
                        .it(n).blk(lblock, phys).at(off * 4, 4));
@@ -98,7 +130,8 @@ __device__ __forceinline__ AlibiBias load_alibi(const float* __restrict__ slopes
 //   k_load      global_load k_cache, one per i = 0..kNumVecsPerThread-1: token = token_of(lblock,
 //               qk_token_in_block(lane)) (also for tokens >= r.token_end of the last block: the load
 //               happens, the logit is dropped), dims [qk_vec_dim(g_off, i), +kVecSize),
-//               byte_offset = k_offset(phys, kv_head, dim, t) * cache elem bytes (kKvBytes), bytes kVecBytes
+//               byte_offset = Map::k_offset(layout, phys, kv_head, dim, t) * cache elem bytes (kKvBytes),
+//               bytes kVecBytes
 //   then per i = 0..kNumVecsPerThread-1:
 //   dequant     compute (fp8 cache only), token, dims [qk_vec_dim(g_off, i), +kVecSize)
 //   q_smem_load shared_load q_smem: same dims, byte_offset q_smem_byte(g_off, i), bytes kQVecBytes
@@ -109,8 +142,8 @@ __device__ __forceinline__ AlibiBias load_alibi(const float* __restrict__ slopes
 //               (scale * q . k, plus the ALiBi bias when alibi.on)
 // then barrier (every thread).
 template <class Cfg, class Tracer>
-__device__ __forceinline__ void qk_logits(const KvElem<Cfg>* __restrict__ k_cache, const CacheGeometry& cg,
-                                          const int* __restrict__ block_tables, const BlockTableGeometry& btg,
+__device__ __forceinline__ void qk_logits(const KvElem<Cfg>* __restrict__ k_cache, const KvLayoutGeometry& kv,
+                                          const int* __restrict__ block_tables, const SeqPages& pages,
                                           const PartitionRange& r, float scale, float k_scale,
                                           const AlibiBias& alibi, const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm,
                                           Tracer& tracer) {
@@ -120,7 +153,7 @@ __device__ __forceinline__ void qk_logits(const KvElem<Cfg>* __restrict__ k_cach
   const int t_in_block = Map::qk_token_in_block(c.lane);
   for (int n = 0, lblock = Map::warp_block(r.block_begin, c.warp, 0); lblock < r.block_end;
        lblock = Map::warp_block(r.block_begin, c.warp, ++n)) {
-    const int phys = load_physical_block<Cfg>(block_tables, btg, lblock, n, c, tracer);
+    const int phys = load_physical_block<Cfg>(block_tables, pages, lblock, n, c, tracer);
     const int token = Map::token_of(lblock, t_in_block);
 
     // LESSON-BEGIN(qk.k_load)
@@ -128,7 +161,7 @@ __device__ __forceinline__ void qk_logits(const KvElem<Cfg>* __restrict__ k_cach
 #pragma unroll
     for (int i = 0; i < Cfg::kNumVecsPerThread; ++i) {
       const int dim = Map::qk_vec_dim(c.g_off, i);
-      const std::int64_t off = cg.k_offset(phys, c.kv_head, dim, t_in_block);
+      const std::int64_t off = Map::k_offset(kv, phys, c.kv_head, dim, t_in_block);
       k_vecs[i] = load_vec<KvElem<Cfg>, Cfg::kVecSize>(k_cache + off);
       PA_TRACE(tracer, ev(c.tc, Step::k_load, Op::global_load, Tensor::k_cache)
                            .it(n).tok(token).blk(lblock, phys).dims(dim, Cfg::kVecSize)
@@ -200,35 +233,41 @@ __device__ __forceinline__ void store_logits_row(const float* logits, const Part
   }
 }
 
-// Steps q_to_smem then qk on range r of a context of ctx tokens: what every
+// Steps q_to_smem then qk on range r of the sequence's pages: what every
 // v1-style kernel does first once it knows its range (stages 2-5: the whole
 // context; stage 6: one partition). Leaves the logits in sm.logits[0, r tokens).
 // Events: q_to_smem's (01_q_to_smem.cuh), load_alibi's, then qk_logits'.
 template <class Cfg, class Tracer>
-__device__ __forceinline__ void q_and_logits(const StageArgs& a, const PartitionRange& r, int ctx,
+__device__ __forceinline__ void q_and_logits(const StageArgs& a, const PartitionRange& r, const SeqPages& pages,
                                              const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm, Tracer& tracer) {
   q_to_smem<Cfg>(static_cast<const Elem<Cfg>*>(a.q), a.qg, c, sm, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::q_to_smem, -1);
-  const AlibiBias alibi = load_alibi<Cfg>(a.alibi_slopes, ctx, c, tracer);
-  qk_logits<Cfg>(static_cast<const KvElem<Cfg>*>(a.k_cache), a.cg, a.block_tables, a.btg, r, a.scale, a.k_scale,
-                 alibi, c, sm, tracer);
+  const AlibiBias alibi = load_alibi<Cfg>(a.alibi_slopes, pages.context_len, c, tracer);
+  qk_logits<Cfg>(static_cast<const KvElem<Cfg>*>(a.k_cache), KvLayoutGeometry{a.kv_layout, a.cg}, a.block_tables,
+                 pages, r, a.scale, a.k_scale, alibi, c, sm, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::qk, -1);
 }
 
-// The steps every v1 kernel (stages 2-5) starts with: the context length,
+// The sequence's pages and the range a v1 kernel walks (its whole context).
+struct V1Range {
+  SeqPages pages;
+  PartitionRange r;
+};
+
+// The steps every v1 kernel (stages 2-5) starts with: the sequence's pages,
 // the whole context as the one range (partition 0), then q_and_logits. A
 // timing tracer's first span starts here (the context length counts into the
 // q_to_smem phase).
-// Returns the range, which the later steps walk again.
-// Events: load_context_len's, then q_and_logits'.
+// Returns the pages and the range, which the later steps walk again.
+// Events: load_seq_pages', then q_and_logits'.
 template <class Cfg, class Tracer>
-__device__ __forceinline__ PartitionRange v1_logits(const StageArgs& a, const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm,
-                                                    Tracer& tracer) {
+__device__ __forceinline__ V1Range v1_logits(const StageArgs& a, const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm,
+                                             Tracer& tracer) {
   PA_TIME_START(tracer);
-  const int ctx = load_context_len<Cfg>(a.context_lens, c, tracer);
-  const PartitionRange r = partition_range(ctx, Cfg::kBlockSize, 0, 0);
-  q_and_logits<Cfg>(a, r, ctx, c, sm, tracer);
-  return r;
+  const SeqPages pages = load_seq_pages<Cfg>(a, c, tracer);
+  const PartitionRange r = partition_range(pages.context_len, Cfg::kBlockSize, 0, 0);
+  q_and_logits<Cfg>(a, r, pages, c, sm, tracer);
+  return {pages, r};
 }
 
 // Stage 2 kernel: q_to_smem + qk over the whole context (v1: one partition).
@@ -236,8 +275,8 @@ template <class Cfg, class Tracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) stage2_qk_kernel(StageArgs a, Tracer tracer) {
   const auto c = ThreadCtx<Cfg>::make(trace::Stage::qk, a.num_heads, a.num_kv_heads);
   auto sm = shared_v1<Cfg>();
-  const PartitionRange r = v1_logits<Cfg>(a, c, sm, tracer);
-  store_logits_row<Cfg>(sm.logits, r, a.stage_out, a.sg, c, tracer);
+  const V1Range v = v1_logits<Cfg>(a, c, sm, tracer);
+  store_logits_row<Cfg>(sm.logits, v.r, a.stage_out, a.sg, c, tracer);
 }
 
 }  // namespace pa::kernels

@@ -133,7 +133,7 @@ template <class Cfg, class Tracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) stage3_softmax_kernel(StageArgs a, Tracer tracer) {
   const auto c = ThreadCtx<Cfg>::make(trace::Stage::softmax, a.num_heads, a.num_kv_heads);
   auto sm = shared_v1<Cfg>();
-  const PartitionRange r = v1_logits<Cfg>(a, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
+  const PartitionRange r = v1_logits<Cfg>(a, c, sm, tracer).r;  // stages 1-2 (02_qk.cuh)
   const SoftmaxStats<> st = softmax_block<Cfg>(r, c, sm, tracer);
   store_logits_row<Cfg>(sm.logits, r, a.stage_out, a.sg, c, tracer);
   if (c.tid == 0) {

@@ -14,6 +14,18 @@
 // kNumVVecsPerRow lanes of a row are reduced into the first (lv_row_owner), so
 // each warp holds one partial output over the blocks it walked.
 //
+// Token rows (the nhd and hnd layouts; lv_accumulate_token_rows): a token's V
+// is one contiguous row, so the 16-byte V vec is x consecutive head dims of
+// one token instead. Lane l loads chunk lv_chunk(l) of tokens lv_row_token(l,
+// s), s = 0 .. kLvTokenSteps-1: kLvLanesPerToken lanes read a token's whole
+// row (256 bytes at head 128: 8 full sectors), kLvTokensPerIter tokens per
+// load instruction, and each lane accumulates its chunk's x dims as its rows
+// (lv_row(l, i) = chunk * x + i). A token past the range is not loaded at
+// all (one vec is one token). After the loop the lanes of one chunk,
+// kLvLanesPerToken apart, are reduced into the first token's lane, which owns
+// the rows, so the reduction across warps and the store below serve both
+// mappings unchanged.
+//
 // fp8 cache (config.hpp): a V vec is min(16, block size) one-byte elements,
 // a whole block row for blocks of 8 and 16, half a row for 32, and each
 // loaded vec is dequantized (dequant, common.cuh: code to float, times
@@ -36,7 +48,7 @@ struct RowAcc {
   float v[Cfg::kNumRowsPerThread];
 };
 
-// Step lv: acc rows += sum over this warp's tokens of prob * V.
+// Step lv (vLLM's layout): acc rows += sum over this warp's tokens of prob * V.
 // Events, per warp iteration n (iter = n), every thread, in this order:
 //   block_table_load (load_physical_block, 02_qk.cuh)
 //   logit_load  shared_load logits, only if the lane's first token token0 = token_of(lblock,
@@ -49,11 +61,12 @@ struct RowAcc {
 //     dequant    compute (fp8 cache only), token0, dims [row, 1)
 //     accumulate compute, token0, dims [row, 1)
 // After the loop (lv_reduce_rows): for each valid row i, for mask = kNumVVecsPerRow/2 .. 1:
-//     accumulate shuffle, iter = mask, dims [row, 1)   (no events when kNumVVecsPerRow == 1)
+//     accumulate shuffle, iter = i, dims [row, 1), src lane ^ mask (masks: lv_reduce_rows; none when
+//                kNumVVecsPerRow == 1)
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void lv_accumulate(const KvElem<Cfg>* __restrict__ v_cache, const CacheGeometry& cg,
                                               float v_scale, const int* __restrict__ block_tables,
-                                              const BlockTableGeometry& btg, const PartitionRange& r,
+                                              const SeqPages& pages, const PartitionRange& r,
                                               const ThreadCtx<Cfg>& c, const SharedV1<Cfg>& sm,
                                               RowAcc<Cfg>& acc, Tracer& tracer) {
   using Map = ThreadMapping<Cfg>;
@@ -65,7 +78,7 @@ __device__ __forceinline__ void lv_accumulate(const KvElem<Cfg>* __restrict__ v_
   const int t_in_block = Map::lv_token_in_block(c.lane);
   for (int n = 0, lblock = Map::warp_block(r.block_begin, c.warp, 0); lblock < r.block_end;
        lblock = Map::warp_block(r.block_begin, c.warp, ++n)) {
-    const int phys = load_physical_block<Cfg>(block_tables, btg, lblock, n, c, tracer);
+    const int phys = load_physical_block<Cfg>(block_tables, pages, lblock, n, c, tracer);
     const int token0 = Map::token_of(lblock, t_in_block);
 
     // LESSON-BEGIN(lv.logit_load)
@@ -122,9 +135,67 @@ __device__ __forceinline__ void lv_accumulate(const KvElem<Cfg>* __restrict__ v_
   }
 }
 
-// The lanes sharing a row are adjacent (xor masks < kNumVVecsPerRow): reduce
-// them into the row owner. Every lane shuffles every row (a shuffle needs the
-// whole warp); events only for valid rows.
+// Step lv on token rows (nhd, hnd): acc rows (the lane's chunk's x dims) +=
+// sum over this warp's tokens of prob * V.
+// Events, per warp iteration n (iter = n), every thread, in this order:
+//   block_table_load (see load_physical_block)
+//   then, lanes whose chunk is inside the row (lv_row_valid(lv_row(lane, 0))) only, for each
+//   s = 0..kLvTokenSteps-1 whose token = token_of(lblock, lv_row_token(lane, s)) < r.token_end:
+//     logit_load  shared_load logits, token, byte_offset logits_smem_byte(token - r.token_begin), bytes 4
+//     v_load      global_load v_cache, token, dims [lv_row(lane, 0), +kVVecSize), byte_offset =
+//                 Map::v_offset(layout, phys, kv_head, lv_row(lane, 0), t) * kKvBytes, bytes kVVecBytes
+//     accumulate  compute, token, dims [lv_row(lane, 0), +kVVecSize)
+// After the loop: lv_reduce_rows (the same contract, with the token-row masks).
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void lv_accumulate_token_rows(const KvElem<Cfg>* __restrict__ v_cache,
+                                                         const KvLayoutGeometry& kv,
+                                                         const int* __restrict__ block_tables, const SeqPages& pages,
+                                                         const PartitionRange& r, const ThreadCtx<Cfg>& c,
+                                                         const SharedV1<Cfg>& sm, RowAcc<Cfg>& acc, Tracer& tracer) {
+  using Map = ThreadMapping<Cfg>;
+  using T = KvElem<Cfg>;
+  constexpr int kN = Cfg::kVVecSize;  // head dims of one V vec
+#pragma unroll
+  for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) acc.v[i] = 0.f;
+  const int dim0 = Map::lv_row(c.lane, 0);
+  const bool in_row = Map::lv_row_valid(dim0);  // lanes past the row's chunks idle
+  // Token t's chunk is t token strides past token 0's: one 64-bit address per
+  // block, not one per load (computing each from the layout's formula kept
+  // kLvTokenSteps addresses live, 122 registers against 72 at head 128).
+  const std::int64_t token_stride = kv.token_stride();
+
+  for (int n = 0, lblock = Map::warp_block(r.block_begin, c.warp, 0); lblock < r.block_end;
+       lblock = Map::warp_block(r.block_begin, c.warp, ++n)) {
+    const int phys = load_physical_block<Cfg>(block_tables, pages, lblock, n, c, tracer);
+    const std::int64_t chunk0 = Map::v_offset(kv, phys, c.kv_head, dim0, 0);  // the chunk of the block's token 0
+    // LESSON-BEGIN(lv.v_load_token_rows)
+#pragma unroll
+    for (int s = 0; s < Cfg::kLvTokenSteps; ++s) {
+      const int t = Map::lv_row_token(c.lane, s);
+      const int token = Map::token_of(lblock, t);
+      if (in_row && token < r.token_end) {
+        const float p = sm.logits[token - r.token_begin];
+        PA_TRACE(tracer, ev(c.tc, Step::logit_load, Op::shared_load, Tensor::logits)
+                             .it(n).tok(token).blk(lblock, phys).at(logits_smem_byte(token - r.token_begin), 4));
+        const std::int64_t off = chunk0 + t * token_stride;  // = Map::v_offset(kv, phys, kv_head, dim0, t)
+        const auto v = load_vec<T, kN>(v_cache + off);
+        PA_TRACE(tracer, ev(c.tc, Step::v_load, Op::global_load, Tensor::v_cache)
+                             .it(n).tok(token).blk(lblock, phys).dims(dim0, kN)
+                             .at(off * Cfg::kKvBytes, Cfg::kVVecBytes));
+#pragma unroll
+        for (int e = 0; e < kN; ++e) acc.v[e] = fmaf(p, to_float(v.e[e]), acc.v[e]);
+        PA_TRACE(tracer, ev(c.tc, Step::accumulate, Op::compute, Tensor::none)
+                             .it(n).tok(token).blk(lblock, phys).dims(dim0, kN));
+      }
+    }
+    // LESSON-END(lv.v_load_token_rows)
+  }
+}
+
+// The lanes that accumulated the same rows (vLLM's layout: adjacent, xor
+// masks < kNumVVecsPerRow; token rows: one chunk's lanes, kLvLanesPerToken
+// apart) are reduced into the row owner. Every lane shuffles every row (a
+// shuffle needs the whole warp); events only for valid rows.
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void lv_reduce_rows(RowAcc<Cfg>& acc, const ThreadCtx<Cfg>& c, Tracer& tracer) {
   using Map = ThreadMapping<Cfg>;
@@ -133,7 +204,7 @@ __device__ __forceinline__ void lv_reduce_rows(RowAcc<Cfg>& acc, const ThreadCtx
   for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
     const int row = Map::lv_row(c.lane, i);
 #pragma unroll
-    for (int mask = Cfg::kNumVVecsPerRow / 2; mask >= 1; mask /= 2) {
+    for (int mask = Map::kLvReduceMaskHigh; mask >= Map::kLvReduceMaskLow; mask /= 2) {
       acc.v[i] += shfl_xor(acc.v[i], mask);
       if (Map::lv_row_valid(row)) {
         PA_TRACE(tracer, ev(c.tc, Step::accumulate, Op::shuffle, Tensor::none).it(i).dims(row, 1).src(c.lane ^ mask));
@@ -145,17 +216,22 @@ __device__ __forceinline__ void lv_reduce_rows(RowAcc<Cfg>& acc, const ThreadCtx
 
 // Steps softmax and lv as every v1-style kernel runs them on range r: the
 // logits become probabilities (softmax_block), then acc = this warp's sum of
-// prob * V rows (lv_accumulate), reduced into the row owners (lv_reduce_rows).
+// prob * V rows (lv_accumulate, or lv_accumulate_token_rows for nhd / hnd),
+// reduced into the row owners (lv_reduce_rows).
 // Returns the softmax's max and exp sum (V2 stores them per partition).
 // Events: softmax_block's (03_softmax.cuh), lv_accumulate's, lv_reduce_rows'.
 template <class Cfg, class Tracer>
 __device__ __forceinline__ SoftmaxStats<> softmax_times_v(const StageArgs& a, const PartitionRange& r,
-                                                        const ThreadCtx<Cfg>& c, SharedV1<Cfg>& sm,
-                                                        RowAcc<Cfg>& acc, Tracer& tracer) {
+                                                        const SeqPages& pages, const ThreadCtx<Cfg>& c,
+                                                        SharedV1<Cfg>& sm, RowAcc<Cfg>& acc, Tracer& tracer) {
   const SoftmaxStats<> st = softmax_block<Cfg>(r, c, sm, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::softmax, -1);
-  lv_accumulate<Cfg>(static_cast<const KvElem<Cfg>*>(a.v_cache), a.cg, a.v_scale, a.block_tables, a.btg, r, c, sm, acc,
-                     tracer);
+  const auto* v_cache = static_cast<const KvElem<Cfg>*>(a.v_cache);
+  if constexpr (Cfg::kTokenRows)
+    lv_accumulate_token_rows<Cfg>(v_cache, KvLayoutGeometry{a.kv_layout, a.cg}, a.block_tables, pages, r, c, sm, acc,
+                                  tracer);
+  else
+    lv_accumulate<Cfg>(v_cache, a.cg, a.v_scale, a.block_tables, pages, r, c, sm, acc, tracer);
   lv_reduce_rows<Cfg>(acc, c, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::lv, -1);
   return st;
@@ -195,9 +271,9 @@ template <class Cfg, class Tracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) stage4_lv_kernel(StageArgs a, Tracer tracer) {
   const auto c = ThreadCtx<Cfg>::make(trace::Stage::lv, a.num_heads, a.num_kv_heads);
   auto sm = shared_v1<Cfg>();
-  const PartitionRange r = v1_logits<Cfg>(a, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
+  const V1Range v = v1_logits<Cfg>(a, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
   RowAcc<Cfg> acc;
-  softmax_times_v<Cfg>(a, r, c, sm, acc, tracer);              // stages 3-4
+  softmax_times_v<Cfg>(a, v.r, v.pages, c, sm, acc, tracer);  // stages 3-4
   store_owned_rows<Cfg>(true, a.stage_out,
                         [&](int row) { return a.sg.partial_offset(c.seq, c.head, c.warp, row); },
                         Step::stage_output, Tensor::stage_out, acc, c, tracer);

@@ -85,9 +85,9 @@ template <class Cfg, class Tracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) stage5_v1_kernel(StageArgs a, Tracer tracer) {
   const auto c = ThreadCtx<Cfg>::make(trace::Stage::warp_reduce, a.num_heads, a.num_kv_heads);
   auto sm = shared_v1<Cfg>();
-  const PartitionRange r = v1_logits<Cfg>(a, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
+  const V1Range v = v1_logits<Cfg>(a, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
   RowAcc<Cfg> acc;
-  softmax_times_v<Cfg>(a, r, c, sm, acc, tracer);              // stages 3-4 (04_lv.cuh)
+  softmax_times_v<Cfg>(a, v.r, v.pages, c, sm, acc, tracer);  // stages 3-4 (04_lv.cuh)
   warp_tree_reduce<Cfg>(acc, c, sm, tracer);                   // stage 5
   store_output_row<Cfg>(static_cast<Elem<Cfg>*>(a.out), a.qg, acc, c, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::warp_reduce, -1);

@@ -53,16 +53,17 @@ template <class Cfg, class Tracer>
 __global__ void __launch_bounds__(Cfg::kNumThreads) stage6_v2_partition_kernel(V2Args a, Tracer tracer) {
   PA_TIME_START(tracer);
   const auto c = ThreadCtx<Cfg>::make(trace::Stage::v2_partition, a.base.num_heads, a.base.num_kv_heads);
-  const int ctx = load_context_len<Cfg>(a.base.context_lens, c, tracer);
+  const SeqPages pages = load_seq_pages<Cfg>(a.base, c, tracer);
+  const int ctx = pages.context_len;
   const int n_parts = num_partitions_in(a.range, ctx, a.base.partition_size);
   if (c.partition >= n_parts) return;  // past this sequence's range: empty, writes nothing
   // LESSON-BEGIN(v2_partition.range)
   const PartitionRange r = partition_range_in(a.range, ctx, Cfg::kBlockSize, a.base.partition_size, c.partition);
   // LESSON-END(v2_partition.range)
   auto sm = shared_v1<Cfg>();
-  q_and_logits<Cfg>(a.base, r, ctx, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
+  q_and_logits<Cfg>(a.base, r, pages, c, sm, tracer);  // stages 1-2 (02_qk.cuh)
   RowAcc<Cfg> acc;
-  const SoftmaxStats<> st = softmax_times_v<Cfg>(a.base, r, c, sm, acc, tracer);  // stages 3-4 (04_lv.cuh)
+  const SoftmaxStats<> st = softmax_times_v<Cfg>(a.base, r, pages, c, sm, acc, tracer);  // stages 3-4 (04_lv.cuh)
   warp_tree_reduce<Cfg>(acc, c, sm, tracer);  // stage 5
   PA_TIME_PHASE(tracer, trace::Phase::warp_reduce, -1);
 

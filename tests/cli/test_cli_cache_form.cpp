@@ -1,10 +1,11 @@
-// pa-lab's --layout and --page-table, run as a user runs them: stages 1-7
-// refuse any form but vLLM's padded one before a GPU is asked for (so these
-// pass on a machine without one), stage 8 accepts every form, `trace` traces
-// stage 8 over every layout with padded tables, refuses the rest by name and
-// takes the default form given explicitly as a no-op, `list` and the help say
-// which stage reads what. Bad names are in test_bad_flags.cpp's table.
-// One test runs stage 8 on hnd + CSR on a GPU (skipped without one).
+// pa-lab's --layout and --page-table, run as a user runs them: a stage
+// refuses the forms its kernels do not read (nhd and hnd: stages 5 and 8
+// read them; CSR tables: stages 1-5 and 8) before a GPU is asked for (so
+// these pass on a machine without one), `trace` traces each stage over the
+// forms it reads, refuses the rest by name and takes the default form given
+// explicitly as a no-op, `list` and the help say which stage reads what. Bad
+// names are in test_bad_flags.cpp's table. One test runs stages 5 and 8 on
+// hnd + CSR on a GPU (skipped without one).
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdio>
@@ -44,7 +45,7 @@ const char* kSmall = "--heads 8 --kv-heads 2 --context-lens 1,17,100 --seed 1";
 
 }  // namespace
 
-TEST_CASE("pa-lab run: stages 1-7 refuse nhd, hnd and CSR tables before any GPU work", "[cli][layout]") {
+TEST_CASE("pa-lab run: stages refuse the layouts and tables they do not read before any GPU work", "[cli][layout]") {
   struct Case {
     const char* stage;
     const char* flags;
@@ -53,15 +54,14 @@ TEST_CASE("pa-lab run: stages 1-7 refuse nhd, hnd and CSR tables before any GPU 
   const std::vector<Case> cases = {
       {"q_to_smem", "--layout nhd",
        {"option --layout nhd: stage q_to_smem cannot read a KV cache in layout nhd", "(accepted for this stage: vllm)",
-        "nhd is read by stage 8 (optimized): pa-lab run --stage optimized --layout nhd"}},
+        "nhd is read by stages 5 and 8: pa-lab run --stage optimized --layout nhd"}},
       {"3", "--layout hnd", {"option --layout hnd: stage softmax cannot read", "(accepted for this stage: vllm)"}},
-      {"v1", "--layout hnd",
-       {"stage warp_reduce cannot read a KV cache in layout hnd", "accepted for this stage: vllm"}},
-      {"warp_reduce", "--page-table csr",
-       {"option --page-table csr: stage warp_reduce cannot read a csr page table",
-        "(accepted for this stage: padded)", "pa-lab run --stage optimized --page-table csr"}},
+      {"lv", "--layout hnd", {"stage lv cannot read a KV cache in layout hnd", "accepted for this stage: vllm"}},
       {"v2_partition", "--page-table csr",
-       {"option --page-table csr: stage v2_partition", "accepted for this stage: padded"}},
+       {"option --page-table csr: stage v2_partition cannot read a csr page table",
+        "(accepted for this stage: padded)", "csr is read by stages 1-5 and 8",
+        "pa-lab run --stage optimized --page-table csr"}},
+      {"v2_partition", "--layout nhd", {"option --layout nhd: stage v2_partition", "accepted for this stage: vllm"}},
       // Both: the layout is named first, and the suggestion keeps both flags.
       {"cascade_merge", "--prefix-len 16 --layout hnd --page-table csr",
        {"option --layout hnd: stage cascade_merge", "accepted for this stage: vllm",
@@ -81,13 +81,16 @@ TEST_CASE("pa-lab run: stages 1-7 refuse nhd, hnd and CSR tables before any GPU 
   }
 }
 
-TEST_CASE("pa-lab run: the default form is accepted by every stage, every form by stage optimized", "[cli][layout]") {
+TEST_CASE("pa-lab run: the default form is accepted by every stage, the others by the stages that read them",
+          "[cli][layout]") {
   // Without a GPU these end at the GPU check (exit 2), with one they run
   // (exit 0): either way the command line was accepted, never exit 3.
   for (const std::string& args :
        {std::string("run --stage qk --layout vllm --page-table padded --iters 0 ") + kSmall,
         std::string("run --stage v2_partition --layout vllm --iters 0 ") + kSmall,
         std::string("run --stage optimized --layout nhd --iters 0 ") + kSmall,
+        std::string("run --stage v1 --layout hnd --page-table csr --iters 0 ") + kSmall,
+        std::string("run --stage qk --page-table csr --iters 0 ") + kSmall,
         std::string("run --stage optimized --layout hnd --page-table csr --iters 0 ") + kSmall,
         std::string("run --stage 8 --page-table csr --iters 0 ") + kSmall}) {
     std::string out;
@@ -123,7 +126,7 @@ TEST_CASE("pa-lab run --devices refuses another cache form (context parallelism 
   CHECK(has(out, "accepted with --devices: --layout vllm, --page-table padded"));
 }
 
-TEST_CASE("pa-lab trace: stage 8 over every layout and page table; the rest refused before any file",
+TEST_CASE("pa-lab trace: each stage over the forms it reads; the rest refused before any file",
           "[cli][layout]") {
   const fs::path dir = fs::temp_directory_path() / "pa_cli_cache_form";
   fs::create_directories(dir);
@@ -135,25 +138,27 @@ TEST_CASE("pa-lab trace: stage 8 over every layout and page table; the rest refu
   };
   for (const Refused& r :
        {Refused{"--stage qk --layout hnd",
-                "option --layout hnd: stage 2 (qk) reads vLLM's cache layout through padded block tables, not "
-                "layout hnd with padded page tables"},
-        Refused{"--stage warp_reduce --page-table csr",
-                "option --page-table csr: stage 5 (warp_reduce) reads vLLM's cache layout through padded block "
-                "tables, not layout vllm with csr page tables"}}) {
+                "option --layout hnd: stage 2 (qk) cannot read a cache in layout hnd with padded page tables"},
+        Refused{"--stage v2_partition --page-table csr",
+                "option --page-table csr: stage 6 (v2_partition) cannot read a cache in layout vllm with csr page "
+                "tables"}}) {
     const std::string args = std::string("trace ") + r.flags + " --source model " + kSmall + " -o " + file;
     std::string out;
     const int rc = lab(args, out);
     INFO("pa-lab " << args << "\n" << out);
     CHECK(rc == kUsage);
     CHECK(has(out, "pa-lab trace: " + r.must_say));
-    CHECK(has(out, "pa-lab run --stage optimized"));
+    CHECK(has(out, "pa-lab trace --stage optimized"));
     CHECK_FALSE(fs::exists(file));
   }
-  // Stage 8 over nhd and hnd, and over a CSR table: a trace whose header keeps the form.
+  // Stages 5 and 8 over nhd and hnd, and over a CSR table, stage 2 over a
+  // CSR table: a trace whose header keeps the form.
   int traced = 0;
-  for (const char* l : {"--layout nhd", "--layout hnd", "--page-table csr", "--layout hnd --page-table csr"}) {
-    const std::string args = std::string("trace --stage optimized ") + l + " --source model " + kSmall +
-                             " -o " + file;
+  for (const char* l : {"--stage optimized --layout nhd", "--stage optimized --layout hnd",
+                        "--stage optimized --page-table csr", "--stage optimized --layout hnd --page-table csr",
+                        "--stage warp_reduce --layout nhd", "--stage warp_reduce --layout hnd --page-table csr",
+                        "--stage qk --page-table csr"}) {
+    const std::string args = std::string("trace ") + l + " --source model " + kSmall + " -o " + file;
     std::string out;
     const int rc = lab(args, out);
     INFO("pa-lab " << args << "\n" << out);
@@ -163,7 +168,7 @@ TEST_CASE("pa-lab trace: stage 8 over every layout and page table; the rest refu
     fs::remove(file);
     ++traced;
   }
-  CHECK(traced == 4);
+  CHECK(traced == 7);
   // The default form given explicitly: the same trace as without the flags.
   std::string first_lines[2];
   int i = 0;
@@ -194,10 +199,10 @@ TEST_CASE("pa-lab list shows the layouts and page tables and the stages that rea
     const char* shape;
   };
   for (const Row& r : {Row{"  vllm ", "stages 1-8", "K [pages, kv_heads, head/x, page, x]"},
-                       Row{"  nhd ", "stage 8 (optimized)", "[pages, 2, page, kv_heads, head]"},
-                       Row{"  hnd ", "stage 8 (optimized)", "[pages, 2, kv_heads, page, head]"},
+                       Row{"  nhd ", "stages 5 and 8", "[pages, 2, page, kv_heads, head]"},
+                       Row{"  hnd ", "stages 5 and 8", "[pages, 2, kv_heads, page, head]"},
                        Row{"  padded ", "stages 1-8", "block_tables [seqs, max_blocks_per_seq]"},
-                       Row{"  csr ", "stage 8 (optimized)", "indptr [seqs + 1], indices, last_page_len"}}) {
+                       Row{"  csr ", "stages 1-5 and 8", "indptr [seqs + 1], indices, last_page_len"}}) {
     const std::string line = line_starting(out, r.start);
     INFO("row " << r.start << ": " << line);
     CHECK(has(line, r.readers));
@@ -216,24 +221,27 @@ TEST_CASE("pa-lab run --help and trace --help document --layout and --page-table
   INFO(run);
   CHECK(has(run, "--layout vllm|nhd|hnd"));
   CHECK(has(run, "--page-table padded|csr"));
-  CHECK(has(run, "vllm: stages 1-8; nhd: stage 8 (optimized); hnd: stage 8 (optimized)"));
-  CHECK(has(run, "padded: stages 1-8; csr: stage 8 (optimized)"));
+  CHECK(has(run, "vllm: stages 1-8; nhd: stages 5 and 8; hnd: stages 5 and 8"));
+  CHECK(has(run, "padded: stages 1-8; csr: stages 1-5 and 8"));
   INFO(trace);
   CHECK(has(trace, "--layout L, --page-table T"));
-  CHECK(has(trace, "stage optimized is traced over"));
-  CHECK(has(trace, "both page tables (padded, csr: its kv_indptr"));
+  CHECK(has(trace, "stages warp_reduce and optimized are"));
+  CHECK(has(trace, "both page tables (padded, csr: the kv_indptr"));
 }
 
-TEST_CASE("pa-lab run --stage optimized on hnd with CSR tables passes against the reference", "[cli][layout][gpu]") {
+TEST_CASE("pa-lab run --stage optimized and v1 on hnd with CSR tables pass against the reference",
+          "[cli][layout][gpu]") {
   PA_REQUIRE_GPU();
   struct Form {
     const char* flags;
     const char* layout;
     const char* table;
   };
-  for (const Form& f : {Form{"--layout hnd --page-table csr", "layout hnd", "page table csr"},
-                        Form{"--layout nhd", "layout nhd", "page table padded"}}) {
-    const std::string args = std::string("run --stage optimized ") + f.flags + " --iters 0 " + kSmall;
+  for (const Form& f : {Form{"--stage optimized --layout hnd --page-table csr", "layout hnd", "page table csr"},
+                        Form{"--stage optimized --layout nhd", "layout nhd", "page table padded"},
+                        Form{"--stage v1 --layout hnd --page-table csr", "layout hnd", "page table csr"},
+                        Form{"--stage warp_reduce --layout nhd", "layout nhd", "page table padded"}}) {
+    const std::string args = std::string("run ") + f.flags + " --iters 0 " + kSmall;
     std::string out;
     const int rc = lab(args, out);
     INFO("pa-lab " << args << "\n" << out);

@@ -282,6 +282,115 @@ TEST_CASE("host model: every V element is loaded once, every output row stored o
   }
 }
 
+TEST_CASE("host model, stage 5 on nhd and hnd: every K and V element once, at its address, in 16-byte loads",
+          "[trace][model][layouts]") {
+  const DType dt = GENERATE(DType::f16, DType::bf16);
+  const int block = GENERATE(8, 16, 32);
+  const int head = GENERATE(64, 80, 128, 192, 256);
+  const KvLayout layout = GENERATE(KvLayout::nhd, KvLayout::hnd);
+  ProblemSpec s = spec_of(dt, head, block, {1, 37, 130}, 4, 2);
+  s.kv_layout = layout;
+  const PagedProblem p = make_problem(s);
+  const KvLayoutGeometry g{layout, p.cache};
+  const RuntimeConfig rc = make_runtime_config(s);
+  INFO(dtype_name(dt) << " head " << head << " block " << block << " layout " << kv_layout_name(layout));
+  REQUIRE(rc.token_rows);
+  // K vecs are whole 16-byte chunks unless the head does not split into the
+  // group's chunks (heads 80 and 112 at block 8: 8 bytes); V vecs always are.
+  CHECK(rc.vec_bytes == (head % (rc.thread_group_size * 8) == 0 ? 16 : 8));
+  CHECK(rc.v_vec_bytes == 16);
+  Selection sel;
+  for (int seq = 0; seq < 3; ++seq) sel.blocks.push_back({seq, 3, 0});
+  const auto ev = model_events(s, Stage::warp_reduce, sel);
+  check_program_order(ev);
+  for (int seq = 0; seq < 3; ++seq) {
+    const int ctx = s.context_lens[seq];
+    const std::size_t cells = static_cast<std::size_t>(p.num_logical_blocks(seq)) * block * head;
+    std::vector<int> k_touched(cells, 0), v_touched(cells, 0), out_rows(head, 0);
+    for (const Event& e : ev) {
+      if (e.seq != seq) continue;
+      REQUIRE(e.kv_head == 1);  // head 3 of 4, 2 KV heads
+      const int t = e.token % block;
+      if (e.step == Step::k_load || e.step == Step::v_load) {
+        REQUIRE(e.physical_block == p.physical_block(seq, e.logical_block));
+        REQUIRE(e.bytes == e.dim_count * 2);
+        const bool k = e.step == Step::k_load;
+        REQUIRE(e.bytes == (k ? rc.vec_bytes : 16));
+        // The vec's dims are contiguous at the layout's address of its first.
+        for (int d = e.dim_begin; d < e.dim_begin + e.dim_count; ++d) {
+          const std::int64_t off = k ? g.k_offset(e.physical_block, 1, d, t) : g.v_offset(e.physical_block, 1, d, t);
+          REQUIRE(off * 2 == e.byte_offset + (d - e.dim_begin) * 2);
+          ++(k ? k_touched : v_touched)[static_cast<std::size_t>(e.token) * head + d];
+        }
+      }
+      if (e.step == Step::out_store) ++out_rows[e.dim_begin];
+    }
+    // K: every slot of the context's blocks (the last block's tail too: the
+    // load happens, the logit is dropped). V: exactly the context's tokens.
+    for (std::size_t i = 0; i < cells; ++i) {
+      INFO("seq " << seq << " token " << i / head << " dim " << i % head);
+      REQUIRE(k_touched[i] == 1);
+      REQUIRE(v_touched[i] == (static_cast<int>(i / head) < ctx ? 1 : 0));
+    }
+    for (int v : out_rows) REQUIRE(v == 1);
+  }
+}
+
+TEST_CASE("host model, stages 2-5 with a CSR table: the padded trace with the table's loads replaced",
+          "[trace][model][layouts]") {
+  ProblemSpec s = spec_of(DType::f16, 128, 16, {40, 100, 17}, 8, 2);
+  const Selection sel{{{0, 1, 0}, {1, 7, 0}, {2, 0, 0}}};
+  const int rows[] = {0, 3, 10};  // sequence s's indices start after the pages of the earlier ones
+  std::size_t stages = 0;
+  for (Stage st : {Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce}) {
+    INFO(to_string(st));
+    s.page_table = PageTableForm::padded;
+    const std::vector<Event> padded = model_events(s, st, sel);
+    s.page_table = PageTableForm::csr;
+    const std::vector<Event> csr = model_events(s, st, sel);
+    auto is_table = [](const Event& e) {
+      return e.tensor == Tensor::context_lens || e.tensor == Tensor::kv_indptr ||
+             e.tensor == Tensor::kv_last_page_len || e.tensor == Tensor::block_table;
+    };
+    std::vector<Event> a, b;
+    std::size_t indptr = 0, last = 0, tables = 0;
+    for (const Event& e : padded)
+      if (!is_table(e)) a.push_back(e);
+    for (const Event& e : csr) {
+      REQUIRE(e.tensor != Tensor::context_lens);
+      if (e.tensor == Tensor::kv_indptr) {
+        CHECK((e.byte_offset == e.seq * 4 || e.byte_offset == (e.seq + 1) * 4));
+        ++indptr;
+      } else if (e.tensor == Tensor::kv_last_page_len) {
+        CHECK(e.byte_offset == e.seq * 4);
+        ++last;
+      } else if (e.tensor == Tensor::block_table) {
+        CHECK(e.byte_offset == (rows[e.seq] + e.logical_block) * 4);
+        ++tables;
+      } else {
+        b.push_back(e);
+      }
+    }
+    // Every thread of each of the 3 blocks: both row bounds, then the last page's length.
+    CHECK(indptr == 3 * 128 * 2);
+    CHECK(last == 3 * 128);
+    CHECK(tables == static_cast<std::size_t>(std::count_if(padded.begin(), padded.end(), [](const Event& e) {
+            return e.tensor == Tensor::block_table;
+          })));
+    // Everything else is the padded trace, event for event.
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      REQUIRE(a[i].step == b[i].step);
+      REQUIRE(a[i].tensor == b[i].tensor);
+      REQUIRE(a[i].byte_offset == b[i].byte_offset);
+      REQUIRE(a[i].warp == b[i].warp);
+      REQUIRE(a[i].lane == b[i].lane);
+    }
+    ++stages;
+  }
+  CHECK(stages == 4);
+}
+
 TEST_CASE("host model: every stage, several configurations: valid, ordered, round-trips", "[trace][model][file]") {
   const Stage st = GENERATE(Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce);
   const int block = GENERATE(8, 32);

@@ -375,16 +375,28 @@ TEST_CASE("stage 8 model: a token-row cache changes the copies' addresses, nothi
 TEST_CASE("traces refuse the layouts and tables a stage does not read", "[trace][model][layouts]") {
   ProblemSpec s = opt_spec(DType::f16, 128, 16, {40}, 4, 2);
   s.kv_layout = KvLayout::nhd;
-  for (Stage st : {Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce, Stage::v2_partition,
+  std::size_t refused = 0;
+  for (Stage st : {Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::v2_partition,
                    Stage::cascade_merge}) {
+    INFO(to_string(st));
     const std::string why = kv_cache_refusal(s, st);
     CHECK_THAT(why, Catch::Matchers::ContainsSubstring("layout nhd"));
-    CHECK_THAT(why, Catch::Matchers::ContainsSubstring("accepted: layout vllm, page table padded"));
-    CHECK_THROWS_WITH(model_events(s, st, {}), Catch::Matchers::ContainsSubstring("reads vLLM's cache layout"));
+    CHECK_THAT(why, Catch::Matchers::ContainsSubstring("layouts nhd and hnd: stages 5 (warp_reduce) and 8"));
+    CHECK_THROWS_WITH(model_events(s, st, {}), Catch::Matchers::ContainsSubstring("cannot read a cache in layout nhd"));
+    ++refused;
   }
+  CHECK(refused == 6);
+  CHECK(kv_cache_refusal(s, Stage::warp_reduce).empty());
   CHECK(kv_cache_refusal(s, Stage::optimized).empty());
   s.page_table = PageTableForm::csr;
+  CHECK(kv_cache_refusal(s, Stage::warp_reduce).empty());
   CHECK(kv_cache_refusal(s, Stage::optimized).empty());
+  // CSR tables with vLLM's layout: the v1 stages 1-5 and stage 8; stages 6-7 refuse.
+  s.kv_layout = KvLayout::vllm;
+  for (Stage st : {Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce, Stage::optimized})
+    CHECK(kv_cache_refusal(s, st).empty());
+  for (Stage st : {Stage::v2_partition, Stage::cascade_merge})
+    CHECK_THAT(kv_cache_refusal(s, st), Catch::Matchers::ContainsSubstring("csr page tables: stages 1-5 and 8"));
   // A token-row cache holds 16-bit elements only: the problem itself is refused.
   ProblemSpec f = opt_spec(DType::f32, 128, 16, {40}, 4, 2);
   f.kv_layout = KvLayout::hnd;

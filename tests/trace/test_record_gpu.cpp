@@ -114,6 +114,66 @@ TEST_CASE("recorded GPU events equal the host model, stages 1-7", "[gpu][trace][
   CHECK(compared == expected);
 }
 
+TEST_CASE("recorded GPU events equal the host model, stage 5 on nhd and hnd, stages 1-5 with CSR tables",
+          "[gpu][trace][record]") {
+  PA_REQUIRE_GPU();
+  struct FormCase {
+    DType dt;
+    int head, block;
+    std::vector<int> ctx;
+    int heads, kv_heads;
+    Selection sel;
+  };
+  // The entries stage 5 records on token rows (record_configs.hpp's
+  // record_token_rows: each 16-bit dtype, each block size).
+  const FormCase cases[] = {
+      {DType::f16, 128, 16, {100, 17}, 4, 2, {{{0, 3, 0}, {1, 0, 0}}}},
+      {DType::bf16, 128, 16, {1, 513}, 8, 2, {{{0, 1, 0}, {1, 6, 0}}}},
+      {DType::f16, 128, 8, {37, 300}, 8, 1, {{{0, 3, 0}, {1, 7, 0}}}},
+      {DType::f16, 96, 32, {250, 31}, 4, 4, {{{1, 3, 0}, {0, 0, 0}}}},
+  };
+  int expected = 0, compared = 0;
+  for (const FormCase& c : cases) {
+    ProblemSpec s;
+    s.dtype = c.dt;
+    s.head_size = c.head;
+    s.block_size = c.block;
+    s.context_lens = c.ctx;
+    s.num_heads = c.heads;
+    s.num_kv_heads = c.kv_heads;
+    s.seed = 23;
+    s.alibi = (&c - cases) % 2 == 0;
+    for (KvLayout l : {KvLayout::nhd, KvLayout::hnd, KvLayout::vllm})
+      for (PageTableForm t : {PageTableForm::padded, PageTableForm::csr}) {
+        if (l == KvLayout::vllm && t == PageTableForm::padded) continue;  // the test above
+        s.kv_layout = l;
+        s.page_table = t;
+        const PagedProblem p = make_problem(s);
+        // vLLM's layout with CSR: every v1 stage of the first case; token rows: stage 5.
+        std::vector<Stage> stages{Stage::warp_reduce};
+        if (l == KvLayout::vllm && &c == cases)
+          stages = {Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce};
+        for (Stage st : stages) {
+          INFO(to_string(st) << " " << s.describe() << " layout " << kv_layout_name(l) << " table "
+                             << page_table_name(t));
+          const bool recorded = v1_instance_built(s);
+          expected += recorded;
+          CHECK(can_record(st, s) == recorded);
+          if (!can_record(st, s)) continue;
+          const RecordResult rec = record_stage(st, p, c.sel);
+          PA_CHECK_REPLAY_ORDER(rec.events);
+          PA_CHECK_EVENTS_EQUAL(rec.events, model_events(s, st, c.sel), s.dtype);
+          ++compared;
+        }
+      }
+  }
+  // Per case: stage 5 on nhd and hnd with both tables (4) and on vLLM's
+  // layout with CSR (1), the first case stages 1-4 too. A quick build holds
+  // head 128 x block 16 only: the first two cases.
+  CHECK(expected == (kernels::quick_kernels_build() ? 2 * 5 + 4 : 4 * 5 + 4));
+  CHECK(compared == expected);
+}
+
 TEST_CASE("recorded GPU events equal the host model, stage 6 with several partitions", "[gpu][trace][record]") {
   PA_REQUIRE_GPU();
   struct V2Case {

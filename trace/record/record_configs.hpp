@@ -34,6 +34,7 @@
 #define PA_TRACE_ALL_STAGE_CONFIGS 8
 #endif
 
+#include "pa/core/event.hpp"
 #include "pa/index/dtype.hpp"
 
 namespace pa::trace::detail {
@@ -56,6 +57,16 @@ inline constexpr RecordConfig kRecordConfigs[] = {
 inline constexpr int kNumRecordConfigs = static_cast<int>(sizeof(kRecordConfigs) / sizeof(kRecordConfigs[0]));
 // Entries [0, kNumAllStageRecordConfigs) are recorded for stages 1-4 too.
 inline constexpr int kNumAllStageRecordConfigs = PA_TRACE_ALL_STAGE_CONFIGS;
+
+// Stage 5 also records its token-row instance (nhd, hnd: KernelConfig's
+// TOKEN_ROWS) for the entries of the first kNumAllStageRecordConfigs with a
+// 2-byte cache: each 16-bit dtype and each block size, at no cost to the
+// other stages.
+constexpr bool record_token_rows(Stage stage, int entry) {
+  const RecordConfig& c = kRecordConfigs[entry];
+  return stage == Stage::warp_reduce && entry < kNumAllStageRecordConfigs && c.kv_dtype == KvDType::same &&
+         c.dtype != DType::f32;
+}
 
 }  // namespace pa::trace::detail
 

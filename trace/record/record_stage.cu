@@ -35,15 +35,17 @@ bool can_record(Stage stage, const ProblemSpec& spec) {
   const int s = static_cast<int>(stage);
   if (s < 1 || s > 7 || spec.num_threads != 128) return false;
   if (stage == Stage::cascade_merge && is_fp8(spec.kv_dtype)) return false;  // the cascade takes no fp8 cache
-  if (!kv_cache_refusal(spec, stage).empty()) return false;  // stages 1-7: vLLM's padded cache only
-  // Stages 1-4 record the first kNumAllStageRecordConfigs entries only.
-  const auto end = s <= 4 ? std::begin(detail::kRecordConfigs) + detail::kNumAllStageRecordConfigs
-                          : std::end(detail::kRecordConfigs);
-  const bool listed = std::any_of(std::begin(detail::kRecordConfigs), end,
-                                  [&](const detail::RecordConfig& c) {
-                                    return c.dtype == spec.dtype && c.head_size == spec.head_size &&
-                                           c.block_size == spec.block_size && c.kv_dtype == spec.kv_dtype;
-                                  });
+  if (!kv_cache_refusal(spec, stage).empty()) return false;  // the forms the stage reads (stage_reads)
+  // Stages 1-4 record the first kNumAllStageRecordConfigs entries only;
+  // stage 5's token-row layouts the entries record_token_rows names.
+  const int entries = s <= 4 ? detail::kNumAllStageRecordConfigs : detail::kNumRecordConfigs;
+  const bool rows = kv_layout_token_rows(spec.kv_layout);
+  bool listed = false;
+  for (int i = 0; i < entries; ++i) {
+    const detail::RecordConfig& c = detail::kRecordConfigs[i];
+    listed = listed || (c.dtype == spec.dtype && c.head_size == spec.head_size && c.block_size == spec.block_size &&
+                        c.kv_dtype == spec.kv_dtype && (!rows || detail::record_token_rows(stage, i)));
+  }
   if (!listed) return false;
   // The inputs go up through kernels::DeviceProblem, which accepts only the
   // configurations pa_kernels holds (PA_QUICK_KERNELS builds: head 128 x block 16).
@@ -70,6 +72,10 @@ std::string recordable_configs_text() {
   if (detail::kNumAllStageRecordConfigs < detail::kNumRecordConfigs)
     s += "; warp_reduce, v2_partition and cascade_merge also in" +
          list(detail::kNumAllStageRecordConfigs, detail::kNumRecordConfigs);
+  std::string rows;
+  for (int i = 0; i < detail::kNumRecordConfigs; ++i)
+    if (detail::record_token_rows(Stage::warp_reduce, i)) rows += list(i, i + 1);
+  s += "; warp_reduce on layouts nhd and hnd in" + rows;
   return s + "; " + detail::recordable_optimized_text();
 }
 

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "host_model_detail.hpp"
+#include "pa/kernels/api.hpp"
 
 namespace pa::trace {
 
@@ -154,14 +155,9 @@ std::vector<BlockId> traced_blocks(const ProblemSpec& spec, Stage stage, const s
 }
 
 std::string kv_cache_refusal(const ProblemSpec& spec, Stage stage) {
-  if (spec.kv_layout != KvLayout::vllm || spec.page_table != PageTableForm::padded) {
-    const std::string asked = std::string("layout ") + kv_layout_name(spec.kv_layout) + " with " +
-                              page_table_name(spec.page_table) + " page tables";
-    if (stage != Stage::optimized)
-      return std::string("stage ") + std::to_string(static_cast<int>(stage)) + " (" + to_string(stage) +
-             ") reads vLLM's cache layout through padded block tables, not " + asked +
-             " (accepted: layout vllm, page table padded; stage 8 (optimized) reads nhd and hnd caches too)";
-  }
+  // The forms the stage's kernels read are the forms it is traced in.
+  if (std::string why = kernels::stage_reads_refusal(stage, spec.kv_layout, spec.page_table); !why.empty())
+    return why;
   if (!is_fp8(spec.kv_dtype)) return {};
   if (stage == Stage::cascade_merge)
     return std::string("stage 7 (cascade_merge) takes no ") + kv_dtype_name(spec.kv_dtype) +

@@ -27,12 +27,32 @@ struct V1Model : BlockModel {
   StageOutGeometry sg;
 
   int ctx_len() const { return p.context_lens[b.seq]; }
+  // The cache in the problem's layout (Map::k_offset / v_offset pick the
+  // formula the kernel's configuration reads).
+  KvLayoutGeometry kv_geometry() const { return {p.spec.kv_layout, p.cache}; }
+  // A CSR table is the one the device gets (csr_from_block_tables: each
+  // sequence's pages in order), so row seq starts after the pages of the
+  // sequences before it.
+  bool csr() const { return p.spec.page_table == PageTableForm::csr; }
+  std::int64_t table_row() const {
+    if (!csr()) return p.table.offset(b.seq, 0);
+    std::int64_t row = 0;
+    for (int q = 0; q < b.seq; ++q) row += ceil_div(p.context_lens[q], Cfg::kBlockSize);
+    return row;
+  }
 
-  // load_context_len (02_qk.cuh)
+  // load_seq_pages (02_qk.cuh)
   void context_len() {
     for (int tid = 0; tid < kThreads; ++tid) {
-      em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::context_lens)
-                         .at(context_len_offset(b.seq) * 4, 4));
+      if (!csr()) {
+        em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::context_lens)
+                           .at(context_len_offset(b.seq) * 4, 4));
+        continue;
+      }
+      em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::kv_indptr).at(b.seq * 4, 4));
+      em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::kv_indptr).at((b.seq + 1) * 4, 4));
+      if (ctx_len() > 0)
+        em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::kv_last_page_len).at(b.seq * 4, 4));
     }
   }
 
@@ -83,9 +103,10 @@ struct V1Model : BlockModel {
   int phys_block(int lblock) const { return p.block_tables[p.table.offset(b.seq, lblock)]; }
 
   // load_physical_block (02_qk.cuh)
+  std::int64_t row = 0;  // table_row(), set by the runs
   void block_table_load(int tid, int lblock, int n) {
     em.record(tid, ev_(tid, Step::block_table_load, Op::global_load, Tensor::block_table)
-                       .it(n).blk(lblock, phys_block(lblock)).at(p.table.offset(b.seq, lblock) * 4, 4));
+                       .it(n).blk(lblock, phys_block(lblock)).at((row + lblock) * 4, 4));
   }
 
   // The loop of qk_logits and lv_accumulate over the range's blocks that
@@ -110,7 +131,7 @@ struct V1Model : BlockModel {
         const int token = Map::token_of(lblock, t_in_block);
         for (int i = 0; i < Cfg::kNumVecsPerThread; ++i) {
           const int dim = Map::qk_vec_dim(g_off, i);
-          const std::int64_t off = p.cache.k_offset(phys, kv_head, dim, t_in_block);
+          const std::int64_t off = Map::k_offset(kv_geometry(), phys, kv_head, dim, t_in_block);
           em.record(tid, ev_(tid, Step::k_load, Op::global_load, Tensor::k_cache)
                              .it(n).tok(token).blk(lblock, phys).dims(dim, Cfg::kVecSize)
                              .at(off * Cfg::kKvBytes, Cfg::kVecBytes));
@@ -234,37 +255,68 @@ struct V1Model : BlockModel {
     em.record(0, ev_(0, Step::stage_output, Op::global_store, Tensor::part_sum).at(off * 4, 4).val(range_sum));
   }
 
-  // lv_accumulate + lv_reduce_rows (04_lv.cuh)
-  void lv(const PartitionRange& r) {
+  // lv_accumulate_token_rows (04_lv.cuh): thread tid's loop over its warp's blocks.
+  void lv_token_rows(int tid, const PartitionRange& r) {
     constexpr int kN = Cfg::kVVecSize;
-    for (int tid = 0; tid < kThreads; ++tid) {
-      const int lane = Map::lane_of(tid);
-      const int t_in_block = Map::lv_token_in_block(lane);
-      warp_blocks(tid, r, [&](int n, int lblock, int phys) {
-        const int token0 = Map::token_of(lblock, t_in_block);
-        const int idx0 = token0 - r.token_begin;
-        const int valid = r.token_end - token0;
-        if (valid > 0) {
-          em.record(tid, ev_(tid, Step::logit_load, Op::shared_load, Tensor::logits)
-                             .it(n).tok(token0).blk(lblock, phys).at(logits_smem_byte(idx0), 4 * std::min(valid, kN)));
-        }
-        for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
-          const int row = Map::lv_row(lane, i);
-          if (!Map::lv_row_valid(row)) continue;
-          const std::int64_t off = p.cache.v_offset(phys, kv_head, row, t_in_block);
-          em.record(tid, ev_(tid, Step::v_load, Op::global_load, Tensor::v_cache)
-                             .it(n).tok(token0).blk(lblock, phys).dims(row, 1)
-                             .at(off * Cfg::kKvBytes, Cfg::kVVecBytes));
-          if constexpr (is_fp8(Cfg::kKvDType))
-            em.record(tid, ev_(tid, Step::dequant, Op::compute, Tensor::none)
-                               .it(n).tok(token0).blk(lblock, phys).dims(row, 1));
-          em.record(tid, ev_(tid, Step::accumulate, Op::compute, Tensor::none)
-                             .it(n).tok(token0).blk(lblock, phys).dims(row, 1));
-        }
-      });
+    const int lane = Map::lane_of(tid);
+    const int dim0 = Map::lv_row(lane, 0);
+    const bool in_row = Map::lv_row_valid(dim0);
+    warp_blocks(tid, r, [&](int n, int lblock, int phys) {
+      for (int s = 0; s < Cfg::kLvTokenSteps; ++s) {
+        const int t = Map::lv_row_token(lane, s);
+        const int token = Map::token_of(lblock, t);
+        if (!in_row || token >= r.token_end) continue;
+        em.record(tid, ev_(tid, Step::logit_load, Op::shared_load, Tensor::logits)
+                           .it(n).tok(token).blk(lblock, phys).at(logits_smem_byte(token - r.token_begin), 4));
+        const std::int64_t off = Map::v_offset(kv_geometry(), phys, kv_head, dim0, t);
+        em.record(tid, ev_(tid, Step::v_load, Op::global_load, Tensor::v_cache)
+                           .it(n).tok(token).blk(lblock, phys).dims(dim0, kN)
+                           .at(off * Cfg::kKvBytes, Cfg::kVVecBytes));
+        em.record(tid, ev_(tid, Step::accumulate, Op::compute, Tensor::none)
+                           .it(n).tok(token).blk(lblock, phys).dims(dim0, kN));
+      }
+    });
+  }
+
+  // lv_accumulate (04_lv.cuh): thread tid's loop over its warp's blocks.
+  void lv_vllm(int tid, const PartitionRange& r) {
+    constexpr int kN = Cfg::kVVecSize;
+    const int lane = Map::lane_of(tid);
+    const int t_in_block = Map::lv_token_in_block(lane);
+    warp_blocks(tid, r, [&](int n, int lblock, int phys) {
+      const int token0 = Map::token_of(lblock, t_in_block);
+      const int idx0 = token0 - r.token_begin;
+      const int valid = r.token_end - token0;
+      if (valid > 0) {
+        em.record(tid, ev_(tid, Step::logit_load, Op::shared_load, Tensor::logits)
+                           .it(n).tok(token0).blk(lblock, phys).at(logits_smem_byte(idx0), 4 * std::min(valid, kN)));
+      }
       for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
         const int row = Map::lv_row(lane, i);
-        for (int mask = Cfg::kNumVVecsPerRow / 2; mask >= 1; mask /= 2) {
+        if (!Map::lv_row_valid(row)) continue;
+        const std::int64_t off = Map::v_offset(kv_geometry(), phys, kv_head, row, t_in_block);
+        em.record(tid, ev_(tid, Step::v_load, Op::global_load, Tensor::v_cache)
+                           .it(n).tok(token0).blk(lblock, phys).dims(row, 1)
+                           .at(off * Cfg::kKvBytes, Cfg::kVVecBytes));
+        if constexpr (is_fp8(Cfg::kKvDType))
+          em.record(tid, ev_(tid, Step::dequant, Op::compute, Tensor::none)
+                             .it(n).tok(token0).blk(lblock, phys).dims(row, 1));
+        em.record(tid, ev_(tid, Step::accumulate, Op::compute, Tensor::none)
+                           .it(n).tok(token0).blk(lblock, phys).dims(row, 1));
+      }
+    });
+  }
+
+  // softmax_times_v's LV part (04_lv.cuh): the layout's accumulate loop, then
+  // lv_reduce_rows.
+  void lv(const PartitionRange& r) {
+    for (int tid = 0; tid < kThreads; ++tid) {
+      const int lane = Map::lane_of(tid);
+      if constexpr (Cfg::kTokenRows) lv_token_rows(tid, r);
+      else lv_vllm(tid, r);
+      for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+        const int row = Map::lv_row(lane, i);
+        for (int mask = Map::kLvReduceMaskHigh; mask >= Map::kLvReduceMaskLow; mask /= 2) {
           if (Map::lv_row_valid(row)) {
             em.record(tid, ev_(tid, Step::accumulate, Op::shuffle, Tensor::none).it(i).dims(row, 1).src(lane ^ mask));
           }
@@ -376,6 +428,7 @@ struct V1Model : BlockModel {
 
   // stage6_v2_partition_kernel
   void run_v2() {
+    row = table_row();
     context_len();
     const int n_parts = num_partitions_in(l->range, ctx_len(), l->partition_size);
     if (part >= n_parts) return;
@@ -396,6 +449,7 @@ struct V1Model : BlockModel {
       q_readback();
       return;
     }
+    row = table_row();
     context_len();
     q_to_smem();
     alibi();
@@ -440,7 +494,7 @@ void model_v2_partition_block(const PagedProblem& p, const V2Launch& l, int seq,
 
 void model_v1_block(const PagedProblem& p, Stage stage, const BlockId& b, ModelValues& vals,
                     std::vector<Event>& out) {
-  with_kernel_config(p.spec, [&](auto cfg) {
+  with_layout_kernel_config(p.spec, [&](auto cfg) {  // stage 5's token-row configuration for nhd / hnd
     using Cfg = decltype(cfg);
     const int kv_head = kv_head_of(b.head, p.spec.num_heads, p.spec.num_kv_heads);
     BlockEmitter em(out, stage, b, kv_head, Cfg::kNumThreads);

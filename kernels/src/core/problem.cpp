@@ -232,15 +232,35 @@ std::optional<std::string> problem_flag_error(const ProblemSpec& spec,
   return std::nullopt;
 }
 
-RuntimeConfig make_runtime_config(DType dtype, int head_size, int block_size, int num_threads, KvDType kv) {
+namespace detail {
+void throw_unsupported_config(DType dtype, KvDType kv, int head_size, int block_size, int num_threads,
+                              bool token_rows) {
+  throw std::invalid_argument(std::string("unsupported kernel configuration: dtype ") + dtype_name(dtype) +
+                              ", kv cache " + kv_dtype_name(kv) + ", head size " + std::to_string(head_size) +
+                              ", block size " + std::to_string(block_size) + ", threads " +
+                              std::to_string(num_threads) +
+                              (token_rows ? ", token-row layout (nhd, hnd: fp16 and bf16 caches only)" : "") + "; " +
+                              supported_configs_text());
+}
+}  // namespace detail
+
+RuntimeConfig make_runtime_config(DType dtype, int head_size, int block_size, int num_threads, KvDType kv,
+                                  bool token_rows) {
+  ProblemSpec s;
+  s.dtype = dtype;
+  s.kv_dtype = kv;
+  s.head_size = head_size;
+  s.block_size = block_size;
+  s.num_threads = num_threads;
+  s.kv_layout = token_rows ? KvLayout::nhd : KvLayout::vllm;  // nhd and hnd share the configuration
   RuntimeConfig rc;
-  with_kernel_config(dtype, kv, head_size, block_size, num_threads,
-                     [&](auto cfg) { rc = runtime_config_of<decltype(cfg)>(); });
+  with_layout_kernel_config(s, [&](auto cfg) { rc = runtime_config_of<decltype(cfg)>(); });
   return rc;
 }
 
 RuntimeConfig make_runtime_config(const ProblemSpec& spec) {
-  return make_runtime_config(spec.dtype, spec.head_size, spec.block_size, spec.num_threads, spec.kv_dtype);
+  return make_runtime_config(spec.dtype, spec.head_size, spec.block_size, spec.num_threads, spec.kv_dtype,
+                             kv_layout_token_rows(spec.kv_layout));
 }
 
 }  // namespace pa

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "pa/index/config.hpp"
+#include "pa/index/kv_layout.hpp"
 #include "pa/core/problem.hpp"
 
 namespace pa {
@@ -24,6 +25,10 @@ struct RuntimeConfig {
   int vec_size = 0, vec_bytes = 0, num_elems_per_thread = 0, num_vecs_per_thread = 0;
   int v_vec_size = 0, v_vec_bytes = 0, num_v_vecs_per_row = 0, num_rows_per_iter = 0,
       num_rows_per_thread = 0;
+  // Token rows (nhd, hnd: stage 5's token-row mapping, config.hpp); the lv_
+  // counts are 0 for vLLM's layout.
+  bool token_rows = false;
+  int lv_lanes_per_token = 0, lv_tokens_per_iter = 0, lv_token_steps = 0;
 };
 
 template <class Cfg>
@@ -33,7 +38,8 @@ constexpr RuntimeConfig runtime_config_of() {
           Cfg::kNumThreads,      Cfg::kNumWarps,        Cfg::kX,                 Cfg::kThreadGroupSize,
           Cfg::kNumThreadGroups, Cfg::kThreadGroupsPerWarp, Cfg::kVecSize,       Cfg::kVecBytes,
           Cfg::kNumElemsPerThread, Cfg::kNumVecsPerThread, Cfg::kVVecSize,       Cfg::kVVecBytes,
-          Cfg::kNumVVecsPerRow,  Cfg::kNumRowsPerIter,  Cfg::kNumRowsPerThread};
+          Cfg::kNumVVecsPerRow,  Cfg::kNumRowsPerIter,  Cfg::kNumRowsPerThread,
+          Cfg::kTokenRows,       Cfg::kLvLanesPerToken, Cfg::kLvTokensPerIter,  Cfg::kLvTokenSteps};
 }
 
 // "supported: fp32 fp16 bf16 x head sizes {...} x block sizes {...} x threads {...}"
@@ -44,40 +50,56 @@ std::string head_sizes_text();
 std::string block_sizes_text();
 
 namespace detail {
-template <DType DT, KvDType KV, int H, int B, class F, std::size_t... I>
+template <DType DT, KvDType KV, bool ROWS, int H, int B, class F, std::size_t... I>
 bool dispatch_threads(int threads, F& f, std::index_sequence<I...>) {
   return ((threads == kSupportedThreadCounts[I]
-               ? (f(KernelConfig<DT, H, B, kSupportedThreadCounts[I], KV>{}), true)
+               ? (f(KernelConfig<DT, H, B, kSupportedThreadCounts[I], KV, ROWS>{}), true)
                : false) || ...);
 }
-template <DType DT, KvDType KV, int H, class F, std::size_t... I>
+template <DType DT, KvDType KV, bool ROWS, int H, class F, std::size_t... I>
 bool dispatch_block(int block, int threads, F& f, std::index_sequence<I...>) {
   return ((block == kSupportedBlockSizes[I]
-               ? dispatch_threads<DT, KV, H, kSupportedBlockSizes[I]>(
+               ? dispatch_threads<DT, KV, ROWS, H, kSupportedBlockSizes[I]>(
                      threads, f, std::make_index_sequence<std::size(kSupportedThreadCounts)>{})
                : false) || ...);
 }
-template <DType DT, KvDType KV, class F, std::size_t... I>
+template <DType DT, KvDType KV, bool ROWS, class F, std::size_t... I>
 bool dispatch_head(int head, int block, int threads, F& f, std::index_sequence<I...>) {
   return ((head == kSupportedHeadSizes[I]
-               ? dispatch_block<DT, KV, kSupportedHeadSizes[I]>(
+               ? dispatch_block<DT, KV, ROWS, kSupportedHeadSizes[I]>(
                      block, threads, f, std::make_index_sequence<std::size(kSupportedBlockSizes)>{})
                : false) || ...);
 }
-template <DType DT, class F, std::size_t... I>
+// ROWS: the token-row configurations (nhd, hnd), which exist for 2-byte
+// caches only (KernelConfig's TOKEN_ROWS).
+template <DType DT, bool ROWS, class F>
 bool dispatch_kv(KvDType kv, int head, int block, int threads, F& f) {
   auto hs = std::make_index_sequence<std::size(kSupportedHeadSizes)>{};
-  if constexpr (DT == DType::f32) {
-    return kv == KvDType::same && dispatch_head<DT, KvDType::same>(head, block, threads, f, hs);
+  if constexpr (ROWS) {
+    if constexpr (DT == DType::f32) return false;
+    else return kv == KvDType::same && dispatch_head<DT, KvDType::same, true>(head, block, threads, f, hs);
+  } else if constexpr (DT == DType::f32) {
+    return kv == KvDType::same && dispatch_head<DT, KvDType::same, false>(head, block, threads, f, hs);
   } else {
     switch (kv) {
-      case KvDType::same: return dispatch_head<DT, KvDType::same>(head, block, threads, f, hs);
-      case KvDType::fp8_e4m3: return dispatch_head<DT, KvDType::fp8_e4m3>(head, block, threads, f, hs);
-      case KvDType::fp8_e5m2: return dispatch_head<DT, KvDType::fp8_e5m2>(head, block, threads, f, hs);
+      case KvDType::same: return dispatch_head<DT, KvDType::same, false>(head, block, threads, f, hs);
+      case KvDType::fp8_e4m3: return dispatch_head<DT, KvDType::fp8_e4m3, false>(head, block, threads, f, hs);
+      case KvDType::fp8_e5m2: return dispatch_head<DT, KvDType::fp8_e5m2, false>(head, block, threads, f, hs);
     }
     return false;
   }
 }
+template <bool ROWS, class F>
+bool dispatch_dtype(DType dtype, KvDType kv, int head_size, int block_size, int num_threads, F& f) {
+  switch (dtype) {
+    case DType::f32: return dispatch_kv<DType::f32, ROWS>(kv, head_size, block_size, num_threads, f);
+    case DType::f16: return dispatch_kv<DType::f16, ROWS>(kv, head_size, block_size, num_threads, f);
+    case DType::bf16: return dispatch_kv<DType::bf16, ROWS>(kv, head_size, block_size, num_threads, f);
+  }
+  return false;
+}
+[[noreturn]] void throw_unsupported_config(DType dtype, KvDType kv, int head_size, int block_size, int num_threads,
+                                           bool token_rows);
 }  // namespace detail
 
 // Calls f(KernelConfig<dtype, head, block, threads, kv>{}) (f returns void;
@@ -85,31 +107,38 @@ bool dispatch_kv(KvDType kv, int head, int block, int threads, F& f) {
 // configuration and listing what is supported.
 template <class F>
 void with_kernel_config(DType dtype, KvDType kv, int head_size, int block_size, int num_threads, F&& f) {
-  bool ok = false;
-  switch (dtype) {
-    case DType::f32: ok = detail::dispatch_kv<DType::f32>(kv, head_size, block_size, num_threads, f); break;
-    case DType::f16: ok = detail::dispatch_kv<DType::f16>(kv, head_size, block_size, num_threads, f); break;
-    case DType::bf16: ok = detail::dispatch_kv<DType::bf16>(kv, head_size, block_size, num_threads, f); break;
-  }
-  if (!ok) {
-    throw std::invalid_argument(std::string("unsupported kernel configuration: dtype ") + dtype_name(dtype) +
-                                ", kv cache " + kv_dtype_name(kv) + ", head size " + std::to_string(head_size) +
-                                ", block size " + std::to_string(block_size) + ", threads " +
-                                std::to_string(num_threads) + "; " + supported_configs_text());
-  }
+  if (!detail::dispatch_dtype<false>(dtype, kv, head_size, block_size, num_threads, f))
+    detail::throw_unsupported_config(dtype, kv, head_size, block_size, num_threads, false);
 }
 template <class F>
 void with_kernel_config(DType dtype, int head_size, int block_size, int num_threads, F&& f) {
   with_kernel_config(dtype, KvDType::same, head_size, block_size, num_threads, std::forward<F>(f));
 }
+// The configuration of vLLM's layout (stages 1-4 and 6-7 read no other; the
+// warp-to-block assignment and Q's slots of the reference need no more).
 template <class F>
 void with_kernel_config(const ProblemSpec& spec, F&& f) {
   with_kernel_config(spec.dtype, spec.kv_dtype, spec.head_size, spec.block_size, spec.num_threads,
                      std::forward<F>(f));
 }
+// The configuration stage 5 runs for the spec's layout: the token-row one
+// (TOKEN_ROWS) for nhd and hnd, else vLLM's. Instantiates both, so only the
+// host code that follows stage 5 on every layout calls it.
+template <class F>
+void with_layout_kernel_config(const ProblemSpec& spec, F&& f) {
+  const bool rows = kv_layout_token_rows(spec.kv_layout);
+  const bool ok = rows ? detail::dispatch_dtype<true>(spec.dtype, spec.kv_dtype, spec.head_size, spec.block_size,
+                                                      spec.num_threads, f)
+                       : detail::dispatch_dtype<false>(spec.dtype, spec.kv_dtype, spec.head_size, spec.block_size,
+                                                       spec.num_threads, f);
+  if (!ok)
+    detail::throw_unsupported_config(spec.dtype, spec.kv_dtype, spec.head_size, spec.block_size, spec.num_threads,
+                                     rows);
+}
 
 RuntimeConfig make_runtime_config(DType dtype, int head_size, int block_size, int num_threads,
-                                  KvDType kv = KvDType::same);
+                                  KvDType kv = KvDType::same, bool token_rows = false);
+// The spec's configuration in its layout (with_layout_kernel_config).
 RuntimeConfig make_runtime_config(const ProblemSpec& spec);
 
 }  // namespace pa

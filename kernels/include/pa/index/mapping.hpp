@@ -9,6 +9,7 @@
 
 #include "pa/index/config.hpp"
 #include "pa/index/hd.hpp"
+#include "pa/index/kv_layout.hpp"
 
 namespace pa {
 
@@ -47,16 +48,42 @@ struct ThreadMapping {
   // Token index in the sequence of token t of logical block b.
   PA_HD static int token_of(int logical_block, int t) { return logical_block * Cfg::kBlockSize + t; }
 
+  // --- K and V element offsets in the kernel's layout ------------------------
+  // vLLM's layout: CacheGeometry's formulas (no layout branch in the loop);
+  // token rows: the nhd / hnd formula the launch's layout names.
+  PA_HD static std::int64_t k_offset(const KvLayoutGeometry& g, int phys, int kv_head, int d, int t) {
+    if constexpr (Cfg::kTokenRows) return g.k_offset(phys, kv_head, d, t);
+    else return g.cache.k_offset(phys, kv_head, d, t);
+  }
+  PA_HD static std::int64_t v_offset(const KvLayoutGeometry& g, int phys, int kv_head, int d, int t) {
+    if constexpr (Cfg::kTokenRows) return g.v_offset(phys, kv_head, d, t);
+    else return g.cache.v_offset(phys, kv_head, d, t);
+  }
+
   // --- stage 4: LV ---------------------------------------------------------
-  // First token (within the block) of the V vec that lane loads.
+  // vLLM's layout: first token (within the block) of the V vec that lane loads.
   PA_HD static int lv_token_in_block(int lane) {
     return (lane % Cfg::kNumVVecsPerRow) * Cfg::kVVecSize;
   }
-  // Head dimension (V row) of lane's i-th accumulator; rows >= head size are idle.
+  // Token rows: lane loads chunk lv_chunk(lane) (dims [chunk * x, + x)) of
+  // tokens lv_row_token(lane, s), s = 0 .. kLvTokenSteps - 1, of each block.
+  PA_HD static int lv_chunk(int lane) { return lane % Cfg::kLvLanesPerToken; }
+  PA_HD static int lv_row_token(int lane, int s) {
+    return lane / Cfg::kLvLanesPerToken + s * Cfg::kLvTokensPerIter;
+  }
+  // Head dimension (V row) of lane's i-th accumulator; rows >= head size are
+  // idle (token rows: the lanes past a token's chunks).
   PA_HD static int lv_row(int lane, int i) {
-    return lane / Cfg::kNumVVecsPerRow + i * Cfg::kNumRowsPerIter;
+    if constexpr (Cfg::kTokenRows) return lv_chunk(lane) * Cfg::kVVecSize + i;
+    else return lane / Cfg::kNumVVecsPerRow + i * Cfg::kNumRowsPerIter;
   }
   PA_HD static bool lv_row_valid(int row) { return row < Cfg::kHeadSize; }
+  // The lanes that accumulated the same rows, reduced by xor shuffles with
+  // masks kLvReduceMaskHigh, / 2, ..., kLvReduceMaskLow (none when high <
+  // low): vLLM's layout, the kNumVVecsPerRow adjacent lanes of a row; token
+  // rows, the lanes with the same chunk, kLvLanesPerToken apart.
+  static constexpr int kLvReduceMaskHigh = Cfg::kTokenRows ? kWarpSize / 2 : Cfg::kNumVVecsPerRow / 2;
+  static constexpr int kLvReduceMaskLow = Cfg::kTokenRows ? Cfg::kLvLanesPerToken : 1;
 
   // --- stage 5: cross-warp tree reduction ----------------------------------
   // Round r = 0,1,..: active warps = kNumWarps >> r; warps in the upper half
@@ -80,9 +107,13 @@ struct ThreadMapping {
   // Reduction scratch (float red[2 * kNumWarps]): warp maxima, then warp sums.
   PA_HD static int red_max_slot(int warp) { return warp; }
   PA_HD static int red_sum_slot(int warp) { return Cfg::kNumWarps + warp; }
-  // LV: lanes that share a V row (the kNumVVecsPerRow lanes covering one block
-  // row) are reduced into the first of them, which then owns the row.
-  PA_HD static bool lv_row_owner(int lane) { return lane % Cfg::kNumVVecsPerRow == 0; }
+  // LV: lanes that share a V row (vLLM's layout: the kNumVVecsPerRow lanes
+  // covering one block row; token rows: the lanes of one chunk) are reduced
+  // into the first of them, which then owns the row.
+  PA_HD static bool lv_row_owner(int lane) {
+    if constexpr (Cfg::kTokenRows) return lane < Cfg::kLvLanesPerToken;
+    else return lane % Cfg::kNumVVecsPerRow == 0;
+  }
 };
 
 }  // namespace pa

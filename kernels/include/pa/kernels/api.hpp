@@ -47,11 +47,17 @@ const char* stage_name(Stage s);
 // Accepts the name, the number ("2") or "v1" (= warp_reduce). Empty if unknown.
 std::optional<Stage> parse_stage(std::string_view name);
 std::string stage_names_text();  // "q_to_smem, qk, softmax, ..."
-// Which cache forms a stage's kernels read (pa/index/kv_layout.hpp): stage 8
-// every layout and both page-table forms, stages 1-7 vLLM's layout through
-// padded tables. The runner (check_run_options), pa-lab and the viewer ask.
+// Which cache forms a stage's kernels read (pa/index/kv_layout.hpp): every
+// stage vLLM's layout through padded tables; nhd and hnd stage 5 (the
+// complete v1 kernel, its token-row instances) and stage 8; CSR tables the
+// v1 stages 1-5 (their step functions find a sequence's pages either way)
+// and stage 8. The runner (check_run_options), launch_stage, pa-lab, the
+// host model and the viewer ask.
 bool stage_reads(Stage s, KvLayout l);
 bool stage_reads(Stage s, PageTableForm t);
+// Empty when stage s reads layout l through tables t, else why not and what
+// is accepted.
+std::string stage_reads_refusal(Stage s, KvLayout l, PageTableForm t);
 
 // ---- the GPU ------------------------------------------------------------------------
 class NoGpuError : public std::runtime_error {
