@@ -46,8 +46,8 @@ int cmd_run(Args args) {
   spec.page_table = form.table;
   if (stage_name) {  // stages 6-7 take more flags: cli/cmd_run_split_kv.cpp
     const auto st = kernels::parse_stage(*stage_name);
-    // Stages 1-7 read vLLM's padded form only: refused here, before a GPU is
-    // asked for, so they run with the runner's default form below.
+    // A form the stage does not read (kernels::stage_reads) is refused here,
+    // before a GPU is asked for.
     if (st) check_cache_form_for_stage(*st, form);
     if (st && is_split_kv_stage(*st)) return cmd_run_split_kv(*st, f, spec, iters);
     if (st && *st == kernels::Stage::optimized)
@@ -71,10 +71,15 @@ int cmd_run(Args args) {
   std::printf("stage:   %d %s (%s)\n", static_cast<int>(*stage), info.name, info.adds);
   std::printf("gpu:     %s (sm_%d%d, %d SMs)\n", gpu.name.c_str(), gpu.cc_major, gpu.cc_minor, gpu.sm_count);
   std::printf("problem: %s\n", spec.describe().c_str());
+  print_cache_form(form);
   std::printf("config:  thread group %d, K vec %d elems (%d B), V vec %d elems (%d B), %d K vecs and %d V rows "
               "per thread\n",
               rc.thread_group_size, rc.vec_size, rc.vec_bytes, rc.v_vec_size, rc.v_vec_bytes,
               rc.num_vecs_per_thread, rc.num_rows_per_thread);
+  if (rc.token_rows)
+    std::printf("         token rows: a V vec is one token's %d dims, %d lanes per token, %d tokens per load, %d V "
+                "loads per lane per block\n",
+                rc.v_vec_size, rc.lv_lanes_per_token, rc.lv_tokens_per_iter, rc.lv_token_steps);
 
   kernels::StageRunner runner(p, *stage);
   const StageCheck check = check_stage(p, runner.run().stage_output);

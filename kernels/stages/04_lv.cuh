@@ -20,8 +20,8 @@
 // s), s = 0 .. kLvTokenSteps-1: kLvLanesPerToken lanes read a token's whole
 // row (256 bytes at head 128: 8 full sectors), kLvTokensPerIter tokens per
 // load instruction, and each lane accumulates its chunk's x dims as its rows
-// (lv_row(l, i) = chunk * x + i). A token past the range is not loaded at
-// all (one vec is one token). After the loop the lanes of one chunk,
+// (lv_row(l, i) = chunk * x + i). A lane issues its block's loads together,
+// then uses those of the range's tokens. After the loop the lanes of one chunk,
 // kLvLanesPerToken apart, are reduced into the first token's lane, which owns
 // the rows, so the reduction across warps and the store below serve both
 // mappings unchanged.
@@ -139,11 +139,13 @@ __device__ __forceinline__ void lv_accumulate(const KvElem<Cfg>* __restrict__ v_
 // sum over this warp's tokens of prob * V.
 // Events, per warp iteration n (iter = n), every thread, in this order:
 //   block_table_load (see load_physical_block)
-//   then, lanes whose chunk is inside the row (lv_row_valid(lv_row(lane, 0))) only, for each
-//   s = 0..kLvTokenSteps-1 whose token = token_of(lblock, lv_row_token(lane, s)) < r.token_end:
-//     logit_load  shared_load logits, token, byte_offset logits_smem_byte(token - r.token_begin), bytes 4
+//   then, lanes whose chunk is inside the row (lv_row_valid(lv_row(lane, 0))) only:
+//   for each s = 0..kLvTokenSteps-1, token = token_of(lblock, lv_row_token(lane, s)):
 //     v_load      global_load v_cache, token, dims [lv_row(lane, 0), +kVVecSize), byte_offset =
 //                 Map::v_offset(layout, phys, kv_head, lv_row(lane, 0), t) * kKvBytes, bytes kVVecBytes
+//                 (also past the range: the load happens, the vec is not used)
+//   then for each s whose token < r.token_end:
+//     logit_load  shared_load logits, token, byte_offset logits_smem_byte(token - r.token_begin), bytes 4
 //     accumulate  compute, token, dims [lv_row(lane, 0), +kVVecSize)
 // After the loop: lv_reduce_rows (the same contract, with the token-row masks).
 template <class Cfg, class Tracer>
@@ -167,28 +169,38 @@ __device__ __forceinline__ void lv_accumulate_token_rows(const KvElem<Cfg>* __re
   for (int n = 0, lblock = Map::warp_block(r.block_begin, c.warp, 0); lblock < r.block_end;
        lblock = Map::warp_block(r.block_begin, c.warp, ++n)) {
     const int phys = load_physical_block<Cfg>(block_tables, pages, lblock, n, c, tracer);
+    if (!in_row) continue;
     const std::int64_t chunk0 = Map::v_offset(kv, phys, c.kv_head, dim0, 0);  // the chunk of the block's token 0
     // LESSON-BEGIN(lv.v_load_token_rows)
+    // Every load of the block first, unconditionally (the page holds all its
+    // slots), so the kLvTokenSteps loads are in flight together; a load under
+    // the branch of its token's use would wait for its data before the next.
+    Vec<T, kN> v[Cfg::kLvTokenSteps];
 #pragma unroll
     for (int s = 0; s < Cfg::kLvTokenSteps; ++s) {
       const int t = Map::lv_row_token(c.lane, s);
-      const int token = Map::token_of(lblock, t);
-      if (in_row && token < r.token_end) {
+      const std::int64_t off = chunk0 + t * token_stride;  // = Map::v_offset(kv, phys, kv_head, dim0, t)
+      v[s] = load_vec<T, kN>(v_cache + off);
+      PA_TRACE(tracer, ev(c.tc, Step::v_load, Op::global_load, Tensor::v_cache)
+                           .it(n).tok(Map::token_of(lblock, t)).blk(lblock, phys).dims(dim0, kN)
+                           .at(off * Cfg::kKvBytes, Cfg::kVVecBytes));
+    }
+    // LESSON-END(lv.v_load_token_rows)
+    // LESSON-BEGIN(lv.accumulate_token_rows)
+#pragma unroll
+    for (int s = 0; s < Cfg::kLvTokenSteps; ++s) {
+      const int token = Map::token_of(lblock, Map::lv_row_token(c.lane, s));
+      if (token < r.token_end) {  // past the range the slot holds anything (NaN too): not used
         const float p = sm.logits[token - r.token_begin];
         PA_TRACE(tracer, ev(c.tc, Step::logit_load, Op::shared_load, Tensor::logits)
                              .it(n).tok(token).blk(lblock, phys).at(logits_smem_byte(token - r.token_begin), 4));
-        const std::int64_t off = chunk0 + t * token_stride;  // = Map::v_offset(kv, phys, kv_head, dim0, t)
-        const auto v = load_vec<T, kN>(v_cache + off);
-        PA_TRACE(tracer, ev(c.tc, Step::v_load, Op::global_load, Tensor::v_cache)
-                             .it(n).tok(token).blk(lblock, phys).dims(dim0, kN)
-                             .at(off * Cfg::kKvBytes, Cfg::kVVecBytes));
 #pragma unroll
-        for (int e = 0; e < kN; ++e) acc.v[e] = fmaf(p, to_float(v.e[e]), acc.v[e]);
+        for (int e = 0; e < kN; ++e) acc.v[e] = fmaf(p, to_float(v[s].e[e]), acc.v[e]);
         PA_TRACE(tracer, ev(c.tc, Step::accumulate, Op::compute, Tensor::none)
                              .it(n).tok(token).blk(lblock, phys).dims(dim0, kN));
       }
     }
-    // LESSON-END(lv.v_load_token_rows)
+    // LESSON-END(lv.accumulate_token_rows)
   }
 }
 

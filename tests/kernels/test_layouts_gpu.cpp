@@ -433,7 +433,8 @@ TEST_CASE("stages 2-4 with a CSR table: their padded outputs bit for bit", "[lay
   const PagedProblem p = make_problem(s);
   std::size_t ran = 0;
   for (kernels::Stage st : {kernels::Stage::qk, kernels::Stage::softmax, kernels::Stage::lv}) {
-    kernels::StageRunner padded(p, st), csr(in_form(p, KvLayout::vllm, PageTableForm::csr), st);
+    const PagedProblem in_csr = in_form(p, KvLayout::vllm, PageTableForm::csr);  // the runners keep references
+    kernels::StageRunner padded(p, st), csr(in_csr, st);
     const kernels::RunResult a = padded.run(), b = csr.run();
     INFO(kernels::stage_name(st));
     REQUIRE(a.stage_output.values.size() == b.stage_output.values.size());
@@ -479,7 +480,8 @@ TEST_CASE("stage 5 with CSR edge cases: empty, shared, 1-slot and full last page
     add(4, 1);                            // 17 tokens
     REQUIRE(t.indptr.size() == 6);
 
-    kernels::DeviceProblem d(in_form(p, l, PageTableForm::csr));
+    const PagedProblem in_csr = in_form(p, l, PageTableForm::csr);  // DeviceProblem keeps a reference
+    kernels::DeviceProblem d(in_csr);
     kernels::StageArgs a = d.args();
     auto up = [](const std::vector<int>& v) {
       kernels::DeviceBuffer b(v.size() * sizeof(int));

@@ -325,13 +325,20 @@ TEST_CASE("host model, stage 5 on nhd and hnd: every K and V element once, at it
       }
       if (e.step == Step::out_store) ++out_rows[e.dim_begin];
     }
-    // K: every slot of the context's blocks (the last block's tail too: the
-    // load happens, the logit is dropped). V: exactly the context's tokens.
+    // K and V: every slot of the context's blocks (the last block's tail
+    // too: the load happens, the logit is dropped, the V vec unused); one
+    // accumulate per context token and lane of its row.
     for (std::size_t i = 0; i < cells; ++i) {
       INFO("seq " << seq << " token " << i / head << " dim " << i % head);
       REQUIRE(k_touched[i] == 1);
-      REQUIRE(v_touched[i] == (static_cast<int>(i / head) < ctx ? 1 : 0));
+      REQUIRE(v_touched[i] == 1);
     }
+    std::vector<int> accumulated(cells, 0);
+    for (const Event& e : ev)
+      if (e.seq == seq && e.step == Step::accumulate && e.op == Op::compute)
+        for (int d = e.dim_begin; d < e.dim_begin + e.dim_count; ++d)
+          ++accumulated[static_cast<std::size_t>(e.token) * head + d];
+    for (std::size_t i = 0; i < cells; ++i) REQUIRE(accumulated[i] == (static_cast<int>(i / head) < ctx ? 1 : 0));
     for (int v : out_rows) REQUIRE(v == 1);
   }
 }

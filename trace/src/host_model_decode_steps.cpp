@@ -262,16 +262,19 @@ struct V1Model : BlockModel {
     const int dim0 = Map::lv_row(lane, 0);
     const bool in_row = Map::lv_row_valid(dim0);
     warp_blocks(tid, r, [&](int n, int lblock, int phys) {
+      if (!in_row) return;
       for (int s = 0; s < Cfg::kLvTokenSteps; ++s) {
         const int t = Map::lv_row_token(lane, s);
-        const int token = Map::token_of(lblock, t);
-        if (!in_row || token >= r.token_end) continue;
-        em.record(tid, ev_(tid, Step::logit_load, Op::shared_load, Tensor::logits)
-                           .it(n).tok(token).blk(lblock, phys).at(logits_smem_byte(token - r.token_begin), 4));
         const std::int64_t off = Map::v_offset(kv_geometry(), phys, kv_head, dim0, t);
         em.record(tid, ev_(tid, Step::v_load, Op::global_load, Tensor::v_cache)
-                           .it(n).tok(token).blk(lblock, phys).dims(dim0, kN)
+                           .it(n).tok(Map::token_of(lblock, t)).blk(lblock, phys).dims(dim0, kN)
                            .at(off * Cfg::kKvBytes, Cfg::kVVecBytes));
+      }
+      for (int s = 0; s < Cfg::kLvTokenSteps; ++s) {
+        const int token = Map::token_of(lblock, Map::lv_row_token(lane, s));
+        if (token >= r.token_end) continue;
+        em.record(tid, ev_(tid, Step::logit_load, Op::shared_load, Tensor::logits)
+                           .it(n).tok(token).blk(lblock, phys).at(logits_smem_byte(token - r.token_begin), 4));
         em.record(tid, ev_(tid, Step::accumulate, Op::compute, Tensor::none)
                            .it(n).tok(token).blk(lblock, phys).dims(dim0, kN));
       }
