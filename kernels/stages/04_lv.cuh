@@ -191,9 +191,11 @@ __device__ __forceinline__ void lv_accumulate_token_rows(const KvElem<Cfg>* __re
     for (int s = 0; s < Cfg::kLvTokenSteps; ++s) {
       const int token = Map::token_of(lblock, Map::lv_row_token(c.lane, s));
       if (token < r.token_end) {  // past the range the slot holds anything (NaN too): not used
+        // LESSON-BEGIN(lv.logit_load_token_rows)
         const float p = sm.logits[token - r.token_begin];
         PA_TRACE(tracer, ev(c.tc, Step::logit_load, Op::shared_load, Tensor::logits)
                              .it(n).tok(token).blk(lblock, phys).at(logits_smem_byte(token - r.token_begin), 4));
+        // LESSON-END(lv.logit_load_token_rows)
 #pragma unroll
         for (int e = 0; e < kN; ++e) acc.v[e] = fmaf(p, to_float(v[s].e[e]), acc.v[e]);
         PA_TRACE(tracer, ev(c.tc, Step::accumulate, Op::compute, Tensor::none)

@@ -6,6 +6,13 @@
 // shared memory (the logits' space is reused as out scratch, hence the barrier
 // before it), and the output store in the cache's dtype.
 //
+// Every layout and table: stage 5 is built for vLLM's layout and, with
+// 2-byte caches, for the token-row layouts nhd and hnd (KernelConfig's
+// TOKEN_ROWS: the K loads of 02_qk.cuh and lv_accumulate_token_rows of
+// 04_lv.cuh); it reads padded and CSR page tables alike (load_seq_pages,
+// 02_qk.cuh). The reduction and the store below serve both mappings: they
+// read only the row owners (lv_row_owner) and their rows (lv_row).
+//
 // Thread mapping: round rnd = 0, 1, ..: active = kNumWarps >> rnd warps, mid =
 // active / 2. Row-owner lanes (lv_row_owner) of warps [mid, active) store their
 // rows to out scratch slot (warp - mid) (reduce_scratch_offset), barrier, the

@@ -122,19 +122,33 @@ TEST_CASE("kv layout: the panel draws token-row V like K, and hit testing invert
   CHECK(l.v_band_rect(0, 1).x0 == l.v_cell(0, 8, 0).x0);
 }
 
-TEST_CASE("kv layout: lessons of stages 1-7 open on vLLM's layout, lesson 9 on HND", "[viewer][kv_layout][lesson]") {
+TEST_CASE("kv layout: a stage's lesson keeps the forms it reads, goes back to vLLM's padded one for the rest; "
+          "lesson 9 on HND",
+          "[viewer][kv_layout][lesson]") {
   ProblemSpec hnd = opt_spec(pa::KvLayout::hnd);
-  for (trace::Stage st : {trace::Stage::qk, trace::Stage::lv, trace::Stage::warp_reduce, trace::Stage::v2_partition,
+  hnd.page_table = pa::PageTableForm::csr;
+  int moved = 0;
+  for (trace::Stage st : {trace::Stage::qk, trace::Stage::lv, trace::Stage::v2_partition,
                           trace::Stage::cascade_merge}) {
     INFO(trace::to_string(st));
     const LessonProblem r = lesson_problem(hnd, st, 0);
     CHECK(r.spec.kv_layout == pa::KvLayout::vllm);
+    // Stages 1-5 read CSR tables, stages 6-7 padded ones only.
+    CHECK(r.spec.page_table ==
+          (static_cast<int>(st) <= 5 ? pa::PageTableForm::csr : pa::PageTableForm::padded));
     CHECK(r.changed);
     CHECK(kv_cache_refusal(r.spec, st).empty());
+    ++moved;
   }
-  const LessonProblem same = lesson_problem(hnd, trace::Stage::optimized, 0);
-  CHECK(same.spec.kv_layout == pa::KvLayout::hnd);
-  CHECK_FALSE(same.changed);
+  CHECK(moved == 4);
+  for (trace::Stage st : {trace::Stage::warp_reduce, trace::Stage::optimized}) {
+    INFO(trace::to_string(st));
+    const LessonProblem same = lesson_problem(hnd, st, 0);
+    CHECK(same.spec.kv_layout == pa::KvLayout::hnd);
+    CHECK(same.spec.page_table == pa::PageTableForm::csr);
+    CHECK(kv_cache_refusal(same.spec, st).empty());
+  }
+  CHECK_FALSE(lesson_problem(hnd, trace::Stage::warp_reduce, 0).changed);
   ProblemSpec fp32;
   fp32.dtype = DType::f32;
   const LessonProblem nine = lesson_problem_of(kLayoutsLesson, fp32, trace::Stage::optimized, 0);

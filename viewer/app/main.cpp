@@ -55,6 +55,7 @@ void state_from_args(AppState& s, const Args& args) {
   if (args.alibi) s.spec.alibi = true;
   if (args.kv_dtype) s.spec.kv_dtype = *args.kv_dtype;
   if (args.kv_layout) s.spec.kv_layout = *args.kv_layout;
+  if (args.page_table) s.spec.page_table = *args.page_table;
   if (args.k_scale) s.spec.k_scale = *args.k_scale;
   if (args.v_scale) s.spec.v_scale = *args.v_scale;
   if (!args.context_lens.empty()) s.spec.context_lens = args.context_lens;

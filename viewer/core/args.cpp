@@ -134,7 +134,8 @@ std::string usage() {
       "  --kv-dtype T          KV cache element type: " + kKvDTypeNamesText + ";\n"
       "                        fp8: one byte per element, with --dtype fp16 or bf16 (stage 7 refuses it,\n"
       "                        stage 8 needs block size 16 or 32)\n"
-      "  --layout L            KV cache layout: " + kKvLayoutNamesText + " (nhd and hnd: stage 8 only, fp16/bf16)\n"
+      "  --layout L            KV cache layout: " + kKvLayoutNamesText + " (nhd and hnd: stages 5 and 8, fp16/bf16)\n"
+      "  --page-table T        page table: " + kPageTableNamesText + " (csr: stages 1-5 and 8)\n"
       "  --k-scale S           fp8 scale of K (element = code * S, S > 0; default: chosen from the data)\n"
       "  --v-scale S           fp8 scale of V (likewise)\n"
       "  --block SEQ,HEAD[,BLOCK] the thread block to trace and show (default 0,0,0), fields as in the Problem tab;\n"
@@ -302,6 +303,10 @@ Args parse_args(const std::vector<std::string>& av) {
       const std::string v = value();
       a.kv_layout = kv_layout_from_name(v);
       if (!a.kv_layout) throw UsageError("--layout: '" + v + "' is not a KV cache layout (accepted: " + kKvLayoutNamesText + ")");
+    } else if (f == "--page-table") {
+      const std::string v = value();
+      a.page_table = page_table_from_name(v);
+      if (!a.page_table) throw UsageError("--page-table: '" + v + "' is not a page-table form (accepted: " + kPageTableNamesText + ")");
     } else if (f == "--k-scale") a.k_scale = to_scale(f, value());
     else if (f == "--v-scale") a.v_scale = to_scale(f, value());
     else if (f == "--context") {
@@ -342,6 +347,7 @@ void check_args_problem(const Args& a, const ProblemSpec& spec) {
       {"shared_prefix_len", "--prefix"},
       {"kv_dtype", "--kv-dtype"},
       {"kv_layout", "--layout"},
+      {"page_table", "--page-table"},
       {"k_scale", "--k-scale"},
       {"v_scale", "--v-scale"},
       {"host_memory", "--context, --kv-heads, --head-size"},

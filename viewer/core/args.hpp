@@ -49,6 +49,7 @@ struct Args {
   bool alibi = false;  // --alibi: the problem gets ALiBi slopes
   std::optional<KvDType> kv_dtype;            // --kv-dtype: the KV cache's element type
   std::optional<pa::KvLayout> kv_layout;      // --layout: how the device holds the cache
+  std::optional<pa::PageTableForm> page_table;  // --page-table: padded or CSR
   std::optional<float> k_scale, v_scale;      // --k-scale / --v-scale: fp8 scales (> 0; else from the data)
   std::vector<int> context_lens;
   std::string lessons_dir, source_dir;

@@ -6,9 +6,10 @@
 
 namespace pa::viewer {
 
-ConfigInfo config_info(DType dtype, int head_size, int block_size, int num_threads, KvDType kv_dtype) {
+ConfigInfo config_info(DType dtype, int head_size, int block_size, int num_threads, KvDType kv_dtype,
+                       bool token_rows) {
   // Throws std::invalid_argument naming the configuration and what is supported.
-  const RuntimeConfig r = make_runtime_config(dtype, head_size, block_size, num_threads, kv_dtype);
+  const RuntimeConfig r = make_runtime_config(dtype, head_size, block_size, num_threads, kv_dtype, token_rows);
   ConfigInfo c;
   c.dtype = r.dtype;
   c.kv_dtype = r.kv_dtype;
@@ -31,11 +32,16 @@ ConfigInfo config_info(DType dtype, int head_size, int block_size, int num_threa
   c.num_v_vecs_per_row = r.num_v_vecs_per_row;
   c.num_rows_per_iter = r.num_rows_per_iter;
   c.num_rows_per_thread = r.num_rows_per_thread;
+  c.token_rows = r.token_rows;
+  c.lv_lanes_per_token = r.lv_lanes_per_token;
+  c.lv_tokens_per_iter = r.lv_tokens_per_iter;
+  c.lv_token_steps = r.lv_token_steps;
   return c;
 }
 
 ConfigInfo config_info(const ProblemSpec& spec) {
-  ConfigInfo c = config_info(spec.dtype, spec.head_size, spec.block_size, spec.num_threads, spec.kv_dtype);
+  ConfigInfo c = config_info(spec.dtype, spec.head_size, spec.block_size, spec.num_threads, spec.kv_dtype,
+                             kv_layout_token_rows(spec.kv_layout));
   c.kv_layout = spec.kv_layout;
   return c;
 }

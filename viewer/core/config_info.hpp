@@ -37,8 +37,12 @@ struct ConfigInfo {
   int v_vec_size = 8;
   int v_vec_bytes = 16;
   int num_v_vecs_per_row = 2;
-  int num_rows_per_iter = 16;
+  int num_rows_per_iter = 16;  // vLLM's layout (0 for token rows)
   int num_rows_per_thread = 8;
+  // Token rows (nhd, hnd): stage 5's own mapping (config.hpp); the lv_
+  // counts are 0 for vLLM's layout.
+  bool token_rows = false;
+  int lv_lanes_per_token = 0, lv_tokens_per_iter = 0, lv_token_steps = 0;
 
   int thread_group_of_lane(int lane) const { return lane / thread_group_size; }
   // Cache geometry for decoding traced offsets in the cache's layout
@@ -51,8 +55,9 @@ struct ConfigInfo {
 
 // Throws std::invalid_argument naming the bad value and the accepted ones.
 ConfigInfo config_info(DType dtype, int head_size, int block_size, int num_threads = 128,
-                       KvDType kv_dtype = KvDType::same);
-// The problem's configuration (its dtype, KV cache dtype, head and block size, threads).
+                       KvDType kv_dtype = KvDType::same, bool token_rows = false);
+// The problem's configuration (its dtype, KV cache dtype, head and block size,
+// threads), in its layout: the token-row mapping for nhd and hnd.
 ConfigInfo config_info(const ProblemSpec& spec);
 
 }  // namespace pa::viewer

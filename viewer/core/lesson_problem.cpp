@@ -4,6 +4,7 @@
 
 #include "core/trace_load.hpp"
 #include "pa/index/config.hpp"
+#include "pa/kernels/api.hpp"
 
 namespace pa::viewer {
 namespace {
@@ -18,12 +19,11 @@ LessonProblem lesson_problem(const ProblemSpec& current, trace::Stage stage, int
   LessonProblem r;
   r.spec = current;
   ProblemSpec& spec = r.spec;
-  // Stages 1-7 trace vLLM's padded cache only: a token-row layout chosen for
-  // stage 8 goes back to it.
-  if (stage != trace::Stage::optimized) {
-    spec.kv_layout = pa::KvLayout::vllm;
-    spec.page_table = PageTableForm::padded;
-  }
+  // A stage is traced in the forms its kernels read (kernels::stage_reads):
+  // a layout or table form chosen for another stage goes back to vLLM's
+  // layout, or padded tables, where this one does not read it.
+  if (!kernels::stage_reads(stage, spec.kv_layout)) spec.kv_layout = pa::KvLayout::vllm;
+  if (!kernels::stage_reads(stage, spec.page_table)) spec.page_table = PageTableForm::padded;
   const int bs = std::max(1, spec.block_size);
   switch (stage) {
     case trace::Stage::cascade_merge:

@@ -309,15 +309,31 @@ void draw_config_panel(AppState& s) {
     row("KV element bytes", c.kv_elem_bytes, "bytes of one K or V cache element (Q: the query dtype's)");
     row("x (elements per 16 B)", c.x, "innermost dimension of the K cache layout: 16 B / KV element bytes");
     row("thread group size", c.thread_group_size, "threads per token in QK: 32 / block size");
-    row("K vec size", c.vec_size, "elements one thread loads at once: 16 B / (group size * KV element bytes)");
+    if (c.token_rows) {  // stage 5's token-row mapping (nhd, hnd)
+      row("K vec size", c.vec_size,
+          "elements one thread loads at once: a whole 16-byte chunk of its token's row (x), or x / 2 where the head "
+          "does not split into the group's chunks");
+    } else {
+      row("K vec size", c.vec_size, "elements one thread loads at once: 16 B / (group size * KV element bytes)");
+    }
     row("K vec bytes (cache)", c.vec_bytes, "one K vec load from the cache: K vec size * KV element bytes");
     row("Q vec bytes (shared)", c.q_vec_bytes,
         "the Q vec a K vec meets in shared memory: K vec size * query element bytes (more than the K vec's with fp8)");
     row("K vecs per thread", c.num_vecs_per_thread, "head size / (group size * vec size)");
-    row("V vec size", c.v_vec_size, "elements per V load: 16 B / KV element bytes (at most block size)");
-    row("V vec bytes", c.v_vec_bytes, "one V vec load from the cache: V vec size * KV element bytes");
-    row("V rows per iteration", c.num_rows_per_iter, "32 / (block size / V vec size)");
-    row("accumulator rows per thread", c.num_rows_per_thread, "head size / rows per iteration");
+    if (c.token_rows) {
+      row("V vec size", c.v_vec_size, "head dims of one token per V load: x (16 bytes)");
+      row("V vec bytes", c.v_vec_bytes, "one V vec load from the cache: 16 bytes of one token's row");
+      row("V lanes per token", c.lv_lanes_per_token,
+          "lanes covering a token's V row: its 16-byte chunks (head / x), rounded up to a power of two");
+      row("V tokens per load", c.lv_tokens_per_iter, "tokens one warp-wide V load covers: 32 / lanes per token");
+      row("V loads per block", c.lv_token_steps, "each lane's V loads per block: block size / tokens per load");
+      row("accumulator rows per thread", c.num_rows_per_thread, "the head dims of the lane's chunk: x");
+    } else {
+      row("V vec size", c.v_vec_size, "elements per V load: 16 B / KV element bytes (at most block size)");
+      row("V vec bytes", c.v_vec_bytes, "one V vec load from the cache: V vec size * KV element bytes");
+      row("V rows per iteration", c.num_rows_per_iter, "32 / (block size / V vec size)");
+      row("accumulator rows per thread", c.num_rows_per_thread, "head size / rows per iteration");
+    }
     ImGui::EndTable();
   }
 }

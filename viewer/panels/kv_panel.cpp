@@ -277,9 +277,12 @@ void draw_kv_panel(AppState& s) {
   l.head_size = c.head_size;
   l.block_size = c.block_size;
   l.x = c.x;
-  // V bands: a whole number of LV iterations' rows, about block_size tall, so
-  // the V tile is about as wide as the K tile for every configuration.
-  l.band_rows = std::max(c.num_rows_per_iter, c.block_size / c.num_rows_per_iter * c.num_rows_per_iter);
+  // V bands (vLLM's V tile): a whole number of LV iterations' rows, about
+  // block_size tall, so the V tile is about as wide as the K tile for every
+  // configuration. Token rows draw V like K and use no bands.
+  l.band_rows = c.num_rows_per_iter > 0
+                    ? std::max(c.num_rows_per_iter, c.block_size / c.num_rows_per_iter * c.num_rows_per_iter)
+                    : c.block_size;
   l.slots = nslots;
   l.token_rows = kv_layout_token_rows(c.kv_layout);
   l.show_k = show_k(s);

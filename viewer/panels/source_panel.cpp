@@ -54,10 +54,16 @@ void draw_source_panel(AppState& s) {
   const std::optional<lesson::AnchorRange>* ar = nullptr;
   // With an fp8 cache stage 8 runs other step functions for some steps
   // (optimized.qk_mma_fp8 beside optimized.qk_mma): show the code that ran.
+  // Likewise stage 5 on an nhd or hnd cache runs its token-row LV
+  // (lv.v_load_token_rows beside lv.v_load).
   std::string name = m ? m->anchor : std::string();
   if (!name.empty() && is_fp8(s.spec.kv_dtype)) {
     std::string unused;
     if (anchor(s, name + "_fp8", unused).has_value()) name += "_fp8";
+  }
+  if (!name.empty() && kv_layout_token_rows(s.spec.kv_layout)) {
+    std::string unused;
+    if (anchor(s, name + "_token_rows", unused).has_value()) name += "_token_rows";
   }
   if (!name.empty()) ar = &anchor(s, name, err);
 

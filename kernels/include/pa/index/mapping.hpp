@@ -2,6 +2,9 @@
 // (token, head-dimension range, logical block). The kernels loop over exactly
 // these functions; the host trace model enumerates them; the reference uses
 // the warp-to-block assignment for the per-warp partial outputs (stage 4).
+// A configuration with TOKEN_ROWS (nhd, hnd: config.hpp) changes the K vec
+// width, the LV lanes (lv_chunk, lv_row_token) and the rows each lane owns;
+// everything else is the same.
 //
 // Grid: blockIdx.x = head, blockIdx.y = sequence, blockIdx.z = partition
 // (always 0 for v1). One thread block computes one (sequence, head[, partition]).
