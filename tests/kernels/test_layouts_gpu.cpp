@@ -89,6 +89,46 @@ std::vector<int> built_blocks() {
   return v;
 }
 
+
+// A hand-made CSR table over a problem's pool of 5 sequences of {97, 40, 33,
+// 32, 17} tokens (pages of 16): sequence 1 has no pages (its output is 0),
+// sequence 2 reads sequence 0's first six pages (shared pages, all full:
+// slots past a problem's context hold NaN), the rest keep theirs; last pages
+// of 1 slot (97, 17) and of a full page (32, 96).
+CsrTables edge_case_table(const PagedProblem& p) {
+  const CsrTables own = csr_from_block_tables(p);
+  CsrTables t;
+  t.indptr = {0};
+  auto add = [&](int from_seq, int last_len, int pages = -1) {
+    const int end = pages < 0 ? own.indptr[from_seq + 1] : own.indptr[from_seq] + pages;
+    for (int i = own.indptr[from_seq]; i < end; ++i) t.indices.push_back(own.indices[i]);
+    t.indptr.push_back(static_cast<int>(t.indices.size()));
+    t.last_page_len.push_back(last_len);
+  };
+  add(0, 1);                            // 97 tokens: 7 pages, the last of 1 slot
+  t.indptr.push_back(t.indptr.back());  // sequence 1: no pages
+  t.last_page_len.push_back(1);         // (not read for an empty sequence)
+  add(0, 16, 6);                        // sequence 0's first 6 pages: 96 tokens
+  add(3, 16);                           // 32 tokens, a full last page
+  add(4, 1);                            // 17 tokens
+  return t;
+}
+constexpr int kEdgeCaseLens[] = {97, 40, 33, 32, 17};
+
+// The reference over `t` (its lengths, which the test also checks) in `layout`.
+std::vector<double> ref_over_table(const PagedProblem& p, KvLayout layout, const CsrTables& t) {
+  const CsrPageTable view = t.view(p.spec.block_size);
+  std::vector<int> lens;
+  for (int q = 0; q < p.num_seqs(); ++q) lens.push_back(view.seq_len(q));
+  REQUIRE(lens == std::vector<int>{97, 0, 96, 32, 17});
+  return ref_output_paged(p, to_layout(p, layout), [&](int q, int tok) { return view.page(q, tok); }, lens);
+}
+
+kernels::DeviceBuffer upload_ints(const std::vector<int>& v) {
+  kernels::DeviceBuffer b(v.size() * sizeof(int));
+  b.upload(v.data(), v.size() * sizeof(int));
+  return b;
+}
 }  // namespace
 
 TEST_CASE("stage 8 builds token-row instances exactly where vLLM-layout ones exist", "[layouts]") {
@@ -248,10 +288,8 @@ TEST_CASE("stage 8 on nhd and hnd: GQA, MQA, many splits, a long ragged batch", 
   CHECK(ran == std::size(kDTypes) * 2 * std::size(kTables));
 }
 
-// A hand-made CSR table over a problem's pool: sequence 1 has no pages (its
-// output is 0), sequence 2 reads sequence 0's first six pages (shared pages,
-// all full: slots past a problem's context hold NaN), the rest keep theirs.
-// Launched directly (the runner builds CSR from a problem's own tables).
+// The hand-made CSR table (edge_case_table), launched directly (the runner
+// builds CSR from a problem's own tables).
 TEST_CASE("stage 8 with CSR edge cases: empty, shared, 1-slot and full last pages", "[layouts][gpu]") {
   PA_REQUIRE_GPU();
   std::size_t ran = 0;
@@ -263,35 +301,16 @@ TEST_CASE("stage 8 with CSR edge cases: empty, shared, 1-slot and full last page
       s.block_size = 16;
       s.num_heads = 8;
       s.num_kv_heads = 2;
-      s.context_lens = {97, 40, 33, 32, 17};  // last pages: 1 slot (97, 33, 17), full (32)
+      s.context_lens.assign(std::begin(kEdgeCaseLens), std::end(kEdgeCaseLens));
       s.seed = 31337 + splits;
       const PagedProblem p = make_problem(s);
-      const CsrTables own = csr_from_block_tables(p);
-      CsrTables t;
-      t.indptr = {0};
-      auto add = [&](int from_seq, int last_len, int pages = -1) {
-        const int end = pages < 0 ? own.indptr[from_seq + 1] : own.indptr[from_seq] + pages;
-        for (int i = own.indptr[from_seq]; i < end; ++i) t.indices.push_back(own.indices[i]);
-        t.indptr.push_back(static_cast<int>(t.indices.size()));
-        t.last_page_len.push_back(last_len);
-      };
-      add(0, 1);                                // 97 tokens: 7 pages, the last of 1 slot
-      t.indptr.push_back(t.indptr.back());      // sequence 1: no pages
-      t.last_page_len.push_back(1);             // (not read for an empty sequence)
-      add(0, 16, 6);                            // sequence 0's first 6 pages: 96 tokens
-      add(3, 16);                               // 32 tokens, a full last page
-      add(4, 1);                                // 17 tokens
-      REQUIRE(t.indptr.size() == 6);
+      const CsrTables t = edge_case_table(p);
 
       const PagedProblem q = in_form(p, l, PageTableForm::csr);
       kernels::DeviceInputs in(q);
       kernels::StageArgs a = in.args();
-      auto up = [](const std::vector<int>& v) {
-        kernels::DeviceBuffer b(v.size() * sizeof(int));
-        b.upload(v.data(), v.size() * sizeof(int));
-        return b;
-      };
-      kernels::DeviceBuffer indices = up(t.indices), indptr = up(t.indptr), last = up(t.last_page_len);
+      kernels::DeviceBuffer indices = upload_ints(t.indices), indptr = upload_ints(t.indptr),
+                            last = upload_ints(t.last_page_len);
       const std::size_t n = static_cast<std::size_t>(p.num_seqs()) * s.num_heads * s.head_size;
       kernels::DeviceBuffer out(n * dtype_bytes(s.dtype));
       a.block_tables = static_cast<const int*>(indices.get());
@@ -307,12 +326,7 @@ TEST_CASE("stage 8 with CSR edge cases: empty, shared, 1-slot and full last page
       launch_optimized(o, plan, ws.get());
       const std::vector<float> got = kernels::download_decoded(out, n, s.dtype);
 
-      const CsrPageTable view = t.view(s.block_size);
-      std::vector<int> lens;
-      for (int q = 0; q < p.num_seqs(); ++q) lens.push_back(view.seq_len(q));
-      REQUIRE(lens == std::vector<int>{97, 0, 96, 32, 17});
-      const std::vector<double> ref =
-          ref_output_paged(p, to_layout(p, l), [&](int q, int tok) { return view.page(q, tok); }, lens);
+      const std::vector<double> ref = ref_over_table(p, l, t);
       const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(s.dtype));
       INFO("layout " << kv_layout_name(l) << " splits " << splits << " plan " << plan.describe());
       INFO(r.summary());
@@ -460,35 +474,16 @@ TEST_CASE("stage 5 with CSR edge cases: empty, shared, 1-slot and full last page
     s.block_size = 16;
     s.num_heads = 8;
     s.num_kv_heads = 2;
-    s.context_lens = {97, 40, 33, 32, 17};
+    s.context_lens.assign(std::begin(kEdgeCaseLens), std::end(kEdgeCaseLens));
     s.seed = 2718;
     const PagedProblem p = make_problem(s);
-    const CsrTables own = csr_from_block_tables(p);
-    CsrTables t;
-    t.indptr = {0};
-    auto add = [&](int from_seq, int last_len, int pages = -1) {
-      const int end = pages < 0 ? own.indptr[from_seq + 1] : own.indptr[from_seq] + pages;
-      for (int i = own.indptr[from_seq]; i < end; ++i) t.indices.push_back(own.indices[i]);
-      t.indptr.push_back(static_cast<int>(t.indices.size()));
-      t.last_page_len.push_back(last_len);
-    };
-    add(0, 1);                            // 97 tokens: 7 pages, the last of 1 slot
-    t.indptr.push_back(t.indptr.back());  // sequence 1: no pages
-    t.last_page_len.push_back(1);         // (not read for an empty sequence)
-    add(0, 16, 6);                        // sequence 0's first 6 pages: 96 tokens
-    add(3, 16);                           // 32 tokens, a full last page
-    add(4, 1);                            // 17 tokens
-    REQUIRE(t.indptr.size() == 6);
+    const CsrTables t = edge_case_table(p);
 
     const PagedProblem in_csr = in_form(p, l, PageTableForm::csr);  // DeviceProblem keeps a reference
     kernels::DeviceProblem d(in_csr);
     kernels::StageArgs a = d.args();
-    auto up = [](const std::vector<int>& v) {
-      kernels::DeviceBuffer b(v.size() * sizeof(int));
-      b.upload(v.data(), v.size() * sizeof(int));
-      return b;
-    };
-    kernels::DeviceBuffer indices = up(t.indices), indptr = up(t.indptr), last = up(t.last_page_len);
+    kernels::DeviceBuffer indices = upload_ints(t.indices), indptr = upload_ints(t.indptr),
+                          last = upload_ints(t.last_page_len);
     a.block_tables = static_cast<const int*>(indices.get());
     a.kv_indptr = static_cast<const int*>(indptr.get());
     a.kv_last_page_len = static_cast<const int*>(last.get());
@@ -497,12 +492,7 @@ TEST_CASE("stage 5 with CSR edge cases: empty, shared, 1-slot and full last page
     const std::size_t n = static_cast<std::size_t>(p.num_seqs()) * s.num_heads * s.head_size;
     const std::vector<float> got = kernels::download_decoded(d.out, n, s.dtype);
 
-    const CsrPageTable view = t.view(s.block_size);
-    std::vector<int> lens;
-    for (int q = 0; q < p.num_seqs(); ++q) lens.push_back(view.seq_len(q));
-    REQUIRE(lens == std::vector<int>{97, 0, 96, 32, 17});
-    const std::vector<double> ref =
-        ref_output_paged(p, to_layout(p, l), [&](int q, int tok) { return view.page(q, tok); }, lens);
+    const std::vector<double> ref = ref_over_table(p, l, t);
     const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(s.dtype));
     INFO("layout " << kv_layout_name(l));
     INFO(r.summary());

@@ -40,6 +40,20 @@ struct Case {
   KvDType kv = KvDType::same;
 };
 
+ProblemSpec spec_of(const Case& c, unsigned seed, bool alibi) {
+  ProblemSpec s;
+  s.dtype = c.dt;
+  s.head_size = c.head;
+  s.block_size = c.block;
+  s.context_lens = c.ctx;
+  s.num_heads = c.heads;
+  s.num_kv_heads = c.kv_heads;
+  s.seed = seed;
+  s.alibi = alibi;
+  s.kv_dtype = c.kv;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("recorded GPU events equal the host model, stages 1-7", "[gpu][trace][record]") {
@@ -81,16 +95,8 @@ TEST_CASE("recorded GPU events equal the host model, stages 1-7", "[gpu][trace][
   };
   int expected = 0, compared = 0;
   for (const Case& c : cases) {
-    ProblemSpec s;
-    s.dtype = c.dt;
-    s.head_size = c.head;
-    s.block_size = c.block;
-    s.context_lens = c.ctx;
-    s.num_heads = c.heads;
-    s.num_kv_heads = c.kv_heads;
-    s.seed = 11;
-    s.alibi = (&c - cases) % 2 == 1;  // every other case with ALiBi (its slope loads and biased logits)
-    s.kv_dtype = c.kv;
+    // Every other case with ALiBi (its slope loads and biased logits).
+    const ProblemSpec s = spec_of(c, 11, (&c - cases) % 2 == 1);
     const PagedProblem p = make_problem(s);
     for (Stage st : {Stage::q_to_smem, Stage::qk, Stage::softmax, Stage::lv, Stage::warp_reduce,
                      Stage::v2_partition, Stage::cascade_merge}) {
@@ -117,32 +123,17 @@ TEST_CASE("recorded GPU events equal the host model, stages 1-7", "[gpu][trace][
 TEST_CASE("recorded GPU events equal the host model, stage 5 on nhd and hnd, stages 1-5 with CSR tables",
           "[gpu][trace][record]") {
   PA_REQUIRE_GPU();
-  struct FormCase {
-    DType dt;
-    int head, block;
-    std::vector<int> ctx;
-    int heads, kv_heads;
-    Selection sel;
-  };
   // The entries stage 5 records on token rows (record_configs.hpp's
   // record_token_rows: each 16-bit dtype, each block size).
-  const FormCase cases[] = {
+  const Case cases[] = {
       {DType::f16, 128, 16, {100, 17}, 4, 2, {{{0, 3, 0}, {1, 0, 0}}}},
       {DType::bf16, 128, 16, {1, 513}, 8, 2, {{{0, 1, 0}, {1, 6, 0}}}},
       {DType::f16, 128, 8, {37, 300}, 8, 1, {{{0, 3, 0}, {1, 7, 0}}}},
       {DType::f16, 96, 32, {250, 31}, 4, 4, {{{1, 3, 0}, {0, 0, 0}}}},
   };
   int expected = 0, compared = 0;
-  for (const FormCase& c : cases) {
-    ProblemSpec s;
-    s.dtype = c.dt;
-    s.head_size = c.head;
-    s.block_size = c.block;
-    s.context_lens = c.ctx;
-    s.num_heads = c.heads;
-    s.num_kv_heads = c.kv_heads;
-    s.seed = 23;
-    s.alibi = (&c - cases) % 2 == 0;
+  for (const Case& c : cases) {
+    ProblemSpec s = spec_of(c, 23, (&c - cases) % 2 == 0);
     for (KvLayout l : {KvLayout::nhd, KvLayout::hnd, KvLayout::vllm})
       for (PageTableForm t : {PageTableForm::padded, PageTableForm::csr}) {
         if (l == KvLayout::vllm && t == PageTableForm::padded) continue;  // the test above
