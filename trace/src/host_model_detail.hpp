@@ -150,6 +150,20 @@ struct V2Launch {
   Tensor state_lse_as = Tensor::state_lse;
 };
 
+// The per-head-size instances behind model_v1_block, model_v2_partition_block
+// and model_optimized (host_model_decode_steps.hpp, host_model_optimized.hpp;
+// one generated translation unit per head size instantiates them).
+template <int HS>
+void model_v1_block_head(const PagedProblem& p, Stage stage, const BlockId& b, ModelValues& vals,
+                         std::vector<Event>& out);
+template <int HS>
+void model_v2_partition_block_head(const PagedProblem& p, const V2Launch& l, int seq, int head, int part,
+                                   ModelValues& vals, std::vector<Event>& out);
+template <int HS>
+void model_optimized_head(const PagedProblem& p, const std::vector<BlockId>& blocks,
+                          const OptimizedModelPlan& plan, const OptimizedModelOptions& opt, ModelValues& vals,
+                          std::vector<Event>& out);
+
 // Per-stage model entry points. Stages 1-5: host_model_decode_steps.cpp (stage 6 goes
 // through the V2 functions below).
 void model_v1_block(const PagedProblem& p, Stage stage, const BlockId& b, ModelValues& vals,

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "pa/index/config.hpp"
@@ -100,6 +101,31 @@ bool dispatch_dtype(DType dtype, KvDType kv, int head_size, int block_size, int 
 }
 [[noreturn]] void throw_unsupported_config(DType dtype, KvDType kv, int head_size, int block_size, int num_threads,
                                            bool token_rows);
+template <int H, bool ROWS, class F>
+bool dispatch_dtype_of_head(DType dtype, KvDType kv, int block_size, int num_threads, F& f) {
+  auto bs = std::make_index_sequence<std::size(kSupportedBlockSizes)>{};
+  auto with_kv = [&]<DType DT>() {
+    if constexpr (ROWS) {
+      if constexpr (DT == DType::f32) return false;
+      else return kv == KvDType::same && dispatch_block<DT, KvDType::same, true, H>(block_size, num_threads, f, bs);
+    } else if constexpr (DT == DType::f32) {
+      return kv == KvDType::same && dispatch_block<DT, KvDType::same, false, H>(block_size, num_threads, f, bs);
+    } else {
+      switch (kv) {
+        case KvDType::same: return dispatch_block<DT, KvDType::same, false, H>(block_size, num_threads, f, bs);
+        case KvDType::fp8_e4m3: return dispatch_block<DT, KvDType::fp8_e4m3, false, H>(block_size, num_threads, f, bs);
+        case KvDType::fp8_e5m2: return dispatch_block<DT, KvDType::fp8_e5m2, false, H>(block_size, num_threads, f, bs);
+      }
+      return false;
+    }
+  };
+  switch (dtype) {
+    case DType::f32: return with_kv.template operator()<DType::f32>();
+    case DType::f16: return with_kv.template operator()<DType::f16>();
+    case DType::bf16: return with_kv.template operator()<DType::bf16>();
+  }
+  return false;
+}
 }  // namespace detail
 
 // Calls f(KernelConfig<dtype, head, block, threads, kv>{}) (f returns void;
@@ -134,6 +160,32 @@ void with_layout_kernel_config(const ProblemSpec& spec, F&& f) {
   if (!ok)
     detail::throw_unsupported_config(spec.dtype, spec.kv_dtype, spec.head_size, spec.block_size, spec.num_threads,
                                      rows);
+}
+
+// The two dispatches split at the head size, so that code with many
+// instances per configuration can spread them over translation units, one
+// per head size: with_head_size calls f(std::integral_constant<int, H>{}) for
+// the supported head size H == head_size (false: none is); inside,
+// with_kernel_config_of_head<H> (token_rows: the TOKEN_ROWS configuration,
+// as with_layout_kernel_config picks) dispatches the rest. Throws like
+// with_kernel_config.
+template <class F>
+bool with_head_size(int head_size, F&& f) {
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return ((head_size == kSupportedHeadSizes[I]
+                 ? (f(std::integral_constant<int, kSupportedHeadSizes[I]>{}), true)
+                 : false) || ...);
+  }(std::make_index_sequence<std::size(kSupportedHeadSizes)>{});
+}
+template <int H, class F>
+void with_kernel_config_of_head(const ProblemSpec& spec, bool token_rows, F&& f) {
+  const bool ok = token_rows ? detail::dispatch_dtype_of_head<H, true>(spec.dtype, spec.kv_dtype, spec.block_size,
+                                                                       spec.num_threads, f)
+                             : detail::dispatch_dtype_of_head<H, false>(spec.dtype, spec.kv_dtype, spec.block_size,
+                                                                        spec.num_threads, f);
+  if (!ok || spec.head_size != H)
+    detail::throw_unsupported_config(spec.dtype, spec.kv_dtype, spec.head_size, spec.block_size, spec.num_threads,
+                                     token_rows);
 }
 
 RuntimeConfig make_runtime_config(DType dtype, int head_size, int block_size, int num_threads,
