@@ -26,7 +26,6 @@ RunOptions with_problem(const PagedProblem& p, RunOptions o) {
   return o;
 }
 
-// A runner over device inputs: the views it reads (the stages are StageLaunch's).
 // Stages 1-5 from a PagedProblem: they read no run option (stage 5's checks
 // stand for all), and each reads the cache forms stage_reads says.
 void check_v1_run(const PagedProblem& p, Stage s, const RunOptions& o) {
@@ -35,6 +34,7 @@ void check_v1_run(const PagedProblem& p, Stage s, const RunOptions& o) {
     throw std::invalid_argument(why);
 }
 
+// A runner over device inputs: the views it reads (the stages are StageLaunch's).
 void check_views(const DeviceInputViews& v) {
   if (v.rotations < 1)
     throw std::invalid_argument("StageRunner: rotations " + std::to_string(v.rotations) + " (accepted: >= 1)");

@@ -124,6 +124,30 @@ std::vector<double> ref_over_table(const PagedProblem& p, KvLayout layout, const
   return ref_output_paged(p, to_layout(p, layout), [&](int q, int tok) { return view.page(q, tok); }, lens);
 }
 
+// The output against the reference within the dtype's tolerance, no NaN
+// (the outputs were poisoned with NaN first).
+void check_output(const std::vector<double>& ref, const std::vector<float>& got, DType dt) {
+  REQUIRE(ref.size() == got.size());
+  const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(dt));
+  INFO(r.summary());
+  CHECK(r.num_nan == 0);
+  CHECK(r.pass);
+}
+
+// The GQA / MQA tests' batch: head 128, pages of 16, one long, one short and
+// ragged contexts.
+ProblemSpec ragged_spec(DType dt, int heads, int kv_heads, unsigned seed) {
+  ProblemSpec s;
+  s.dtype = dt;
+  s.head_size = 128;
+  s.block_size = 16;
+  s.num_heads = heads;
+  s.num_kv_heads = kv_heads;
+  s.context_lens = {5000, 1, 16, 2049, 333};
+  s.seed = seed;
+  return s;
+}
+
 kernels::DeviceBuffer upload_ints(const std::vector<int>& v) {
   kernels::DeviceBuffer b(v.size() * sizeof(int));
   b.upload(v.data(), v.size() * sizeof(int));
@@ -239,12 +263,9 @@ TEST_CASE("stage 8 on every layout and page table: the reference, and vLLM's out
           for (PageTableForm t : kTables) {
             std::string plan;
             const std::vector<float> got = run_layout(p, l, t, splits, &plan);
-            const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(dt));
             INFO(s.describe() << " layout " << kv_layout_name(l) << " table " << page_table_name(t) << " plan "
                               << plan);
-            INFO(r.summary());
-            CHECK(r.num_nan == 0);
-            CHECK(r.pass);
+            check_output(ref, got, dt);
             CHECK(bit_equal(got, vllm));
             ++ran;
           }
@@ -260,14 +281,7 @@ TEST_CASE("stage 8 on nhd and hnd: GQA, MQA, many splits, a long ragged batch", 
       GENERATE(table<int, int, int>({{8, 8, 0}, {8, 1, 2}, {32, 8, 7}, {48, 1, 0}, {40, 4, 64}, {32, 2, 256}}));
   std::size_t ran = 0;
   for (DType dt : kDTypes) {
-    ProblemSpec s;
-    s.dtype = dt;
-    s.head_size = 128;
-    s.block_size = 16;
-    s.num_heads = heads;
-    s.num_kv_heads = kv_heads;
-    s.context_lens = {5000, 1, 16, 2049, 333};
-    s.seed = 808 + heads + kv_heads + splits;
+    const ProblemSpec s = ragged_spec(dt, heads, kv_heads, 808 + heads + kv_heads + splits);
     const PagedProblem p = make_problem(s);
     const CsrTables csr = csr_from_block_tables(p);
     const std::vector<float> vllm = run_layout(p, KvLayout::vllm, PageTableForm::padded, splits);
@@ -275,12 +289,9 @@ TEST_CASE("stage 8 on nhd and hnd: GQA, MQA, many splits, a long ragged batch", 
       for (PageTableForm t : kTables) {
         const std::vector<float> got = run_layout(p, l, t, splits);
         const std::vector<double> ref = ref_in_layout(p, l, csr);
-        const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(dt));
         INFO(s.describe() << " splits " << splits << " layout " << kv_layout_name(l) << " table "
                           << page_table_name(t));
-        INFO(r.summary());
-        CHECK(r.num_nan == 0);
-        CHECK(r.pass);
+        check_output(ref, got, dt);
         CHECK(bit_equal(got, vllm));
         ++ran;
       }
@@ -327,11 +338,8 @@ TEST_CASE("stage 8 with CSR edge cases: empty, shared, 1-slot and full last page
       const std::vector<float> got = kernels::download_decoded(out, n, s.dtype);
 
       const std::vector<double> ref = ref_over_table(p, l, t);
-      const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(s.dtype));
       INFO("layout " << kv_layout_name(l) << " splits " << splits << " plan " << plan.describe());
-      INFO(r.summary());
-      CHECK(r.num_nan == 0);
-      CHECK(r.pass);
+      check_output(ref, got, s.dtype);
       // The empty sequence's output is exactly 0.
       for (int h = 0; h < s.num_heads; ++h)
         for (int d = 0; d < s.head_size; ++d) REQUIRE(got[p.query.out_offset(1, h, d)] == 0.f);
@@ -384,11 +392,8 @@ TEST_CASE("stage 5 on every layout and page table: the reference; nhd = hnd and 
           std::vector<float> padded;
           for (PageTableForm t : kTables) {
             const std::vector<float> got = run_v1(p, l, t);
-            const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(dt));
             INFO(s.describe() << " layout " << kv_layout_name(l) << " table " << page_table_name(t));
-            INFO(r.summary());
-            CHECK(r.num_nan == 0);
-            CHECK(r.pass);
+            check_output(ref, got, dt);
             if (t == PageTableForm::padded) padded = got;
             else CHECK(bit_equal(got, padded));  // the same pages, found through another table
             if (kv_layout_token_rows(l)) {
@@ -408,25 +413,15 @@ TEST_CASE("stage 5 on nhd and hnd: GQA, MQA, a long ragged batch", "[layouts][gp
   const auto [heads, kv_heads] = GENERATE(table<int, int>({{8, 8}, {8, 1}, {32, 8}, {48, 1}}));
   std::size_t ran = 0;
   for (DType dt : kDTypes) {
-    ProblemSpec s;
-    s.dtype = dt;
-    s.head_size = 128;
-    s.block_size = 16;
-    s.num_heads = heads;
-    s.num_kv_heads = kv_heads;
-    s.context_lens = {5000, 1, 16, 2049, 333};
-    s.seed = 909 + heads + kv_heads;
+    const ProblemSpec s = ragged_spec(dt, heads, kv_heads, 909 + heads + kv_heads);
     const PagedProblem p = make_problem(s);
     const CsrTables csr = csr_from_block_tables(p);
     for (KvLayout l : {KvLayout::nhd, KvLayout::hnd})
       for (PageTableForm t : kTables) {
         const std::vector<float> got = run_v1(p, l, t);
         const std::vector<double> ref = ref_in_layout(p, l, csr);
-        const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(dt));
         INFO(s.describe() << " layout " << kv_layout_name(l) << " table " << page_table_name(t));
-        INFO(r.summary());
-        CHECK(r.num_nan == 0);
-        CHECK(r.pass);
+        check_output(ref, got, dt);
         ++ran;
       }
   }
@@ -493,11 +488,8 @@ TEST_CASE("stage 5 with CSR edge cases: empty, shared, 1-slot and full last page
     const std::vector<float> got = kernels::download_decoded(d.out, n, s.dtype);
 
     const std::vector<double> ref = ref_over_table(p, l, t);
-    const CompareResult r = compare(ref.data(), got.data(), got.size(), tolerance_for(s.dtype));
     INFO("layout " << kv_layout_name(l));
-    INFO(r.summary());
-    CHECK(r.num_nan == 0);
-    CHECK(r.pass);
+    check_output(ref, got, s.dtype);
     for (int h = 0; h < s.num_heads; ++h)
       for (int dd = 0; dd < s.head_size; ++dd) REQUIRE(got[p.query.out_offset(1, h, dd)] == 0.f);
     ++ran;

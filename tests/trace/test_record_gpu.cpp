@@ -40,6 +40,20 @@ struct Case {
   KvDType kv = KvDType::same;
 };
 
+// Whether the build must record stage st of s (`recorded`, which can_record
+// must agree with); if it does, records the selection and compares it with
+// the host model. Counts the cases expected and those compared.
+void record_and_compare(Stage st, const ProblemSpec& s, const PagedProblem& p, const Selection& sel, bool recorded,
+                        int& expected, int& compared) {
+  expected += recorded;
+  CHECK(can_record(st, s) == recorded);
+  if (!can_record(st, s)) return;
+  const RecordResult rec = record_stage(st, p, sel);
+  PA_CHECK_REPLAY_ORDER(rec.events);
+  PA_CHECK_EVENTS_EQUAL(rec.events, model_events(s, st, sel), s.dtype);
+  ++compared;
+}
+
 ProblemSpec spec_of(const Case& c, unsigned seed, bool alibi) {
   ProblemSpec s;
   s.dtype = c.dt;
@@ -104,13 +118,7 @@ TEST_CASE("recorded GPU events equal the host model, stages 1-7", "[gpu][trace][
       // The cascade takes no fp8 cache.
       const bool recorded = v1_instance_built(s) && (static_cast<int>(st) >= 5 || all_stages(s)) &&
                             !(st == Stage::cascade_merge && is_fp8(s.kv_dtype));
-      expected += recorded;
-      CHECK(can_record(st, s) == recorded);
-      if (!can_record(st, s)) continue;
-      const RecordResult rec = record_stage(st, p, c.sel);
-      PA_CHECK_REPLAY_ORDER(rec.events);
-      PA_CHECK_EVENTS_EQUAL(rec.events, model_events(s, st, c.sel), s.dtype);
-      ++compared;
+      record_and_compare(st, s, p, c.sel, recorded, expected, compared);
     }
   }
   // A full build: 16 configurations x 3 stages + 4 fp8 x 2 (no cascade), and
@@ -147,14 +155,7 @@ TEST_CASE("recorded GPU events equal the host model, stage 5 on nhd and hnd, sta
         for (Stage st : stages) {
           INFO(to_string(st) << " " << s.describe() << " layout " << kv_layout_name(l) << " table "
                              << page_table_name(t));
-          const bool recorded = v1_instance_built(s);
-          expected += recorded;
-          CHECK(can_record(st, s) == recorded);
-          if (!can_record(st, s)) continue;
-          const RecordResult rec = record_stage(st, p, c.sel);
-          PA_CHECK_REPLAY_ORDER(rec.events);
-          PA_CHECK_EVENTS_EQUAL(rec.events, model_events(s, st, c.sel), s.dtype);
-          ++compared;
+          record_and_compare(st, s, p, c.sel, v1_instance_built(s), expected, compared);
         }
       }
   }

@@ -97,7 +97,7 @@ void model_optimized(const PagedProblem& p, const std::vector<BlockId>& blocks, 
   const OptimizedModelPlan plan = optimized_model_plan(p.spec, opt);
   if (!with_head_size(p.spec.head_size,
                       [&](auto h) { model_optimized_head<decltype(h)::value>(p, blocks, plan, opt, vals, out); }))
-    with_opt_config(p.spec, plan.head_tiles, [](auto) {});  // throws, naming what is accepted
+    throw_no_opt_model(p.spec);
 }
 
 }  // namespace detail

@@ -453,28 +453,6 @@ struct OptModel : BlockModel {
   }
 };
 
-// with_opt_config for one head size (a per-head translation unit's instances).
-template <int HS, class F>
-void with_opt_config_of_head(const ProblemSpec& s, int head_tiles, F&& f) {
-  bool ok = false;
-  const bool rows = kv_layout_token_rows(s.kv_layout);
-  auto kv = [&]<DType DT>() {
-    switch (s.kv_dtype) {
-      case KvDType::same: return opt_dispatch_bs<DT, KvDType::same, HS>(s.block_size, head_tiles, rows, f);
-      case KvDType::fp8_e4m3: return opt_dispatch_bs<DT, KvDType::fp8_e4m3, HS>(s.block_size, head_tiles, rows, f);
-      case KvDType::fp8_e5m2: return opt_dispatch_bs<DT, KvDType::fp8_e5m2, HS>(s.block_size, head_tiles, rows, f);
-    }
-    return false;
-  };
-  if (s.head_size == HS && s.dtype == DType::f16) ok = kv.template operator()<DType::f16>();
-  if (s.head_size == HS && s.dtype == DType::bf16) ok = kv.template operator()<DType::bf16>();
-  if (!ok) {
-    with_opt_config(s, head_tiles, [](auto) {});  // throws, naming what is accepted
-    throw std::logic_error("stage optimized model: head size " + std::to_string(s.head_size) +
-                           " reached the instances of head size " + std::to_string(HS));
-  }
-}
-
 template <int HS>
 void model_optimized_head(const PagedProblem& p, const std::vector<BlockId>& blocks, const OptimizedModelPlan& plan,
                           const OptimizedModelOptions& opt, ModelValues& vals, std::vector<Event>& out) {

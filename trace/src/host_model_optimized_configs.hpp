@@ -41,42 +41,58 @@ bool opt_dispatch_bs(int bs, int ht, bool rows, F&& f) {
     default: return false;
   }
 }
-template <DType DT, KvDType KV, class F>
-bool opt_dispatch_hs(int hs, int bs, int ht, bool rows, F&& f) {
-  switch (hs) {
-    case 64: return opt_dispatch_bs<DT, KV, 64>(bs, ht, rows, f);
-    case 80: return opt_dispatch_bs<DT, KV, 80>(bs, ht, rows, f);
-    case 96: return opt_dispatch_bs<DT, KV, 96>(bs, ht, rows, f);
-    case 112: return opt_dispatch_bs<DT, KV, 112>(bs, ht, rows, f);
-    case 128: return opt_dispatch_bs<DT, KV, 128>(bs, ht, rows, f);
-    case 192: return opt_dispatch_bs<DT, KV, 192>(bs, ht, rows, f);
-    case 256: return opt_dispatch_bs<DT, KV, 256>(bs, ht, rows, f);
-    default: return false;
-  }
-}
-template <DType DT, class F>
-bool opt_dispatch_kv(KvDType kv, int hs, int bs, int ht, bool rows, F&& f) {
-  switch (kv) {
-    case KvDType::same: return opt_dispatch_hs<DT, KvDType::same>(hs, bs, ht, rows, f);
-    case KvDType::fp8_e4m3: return opt_dispatch_hs<DT, KvDType::fp8_e4m3>(hs, bs, ht, rows, f);
-    case KvDType::fp8_e5m2: return opt_dispatch_hs<DT, KvDType::fp8_e5m2>(hs, bs, ht, rows, f);
-  }
+// The (dtype, cache dtype) pairs stage 8 has (16-bit queries, every cache
+// dtype): calls next.template operator()<DT, KV>(); false when none fits.
+template <class Next>
+bool opt_dispatch_dtype_kv(DType dtype, KvDType kv, Next&& next) {
+  auto with_kv = [&]<DType DT>() -> bool {
+    switch (kv) {
+      case KvDType::same: return next.template operator()<DT, KvDType::same>();
+      case KvDType::fp8_e4m3: return next.template operator()<DT, KvDType::fp8_e4m3>();
+      case KvDType::fp8_e5m2: return next.template operator()<DT, KvDType::fp8_e5m2>();
+    }
+    return false;
+  };
+  if (dtype == DType::f16) return with_kv.template operator()<DType::f16>();
+  if (dtype == DType::bf16) return with_kv.template operator()<DType::bf16>();
   return false;
 }
+
+[[noreturn]] inline void throw_no_opt_model(const ProblemSpec& s) {
+  throw std::invalid_argument(std::string("stage optimized: no model for dtype ") + dtype_name(s.dtype) +
+                              ", kv cache " + kv_dtype_name(s.kv_dtype) + " in layout " + kv_layout_name(s.kv_layout) +
+                              ", head size " + std::to_string(s.head_size) + ", block size " +
+                              std::to_string(s.block_size) + " (accepted: fp16 or bf16, head sizes " +
+                              head_sizes_text() + ", block sizes " + block_sizes_text() +
+                              "; with an fp8 cache block sizes 16 and 32)");
+}
+
+// Calls f(OptConfig<...>{}) for the spec's configuration with head_tiles
+// query-head tiles; throws naming what is accepted when there is none.
 template <class F>
 void with_opt_config(const ProblemSpec& s, int head_tiles, F&& f) {
-  bool ok = false;
   const bool rows = kv_layout_token_rows(s.kv_layout);
-  if (s.dtype == DType::f16) ok = opt_dispatch_kv<DType::f16>(s.kv_dtype, s.head_size, s.block_size, head_tiles, rows, f);
-  if (s.dtype == DType::bf16) ok = opt_dispatch_kv<DType::bf16>(s.kv_dtype, s.head_size, s.block_size, head_tiles, rows, f);
-  if (!ok) {
-    throw std::invalid_argument(std::string("stage optimized: no model for dtype ") + dtype_name(s.dtype) +
-                                ", kv cache " + kv_dtype_name(s.kv_dtype) + " in layout " +
-                                kv_layout_name(s.kv_layout) + ", head size " +
-                                std::to_string(s.head_size) + ", block size " + std::to_string(s.block_size) +
-                                " (accepted: fp16 or bf16, head sizes " + head_sizes_text() + ", block sizes " +
-                                block_sizes_text() + "; with an fp8 cache block sizes 16 and 32)");
-  }
+  const bool ok = opt_dispatch_dtype_kv(s.dtype, s.kv_dtype, [&]<DType DT, KvDType KV>() {
+    bool found = false;
+    with_head_size(s.head_size, [&](auto h) {
+      found = opt_dispatch_bs<DT, KV, decltype(h)::value>(s.block_size, head_tiles, rows, f);
+    });
+    return found;
+  });
+  if (!ok) throw_no_opt_model(s);
+}
+
+// with_opt_config for one head size (a per-head translation unit's instances).
+template <int HS, class F>
+void with_opt_config_of_head(const ProblemSpec& s, int head_tiles, F&& f) {
+  if (s.head_size != HS)
+    throw std::logic_error("stage optimized model: head size " + std::to_string(s.head_size) +
+                           " reached the instances of head size " + std::to_string(HS));
+  const bool rows = kv_layout_token_rows(s.kv_layout);
+  if (!opt_dispatch_dtype_kv(s.dtype, s.kv_dtype, [&]<DType DT, KvDType KV>() {
+        return opt_dispatch_bs<DT, KV, HS>(s.block_size, head_tiles, rows, f);
+      }))
+    throw_no_opt_model(s);
 }
 
 }  // namespace pa::trace::detail

@@ -246,15 +246,9 @@ void throw_unsupported_config(DType dtype, KvDType kv, int head_size, int block_
 
 RuntimeConfig make_runtime_config(DType dtype, int head_size, int block_size, int num_threads, KvDType kv,
                                   bool token_rows) {
-  ProblemSpec s;
-  s.dtype = dtype;
-  s.kv_dtype = kv;
-  s.head_size = head_size;
-  s.block_size = block_size;
-  s.num_threads = num_threads;
-  s.kv_layout = token_rows ? KvLayout::nhd : KvLayout::vllm;  // nhd and hnd share the configuration
   RuntimeConfig rc;
-  with_layout_kernel_config(s, [&](auto cfg) { rc = runtime_config_of<decltype(cfg)>(); });
+  with_kernel_config(dtype, kv, head_size, block_size, num_threads, token_rows,
+                     [&](auto cfg) { rc = runtime_config_of<decltype(cfg)>(); });
   return rc;
 }
 

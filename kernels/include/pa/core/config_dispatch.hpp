@@ -71,50 +71,22 @@ bool dispatch_head(int head, int block, int threads, F& f, std::index_sequence<I
                      block, threads, f, std::make_index_sequence<std::size(kSupportedBlockSizes)>{})
                : false) || ...);
 }
-// ROWS: the token-row configurations (nhd, hnd), which exist for 2-byte
-// caches only (KernelConfig's TOKEN_ROWS).
-template <DType DT, bool ROWS, class F>
-bool dispatch_kv(KvDType kv, int head, int block, int threads, F& f) {
-  auto hs = std::make_index_sequence<std::size(kSupportedHeadSizes)>{};
-  if constexpr (ROWS) {
-    if constexpr (DT == DType::f32) return false;
-    else return kv == KvDType::same && dispatch_head<DT, KvDType::same, true>(head, block, threads, f, hs);
-  } else if constexpr (DT == DType::f32) {
-    return kv == KvDType::same && dispatch_head<DT, KvDType::same, false>(head, block, threads, f, hs);
-  } else {
-    switch (kv) {
-      case KvDType::same: return dispatch_head<DT, KvDType::same, false>(head, block, threads, f, hs);
-      case KvDType::fp8_e4m3: return dispatch_head<DT, KvDType::fp8_e4m3, false>(head, block, threads, f, hs);
-      case KvDType::fp8_e5m2: return dispatch_head<DT, KvDType::fp8_e5m2, false>(head, block, threads, f, hs);
-    }
-    return false;
-  }
-}
-template <bool ROWS, class F>
-bool dispatch_dtype(DType dtype, KvDType kv, int head_size, int block_size, int num_threads, F& f) {
-  switch (dtype) {
-    case DType::f32: return dispatch_kv<DType::f32, ROWS>(kv, head_size, block_size, num_threads, f);
-    case DType::f16: return dispatch_kv<DType::f16, ROWS>(kv, head_size, block_size, num_threads, f);
-    case DType::bf16: return dispatch_kv<DType::bf16, ROWS>(kv, head_size, block_size, num_threads, f);
-  }
-  return false;
-}
-[[noreturn]] void throw_unsupported_config(DType dtype, KvDType kv, int head_size, int block_size, int num_threads,
-                                           bool token_rows);
-template <int H, bool ROWS, class F>
-bool dispatch_dtype_of_head(DType dtype, KvDType kv, int block_size, int num_threads, F& f) {
-  auto bs = std::make_index_sequence<std::size(kSupportedBlockSizes)>{};
-  auto with_kv = [&]<DType DT>() {
-    if constexpr (ROWS) {
-      if constexpr (DT == DType::f32) return false;
-      else return kv == KvDType::same && dispatch_block<DT, KvDType::same, true, H>(block_size, num_threads, f, bs);
-    } else if constexpr (DT == DType::f32) {
-      return kv == KvDType::same && dispatch_block<DT, KvDType::same, false, H>(block_size, num_threads, f, bs);
+// The (dtype, cache dtype) pairs that have kernel configurations: calls
+// next.template operator()<DT, KV>() for the pair (dtype, kv); false when it
+// has none. ROWS: the token-row configurations (nhd, hnd), which exist for
+// 2-byte caches only (KernelConfig's TOKEN_ROWS).
+template <bool ROWS, class Next>
+bool dispatch_dtype_kv(DType dtype, KvDType kv, Next&& next) {
+  auto with_kv = [&]<DType DT>() -> bool {
+    if constexpr (ROWS && DT == DType::f32) {
+      return false;
+    } else if constexpr (ROWS || DT == DType::f32) {
+      return kv == KvDType::same && next.template operator()<DT, KvDType::same>();
     } else {
       switch (kv) {
-        case KvDType::same: return dispatch_block<DT, KvDType::same, false, H>(block_size, num_threads, f, bs);
-        case KvDType::fp8_e4m3: return dispatch_block<DT, KvDType::fp8_e4m3, false, H>(block_size, num_threads, f, bs);
-        case KvDType::fp8_e5m2: return dispatch_block<DT, KvDType::fp8_e5m2, false, H>(block_size, num_threads, f, bs);
+        case KvDType::same: return next.template operator()<DT, KvDType::same>();
+        case KvDType::fp8_e4m3: return next.template operator()<DT, KvDType::fp8_e4m3>();
+        case KvDType::fp8_e5m2: return next.template operator()<DT, KvDType::fp8_e5m2>();
       }
       return false;
     }
@@ -126,6 +98,24 @@ bool dispatch_dtype_of_head(DType dtype, KvDType kv, int block_size, int num_thr
   }
   return false;
 }
+// Every axis: (dtype, kv), then head, block and threads.
+template <bool ROWS, class F>
+bool dispatch_config(DType dtype, KvDType kv, int head_size, int block_size, int num_threads, F& f) {
+  return dispatch_dtype_kv<ROWS>(dtype, kv, [&]<DType DT, KvDType KV>() {
+    return dispatch_head<DT, KV, ROWS>(head_size, block_size, num_threads, f,
+                                       std::make_index_sequence<std::size(kSupportedHeadSizes)>{});
+  });
+}
+// The head size fixed at H: (dtype, kv), then block and threads.
+template <int H, bool ROWS, class F>
+bool dispatch_config_of_head(DType dtype, KvDType kv, int block_size, int num_threads, F& f) {
+  return dispatch_dtype_kv<ROWS>(dtype, kv, [&]<DType DT, KvDType KV>() {
+    return dispatch_block<DT, KV, ROWS, H>(block_size, num_threads, f,
+                                           std::make_index_sequence<std::size(kSupportedBlockSizes)>{});
+  });
+}
+[[noreturn]] void throw_unsupported_config(DType dtype, KvDType kv, int head_size, int block_size, int num_threads,
+                                           bool token_rows);
 }  // namespace detail
 
 // Calls f(KernelConfig<dtype, head, block, threads, kv>{}) (f returns void;
@@ -133,7 +123,7 @@ bool dispatch_dtype_of_head(DType dtype, KvDType kv, int block_size, int num_thr
 // configuration and listing what is supported.
 template <class F>
 void with_kernel_config(DType dtype, KvDType kv, int head_size, int block_size, int num_threads, F&& f) {
-  if (!detail::dispatch_dtype<false>(dtype, kv, head_size, block_size, num_threads, f))
+  if (!detail::dispatch_config<false>(dtype, kv, head_size, block_size, num_threads, f))
     detail::throw_unsupported_config(dtype, kv, head_size, block_size, num_threads, false);
 }
 template <class F>
@@ -147,19 +137,21 @@ void with_kernel_config(const ProblemSpec& spec, F&& f) {
   with_kernel_config(spec.dtype, spec.kv_dtype, spec.head_size, spec.block_size, spec.num_threads,
                      std::forward<F>(f));
 }
-// The configuration stage 5 runs for the spec's layout: the token-row one
-// (TOKEN_ROWS) for nhd and hnd, else vLLM's. Instantiates both, so only the
-// host code that follows stage 5 on every layout calls it.
+// With token_rows, the token-row configuration (TOKEN_ROWS) stage 5 runs for
+// nhd and hnd, else vLLM's. Instantiates both, so only the host code that
+// follows stage 5 on every layout calls it.
+template <class F>
+void with_kernel_config(DType dtype, KvDType kv, int head_size, int block_size, int num_threads, bool token_rows,
+                        F&& f) {
+  const bool ok = token_rows ? detail::dispatch_config<true>(dtype, kv, head_size, block_size, num_threads, f)
+                             : detail::dispatch_config<false>(dtype, kv, head_size, block_size, num_threads, f);
+  if (!ok) detail::throw_unsupported_config(dtype, kv, head_size, block_size, num_threads, token_rows);
+}
+// The configuration stage 5 runs for the spec's layout (the one above).
 template <class F>
 void with_layout_kernel_config(const ProblemSpec& spec, F&& f) {
-  const bool rows = kv_layout_token_rows(spec.kv_layout);
-  const bool ok = rows ? detail::dispatch_dtype<true>(spec.dtype, spec.kv_dtype, spec.head_size, spec.block_size,
-                                                      spec.num_threads, f)
-                       : detail::dispatch_dtype<false>(spec.dtype, spec.kv_dtype, spec.head_size, spec.block_size,
-                                                       spec.num_threads, f);
-  if (!ok)
-    detail::throw_unsupported_config(spec.dtype, spec.kv_dtype, spec.head_size, spec.block_size, spec.num_threads,
-                                     rows);
+  with_kernel_config(spec.dtype, spec.kv_dtype, spec.head_size, spec.block_size, spec.num_threads,
+                     kv_layout_token_rows(spec.kv_layout), std::forward<F>(f));
 }
 
 // The two dispatches split at the head size, so that code with many
@@ -179,10 +171,10 @@ bool with_head_size(int head_size, F&& f) {
 }
 template <int H, class F>
 void with_kernel_config_of_head(const ProblemSpec& spec, bool token_rows, F&& f) {
-  const bool ok = token_rows ? detail::dispatch_dtype_of_head<H, true>(spec.dtype, spec.kv_dtype, spec.block_size,
-                                                                       spec.num_threads, f)
-                             : detail::dispatch_dtype_of_head<H, false>(spec.dtype, spec.kv_dtype, spec.block_size,
-                                                                        spec.num_threads, f);
+  const bool ok = token_rows ? detail::dispatch_config_of_head<H, true>(spec.dtype, spec.kv_dtype, spec.block_size,
+                                                                        spec.num_threads, f)
+                             : detail::dispatch_config_of_head<H, false>(spec.dtype, spec.kv_dtype, spec.block_size,
+                                                                         spec.num_threads, f);
   if (!ok || spec.head_size != H)
     detail::throw_unsupported_config(spec.dtype, spec.kv_dtype, spec.head_size, spec.block_size, spec.num_threads,
                                      token_rows);
@@ -190,7 +182,7 @@ void with_kernel_config_of_head(const ProblemSpec& spec, bool token_rows, F&& f)
 
 RuntimeConfig make_runtime_config(DType dtype, int head_size, int block_size, int num_threads,
                                   KvDType kv = KvDType::same, bool token_rows = false);
-// The spec's configuration in its layout (with_layout_kernel_config).
+// The spec's configuration in its layout (with_layout_kernel_config's).
 RuntimeConfig make_runtime_config(const ProblemSpec& spec);
 
 }  // namespace pa
