@@ -21,9 +21,11 @@
 //    online softmax, already in base 2.
 //  * fp8 caches (Cfg::kFp8): the pipeline copies the one-byte codes, 32
 //    tokens a step (as many bytes as a 16-token fp16 step); the
-//    mma fragments come from 4-byte shared loads converted to fp16/bf16 by
-//    cvt (opt_qk_mma_fp8, opt_pv_mma_fp8), exactly, since every fp8 value is
-//    an fp16 and a bf16 value. The scales never touch an element: k_scale
+//    mma fragments come from 4-byte shared loads converted to fp16 by one
+//    cvt per two codes (opt_qk_mma_fp8, opt_pv_mma_fp8), exactly, since every
+//    fp8 value is an fp16 value. Both products run in fp16 for bf16 queries
+//    too: Q is rescaled once per head by a power of two into fp16's range
+//    (opt_q_to_fp16), which keeps its bf16 bits. The scales never touch an element: k_scale
 //    joins the softmax scale (S = k_scale * Q . codes) and v_scale multiplies
 //    the output once (opt_v_scale), because both enter linearly.
 //  * KV layouts (Cfg::kTokenRows): vLLM's cache (K [x-chunk][token][x] and V
@@ -194,6 +196,62 @@ __device__ __forceinline__ void opt_q_frags(const OptParams& p, const OptCta<Cfg
   // LESSON-END(optimized.q_frag)
 }
 
+// bf16 queries with an fp8 cache (Cfg::kQkFp16): Q's fragments rewritten in
+// fp16, so that QK runs in fp16 like PV and each K fragment register costs
+// one cvt (fp8 -> bf16 takes four instructions). Each head is multiplied by
+// 2^k, the power of two that puts its largest |q| in [2^14, 2^15): a row's 4
+// lanes (the row is lane / 4) share their maxima by two shuffles, the
+// product is exact in float, and rounding it to fp16 keeps the bf16 value
+// whole (8 significant bits in fp16's 11) wherever |q| is at least 2^-28 of
+// the head's largest; smaller ones land in fp16's subnormals, off by at most
+// 2^-39 of the largest. S then comes out 2^k too large, so the row's logit
+// factor is p.scale_log2 * 2^-k. A head of zeros (or of bf16 subnormals),
+// or one holding an infinity or a NaN, keeps k = 0: its values pass as they
+// are and an infinity or NaN reaches S as it would in bf16.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ OptRowScale<Cfg> opt_q_to_fp16(const OptParams& p, const OptCta<Cfg>& c,
+                                                         std::uint32_t (&qf)[Cfg::kQkKSteps][4], Tracer& tracer) {
+  constexpr int HT = Cfg::kHeadTiles;
+  const int lane = c.lane;
+  const TraceCtx& tc = c.tc;
+  auto lo = [](std::uint32_t v) { return __uint_as_float(v << 16); };  // bf16 bits -> float, exactly
+  auto hi = [](std::uint32_t v) { return __uint_as_float(v & 0xffff0000u); };
+  OptRowScale<Cfg> rs;
+  // LESSON-BEGIN(optimized.q_to_fp16)
+  // Registers r = 0, 2 hold the lane's row qk_row(lane), r = 1, 3 the row 8
+  // further on (head tile 1; zeros with one head tile).
+  float amax[HT];
+#pragma unroll
+  for (int h = 0; h < HT; ++h) amax[h] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kQkKSteps; ++ks)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      if ((r & 1) < HT) amax[r & 1] = fmaxf(amax[r & 1], fmaxf(fabsf(lo(qf[ks][r])), fabsf(hi(qf[ks][r]))));
+  float mul[HT];
+#pragma unroll
+  for (int h = 0; h < HT; ++h) {
+    amax[h] = fmaxf(amax[h], __shfl_xor_sync(kFull, amax[h], 1));
+    PA_TRACE(tracer, ev(tc, Step::q_load, Op::shuffle, Tensor::none).it(h).src(lane ^ 1));
+    amax[h] = fmaxf(amax[h], __shfl_xor_sync(kFull, amax[h], 2));
+    PA_TRACE(tracer, ev(tc, Step::q_load, Op::shuffle, Tensor::none).it(h).src(lane ^ 2));
+    // amax in [2^(e - 127), 2^(e - 126)) for a normal float's exponent field e.
+    const int e = static_cast<int>((__float_as_uint(amax[h]) >> 23) & 0xffu);
+    const int k = (e == 0 || e == 0xff) ? 0 : cmin(126, 141 - e);  // 2^k and 2^-k stay normal floats
+    mul[h] = __uint_as_float(static_cast<std::uint32_t>(127 + k) << 23);
+    rs.scale_log2[h] = p.scale_log2 * __uint_as_float(static_cast<std::uint32_t>(127 - k) << 23);
+  }
+#pragma unroll
+  for (int ks = 0; ks < Cfg::kQkKSteps; ++ks)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      if ((r & 1) < HT) qf[ks][r] = ptx::pack2<__half>(lo(qf[ks][r]) * mul[r & 1], hi(qf[ks][r]) * mul[r & 1]);
+#pragma unroll
+  for (int h = 0; h < HT; ++h) PA_TRACE(tracer, ev(tc, Step::q_load, Op::compute, Tensor::none).it(h));
+  // LESSON-END(optimized.q_to_fp16)
+  return rs;
+}
+
 // ALiBi's slopes of the lane's S rows, once (pa/index/alibi.hpp's bias is
 // added in opt_online_softmax). Rows past the unit's heads keep 0.
 template <class Cfg, class Tracer>
@@ -358,7 +416,8 @@ template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_qk_mma_fp8(const OptCta<Cfg>& c, std::uint32_t smem_base,
                                                const std::uint32_t (&qf)[Cfg::kQkKSteps][4], int j,
                                                float (&s)[Cfg::kQkNTiles][4], Tracer& tracer) {
-  using T = typename OptElem<Cfg::kDType>::T;
+  // The mma's inputs: Q's type, or fp16 for bf16 queries (opt_q_to_fp16).
+  using T = std::conditional_t<Cfg::kQkFp16, __half, typename OptElem<Cfg::kDType>::T>;
   constexpr bool kE5m2 = Cfg::kKvDType == KvDType::fp8_e5m2;
   const int warp = c.warp, lane = c.lane, blk_end = c.blk_end;
   const TraceCtx& tc = c.tc;
@@ -391,13 +450,15 @@ __device__ __forceinline__ void opt_qk_mma_fp8(const OptCta<Cfg>& c, std::uint32
 
 // The online softmax of step j in base 2: each head's running max, S turned
 // into P in place, the lane's partial sum, and O rescaled by exp2(m_old - m_new).
+// S becomes base-2 logits by its row's factor (rs: the softmax scale, or
+// that over the row's Q scale when QK ran in fp16 for bf16 queries).
 // With ALiBi each logit first gets its bias: tokens are counted from the
 // attended range's start and so is c.ctx, so t - ctx + 1 is the position in
 // the whole sequence.
 template <class Cfg, class Tracer>
-__device__ __forceinline__ void opt_online_softmax(const OptParams& p, const OptCta<Cfg>& c, const OptAlibi<Cfg>& al,
-                                                   int j, float (&s)[Cfg::kQkNTiles][4], OptAccum<Cfg>& acc,
-                                                   Tracer& tracer) {
+__device__ __forceinline__ void opt_online_softmax(const OptCta<Cfg>& c, const OptRowScale<Cfg>& rs,
+                                                   const OptAlibi<Cfg>& al, int j, float (&s)[Cfg::kQkNTiles][4],
+                                                   OptAccum<Cfg>& acc, Tracer& tracer) {
   constexpr int HT = Cfg::kHeadTiles;
   const int lane = c.lane, tok_limit = c.tok_limit;
   const TraceCtx& tc = c.tc;
@@ -415,7 +476,7 @@ __device__ __forceinline__ void opt_online_softmax(const OptParams& p, const Opt
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int tok = tok0 + Cfg::s_token(nt, Cfg::qk_col(lane) + e);
-        const float x = s[nt][2 * h + e] * p.scale_log2;
+        const float x = s[nt][2 * h + e] * rs.scale_log2[h];
         const float biased = al.on ? x + alibi_bias(al.slope_log2[h], tok, c.ctx) : x;
         const float v = tok < tok_limit ? biased : kNegInf;
         s[nt][2 * h + e] = v;
@@ -614,6 +675,13 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   if (!has_work) return;
   std::uint32_t qf[Cfg::kQkKSteps][4];
   opt_q_frags<Cfg>(p, c, qf, tracer);
+  OptRowScale<Cfg> rs;
+  if constexpr (Cfg::kQkFp16) {
+    rs = opt_q_to_fp16<Cfg>(p, c, qf, tracer);
+  } else {
+#pragma unroll
+    for (int h = 0; h < HT; ++h) rs.scale_log2[h] = p.scale_log2;
+  }
   const OptAlibi<Cfg> al = opt_alibi_slopes<Cfg>(p, c, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::opt_q_frag, -1);
   const int my_steps = Cfg::warp_steps(c.nsteps, c.warp);
@@ -650,7 +718,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
     if constexpr (Cfg::kFp8) opt_qk_mma_fp8<Cfg>(c, smem_base, qf, j, s, tracer);
     else opt_qk_mma<Cfg>(c, smem_base, qf, j, s, tracer);
     PA_TIME_PHASE(tracer, trace::Phase::opt_qk_mma, j);
-    opt_online_softmax<Cfg>(p, c, al, j, s, acc, tracer);
+    opt_online_softmax<Cfg>(c, rs, al, j, s, acc, tracer);
     PA_TIME_PHASE(tracer, trace::Phase::opt_online_softmax, j);
     if constexpr (Cfg::kFp8) opt_pv_mma_fp8<Cfg>(c, smem_base, j, s, acc, tracer);
     else opt_pv_mma<Cfg>(c, smem_base, j, s, acc, tracer);

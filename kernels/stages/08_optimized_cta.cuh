@@ -123,6 +123,15 @@ struct OptAlibi {
   float slope_log2[Cfg::kHeadTiles];
 };
 
+// The factor that turns the lane's S rows (heads qk_row(lane) + 8 h) into
+// base-2 logits: p.scale_log2, divided by the power of two its Q row was
+// scaled by when QK runs in fp16 for bf16 queries (Cfg::kQkFp16,
+// opt_q_to_fp16).
+template <class Cfg>
+struct OptRowScale {
+  float scale_log2[Cfg::kHeadTiles];
+};
+
 // A thread's running attention state: O^T fragments (mma C, per dim tile and
 // head tile), the running max (base 2) of its heads and its partial exp sum
 // (summed over the row's lanes in the warp merge).

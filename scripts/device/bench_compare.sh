@@ -37,12 +37,14 @@ def rows(run):
     p = os.path.join(w, run + ".json")
     if not os.path.exists(p):
         return {}
-    return {(r["kernel"], r["dtype"], r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"]): r
+    # The dtype column names an fp8 cache too, so that rows of several caches stay apart.
+    return {(r["kernel"], r["dtype"] + ("" if r.get("kv_dtype", "auto") == "auto" else "+" + r["kv_dtype"][4:]),
+             r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"]): r
             for r in json.load(open(p))["rows"]}
 runs = {k: rows(k) for k in ("before.1", "after.1", "before.2", "after.2")}
 keys = [k for k in runs["after.1"] if all(k in r for r in runs.values())]
 print(f"{open(os.path.join(w, 'gpu.txt')).read().strip()}; rows in all four runs: {len(keys)}")
-print(f"{'kernel':<14}{'dtype':<6}{'shape (seqs,heads,kv,ctx,d)':<30}{'before us':>10}{'after us':>10}{'after/before':>13}"
+print(f"{'kernel':<14}{'dtype':<10}{'shape (seqs,heads,kv,ctx,d)':<30}{'before us':>10}{'after us':>10}{'after/before':>13}"
       f"{'b1/b2':>7}{'a1/a2':>7}")
 ratios, skipped = [], []
 for k in keys:
@@ -54,7 +56,7 @@ for k in keys:
         continue
     bm = min(x["median_us"] for x in b); am = min(x["median_us"] for x in a)
     ratios.append(am / bm)
-    print(f"{k[0]:<14}{k[1]:<6}{','.join(map(str, k[2:])):<30}{bm:>10.2f}{am:>10.2f}{am / bm:>13.3f}"
+    print(f"{k[0]:<14}{k[1]:<10}{','.join(map(str, k[2:])):<30}{bm:>10.2f}{am:>10.2f}{am / bm:>13.3f}"
           f"{b[0]['median_us'] / b[1]['median_us']:>7.3f}{a[0]['median_us'] / a[1]['median_us']:>7.3f}")
 for line in skipped:
     print("not timed on both sides:", line)

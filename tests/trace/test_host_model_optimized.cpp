@@ -188,6 +188,52 @@ TEST_CASE("stage 8 model, fp16 head 128 block 16, GQA 4:1, 100 tokens, one split
   CHECK(copies > 0);
 }
 
+TEST_CASE("stage 8 model: bf16 queries with an fp8 cache rescale Q into fp16 after its loads, before the copies",
+          "[trace][model][optimized][fp8]") {
+  // Per head tile: two shuffles inside the lane's quad (the row maximum),
+  // then one compute (the fragments rewritten in fp16), right after the Q
+  // loads. fp16 queries convert nothing. GQA 4:1 has one head tile, 16:1 two.
+  int cases = 0;
+  for (const DType dt : {DType::bf16, DType::f16})
+    for (const int group : {4, 16}) {
+      ProblemSpec s = opt_spec(dt, 128, 16, {70}, group, 1);
+      s.kv_dtype = KvDType::fp8_e4m3;
+      const int ht = group > 8 ? 2 : 1;
+      const bool scaled = dt == DType::bf16;
+      REQUIRE(OptConfig<DType::bf16, 128, 16, 1, 4, 0, KvDType::fp8_e4m3>::kQkFp16);
+      REQUIRE_FALSE(OptConfig<DType::f16, 128, 16, 1, 4, 0, KvDType::fp8_e4m3>::kQkFp16);
+      const auto ev = model_events(s, Stage::optimized, {}, splits(1));
+      check_program_order(ev);
+      CHECK(count(ev, Step::q_load, Op::shuffle) == (scaled ? 2 * ht * 128 : 0));
+      CHECK(count(ev, Step::q_load, Op::compute) == (scaled ? ht * 128 : 0));
+      for (const int lane : {0, 5, 31}) {
+        INFO(dtype_name(dt) << " group " << group << " lane " << lane);
+        const auto le = lane_events(ev, 1, lane);
+        std::vector<std::pair<Op, int>> got;  // (op, src lane) of the q_load events, in order
+        std::size_t last_q = 0, first_k = le.size();
+        for (std::size_t i = 0; i < le.size(); ++i) {
+          if (le[i].step == Step::q_load) {
+            if (le[i].op != Op::global_load) got.push_back({le[i].op, le[i].src_lane});
+            last_q = i;
+          }
+          if (le[i].step == Step::k_load && first_k == le.size()) first_k = i;
+        }
+        std::vector<std::pair<Op, int>> want;
+        if (scaled) {
+          for (int h = 0; h < ht; ++h) {
+            want.push_back({Op::shuffle, lane ^ 1});
+            want.push_back({Op::shuffle, lane ^ 2});
+          }
+          for (int h = 0; h < ht; ++h) want.push_back({Op::compute, -1});
+        }
+        CHECK(got == want);
+        CHECK(last_q < first_k);  // Q is in fp16 before the first copy is issued
+        ++cases;
+      }
+    }
+  CHECK(cases == 12);
+}
+
 TEST_CASE("stage 8 model: without swizzle the V ldmatrix rows would conflict", "[trace][model][optimized]") {
   // The 8 rows of a V ldmatrix phase are 8 dims of one token group: step
   // chunks d*2 + q, 32 bytes apart. Unswizzled they fall into 4 bank groups

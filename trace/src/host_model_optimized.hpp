@@ -102,6 +102,20 @@ struct OptModel : BlockModel {
     }
   }
 
+  // bf16 queries with an fp8 cache (optimized.q_to_fp16): per head tile, the
+  // row maximum's two shuffles inside the lane's quad, then the fragments
+  // rescaled into fp16 (one compute event per head tile).
+  void q_to_fp16(int tid) {
+    if constexpr (Cfg::kQkFp16) {
+      const int lane = tid % kWarpSize;
+      for (int h = 0; h < HT; ++h) {
+        em.record(tid, ev_(tid, Step::q_load, Op::shuffle, Tensor::none).it(h).src(lane ^ 1));
+        em.record(tid, ev_(tid, Step::q_load, Op::shuffle, Tensor::none).it(h).src(lane ^ 2));
+      }
+      for (int h = 0; h < HT; ++h) em.record(tid, ev_(tid, Step::q_load, Op::compute, Tensor::none).it(h));
+    }
+  }
+
   // ALiBi's slopes of the lane's S rows (opt_alibi_slopes), with ALiBi only.
   void alibi(int tid) {
     if (!p.has_alibi()) return;
@@ -251,6 +265,7 @@ struct OptModel : BlockModel {
     for (int tid = 0; tid < kThreads; ++tid) {
       const int warp = tid / kWarpSize;
       q_frag(tid);
+      q_to_fp16(tid);
       alibi(tid);
       const int my_steps = Cfg::warp_steps(nsteps, warp);
       for (int j = 0; j < Cfg::kStages - 1; ++j)

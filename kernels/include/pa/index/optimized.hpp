@@ -68,6 +68,11 @@ struct OptConfig {
   static constexpr DType kDType = DT;
   static constexpr KvDType kKvDType = KV;
   static constexpr bool kFp8 = is_fp8(KV);
+  // bf16 queries with an fp8 cache: QK's mma runs in fp16 (opt_q_to_fp16
+  // rescales each head's Q by a power of two into fp16's range), as PV
+  // already does, because an fp8 code becomes an fp16 mma input in one cvt
+  // per two codes and a bf16 one in four instructions.
+  static constexpr bool kQkFp16 = kFp8 && DT == DType::bf16;
   static constexpr bool kTokenRows = TOKEN_ROWS;
   static constexpr int kElemBytes = dtype_bytes(DT);        // Q, output, mma inputs
   static constexpr int kKvBytes = kv_elem_bytes(DT, KV);    // one cache element
