@@ -232,9 +232,9 @@ __device__ __forceinline__ OptRowScale<Cfg> opt_q_to_fp16(const OptParams& p, co
 #pragma unroll
   for (int h = 0; h < HT; ++h) {
     amax[h] = fmaxf(amax[h], __shfl_xor_sync(kFull, amax[h], 1));
-    PA_TRACE(tracer, ev(tc, Step::q_load, Op::shuffle, Tensor::none).it(h).src(lane ^ 1));
+    PA_TRACE(tracer, ev(tc, Step::q_scale, Op::shuffle, Tensor::none).it(h).src(lane ^ 1));
     amax[h] = fmaxf(amax[h], __shfl_xor_sync(kFull, amax[h], 2));
-    PA_TRACE(tracer, ev(tc, Step::q_load, Op::shuffle, Tensor::none).it(h).src(lane ^ 2));
+    PA_TRACE(tracer, ev(tc, Step::q_scale, Op::shuffle, Tensor::none).it(h).src(lane ^ 2));
     // amax in [2^(e - 127), 2^(e - 126)) for a normal float's exponent field e.
     const int e = static_cast<int>((__float_as_uint(amax[h]) >> 23) & 0xffu);
     const int k = (e == 0 || e == 0xff) ? 0 : cmin(126, 141 - e);  // 2^k and 2^-k stay normal floats
@@ -247,7 +247,7 @@ __device__ __forceinline__ OptRowScale<Cfg> opt_q_to_fp16(const OptParams& p, co
     for (int r = 0; r < 4; ++r)
       if ((r & 1) < HT) qf[ks][r] = ptx::pack2<__half>(lo(qf[ks][r]) * mul[r & 1], hi(qf[ks][r]) * mul[r & 1]);
 #pragma unroll
-  for (int h = 0; h < HT; ++h) PA_TRACE(tracer, ev(tc, Step::q_load, Op::compute, Tensor::none).it(h));
+  for (int h = 0; h < HT; ++h) PA_TRACE(tracer, ev(tc, Step::q_scale, Op::compute, Tensor::none).it(h));
   // LESSON-END(optimized.q_to_fp16)
   return rs;
 }

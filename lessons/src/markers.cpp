@@ -41,7 +41,7 @@ constexpr const char* kStepNames[] = {
     "prob_store",    "logit_load",     "v_load",      "accumulate",       "warp_reduce",
     "out_store",     "partition_store", "partition_reduce", "merge",      "stage_output",
     "barrier",       "k_smem_load",    "v_smem_load", "rescale",          "split_arrive",
-    "alibi_bias",    "dequant",
+    "alibi_bias",    "dequant",        "q_scale",
 };
 static_assert(std::size(kStepNames) == static_cast<std::size_t>(Step::count_),
               "kStepNames must list every Step of event.hpp, in order");

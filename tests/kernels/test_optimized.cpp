@@ -103,6 +103,12 @@ TEST_CASE("stage 8 chunk math matches the cache layouts", "[optimized]") {
     REQUIRE(Cfg::kTokenRows == kv_layout_token_rows(layout));
     const KvLayoutGeometry g{layout, CacheGeometry{7, 3, hs, bs, Cfg::kX}};
     std::vector<int> k_seen(Cfg::kTileChunks, 0), v_seen(Cfg::kTileChunks, 0);
+    // The tile's first element, also for pages far into a large pool (64-bit offsets).
+    for (const int phys : {0, 1, 6, 1 << 20, (1 << 30) + 3})
+      for (int h = 0; h < 3; ++h) {
+        REQUIRE(Cfg::k_tile_offset(g, phys, h) == g.k_offset(phys, h, 0, 0));
+        REQUIRE(Cfg::v_tile_offset(g, phys, h) == g.v_offset(phys, h, 0, 0));
+      }
     for (int L = 0; L < Cfg::kTileChunks; ++L) {
       const int kd = Cfg::k_chunk_dim(L), kt = Cfg::k_chunk_token(L);
       const std::int64_t off = Cfg::chunk_elem_offset(L, g.token_stride());
@@ -180,7 +186,9 @@ TEST_CASE("stage 8 chunk math matches the cache layouts", "[optimized]") {
   check(OptConfig<DType::f16, 128, 16, 1>{}, 128, 16, KvLayout::vllm);
   check(OptConfig<DType::bf16, 80, 8, 2>{}, 80, 8, KvLayout::vllm);
   check(OptConfig<DType::f16, 256, 32, 1>{}, 256, 32, KvLayout::vllm);
-  CHECK(ran == 15);
+  check(OptConfig<DType::bf16, 128, 16, 2, 4, 0, KvDType::fp8_e4m3>{}, 128, 16, KvLayout::vllm);
+  check(OptConfig<DType::f16, 64, 32, 1, 4, 0, KvDType::fp8_e5m2>{}, 64, 32, KvLayout::vllm);
+  CHECK(ran == 17);
 }
 
 TEST_CASE("stage 8's dispatcher holds exactly the instances the build compiles", "[optimized]") {

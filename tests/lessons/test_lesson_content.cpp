@@ -114,12 +114,16 @@ TEST_CASE("lessons 1-8 tie sections to their own stage", "[lessons][markers]") {
 namespace {
 // A problem on which every step of the stage happens: several partitions for
 // V2, a shared prefix for the cascade, GQA so that stage 8 groups heads, ALiBi
-// (its slope loads are steps of their own); with fp8, an fp8_e4m3 cache (the
-// dequant steps; the viewer's marker button switches to it the same way).
+// (its slope loads are steps of their own); with fp8, an fp8_e4m3 cache and
+// bf16 queries (the dequant steps, and stage 8's q_scale; the viewer's marker
+// buttons switch to such a problem the same way).
 pa::ProblemSpec spec_for(Stage s, bool fp8 = false) {
   pa::ProblemSpec spec;  // fp16, head 128, block 16, 128 threads
   spec.alibi = true;
-  if (fp8) spec.kv_dtype = pa::KvDType::fp8_e4m3;
+  if (fp8) {
+    spec.kv_dtype = pa::KvDType::fp8_e4m3;
+    spec.dtype = pa::DType::bf16;
+  }
   spec.context_lens = {100};
   if (s == Stage::v2_partition) spec.context_lens = {1100};
   if (s == Stage::cascade_merge) {
@@ -153,7 +157,7 @@ MarkerStepCheck check_marker_steps() {
   MarkerStepCheck r;
   // (block role, step) pairs of each stage's trace; a marker without block=
   // matches any role.
-  // Keyed by (stage, fp8 cache): a dequant marker is checked on an fp8 trace.
+  // Keyed by (stage, fp8 cache): a dequant or q_scale marker is checked on an fp8 trace.
   using Key = std::pair<Stage, bool>;
   std::map<Key, std::set<std::pair<pa::BlockRole, Step>>> steps_of;
   std::map<Key, std::string> errors;
@@ -163,7 +167,7 @@ MarkerStepCheck check_marker_steps() {
       const std::string where = e.path + ":" + std::to_string(m.line) + ": stage=" + m.stage_name +
                                 " step=" + m.step_name +
                                 (m.block ? std::string(" block=") + block_role_name(*m.block) : std::string());
-      const Key key{m.stage, m.step == Step::dequant};
+      const Key key{m.stage, m.step == Step::dequant || m.step == Step::q_scale};
       if (!steps_of.count(key) && !errors.count(key)) {
         try {
           auto& set = steps_of[key];

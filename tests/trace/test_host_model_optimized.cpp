@@ -190,9 +190,9 @@ TEST_CASE("stage 8 model, fp16 head 128 block 16, GQA 4:1, 100 tokens, one split
 
 TEST_CASE("stage 8 model: bf16 queries with an fp8 cache rescale Q into fp16 after its loads, before the copies",
           "[trace][model][optimized][fp8]") {
-  // Per head tile: two shuffles inside the lane's quad (the row maximum),
-  // then one compute (the fragments rewritten in fp16), right after the Q
-  // loads. fp16 queries convert nothing. GQA 4:1 has one head tile, 16:1 two.
+  // Per head tile: two q_scale shuffles inside the lane's quad (the row
+  // maximum), then one q_scale compute (the fragments rewritten in fp16),
+  // right after the Q loads. fp16 queries convert nothing. GQA 4:1 has one head tile, 16:1 two.
   int cases = 0;
   for (const DType dt : {DType::bf16, DType::f16})
     for (const int group : {4, 16}) {
@@ -204,17 +204,19 @@ TEST_CASE("stage 8 model: bf16 queries with an fp8 cache rescale Q into fp16 aft
       REQUIRE_FALSE(OptConfig<DType::f16, 128, 16, 1, 4, 0, KvDType::fp8_e4m3>::kQkFp16);
       const auto ev = model_events(s, Stage::optimized, {}, splits(1));
       check_program_order(ev);
-      CHECK(count(ev, Step::q_load, Op::shuffle) == (scaled ? 2 * ht * 128 : 0));
-      CHECK(count(ev, Step::q_load, Op::compute) == (scaled ? ht * 128 : 0));
+      CHECK(count(ev, Step::q_scale, Op::shuffle) == (scaled ? 2 * ht * 128 : 0));
+      CHECK(count(ev, Step::q_scale, Op::compute) == (scaled ? ht * 128 : 0));
       for (const int lane : {0, 5, 31}) {
         INFO(dtype_name(dt) << " group " << group << " lane " << lane);
         const auto le = lane_events(ev, 1, lane);
-        std::vector<std::pair<Op, int>> got;  // (op, src lane) of the q_load events, in order
-        std::size_t last_q = 0, first_k = le.size();
+        std::vector<std::pair<Op, int>> got;  // (op, src lane) of the q_scale events, in order
+        std::size_t last_q = 0, first_scale = le.size(), last_scale = 0, first_k = le.size();
         for (std::size_t i = 0; i < le.size(); ++i) {
-          if (le[i].step == Step::q_load) {
-            if (le[i].op != Op::global_load) got.push_back({le[i].op, le[i].src_lane});
-            last_q = i;
+          if (le[i].step == Step::q_load) last_q = i;
+          if (le[i].step == Step::q_scale) {
+            got.push_back({le[i].op, le[i].src_lane});
+            first_scale = std::min(first_scale, i);
+            last_scale = i;
           }
           if (le[i].step == Step::k_load && first_k == le.size()) first_k = i;
         }
@@ -227,7 +229,10 @@ TEST_CASE("stage 8 model: bf16 queries with an fp8 cache rescale Q into fp16 aft
           for (int h = 0; h < ht; ++h) want.push_back({Op::compute, -1});
         }
         CHECK(got == want);
-        CHECK(last_q < first_k);  // Q is in fp16 before the first copy is issued
+        if (scaled) {
+          CHECK(last_q < first_scale);  // after the lane's Q loads
+          CHECK(last_scale < first_k);  // Q is in fp16 before the first copy is issued
+        }
         ++cases;
       }
     }

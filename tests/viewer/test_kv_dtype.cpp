@@ -185,4 +185,21 @@ TEST_CASE("kv dtype: the dequant step is named, described, timed and reachable f
   CHECK_FALSE(problem_with_step(ProblemSpec{}, trace::Step::dequant, trace::Stage::cascade_merge).has_value());
   CHECK(problem_with_step(ProblemSpec{}, trace::Step::alibi_bias, trace::Stage::qk)->alibi);
   CHECK_FALSE(problem_with_step(ProblemSpec{}, trace::Step::k_load, trace::Stage::qk).has_value());
+  // q_scale: stage 8's bf16 queries with an fp8 cache; the problem's fp8 format is kept.
+  CHECK(std::string(step_name(trace::Step::q_scale)) == "q_scale");
+  CHECK(phases_of_anchor("optimized.q_to_fp16") == phase_bit(trace::Phase::opt_q_frag));
+  const auto qs = problem_with_step(ProblemSpec{}, trace::Step::q_scale, trace::Stage::optimized);
+  REQUIRE(qs.has_value());
+  CHECK(qs->dtype == DType::bf16);
+  CHECK(qs->kv_dtype == KvDType::fp8_e4m3);
+  ProblemSpec e5 = fp8_spec();
+  e5.kv_dtype = KvDType::fp8_e5m2;
+  const auto qs5 = problem_with_step(e5, trace::Step::q_scale, trace::Stage::optimized);
+  REQUIRE(qs5.has_value());
+  CHECK(qs5->kv_dtype == KvDType::fp8_e5m2);
+  CHECK(qs5->dtype == DType::bf16);
+  CHECK_FALSE(problem_with_step(ProblemSpec{}, trace::Step::q_scale, trace::Stage::qk).has_value());  // stage 8 only
+  ProblemSpec bf16_fp8 = fp8_spec();
+  bf16_fp8.dtype = DType::bf16;
+  CHECK_FALSE(problem_with_step(bf16_fp8, trace::Step::q_scale, trace::Stage::optimized).has_value());  // has it
 }

@@ -109,10 +109,10 @@ struct OptModel : BlockModel {
     if constexpr (Cfg::kQkFp16) {
       const int lane = tid % kWarpSize;
       for (int h = 0; h < HT; ++h) {
-        em.record(tid, ev_(tid, Step::q_load, Op::shuffle, Tensor::none).it(h).src(lane ^ 1));
-        em.record(tid, ev_(tid, Step::q_load, Op::shuffle, Tensor::none).it(h).src(lane ^ 2));
+        em.record(tid, ev_(tid, Step::q_scale, Op::shuffle, Tensor::none).it(h).src(lane ^ 1));
+        em.record(tid, ev_(tid, Step::q_scale, Op::shuffle, Tensor::none).it(h).src(lane ^ 2));
       }
-      for (int h = 0; h < HT; ++h) em.record(tid, ev_(tid, Step::q_load, Op::compute, Tensor::none).it(h));
+      for (int h = 0; h < HT; ++h) em.record(tid, ev_(tid, Step::q_scale, Op::compute, Tensor::none).it(h));
     }
   }
 

@@ -100,6 +100,14 @@ std::optional<ProblemSpec> problem_with_step(const ProblemSpec& spec, trace::Ste
     out.alibi = true;
     return out;
   }
+  if (step == trace::Step::q_scale) {
+    // Only stage 8 rescales Q, and only for bf16 queries with an fp8 cache.
+    if (stage != trace::Stage::optimized || (is_fp8(spec.kv_dtype) && spec.dtype == DType::bf16)) return std::nullopt;
+    out.kv_dtype = is_fp8(spec.kv_dtype) ? spec.kv_dtype : KvDType::fp8_e4m3;
+    out.dtype = DType::bf16;
+    if (kv_cache_refusal(out, stage).empty()) return out;
+    return std::nullopt;
+  }
   if (step == trace::Step::dequant && !is_fp8(spec.kv_dtype)) {
     out.kv_dtype = KvDType::fp8_e4m3;
     if (out.dtype == DType::f32) out.dtype = DType::f16;  // fp8 caches take 16-bit queries

@@ -58,7 +58,8 @@ LessonProblem lesson_problem_of(int lesson, const ProblemSpec& current, trace::S
 
 // The problem changed so that the stage's trace has a step that only some
 // problems have: alibi_bias needs ALiBi slopes; dequant an fp8 cache
-// (fp8_e4m3, with fp16 queries if they were fp32). nullopt for any other
+// (fp8_e4m3, with fp16 queries if they were fp32); q_scale (stage 8 only)
+// bf16 queries with an fp8 cache (the problem's, else fp8_e4m3). nullopt for any other
 // step, for a problem that has it already, and where the stage cannot trace
 // it (kv_cache_refusal, core/trace_load.hpp). A lesson's marker button for
 // such a step asks for this problem when the trace shown lacks the step.

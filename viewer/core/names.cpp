@@ -32,6 +32,7 @@ const char* step_summary(trace::Step s) {
     case S::split_arrive: return "split-KV: the CTA counts itself in (atomic); the last one merges";
     case S::alibi_bias: return "ALiBi: the head's slope -> register; the bias joins each logit";
     case S::dequant: return "fp8 cache: codes to float, times the scale";
+    case S::q_scale: return "bf16 Q, fp8 cache: each head's Q times a power of two, into fp16 mma inputs";
     case S::count_: break;
   }
   return "";

@@ -302,6 +302,7 @@ std::uint32_t phases_of_anchor(std::string_view anchor) {
       {"optimized.prologue", phase_bit(P::opt_prologue)},
       {"optimized.q_frag", phase_bit(P::opt_q_frag)},
       {"optimized.alibi", phase_bit(P::opt_q_frag)},  // timed with the Q fragments
+      {"optimized.q_to_fp16", phase_bit(P::opt_q_frag)},  // likewise
       {"optimized.pipeline_issue", phase_bit(P::opt_pipeline_issue)},
       {"optimized.qk_mma", phase_bit(P::opt_qk_mma)},
       // With an fp8 cache these run in place of qk_mma / pv_mma and are timed as the same phases.

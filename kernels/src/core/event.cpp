@@ -53,6 +53,7 @@ const char* to_string(Step s) {
     case Step::split_arrive: return "split_arrive";
     case Step::alibi_bias: return "alibi_bias";
     case Step::dequant: return "dequant";
+    case Step::q_scale: return "q_scale";
     case Step::count_: break;
   }
   return "invalid_step";

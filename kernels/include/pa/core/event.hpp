@@ -49,6 +49,7 @@ enum class Step : std::uint8_t {
   split_arrive,     // split-KV: a CTA counts itself in (atomic), the last one merges
   alibi_bias,       // ALiBi: the head's slope global -> register (the bias joins the logit)
   dequant,          // fp8 cache: loaded codes -> float (or mma inputs), times the tensor's scale
+  q_scale,          // stage 8, bf16 queries with an fp8 cache: Q rescaled per head into fp16 mma inputs
   count_
 };
 
