@@ -251,7 +251,7 @@ TEST_CASE("foreign and corrupt files give clear errors", "[trace][file][corrupt]
     struct Case { std::size_t rec_off; std::uint8_t width; std::uint64_t value; const char* msg; };
     const Case cases[] = {
         {0, 1, 0, "stage value 0"},       {0, 1, 9, "stage value 9"},
-        {1, 1, 27, "step value 27"},      {1, 1, 255, "step value 255"},
+        {1, 1, 28, "step value 28"},      {1, 1, 255, "step value 255"},
         {2, 1, 10, "op value 10"},        {3, 1, 27, "tensor value 27"},
         {4, 2, 4, "warp"},                {6, 2, 32, "lane"},
         {8, 4, 2, "seq"},                 {8, 4, 0xffffffff, "seq"},
