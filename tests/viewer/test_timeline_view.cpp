@@ -368,7 +368,7 @@ TEST_CASE("timeline link: every lesson anchor names the phases of its step funct
     CHECK((mask != 0) == (untimed.count(a) == 0));
     ++n;
   }
-  CHECK(n == 38);  // optimized.qk_mma_fp8 and pv_mma_fp8 among them
+  CHECK(n == 39);  // optimized.qk_mma_fp8, pv_mma_fp8 and q_to_fp16 among them
   CHECK(phases_of_anchor("optimized.qk_mma") == phase_bit(P::opt_qk_mma));
   CHECK(phases_of_anchor("qk.k_load") == phase_bit(P::qk));
   CHECK(phases_of_anchor("lv.row_reduce") == phase_bit(P::lv));
