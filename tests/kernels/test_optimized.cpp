@@ -11,6 +11,7 @@
 
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <sstream>
@@ -189,6 +190,36 @@ TEST_CASE("stage 8 chunk math matches the cache layouts", "[optimized]") {
   check(OptConfig<DType::bf16, 128, 16, 2, 4, 0, KvDType::fp8_e4m3>{}, 128, 16, KvLayout::vllm);
   check(OptConfig<DType::f16, 64, 32, 1, 4, 0, KvDType::fp8_e5m2>{}, 64, 32, KvLayout::vllm);
   CHECK(ran == 17);
+}
+
+TEST_CASE("stage 8, P in fp16: a warp's running state sums a quarter of a split at most, so the rounding bound "
+          "stays inside bf16's tolerance up to 2,000,000 tokens",
+          "[optimized][fp8]") {
+  // PV packs P to fp16 (bf16 queries with an fp8 cache too). A weight under
+  // 2^-14 of its warp's running maximum is rounded to a multiple of 2^-24,
+  // off by at most 2^-25; the exp sum is kept in float, so N such tokens in
+  // one running state move the output by at most (2^-11 + N 2^-25) max|V|
+  // (lesson 8). N is at most the tokens one warp accumulates: steps w, w + 4,
+  // ... of its split, the whole context when the split count is 1.
+  using Cfg = OptConfig<DType::bf16, 128, 16, 1, 4, 0, KvDType::fp8_e4m3>;
+  const double tol = tolerance_for(DType::bf16).abs;
+  int ran = 0;
+  for (const int ctx : {1, 31, 32, 33, 4096, 131072, 1 << 20, 2000000, 2100000}) {
+    INFO("context " << ctx);
+    const int nsteps = (ctx + Cfg::kStepTokens - 1) / Cfg::kStepTokens;  // one split: the longest states
+    int most = 0, total = 0;
+    for (int w = 0; w < Cfg::kNumWarps; ++w) {
+      most = std::max(most, Cfg::warp_steps(nsteps, w));
+      total += Cfg::warp_steps(nsteps, w);
+    }
+    REQUIRE(total == nsteps);
+    const double n = static_cast<double>(most) * Cfg::kStepTokens;
+    REQUIRE(n <= ctx / 4.0 + Cfg::kStepTokens);
+    const double bound = std::ldexp(1.0, -11) + n * std::ldexp(1.0, -25);
+    CHECK((bound < tol) == (ctx <= 2000000));  // 2.1 M tokens in one split would pass it
+    ++ran;
+  }
+  CHECK(ran == 9);
 }
 
 TEST_CASE("stage 8's dispatcher holds exactly the instances the build compiles", "[optimized]") {
