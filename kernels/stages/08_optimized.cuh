@@ -206,8 +206,9 @@ __device__ __forceinline__ void opt_q_frags(const OptParams& p, const OptCta<Cfg
 // the head's largest; smaller ones land in fp16's subnormals, off by at most
 // 2^-39 of the largest. S then comes out 2^k too large, so the row's logit
 // factor is p.scale_log2 * 2^-k. A head of zeros (or of bf16 subnormals),
-// or one holding an infinity or a NaN, keeps k = 0: its values pass as they
-// are and an infinity or NaN reaches S as it would in bf16.
+// or one holding an infinity, keeps k = 0 and its values pass as they are;
+// fmaxf passes over a NaN, which converts to an fp16 NaN, so an infinity or
+// a NaN reaches S as it would in bf16.
 template <class Cfg, class Tracer>
 __device__ __forceinline__ OptRowScale<Cfg> opt_q_to_fp16(const OptParams& p, const OptCta<Cfg>& c,
                                                          std::uint32_t (&qf)[Cfg::kQkKSteps][4], Tracer& tracer) {
