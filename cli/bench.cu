@@ -46,6 +46,7 @@
 #include "pa/core/fp8.hpp"
 #include "pa/index/kv_layout.hpp"
 #include "pa/index/layout.hpp"
+#include "pa/index/optimized_split.hpp"
 #include "pa/kernels/api.hpp"
 #include "pa/kernels/cuda_check.hpp"
 #include "pa/kernels/event_timer.hpp"
@@ -128,6 +129,46 @@ __global__ void spin_kernel(unsigned long long ns) {
   } while (t - t0 < ns);
 }
 
+// The second ceiling beside the copy: a kernel that only reads. Each thread
+// keeps four independent 16-byte streaming loads in flight per round and folds
+// them into an XOR that decides a store, so no load can be dropped.
+__global__ void read_stream(const uint4* p, std::size_t n16, unsigned* sink) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  unsigned acc = 0;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    const uint4 a = __ldcs(p + i), b = __ldcs(p + i + stride), c = __ldcs(p + i + 2 * stride),
+                d = __ldcs(p + i + 3 * stride);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  }
+  for (; i < n16; i += stride) {
+    const uint4 a = __ldcs(p + i);
+    acc ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  if (acc == 0x9E3779B9u) *sink = acc;  // the buffer holds equal bytes: never true, but unknown to the compiler
+}
+
+// Bytes read per second by read_stream over `bytes` (two buffers used in
+// turn, each far larger than L2), the median of `iters` launches; the faster
+// of two grid shapes (4 CTAs of 512 threads or 16 of 256 per SM).
+double measure_read_bandwidth_gbs(std::size_t bytes, int iters, int sm_count) {
+  DeviceBuffer a(bytes), b(bytes), sink(sizeof(unsigned));
+  a.fill_bytes(1);
+  b.fill_bytes(1);
+  const std::size_t n16 = bytes / 16;
+  double best = 0;
+  for (const auto [per_sm, threads] : {std::pair{4, 512}, std::pair{16, 256}}) {
+    auto launch = [&](int i) {
+      read_stream<<<per_sm * sm_count, threads>>>(static_cast<const uint4*>(i % 2 ? b.get() : a.get()), n16,
+                                                  static_cast<unsigned*>(sink.get()));
+      PA_CUDA_CHECK(cudaGetLastError());
+    };
+    const std::vector<float> ms = kernels::time_indexed_launches_ms(launch, iters, /*warmup=*/3, [](int) {});
+    best = std::max(best, static_cast<double>(n16 * 16) / (kernels::median_of(ms) * 1e-3) / 1e9);
+  }
+  return best;
+}
+
 void fill(void* p, std::size_t elems, std::uint32_t seed, DType dt, float scale) {
   fill_random16<<<4096, 256>>>(static_cast<std::uint16_t*>(p), elems, seed, dt == DType::bf16 ? 1 : 0, scale);
   PA_CUDA_CHECK(cudaGetLastError());
@@ -177,7 +218,8 @@ void build_problem(Problem& P, const Shape& s, DType dt, KvDType kv, const Bench
   spec.block_size = s.block_size;
   spec.num_heads = s.heads;
   spec.num_kv_heads = s.kv_heads;
-  spec.context_lens.assign(s.seqs, s.context);
+  spec.context_lens.resize(s.seqs);
+  for (int q = 0; q < s.seqs; ++q) spec.context_lens[q] = s.context_of(q);
   spec.shared_prefix_len = s.prefix;
   spec.partition_size = 512;
   spec.alibi = o.alibi;
@@ -196,17 +238,21 @@ void build_problem(Problem& P, const Shape& s, DType dt, KvDType kv, const Bench
   P.q = DeviceBuffer(q_elems * E * P.R);
   fill(P.q.get(), q_elems * P.R, static_cast<std::uint32_t>(rng()), dt, 2.0f);
   // Block tables: set r uses physical blocks [r*set_blocks, (r+1)*set_blocks), shuffled;
-  // the prefix blocks (cascade) are the same physical blocks for every sequence.
+  // the prefix blocks (cascade) are the same physical blocks for every sequence;
+  // a ragged shape's shorter sequences leave the rest of their row at the set's
+  // first block (never read).
   std::vector<int> tables(static_cast<std::size_t>(P.R) * s.seqs * P.blocks_per_seq);
   std::vector<int> perm(P.set_blocks);
   for (int r = 0; r < P.R; ++r) {
     std::iota(perm.begin(), perm.end(), r * P.set_blocks);
     std::shuffle(perm.begin(), perm.end(), rng);
     int next = prefix_blocks;
-    for (int sq = 0; sq < s.seqs; ++sq)
+    for (int sq = 0; sq < s.seqs; ++sq) {
+      const int used = ceil_div(s.context_of(sq), s.block_size);
       for (int b = 0; b < P.blocks_per_seq; ++b)
         tables[(static_cast<std::size_t>(r) * s.seqs + sq) * P.blocks_per_seq + b] =
-            b < prefix_blocks ? perm[b] : perm[next++];
+            b < prefix_blocks ? perm[b] : b < used ? perm[next++] : r * P.set_blocks;
+    }
   }
   P.tables = DeviceBuffer(tables.size() * 4);
   P.tables.upload(tables.data(), tables.size() * 4);
@@ -564,6 +610,126 @@ int run_multilevel_bench(const BenchOptions& o, const bench::BenchRun& run) {
   return 0;
 }
 
+
+// ---- the split sweep (--split-sweep) ------------------------------------------
+// Stage 8 alone on random shapes (bench::split_sweep_shapes), each timed at
+// the split the planner picks and at every count of a grid (1, 2, 3, 4, 5, 6,
+// 8, 10, 12, 16, ... about 2^(k/4), up to the shape's steps and
+// kOptMaxSplits), each count that gives a split of its own (forcing s splits
+// rounds the split to whole steps, so neighbours can coincide); the same
+// rotated pool, busy-wait and event pairs as every row. Every point's output
+// is checked against the first one's. The planned split is then judged
+// against the fastest point (bench_json.hpp: within 5%).
+std::vector<int> sweep_grid(int max_splits) {
+  std::vector<int> g;
+  for (int k = 0;; ++k) {
+    const int s = static_cast<int>(std::lround(std::exp2(k / 4.0)));
+    if (s > max_splits) break;
+    if (g.empty() || g.back() != s) g.push_back(s);
+  }
+  if (g.empty() || g.back() != max_splits) g.push_back(max_splits);
+  return g;
+}
+
+int run_split_sweep(const BenchOptions& o, const bench::BenchRun& run) {
+  bench::SweepRun sw;
+  sw.gpu = run.gpu;
+  sw.sm_count = run.sm_count;
+  sw.copy_gbps = run.copy_gbps;
+  sw.dram_peak_gbps = run.dram_peak_gbps;
+  sw.options = o;
+  std::mt19937_64 rng(o.seed ^ 0x5EEDu);
+  int failed = 0;
+  const std::vector<bench::SweepShape> shapes = bench::split_sweep_shapes(o.split_sweep, o.seed, o.dtypes, o.kv_dtypes);
+  std::printf("%3s %-4s %-8s %4s %3s %3s %3s %7s %6s  %7s %9s  %7s %9s  %6s  %s\n", "#", "dt", "cache", "seqs", "hd",
+              "kv", "hs", "ctx", "MB", "planned", "us", "best", "us", "ratio", "status");
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    bench::SweepResult res;
+    res.index = static_cast<int>(i);
+    res.w = shapes[i];
+    const Shape& s = res.w.shape;
+    if (!optimized_supported(res.w.dtype, s.head_size, s.block_size, res.w.kv_dtype)) {
+      res.status = std::string("unsupported: not built: stage 8 for this shape (") + optimized_supported_list() + ")";
+    } else {
+      try {
+        Problem P;
+        build_problem(P, s, res.w.dtype, res.w.kv_dtype, o, rng);
+        res.kv_bytes = P.kv_bytes;
+        res.pool_sets = P.R;
+        res.pool_bytes = 2.0 * static_cast<double>(P.R) * P.set_blocks * P.block_elems *
+                         kv_elem_bytes(res.w.dtype, res.w.kv_dtype);
+        const OptimizedPlan planned = kernels::StageRunner(P.layout, P.views, kernels::Stage::optimized).optimized_plan();
+        res.units = planned.units;
+        res.ctas_per_sm = planned.ctas_per_sm;
+        res.blocks_per_step = planned.blocks_per_step;
+        res.planned_splits = planned.splits;
+        res.planned_split_blocks = planned.split_blocks;
+        const int steps = ceil_div(ceil_div(s.context, s.block_size), planned.blocks_per_step);
+        std::vector<int> counts = sweep_grid(std::min(kOptMaxSplits, steps));
+        counts.push_back(planned.splits);
+        std::sort(counts.begin(), counts.end());
+        std::vector<float> ref;
+        std::vector<int> seen;
+        for (int c : counts) {
+          kernels::RunOptions ro;
+          ro.splits = c;
+          kernels::StageRunner runner(P.layout, P.views, kernels::Stage::optimized, ro);
+          const OptimizedPlan& plan = runner.optimized_plan();
+          if (std::find(seen.begin(), seen.end(), plan.splits) != seen.end()) continue;
+          seen.push_back(plan.splits);
+          bench::SweepPoint pt;
+          pt.splits = plan.splits;
+          pt.split_blocks = plan.split_blocks;
+          pt.ctas = static_cast<long long>(s.seqs) * plan.units * plan.splits;
+          BenchRow timing;
+          time_kernel(timing, P, o, runner);
+          pt.median_us = timing.median_us;
+          runner.poison_outputs();
+          runner.launch(0);
+          std::vector<float> out = runner.output();
+          if (ref.empty()) {
+            ref = std::move(out);
+          } else {
+            pt.xcheck_max_abs = max_abs_diff(ref, out);
+            const std::string bad = bench::xcheck_failure(ref, out, res.w.dtype);
+            if (!bad.empty()) {
+              pt.status = "error: its output differs from the first point's: " + bad;
+              res.status = "error: a point's output differs from the first point's";
+            }
+          }
+          res.points.push_back(pt);
+        }
+      } catch (const std::exception& e) {
+        res.status = std::string("error: ") + e.what();
+        cudaGetLastError();
+      }
+    }
+    if (res.status.rfind("error", 0) == 0) ++failed;
+    const bench::SweepPoint* b = res.best();
+    std::printf("%3d %-4s %-8s %4d %3d %3d %3d %7d %6.0f  %7d %9.1f  %7d %9.1f  %6.3f  %s\n", res.index,
+                dtype_name(res.w.dtype), kv_dtype_name(res.w.kv_dtype), s.seqs, s.heads, s.kv_heads, s.head_size,
+                s.context, res.kv_bytes / 1e6, res.planned_splits, res.planned_us(), b ? b->splits : 0,
+                b ? b->median_us : 0.0, res.planned_over_best(), res.status == "ok" ? "" : res.status.substr(0, 70).c_str());
+    std::fflush(stdout);
+    sw.shapes.push_back(std::move(res));
+  }
+  const std::string json = bench::split_sweep_json(sw);
+  core::write_file_atomically(o.json, json);
+  int ran = 0, within = 0;
+  for (const bench::SweepResult& r : sw.shapes)
+    if (r.planned_over_best() > 0) {
+      ++ran;
+      within += r.planned_over_best() <= bench::kSweepWithin;
+    }
+  std::printf("planned split within %.0f%% of the best on %d of %d shapes; wrote %s\n",
+              100 * (bench::kSweepWithin - 1), within, ran, o.json.c_str());
+  if (failed > 0) {
+    std::fprintf(stderr, "pa-bench: %d sweep shape(s) with status error\n", failed);
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -599,10 +765,15 @@ int main(int argc, char** argv) {
     // 2 GiB each way (40x an H100's L2), at least 20 copies.
     run.copy_bytes_each_way = static_cast<double>(std::size_t{2} << 30);
     run.copy_gbps = kernels::measure_copy_bandwidth_gbs(std::size_t{2} << 30, std::max(20, o.iters / 5));
-    std::printf("GPU: %s, %d SMs, L2 %d MB; D2D copy %.0f GB/s (read+write)\n", prop.name,
-                prop.multiProcessorCount, prop.l2CacheSize >> 20, run.copy_gbps);
+    run.read_bytes = static_cast<double>(std::size_t{2} << 30);
+    run.read_gbps = measure_read_bandwidth_gbs(std::size_t{2} << 30, std::max(20, o.iters / 5), run.sm_count);
+    run.dram_peak_gbps = kernels::gpu_info().dram_peak_gbps;
+    std::printf("GPU: %s, %d SMs, L2 %d MB; D2D copy %.0f GB/s (read+write), read-only %.0f GB/s, DRAM peak %.0f GB/s\n",
+                prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20, run.copy_gbps, run.read_gbps,
+                run.dram_peak_gbps);
 
     if (o.multilevel) return run_multilevel_bench(o, run);
+    if (o.split_sweep > 0) return run_split_sweep(o, run);
 
     std::mt19937_64 rng(20261122);
     for (KvDType kv : o.kv_dtypes)

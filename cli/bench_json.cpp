@@ -85,6 +85,9 @@ std::string bench_json(const BenchRun& run) {
   j += "  \"l2_bytes\": " + num(run.l2_bytes) + ",\n";
   j += "  \"copy_gbps\": " + num(run.copy_gbps) + ",\n";
   j += "  \"copy_bytes_each_way\": " + num(run.copy_bytes_each_way) + ",\n";
+  j += "  \"read_gbps\": " + num(run.read_gbps) + ",\n";
+  j += "  \"read_bytes\": " + num(run.read_bytes) + ",\n";
+  j += "  \"dram_peak_gbps\": " + num(run.dram_peak_gbps) + ",\n";
   j += "  \"iters\": " + num(o.iters) + ",\n";
   j += "  \"warmup\": " + num(o.warmup) + ",\n";
   j += "  \"warmup_ms\": " + num(o.warmup_ms) + ",\n";
@@ -113,6 +116,77 @@ std::string bench_json(const BenchRun& run) {
          ", \"best_non_cascade_us\": " + num(c.best_us) + ", \"speedup\": " + num(c.speedup) + "}";
   }
   j += "]\n}\n";
+  return j;
+}
+
+double SweepResult::planned_us() const {
+  for (const SweepPoint& p : points)
+    if (p.splits == planned_splits && p.status == "ok") return p.median_us;
+  return 0;
+}
+
+const SweepPoint* SweepResult::best() const {
+  const SweepPoint* b = nullptr;
+  for (const SweepPoint& p : points)
+    if (p.status == "ok" && p.median_us > 0 && (b == nullptr || p.median_us < b->median_us)) b = &p;
+  return b;
+}
+
+double SweepResult::planned_over_best() const {
+  const SweepPoint* b = best();
+  return status == "ok" && b != nullptr && planned_us() > 0 ? planned_us() / b->median_us : 0;
+}
+
+std::string split_sweep_json(const SweepRun& run) {
+  const BenchOptions& o = run.options;
+  int ran = 0, within = 0;
+  for (const SweepResult& r : run.shapes) {
+    if (r.planned_over_best() <= 0) continue;
+    ++ran;
+    within += r.planned_over_best() <= kSweepWithin;
+  }
+  std::string j = "{\n  \"benchmark\": \"split_sweep\",\n";
+  j += "  \"gpu\": " + json_string(run.gpu) + ",\n";
+  j += "  \"sm_count\": " + num(run.sm_count) + ",\n";
+  j += "  \"copy_gbps\": " + num(run.copy_gbps) + ",\n";
+  j += "  \"dram_peak_gbps\": " + num(run.dram_peak_gbps) + ",\n";
+  j += "  \"seed\": " + std::to_string(o.seed) + ",\n";
+  j += "  \"iters\": " + num(o.iters) + ",\n";
+  j += "  \"warmup\": " + num(o.warmup) + ",\n";
+  j += "  \"warmup_ms\": " + num(o.warmup_ms) + ",\n";
+  j += "  \"spin_us\": " + num(o.spin_us) + ",\n";
+  j += "  \"pool_gb\": " + num(o.pool_gb) + ",\n";
+  j += "  \"within\": " + num(kSweepWithin) + ",\n";
+  j += "  \"shapes_run\": " + num(ran) + ",\n";
+  j += "  \"shapes_within\": " + num(within) + ",\n";
+  j += "  \"shapes\": [\n";
+  for (std::size_t i = 0; i < run.shapes.size(); ++i) {
+    const SweepResult& r = run.shapes[i];
+    const BenchShape& s = r.w.shape;
+    const SweepPoint* b = r.best();
+    std::string lens;
+    for (int q = 0; q < s.seqs; ++q) lens += (q ? ", " : "") + num(s.context_of(q));
+    j += "    {\"index\": " + num(r.index) + ", \"dtype\": " + json_string(dtype_name(r.w.dtype)) +
+         ", \"kv_dtype\": " + json_string(kv_dtype_name(r.w.kv_dtype)) + ", \"seqs\": " + num(s.seqs) +
+         ", \"heads\": " + num(s.heads) + ", \"kv_heads\": " + num(s.kv_heads) + ", \"head_size\": " +
+         num(s.head_size) + ", \"block_size\": " + num(s.block_size) + ", \"context\": " + num(s.context) +
+         ",\n     \"context_lens\": [" + lens + "],\n     \"kv_bytes\": " + num(r.kv_bytes) +
+         ", \"pool_sets\": " + num(r.pool_sets) + ", \"pool_bytes\": " + num(r.pool_bytes) + ", \"units\": " +
+         num(r.units) + ", \"ctas_per_sm\": " + num(r.ctas_per_sm) + ", \"blocks_per_step\": " +
+         num(r.blocks_per_step) + ", \"planned_splits\": " + num(r.planned_splits) +
+         ", \"planned_split_blocks\": " + num(r.planned_split_blocks) + ", \"planned_us\": " +
+         num(r.planned_us()) + ", \"best_splits\": " + num(b ? b->splits : 0) + ", \"best_us\": " +
+         num(b ? b->median_us : 0.0) + ", \"planned_over_best\": " + num(r.planned_over_best()) +
+         ", \"status\": " + json_string(r.status) + ",\n     \"points\": [";
+    for (std::size_t k = 0; k < r.points.size(); ++k) {
+      const SweepPoint& p = r.points[k];
+      j += std::string(k ? ", " : "") + "{\"splits\": " + num(p.splits) + ", \"split_blocks\": " +
+           num(p.split_blocks) + ", \"ctas\": " + num(p.ctas) + ", \"median_us\": " + num(p.median_us) +
+           ", \"xcheck_max_abs\": " + num(p.xcheck_max_abs) + ", \"status\": " + json_string(p.status) + "}";
+    }
+    j += "]}" + std::string(i + 1 < run.shapes.size() ? ",\n" : "\n");
+  }
+  j += "  ]\n}\n";
   return j;
 }
 

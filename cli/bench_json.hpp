@@ -5,6 +5,10 @@
 //
 // Schema (every key always present; numbers are JSON numbers):
 //   gpu, sm_count, l2_bytes, copy_gbps, copy_bytes_each_way   the device and its copy bandwidth
+//   read_gbps, read_bytes                 a read-only streaming kernel's bandwidth over read_bytes (the
+//                                         second ceiling: a kernel that only reads can pass the copy's rate)
+//   dram_peak_gbps                        the device's DRAM peak from its memory clock and bus width
+//                                         (what stage 8's split planner assumes)
 //   iters, warmup, warmup_ms, spin_us, alibi, kv_dtypes, layouts, pool_gb   the options of the run (alibi: a
 //                                      boolean, kv_dtypes: a list of auto, fp8_e4m3, fp8_e5m2, layouts: of vllm,
 //                                      nhd, hnd)
@@ -48,6 +52,8 @@ struct BenchRun {
   int sm_count = 0;
   long long l2_bytes = 0;
   double copy_gbps = 0, copy_bytes_each_way = 0;
+  double read_gbps = 0, read_bytes = 0;
+  double dram_peak_gbps = 0;
   BenchOptions options;
   std::vector<BenchRow> rows;
   std::vector<CascadeSpeedup> cascade;
@@ -56,6 +62,47 @@ struct BenchRun {
 // The cascade rows' speedup over the best other kernel on the same problem,
 // per dtype (fp16 first), where the cascade and at least one other ran.
 std::vector<CascadeSpeedup> cascade_speedups(const std::vector<BenchRow>& rows);
+
+// ---- the split sweep (--split-sweep) ---------------------------------------------
+// Its own file. Schema:
+//   benchmark "split_sweep", gpu, sm_count, copy_gbps, dram_peak_gbps, seed, iters, warmup, warmup_ms,
+//   spin_us, pool_gb, within (the tolerance the summary counts: 1.05), shapes_run, shapes_within
+//   shapes: [{index, dtype, kv_dtype, seqs, heads, kv_heads, head_size, block_size, context (the longest),
+//             context_lens [...], kv_bytes, pool_sets, pool_bytes, units, ctas_per_sm, blocks_per_step,
+//             planned_splits, planned_split_blocks, planned_us, best_splits, best_us, planned_over_best,
+//             status, points: [{splits, split_blocks, ctas, median_us, xcheck_max_abs, status}]}]
+// A shape's status is "ok" when every point ran and agreed with the first
+// (one split, or the fewest the grid has); points are in increasing splits.
+struct SweepPoint {
+  int splits = 0, split_blocks = 0;
+  long long ctas = 0;
+  double median_us = 0;
+  double xcheck_max_abs = -1;  // against the shape's first point; -1 for the first
+  std::string status = "ok";
+};
+struct SweepResult {
+  int index = 0;
+  SweepShape w;
+  double kv_bytes = 0, pool_bytes = 0;
+  int pool_sets = 0;
+  int units = 0, ctas_per_sm = 0, blocks_per_step = 0;
+  int planned_splits = 0, planned_split_blocks = 0;
+  std::vector<SweepPoint> points;
+  std::string status = "ok";
+  // From the points: the planned split's time, the fastest point's, their ratio (0 where not ok).
+  double planned_us() const;
+  const SweepPoint* best() const;
+  double planned_over_best() const;
+};
+struct SweepRun {
+  std::string gpu;
+  int sm_count = 0;
+  double copy_gbps = 0, dram_peak_gbps = 0;
+  BenchOptions options;
+  std::vector<SweepResult> shapes;
+};
+inline constexpr double kSweepWithin = 1.05;  // the planned split counts as good within 5% of the best
+std::string split_sweep_json(const SweepRun& run);
 
 // A JSON string literal: quotes and backslashes escaped, control bytes as \u00XX.
 std::string json_string(std::string_view s);

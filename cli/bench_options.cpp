@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <optional>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -27,6 +28,7 @@ constexpr int kMaxSplits = 4096;
 constexpr int kMaxSeqs = 1 << 16;
 constexpr int kMaxHeads = 1024;
 constexpr int kMaxContext = 1 << 24;
+constexpr int kMaxSweepShapes = 1000;
 
 std::vector<std::string> split(const std::string& s, char c) {
   std::vector<std::string> out;
@@ -164,6 +166,12 @@ std::string bench_usage() {
          "  --shape S,H,KV,C,D    one shape instead of the set: seqs, heads, kv heads (divides heads), context,\n"
          "                        head size (" + head_sizes_text() + ")\n"
          "  --dtypes LIST         fp16,bf16 (default), or one of them\n"
+         "  --split-sweep N       stage 8 alone on N random shapes (1.." + std::to_string(kMaxSweepShapes) +
+         "; sequences 1-256, contexts 128-131072,\n"
+         "                        ragged, GQA 1-8 and MQA, head 64-256), each at the split the planner picks\n"
+         "                        and at a grid of split counts; the JSON holds every time (with --dtypes\n"
+         "                        and --kv-dtypes: the shapes take them in turn)\n"
+         "  --seed S              the split sweep's shapes, 0..2147483647 (default 1)\n"
          "  --help                this text\n"
          "exit: 0 written, 1 error while running or a row with status error (a kernel failed where it should\n"
          "      run, or its output differs from stage 8's on the same inputs; the file is written), 2 bad usage,\n"
@@ -234,6 +242,8 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
     else if (a == "--spin-us") o.spin_us = to_int(a, next(), 0, kMaxSpinUs);
     else if (a == "--splits") o.force_splits = to_int(a, next(), 0, kMaxSplits);
     else if (a == "--dtypes") o.dtypes = parse_dtypes(next());
+    else if (a == "--split-sweep") o.split_sweep = to_int(a, next(), 1, kMaxSweepShapes, "shapes");
+    else if (a == "--seed") o.seed = static_cast<std::uint64_t>(to_int(a, next(), 0, 2147483647));
     else if (a == "--shape") {
       o.shape = parse_shape(next());
       o.has_shape = true;
@@ -247,6 +257,12 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
                        o.alibi || o.layouts.size() > 1 || o.kv_dtypes != std::vector<KvDType>{KvDType::same}))
     throw UsageError("--multilevel times its own problem alone: it excludes --quick, --shape, --only, "
                      "--cascade-only, --cascade-sweep, --alibi, --layouts and --kv-dtypes");
+  if (o.split_sweep > 0 && (o.quick || o.has_shape || o.only_optimized || o.cascade_only || o.multilevel ||
+                            !o.cascade_sweep.empty() || o.layouts.size() > 1 || o.force_splits > 0))
+    throw UsageError("--split-sweep times stage 8 on its own random shapes at every split count: it excludes "
+                     "--quick, --shape, --only, --cascade-only, --multilevel, --cascade-sweep, --layouts and --splits");
+  if (seen.count("--seed") && o.split_sweep == 0)
+    throw UsageError("--seed draws the split sweep's shapes: it needs --split-sweep N");
   if (o.quick && o.has_shape) throw UsageError("--quick and --shape exclude each other (--shape times one shape)");
   if (!o.cascade_sweep.empty() && !o.cascade_only && (o.quick || o.has_shape || o.only_optimized))
     throw UsageError("--cascade-sweep needs the cascade shape, which --quick, --shape and --only leave out");
@@ -274,9 +290,10 @@ std::vector<BenchShape> bench_shapes(const BenchOptions& o) {
 
 KvPool kv_pool_of(const BenchShape& s, int elem_bytes, const BenchOptions& o) {
   KvPool p;
-  const long long blocks_per_seq = (static_cast<long long>(s.context) + s.block_size - 1) / s.block_size;
   const long long prefix_blocks = s.prefix / s.block_size;
-  p.set_blocks = prefix_blocks + static_cast<long long>(s.seqs) * (blocks_per_seq - prefix_blocks);
+  p.set_blocks = prefix_blocks;
+  for (int q = 0; q < s.seqs; ++q)
+    p.set_blocks += (static_cast<long long>(s.context_of(q)) + s.block_size - 1) / s.block_size - prefix_blocks;
   const double block_elems = static_cast<double>(s.kv_heads) * s.head_size * s.block_size;
   p.set_bytes = 2.0 * static_cast<double>(p.set_blocks) * block_elems * elem_bytes;
   const double wanted = std::ceil(o.pool_gb * 1e9 / p.set_bytes);
@@ -284,6 +301,56 @@ KvPool kv_pool_of(const BenchShape& s, int elem_bytes, const BenchOptions& o) {
   p.sets = static_cast<int>(std::max(2.0, std::min(wanted, cap)));
   p.bytes = p.sets * p.set_bytes;
   return p;
+}
+
+std::vector<SweepShape> split_sweep_shapes(int n, std::uint64_t seed, const std::vector<DType>& dtypes,
+                                           const std::vector<KvDType>& kv_dtypes) {
+  if (n < 0 || dtypes.empty() || kv_dtypes.empty())
+    throw std::invalid_argument("split_sweep_shapes: need n >= 0 and at least one dtype and KV dtype");
+  std::mt19937_64 g(seed);
+  // Fixed arithmetic on the raw outputs (the library's distributions differ
+  // between standard libraries).
+  auto unit = [&] { return static_cast<double>(g() >> 11) * 0x1.0p-53; };  // [0, 1)
+  auto pick = [&](int k) { return static_cast<int>(g() % static_cast<std::uint64_t>(k)); };
+  std::vector<SweepShape> out;
+  for (int i = 0; i < n; ++i) {
+    SweepShape w;
+    BenchShape& s = w.shape;
+    s.seqs = static_cast<int>(std::lround(std::exp2(8.0 * unit())));
+    s.context = static_cast<int>(std::lround(std::exp2(7.0 + 10.0 * unit())));
+    const bool ragged = pick(4) != 0;
+    if (pick(5) == 0) {
+      static constexpr int kMqaHeads[] = {8, 16, 32, 64};
+      s.kv_heads = 1;
+      s.heads = kMqaHeads[pick(4)];
+    } else {
+      static constexpr int kKvHeads[] = {2, 4, 8, 16, 32};
+      s.kv_heads = kKvHeads[pick(5)];
+      s.heads = s.kv_heads * (1 + pick(8));
+    }
+    static constexpr int kHeads[] = {64, 128, 128, 256};
+    s.head_size = kHeads[pick(4)];
+    s.block_size = 16;
+    s.context_lens.assign(s.seqs, s.context);
+    const int lo = std::max(1, s.context / 4);
+    for (int q = 1; q < s.seqs; ++q) {
+      const int drawn = lo + pick(s.context - lo + 1);  // drawn for every shape: the draws stay aligned
+      if (ragged) s.context_lens[q] = drawn;
+    }
+    auto kv_bytes = [&] {
+      double t = 0;
+      for (int c : s.context_lens) t += c;
+      return 2.0 * 2.0 * t * s.kv_heads * s.head_size;  // K and V, 16-bit elements
+    };
+    while (s.seqs > 1 && kv_bytes() > 4e9) {
+      s.context_lens.pop_back();
+      --s.seqs;
+    }
+    w.dtype = dtypes[static_cast<std::size_t>(i) % dtypes.size()];
+    w.kv_dtype = kv_dtypes[(static_cast<std::size_t>(i) / dtypes.size()) % kv_dtypes.size()];
+    out.push_back(std::move(w));
+  }
+  return out;
 }
 
 }  // namespace pa::bench

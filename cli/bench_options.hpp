@@ -3,6 +3,7 @@
 // bench.cu, so that the parser and the pool formula are unit-tested in a build
 // without CUDA (tests/cli/test_bench_options.cpp).
 #pragma once
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,10 +23,22 @@ class UsageError : public std::invalid_argument {
 
 // One problem shape of the benchmark. Every sequence has `context` tokens; the
 // cascade shape's first `prefix` of them are shared (the same physical blocks).
+// A ragged shape (the split sweep's) lists each sequence's tokens in
+// context_lens instead, and `context` is their maximum.
 struct BenchShape {
   int seqs = 1, heads = 32, kv_heads = 8, context = 4096, head_size = 128;
   int block_size = 16;
   int prefix = 0;
+  std::vector<int> context_lens = {};  // empty: every sequence has `context` tokens
+  int context_of(int seq) const { return context_lens.empty() ? context : context_lens[seq]; }
+};
+
+// One shape of the split sweep (--split-sweep): its problem and the element
+// types it runs in.
+struct SweepShape {
+  BenchShape shape;
+  DType dtype = DType::f16;
+  KvDType kv_dtype = KvDType::same;
 };
 
 // One --cascade-sweep item: the text as given and the plan options it names.
@@ -57,6 +70,10 @@ struct BenchOptions {
   bool has_shape = false;           // --shape replaces the shape list
   BenchShape shape;
   std::vector<DType> dtypes = {DType::f16, DType::bf16};  // timed in this order
+  // --split-sweep N: stage 8 alone on N random shapes (split_sweep_shapes), each
+  // at its planned split and at every split count of a grid, into its own JSON.
+  int split_sweep = 0;
+  std::uint64_t seed = 1;           // --seed: the sweep's shapes
   bool help = false;
 };
 
@@ -86,5 +103,17 @@ struct KvPool {
   double bytes = 0;          // sets * set_bytes
 };
 KvPool kv_pool_of(const BenchShape& s, int elem_bytes, const BenchOptions& o);
+
+// The split sweep's shapes: n problems drawn from `seed` (std::mt19937_64's
+// raw outputs, which the C++ standard fixes, so every platform draws the same
+// shapes): sequences 1-256 and longest contexts 128-131072 tokens, both
+// log-uniform; three shapes in four ragged (each sequence between a quarter
+// of the longest and the longest, the first the longest); one in five MQA (one
+// KV head, 8-64 query heads), the rest 2-32 KV heads with 1-8 query heads
+// each; head 64, 128 or 256 (128 twice as often); block size 16. Shape i runs
+// in dtypes[i % |dtypes|] with kv_dtypes[(i / |dtypes|) % |kv_dtypes|].
+// Sequences are dropped until one copy of the KV is at most 4 GB.
+std::vector<SweepShape> split_sweep_shapes(int n, std::uint64_t seed, const std::vector<DType>& dtypes,
+                                           const std::vector<KvDType>& kv_dtypes);
 
 }  // namespace pa::bench

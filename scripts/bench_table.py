@@ -5,7 +5,10 @@ Usage: scripts/bench_table.py assets/bench/<gpu>.json [--cascade assets/bench/<r
                              [--readme README.md] [--print]
 
 A file from pa-bench --multilevel (its "benchmark" says so) becomes the
-multi-level cascade's table instead (write it with --markers results-multilevel).
+multi-level cascade's table instead (write it with --markers results-multilevel);
+one from pa-bench --split-sweep the split sweep's (every shape, the planned
+split against the fastest one timed; written into assets/bench/split-sweep.md
+with --readme assets/bench/split-sweep.md --markers split-sweep-<gpu>).
 
 --cascade: take the cascade section (rows with a shared prefix, and the
 speedup) from another run's JSON (pa-bench --cascade-only), named with its
@@ -193,7 +196,11 @@ def table(data, src, cdata=None, csrc=None):
     out.append(
         f"Measured on **{data['gpu']}** ({data['sm_count']} SMs) by `pa-bench`; raw data: `{src}`. "
         f"Device-to-device copy bandwidth in the same run: **{data['copy_gbps']:.0f} GB/s** "
-        f"(read + write). Each cell: median of {data['iters']} CUDA-event timings after "
+        f"(read + write)"
+        + (f"; a kernel that only reads streams **{data['read_gbps']:.0f} GB/s** "
+           f"({100 * data['read_gbps'] / data['copy_gbps']:.0f}% of the copy: the second ceiling)"
+           if data.get("read_gbps") else "")
+        + f". Each cell: median of {data['iters']} CUDA-event timings after "
         + (f"at least {data['warmup']} warm-up launches and {data['warmup_ms']:g} ms of them"
            if "warmup_ms" in data else f"{data['warmup']} warm-up launches")
         + f"; GB/s of K+V read and that as % of the copy bandwidth. {spin_text}"
@@ -293,6 +300,45 @@ def multilevel_table(data, src):
     return "\n".join(lines + ([""] + errors if errors else []))
 
 
+def split_sweep_table(data, src):
+    """The split sweep (pa-bench --split-sweep): per shape, the split the
+    planner chose against the fastest split count timed, and every point."""
+    within = data["within"]
+    ratios = sorted(r["planned_over_best"] for r in data["shapes"] if r["planned_over_best"] > 0)
+    median = ratios[len(ratios) // 2] if ratios else 0
+    worst = ratios[-1] if ratios else 0
+    head = (f"Split sweep measured on **{data['gpu']}** ({data['sm_count']} SMs) by "
+            f"`pa-bench --split-sweep {len(data['shapes'])} --seed {data['seed']}`; raw data: `{src}`. "
+            f"Copy bandwidth in the same run **{data['copy_gbps']:.0f} GB/s**; DRAM peak "
+            f"{data['dram_peak_gbps']:.0f} GB/s (from the memory clock and bus width: the planner's input). "
+            f"Each time: median of {data['iters']} CUDA-event timings, a {data['spin_us']} us busy-wait before "
+            f"each, launches rotating over a pool of about {data['pool_gb']:g} GB (at least 2 copies). "
+            f"The planned split is within {100 * (within - 1):.0f}% of the fastest split count timed on "
+            f"**{data['shapes_within']} of {data['shapes_run']}** shapes (planned / best: median {median:.3f}, "
+            f"worst {worst:.3f}). \"MB\": one copy of the KV; contexts: longest / mean; every point is checked "
+            f"against the first one's output.\n")
+    lines = [head, "| # | dtype | seqs | heads / kv | head | context | MB | CTAs/SM | planned | best | "
+             "planned / best | every split timed (splits: us) |",
+             "|---:|---|---:|---|---:|---|---:|---:|---|---|---:|---|"]
+    errors = []
+    for r in data["shapes"]:
+        mean = sum(r["context_lens"]) / len(r["context_lens"])
+        lead = (f"| {r['index']} | {dtype_text(r)} | {r['seqs']} | {r['heads']} / {r['kv_heads']} | {r['head_size']} | "
+                f"{r['context']} / {mean:.0f} | {r['kv_bytes'] / 1e6:.0f} | ")
+        kind = status_kind(r["status"])
+        if kind != "ok":
+            lines.append(lead + f"- | {'**error**' if kind == 'error' else kind} | | | |")
+            if kind == "error":
+                errors.append(f"- **error**: shape {r['index']}: `{r['status'][:160]}`")
+            continue
+        pts = ", ".join(f"{p['splits']}: {p['median_us']:.1f}" for p in r["points"])
+        ratio = r["planned_over_best"]
+        mark = "" if ratio <= within else " (**over**)"
+        lines.append(lead + f"{r['ctas_per_sm']} | {r['planned_splits']}: {fmt_us(r['planned_us'])} | "
+                     f"{r['best_splits']}: {fmt_us(r['best_us'])} | {ratio:.3f}{mark} | {pts} |")
+    return "\n".join(lines + ([""] + errors if errors else []))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("json")
@@ -322,6 +368,8 @@ def main():
             csrc = cpath
     if data.get("benchmark") == "multilevel":
         t = multilevel_table(data, src)
+    elif data.get("benchmark") == "split_sweep":
+        t = split_sweep_table(data, src)
     else:
         t = layout_table(data, src) if a.layouts else table(data, src, cdata, csrc)
     if a.print:

@@ -15,6 +15,7 @@
 #include "pa/kernels/cuda_check.hpp"
 #include "pa/kernels/event_timer.hpp"
 #include "pa/kernels/instances.hpp"
+#include "pa/index/optimized_split.hpp"
 #include "pa/core/dtype_convert.hpp"
 
 namespace pa::kernels {
@@ -74,6 +75,9 @@ GpuInfo gpu_info() {
   g.sm_count = prop.multiProcessorCount;
   g.smem_optin_bytes = static_cast<std::int64_t>(prop.sharedMemPerBlockOptin);
   g.global_mem_bytes = static_cast<std::int64_t>(prop.totalGlobalMem);
+  int khz = 0;
+  PA_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev));
+  g.dram_peak_gbps = opt_dram_peak_gbps(khz, prop.memoryBusWidth);
   return g;
 }
 

@@ -252,6 +252,12 @@ const CascadePlan& StageRunner::cascade_plan() const {
                            stage_name(impl_->stage));
   return impl_->launcher->cascade_plan();
 }
+const OptimizedPlan& StageRunner::optimized_plan() const {
+  if (impl_->stage != Stage::optimized)
+    throw std::logic_error(std::string("StageRunner::optimized_plan: the runner is for stage ") +
+                           stage_name(impl_->stage));
+  return impl_->launcher->optimized_plan();
+}
 void* StageRunner::workspace() const { return impl_->ws.get(); }
 void StageRunner::poison_outputs() { impl_->poison(); }
 Stage StageRunner::stage() const { return impl_->stage; }
@@ -280,6 +286,7 @@ std::vector<float> StageRunner::output() { throw NoGpuError("built without CUDA"
 const StageArgs& StageRunner::stage_args() const { throw NoGpuError("built without CUDA"); }
 const V2Args& StageRunner::v2_args() const { throw NoGpuError("built without CUDA"); }
 const CascadePlan& StageRunner::cascade_plan() const { throw NoGpuError("built without CUDA"); }
+const OptimizedPlan& StageRunner::optimized_plan() const { throw NoGpuError("built without CUDA"); }
 void* StageRunner::workspace() const { throw NoGpuError("built without CUDA"); }
 void StageRunner::poison_outputs() { throw NoGpuError("built without CUDA"); }
 Stage StageRunner::stage() const { return impl_->stage; }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <iterator>
 #include <sstream>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 
 #include "08_optimized_cta.cuh"
 #include "opt_built_sizes.hpp"
+#include "pa/index/optimized_split.hpp"
 #include "pa/kernels/optimized.hpp"
 
 namespace pa {
@@ -166,6 +168,17 @@ int device_sm_count() {
   return sms;
 }
 
+// The current device's DRAM peak (opt_dram_peak_gbps); a device that reports
+// no memory clock gets the host model's (an H100's), which the plan records.
+double device_dram_peak_gbps() {
+  int dev = 0, khz = 0, bits = 0;
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev), "memory clock");
+  check_cuda(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev), "memory bus width");
+  const double peak = opt_dram_peak_gbps(khz, bits);
+  return peak > 0 ? peak : kOptModelDramGbps;
+}
+
 }  // namespace
 
 bool optimized_supported(DType dtype, int head_size, int block_size, KvDType kv, KvLayout layout) {
@@ -200,8 +213,8 @@ std::string OptimizedPlan::describe() const {
   std::ostringstream m;
   m << "splits=" << splits << " split_blocks=" << split_blocks << " units=" << units
     << " head_tiles=" << head_tiles << " head_chunks=" << head_chunks << " stages=" << stages
-    << " smem=" << smem_bytes << " ctas/SM=" << ctas_per_sm << " SMs=" << sm_count
-    << (pipeline == OptPipeline::lean ? " pipeline=lean" : "");
+    << " smem=" << smem_bytes << " ctas/SM=" << ctas_per_sm << " SMs=" << sm_count << " dram=" << std::fixed
+    << std::setprecision(0) << dram_gbps << "GB/s" << (pipeline == OptPipeline::lean ? " pipeline=lean" : "");
   return m.str();
 }
 
@@ -262,6 +275,8 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
   plan.stages = e.stages;
   plan.ctas_per_sm = std::max(1, e.ctas_per_sm);
   plan.sm_count = device_sm_count();
+  plan.dram_gbps = device_dram_peak_gbps();
+  plan.blocks_per_step = e.blocks_per_step;
 
   // The heuristic itself is plain host code in pa/index/optimized.hpp
   // (opt_choose_split), shared with the trace host model.
@@ -275,6 +290,7 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
   in.max_context_len = std::max(1, a.max_context_len - a.first_token);  // the attended range
   in.sm_count = plan.sm_count;
   in.ctas_per_sm = plan.ctas_per_sm;
+  in.dram_gbps = plan.dram_gbps;
   const OptSplit split = opt_choose_split(in, force_splits);
   plan.split_blocks = split.split_blocks;
   plan.splits = split.splits;

@@ -177,3 +177,102 @@ TEST_CASE("pa-bench: the KV pool is capped by the launches, so small shapes get 
   const BenchOptions more = parse_bench_options({"--iters", "1000", "--warmup", "0"});
   CHECK(kv_pool_of({1, 32, 8, 4096, 128}, 2, more).sets == 358);
 }
+
+TEST_CASE("pa-bench: --split-sweep times its own shapes, alone; --seed needs it", "[cli][bench]") {
+  const BenchOptions o = parse_bench_options({"--split-sweep", "40", "--seed", "9", "--kv-dtypes", "auto,fp8"});
+  CHECK(o.split_sweep == 40);
+  CHECK(o.seed == 9);
+  CHECK(parse_bench_options({}).split_sweep == 0);
+  CHECK(parse_bench_options({}).seed == 1);
+  CHECK_THROWS_WITH(parse_bench_options({"--seed", "3"}), ContainsSubstring("--seed draws the split sweep's shapes"));
+  int ran = 0;
+  for (const std::vector<std::string>& other :
+       {std::vector<std::string>{"--quick"}, {"--shape", "3,8,2,77,128"}, {"--only", "optimized"}, {"--cascade-only"},
+        {"--multilevel"}, {"--layouts", "nhd"}, {"--splits", "4"}, {"--cascade-sweep", "wgmma:1:0"}}) {
+    std::vector<std::string> args = other;
+    args.insert(args.end(), {"--split-sweep", "2"});
+    INFO(other.front());
+    // --multilevel's own exclusion speaks first when both are given.
+    CHECK_THROWS_WITH(parse_bench_options(args), (ContainsSubstring("--split-sweep times stage 8") ||
+                                                  ContainsSubstring("--multilevel times its own problem alone")) &&
+                                                     ContainsSubstring(other.front()));
+    ++ran;
+  }
+  CHECK(ran == 8);
+}
+
+// Seed 1's first split-sweep shape: seqs, context, heads, kv heads, head size.
+constexpr int kFirstSweepShape[] = {2, 329, 64, 32, 64};
+
+TEST_CASE("pa-bench: the split sweep's shapes are drawn as documented, the same on every platform", "[cli][bench]") {
+  const std::vector<SweepShape> a = split_sweep_shapes(200, 1, {DType::f16, DType::bf16}, {KvDType::same, KvDType::fp8_e4m3});
+  REQUIRE(a.size() == 200);
+  int ragged = 0, mqa = 0, head128 = 0, short_ctx = 0, long_ctx = 0, one_seq = 0, many_seqs = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const BenchShape& s = a[i].shape;
+    INFO("shape " << i);
+    CHECK(a[i].dtype == (i % 2 == 0 ? DType::f16 : DType::bf16));
+    CHECK(a[i].kv_dtype == ((i / 2) % 2 == 0 ? KvDType::same : KvDType::fp8_e4m3));
+    REQUIRE(s.seqs >= 1);
+    CHECK(s.seqs <= 256);
+    CHECK(s.context >= 128);
+    CHECK(s.context <= 131072);
+    REQUIRE(static_cast<int>(s.context_lens.size()) == s.seqs);
+    CHECK(s.context_lens[0] == s.context);
+    double tokens = 0;
+    bool differs = false;
+    for (int c : s.context_lens) {
+      CHECK(c >= s.context / 4);
+      CHECK(c <= s.context);
+      differs |= c != s.context;
+      tokens += c;
+    }
+    CHECK(2.0 * 2.0 * tokens * s.kv_heads * s.head_size <= 4e9);
+    CHECK(s.heads % s.kv_heads == 0);
+    CHECK(s.heads / s.kv_heads <= (s.kv_heads == 1 ? 64 : 8));
+    CHECK((s.head_size == 64 || s.head_size == 128 || s.head_size == 256));
+    CHECK(s.block_size == 16);
+    ragged += differs;
+    mqa += s.kv_heads == 1;
+    head128 += s.head_size == 128;
+    short_ctx += s.context < 1024;
+    long_ctx += s.context >= 32768;
+    one_seq += s.seqs == 1;
+    many_seqs += s.seqs >= 64;
+  }
+  // The draw's proportions (3/4 ragged, 1/5 MQA, 1/2 head 128) and both ends of each range occur.
+  CHECK(ragged > 120);
+  CHECK(mqa > 20);
+  CHECK(mqa < 60);
+  CHECK(head128 > 70);
+  CHECK(short_ctx > 20);
+  CHECK(long_ctx > 20);
+  CHECK(one_seq > 5);
+  CHECK(many_seqs > 20);
+  // The same seed draws the same shapes; the dtypes do not move them.
+  const std::vector<SweepShape> b = split_sweep_shapes(200, 1, {DType::bf16}, {KvDType::same});
+  const std::vector<SweepShape> c = split_sweep_shapes(200, 2, {DType::bf16}, {KvDType::same});
+  int same = 0, same_other_seed = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    same += a[i].shape.context_lens == b[i].shape.context_lens && a[i].shape.heads == b[i].shape.heads;
+    same_other_seed += a[i].shape.context_lens == c[i].shape.context_lens;
+  }
+  CHECK(same == 200);
+  CHECK(same_other_seed < 10);
+  // Seed 1's first shape, as std::mt19937_64's fixed output sequence draws it on any platform.
+  INFO("first shape: seqs " << a[0].shape.seqs << " context " << a[0].shape.context << " heads " << a[0].shape.heads
+                            << "/" << a[0].shape.kv_heads << " head " << a[0].shape.head_size);
+  CHECK(a[0].shape.seqs == kFirstSweepShape[0]);
+  CHECK(a[0].shape.context == kFirstSweepShape[1]);
+  CHECK(a[0].shape.heads == kFirstSweepShape[2]);
+  CHECK(a[0].shape.kv_heads == kFirstSweepShape[3]);
+  CHECK(a[0].shape.head_size == kFirstSweepShape[4]);
+}
+
+TEST_CASE("pa-bench: a ragged shape's pool counts each sequence's own blocks", "[cli][bench]") {
+  BenchShape s{3, 8, 2, 100, 128};
+  s.context_lens = {100, 17, 33};  // 7 + 2 + 3 blocks of 16
+  const KvPool p = kv_pool_of(s, 2, parse_bench_options({}));
+  CHECK(p.set_blocks == 12);
+  CHECK(p.set_bytes == 2.0 * 12 * 2 * 128 * 16 * 2);
+}

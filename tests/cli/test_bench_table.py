@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """scripts/bench_table.py: the README results table from a pa-bench JSON file.
 
-Usage: test_bench_table.py [SAMPLE_JSON]
+Usage: test_bench_table.py [SAMPLE_JSON [SWEEP_JSON]]
 
 Builds the table from tests/cli/bench_fixture.json (a small file in the
 format of pa-bench runs that predate the pool fields, with one row of each
 status) and checks what it says; with SAMPLE_JSON (written by pa-bench's own
 writer, tests/cli/bench_json_sample.cpp) also checks that the script reads the
-schema pa-bench writes. Run by ctest (test bench_table_py).
+schema pa-bench writes; with SWEEP_JSON (the same writer's split-sweep file)
+the split sweep's schema and table. Run by ctest (test bench_table_py).
 """
 import importlib.util
 import json
@@ -22,6 +23,7 @@ ROOT = HERE.parent.parent
 SCRIPT = ROOT / "scripts" / "bench_table.py"
 FIXTURE = HERE / "bench_fixture.json"
 SAMPLE = None  # set from the command line
+SWEEP = None
 
 spec = importlib.util.spec_from_file_location("bench_table", SCRIPT)
 bench_table = importlib.util.module_from_spec(spec)
@@ -244,7 +246,8 @@ class WriterSchema(unittest.TestCase):
     ROW_KEYS = ["kernel", "dtype", "kv_dtype", "layout", "seqs", "heads", "kv_heads", "context", "prefix", "head_size", "block_size",
                 "kv_bytes", "pool_sets", "pool_bytes", "status", "median_us", "min_us", "p10_us", "p90_us",
                 "timed", "warmup_launches", "gbps", "pct_copy", "xcheck_max_abs_vs_optimized", "plan"]
-    TOP_KEYS = ["gpu", "sm_count", "l2_bytes", "copy_gbps", "copy_bytes_each_way", "iters", "warmup", "warmup_ms",
+    TOP_KEYS = ["gpu", "sm_count", "l2_bytes", "copy_gbps", "copy_bytes_each_way", "read_gbps", "read_bytes",
+                "dram_peak_gbps", "iters", "warmup", "warmup_ms",
                 "spin_us", "alibi", "kv_dtypes", "layouts", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows", "cascade"]
 
     def setUp(self):
@@ -271,8 +274,56 @@ class WriterSchema(unittest.TestCase):
         self.assertEqual(row[7], "1.85")
         self.assertEqual(row[8:], ["n/a", "**error**", "15.0 us<br>1118 GB/s (37%)"])
 
+    def test_read_only_ceiling_is_stated(self):
+        text = bench_table.table(self.data, "sample.json")
+        self.assertIn("a kernel that only reads streams **3150 GB/s** (105% of the copy: the second ceiling)",
+                      text.splitlines()[0])
+
+
+class SweepTable(unittest.TestCase):
+    """The split sweep's file (bench_json_sample's second file) and its table."""
+
+    SHAPE_KEYS = ["index", "dtype", "kv_dtype", "seqs", "heads", "kv_heads", "head_size", "block_size", "context",
+                  "context_lens", "kv_bytes", "pool_sets", "pool_bytes", "units", "ctas_per_sm", "blocks_per_step",
+                  "planned_splits", "planned_split_blocks", "planned_us", "best_splits", "best_us",
+                  "planned_over_best", "status", "points"]
+
+    def setUp(self):
+        if SWEEP is None:
+            self.skipTest("no sweep sample given (test_bench_table.py SAMPLE_JSON SWEEP_JSON)")
+        self.data = json.loads(pathlib.Path(SWEEP).read_text())
+        self.text = bench_table.split_sweep_table(self.data, "sweep.json")
+        self.rows = table_lines(self.text)[1:]
+
+    def test_schema_and_derived_figures(self):
+        self.assertEqual(self.data["benchmark"], "split_sweep")
+        self.assertEqual(len(self.data["shapes"]), 4)
+        for r in self.data["shapes"]:
+            self.assertEqual(list(r.keys()), self.SHAPE_KEYS)
+            self.assertEqual(len(r["context_lens"]), r["seqs"])
+            self.assertEqual(max(r["context_lens"]), r["context"])
+        a, b = self.data["shapes"][:2]
+        self.assertEqual((a["best_splits"], a["best_us"], a["planned_us"], a["planned_over_best"]), (2, 20, 20, 1))
+        self.assertEqual((b["best_splits"], b["planned_us"]), (2, 22))
+        self.assertAlmostEqual(b["planned_over_best"], 1.1)
+        self.assertEqual((self.data["shapes_run"], self.data["shapes_within"]), (2, 1))
+        self.assertEqual([p["xcheck_max_abs"] for p in a["points"]], [-1, 1e-4, 1e-4])
+
+    def test_table(self):
+        self.assertIn("within 5% of the fastest split count timed on **1 of 2** shapes", self.text)
+        self.assertIn("median 1.100, worst 1.100", self.text)
+        self.assertEqual(len(self.rows), 4)
+        cells = [[c.strip() for c in r.strip("|").split("|")] for r in self.rows]
+        self.assertEqual(cells[0][7:], ["2", "2: 20.0 us", "2: 20.0 us", "1.000", "1: 40.0, 2: 20.0, 4: 22.0"])
+        self.assertEqual(cells[1][10], "1.100 (**over**)")
+        self.assertEqual(cells[2][7:9], ["-", "not built"])
+        self.assertEqual(cells[3][7:9], ["-", "**error**"])
+        self.assertIn("- **error**: shape 3: `error: cudaErrorIllegalAddress`", self.text)
+
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
         SAMPLE = sys.argv.pop(1)
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+        SWEEP = sys.argv.pop(1)
     unittest.main(verbosity=2)

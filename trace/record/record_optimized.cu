@@ -87,6 +87,7 @@ RecordResult record_optimized(const PagedProblem& p, const Selection& sel, int f
   // The plan, as the launcher makes it on this GPU.
   ModelOptions opts;
   opts.optimized.sm_count = gi.sm_count;
+  opts.optimized.dram_gbps = gi.dram_peak_gbps;
   opts.optimized.ctas_per_sm = std::max(1, fns.prepare());
   opts.optimized.force_splits = force_splits;
   PA_CUDA_CHECK(cudaGetLastError());

@@ -32,6 +32,10 @@ OptimizedModelPlan optimized_model_plan(const ProblemSpec& spec, const Optimized
   if (opt.sm_count < 1) {
     throw std::invalid_argument("stage optimized model: sm_count " + std::to_string(opt.sm_count) + " (accepted: >= 1)");
   }
+  if (!(opt.dram_gbps > 0)) {
+    throw std::invalid_argument("stage optimized model: dram_gbps " + std::to_string(opt.dram_gbps) +
+                                " (accepted: > 0, the device's DRAM peak in GB/s)");
+  }
   OptimizedModelPlan plan;
   plan.group = spec.num_heads / spec.num_kv_heads;
   plan.head_tiles = opt_head_tiles(plan.group);
@@ -53,6 +57,7 @@ OptimizedModelPlan optimized_model_plan(const ProblemSpec& spec, const Optimized
     in.max_context_len = spec.max_context_len();
     in.sm_count = plan.sm_count;
     in.ctas_per_sm = plan.ctas_per_sm;
+    in.dram_gbps = opt.dram_gbps;
     const OptSplit sp = opt_choose_split(in, opt.force_splits);
     plan.splits = sp.splits;
     plan.split_blocks = sp.split_blocks;

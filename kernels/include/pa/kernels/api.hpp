@@ -75,6 +75,7 @@ struct GpuInfo {
   int sm_count = 0;
   std::int64_t smem_optin_bytes = 0;  // max dynamic + static shared memory per block
   std::int64_t global_mem_bytes = 0;
+  double dram_peak_gbps = 0;  // from the memory clock and bus width (opt_dram_peak_gbps); 0 if not reported
 };
 GpuInfo gpu_info();  // throws NoGpuError
 // The current device's shared memory per block with opt-in (GpuInfo's

@@ -77,6 +77,8 @@ struct OptimizedPlan {
   int split_blocks = 0;    // logical blocks per split (a multiple of the step)
   int ctas_per_sm = 0;     // occupancy of the chosen kernel
   int sm_count = 0;
+  double dram_gbps = 0;    // the device's DRAM peak the split model assumed (opt_dram_peak_gbps)
+  int blocks_per_step = 0; // cache blocks one warp step reads (the split's granule)
   int smem_bytes = 0;
   int stages = 0;
   OptPipeline pipeline = OptPipeline::automatic;  // which instance runs
@@ -87,7 +89,7 @@ struct OptimizedPlan {
 
 // Chooses head tiling and the split: the split count minimizes a
 // waves x (blocks per split + fixed per-CTA cost) model over the device's SM
-// count and the kernel's occupancy. force_splits > 0 overrides the heuristic
+// count, DRAM peak and the kernel's occupancy (opt_choose_split). force_splits > 0 overrides the heuristic
 // (tests, experiments). Throws std::invalid_argument for unsupported
 // configurations (the message lists what is supported) and std::runtime_error
 // for CUDA errors.

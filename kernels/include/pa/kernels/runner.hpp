@@ -111,11 +111,12 @@ class StageRunner {
   // stage_args() for every stage (stages 1-5: every output wired in; 6-8: the
   // inputs and the output), v2_args() for stage 6 (its partition buffers and
   // lse wired in), cascade_plan() and workspace() for stage 7 (a timeline
-  // runs the cascade's pipeline with them). poison_outputs() fills every
+  // runs the cascade's pipeline with them), optimized_plan() for stage 8. poison_outputs() fills every
   // output with NaN, as run() does.
   const StageArgs& stage_args() const;
   const V2Args& v2_args() const;                // throws std::logic_error for another stage
   const CascadePlan& cascade_plan() const;      // likewise
+  const OptimizedPlan& optimized_plan() const;  // stage 8's; likewise
   void* workspace() const;                      // stages 6-8 (nullptr when the plan needs none)
   void poison_outputs();
 

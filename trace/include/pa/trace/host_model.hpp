@@ -7,6 +7,7 @@
 
 #include "pa/core/problem.hpp"
 #include "pa/core/event.hpp"
+#include "pa/index/optimized_split.hpp"
 
 namespace pa::trace {
 
@@ -29,7 +30,10 @@ struct Selection {
 // last active split arrives last". A recording (record.hpp) reports the
 // values it ran with, so the model reproduces it exactly.
 struct OptimizedModelOptions {
-  int sm_count = 132;
+  // The device the plan is for (defaults: an H100 SXM, pa/index/optimized.hpp);
+  // a recording sets the GPU's own.
+  int sm_count = kOptModelSmCount;
+  double dram_gbps = kOptModelDramGbps;  // DRAM peak (opt_dram_peak_gbps)
   int ctas_per_sm = 0;   // 0: opt_ctas_per_sm_by_smem (pa/index/optimized.hpp)
   int force_splits = 0;  // as plan_optimized's force_splits
   struct LastArrival {
