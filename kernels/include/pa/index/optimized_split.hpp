@@ -46,36 +46,41 @@ inline OptSplit opt_choose_split(const OptSplitInput& a, int force_splits) {
   if (force_splits > 0) {
     best_s = std::min(force_splits, max_splits);
   } else {
-    // Time model (seconds), fitted to H100 split sweeps (kernels/NOTES.md, stage 8 split sweeps):
-    //  - a CTA streams its blocks at about kCtaBw after a fixed start/epilogue
-    //    cost kT0 (latency-bound when the GPU is not full);
-    //  - a wave cannot beat the HBM (0.9 of the device's DRAM peak, what a
-    //    copy reaches on H100 and H200 alike; a little less when fewer CTAs
-    //    than slots are resident), nor can one SM pull more than kSmBw, so a
-    //    wave that puts 2 CTAs on some SMs and 1 on others is paced by the former;
-    //  - more splits cost a merge: kM0 + kM1 per split (kM1 from a sweep of
-    //    the split count at (1,32,8,4096) with the warp-parallel merge: splits
-    //    8/16/32 = 15.6/16.2/18.1 us on an H100).
-    // The split count minimizing the sum over waves (last wave partial) wins.
-    // Only when the unsplit grid leaves slots empty; and only grids that load
-    // the SMs evenly (<= one CTA per SM, or the last CTA layer >= 95% full):
-    // an H100 sweep at (1,32,8,131072) gave 95% of copy with 128 CTAs, 94%
-    // with 264, but 83% with 144 and 89% with 192.
-    constexpr double kCtaBw = 22e9, kSmBw = 35e9, kT0 = 3e-6, kM0 = 1e-6, kM1 = 0.25e-6;
+    // Time model (seconds). A grid of ctas CTAs runs in waves of `slots`
+    // (SMs x resident CTAs per SM); a wave of n CTAs of cta_bytes each takes
+    // the longest of
+    //  - one CTA alone: a fixed start/epilogue cost kT0, then its bytes at
+    //    kCtaBw (a CTA is latency-bound: its pipeline's bytes in flight over
+    //    the memory latency);
+    //  - the HBM: n x cta_bytes at 0.9 of the device's DRAM peak (what a copy
+    //    reaches on H100 and H200 alike), a little less when fewer CTAs than
+    //    slots are resident;
+    //  - the busiest SM: its CTAs' bytes at kSmBw, so a wave that puts 2 CTAs
+    //    on some SMs and 1 on others is paced by the former.
+    // More splits cost a merge: the last CTA of each (sequence, unit) reads
+    // every split's state, kM0 + kM1 per split, once per wave of merging
+    // CTAs (base / slots of them). The split count minimizing the sum over
+    // waves (the last one partial) wins, among grids that load the SMs evenly
+    // (at most one CTA per SM, or the last layer of CTAs over the SMs at
+    // least 95% full: an H100 sweep at (1,32,8,131072) gave 95% of copy with
+    // 128 CTAs, 94% with 264, but 83% with 144 and 89% with 192). Constants
+    // fitted to a 48-shape split sweep on an H200 (kernels/NOTES.md, "The
+    // split planner from the device"); the device enters through its SM
+    // count, occupancy and DRAM peak.
+    constexpr double kCtaBw = 30e9, kSmBw = 35e9, kT0 = 2e-6, kM0 = 2e-6, kM1 = 0.5e-6;
     const double kHbm = 0.9 * a.dram_gbps * 1e9;
     const long long base = static_cast<long long>(a.num_seqs) * a.units;
     const long long slots = static_cast<long long>(a.sm_count) * a.ctas_per_sm;
     const double block_bytes = 2.0 * a.head_size * a.block_size * a.elem_bytes;
+    const double merge_waves = static_cast<double>((base + slots - 1) / slots);
     double best = 1e300;
     for (int s = 1; s <= max_splits; ++s) {
       const int sb = split_blocks_for(s);
       const int s_eff = ceil_div(blocks, sb);
       if (s_eff != s) continue;  // same split as a smaller s
       const long long ctas = base * s_eff;
-      if (s_eff > 1 && base >= slots) break;  // the unsplit grid already fills the GPU
       const long long layers = (ctas + a.sm_count - 1) / a.sm_count;
-      if (ctas > a.sm_count && ctas < 0.95 * layers * a.sm_count) continue;  // uneven SM load
-      if (ctas > slots && s_eff > 1) break;  // more than one wave of split CTAs: never better
+      if (s_eff > 1 && ctas > a.sm_count && ctas < 0.95 * layers * a.sm_count) continue;  // uneven SM load
       auto wave = [&](long long n) {
         const double cta_bytes = sb * block_bytes;
         const double hbm = kHbm * std::min(1.0, 0.9 + 0.1 * static_cast<double>(n) / slots);
@@ -85,7 +90,7 @@ inline OptSplit opt_choose_split(const OptSplitInput& a, int force_splits) {
       };
       double t = static_cast<double>(ctas / slots) * wave(slots);
       if (ctas % slots) t += wave(ctas % slots);
-      if (s_eff > 1) t += kM0 + kM1 * s_eff;
+      if (s_eff > 1) t += (kM0 + kM1 * s_eff) * merge_waves;
       if (t < best * 0.999) {
         best = t;
         best_s = s_eff;
