@@ -7,8 +7,7 @@ Usage: scripts/bench_table.py assets/bench/<gpu>.json [--cascade assets/bench/<r
 A file from pa-bench --multilevel (its "benchmark" says so) becomes the
 multi-level cascade's table instead (write it with --markers results-multilevel);
 one from pa-bench --split-sweep the split sweep's (every shape, the planned
-split against the fastest one timed; written into assets/bench/split-sweep.md
-with --readme assets/bench/split-sweep.md --markers split-sweep-<gpu>).
+split against the fastest one timed; --markers results-split-sweep).
 
 --cascade: take the cascade section (rows with a shared prefix, and the
 speedup) from another run's JSON (pa-bench --cascade-only), named with its
@@ -309,7 +308,7 @@ def split_sweep_table(data, src):
     worst = ratios[-1] if ratios else 0
     head = (f"Split sweep measured on **{data['gpu']}** ({data['sm_count']} SMs) by "
             f"`pa-bench --split-sweep {len(data['shapes'])} --seed {data['seed']}`; raw data: `{src}`. "
-            f"Copy bandwidth in the same run **{data['copy_gbps']:.0f} GB/s**; DRAM peak "
+            f"Copy bandwidth in the same run: **{data['copy_gbps']:.0f} GB/s**; DRAM peak "
             f"{data['dram_peak_gbps']:.0f} GB/s (from the memory clock and bus width: the planner's input). "
             f"Each time: median of {data['iters']} CUDA-event timings, a {data['spin_us']} us busy-wait before "
             f"each, launches rotating over a pool of about {data['pool_gb']:g} GB (at least 2 copies). "
