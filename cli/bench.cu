@@ -52,6 +52,7 @@
 #include "pa/kernels/event_timer.hpp"
 #include "pa/kernels/optimized.hpp"
 #include "pa/kernels/runner.hpp"
+#include "pa/kernels/stage_launch.hpp"
 #include "pa/kernels/cascade.hpp"
 #include "pa/kernels/multilevel_cascade.hpp"
 #include "pa/core/multilevel_cascade.hpp"
@@ -302,6 +303,87 @@ void time_kernel(BenchRow& row, const Problem& P, const BenchOptions& o, kernels
   row.p90_us = pct_of(ms, 0.9) * 1e3;
 }
 
+// End-to-end latency of stage 8 on a small shape: what a decode step costs
+// with the host's launch inside the measurement (the rows' median hides it
+// behind the busy-wait). On one stream of its own, rotating over the pool:
+//  - single: one launch between an event pair, nothing before it: the GPU
+//    waits for the host's launch path between the two events;
+//  - back-to-back: kChain launches enqueued together between one event pair,
+//    per launch (the host keeps ahead only if its launch path is faster than
+//    the kernel);
+//  - graph: the same kChain launches captured once into a CUDA graph and
+//    replayed, per launch (the launch path once per graph).
+// Medians of --iters singles and of 7 chains each. The launches go through
+// StageLaunch (the runner's launcher) with the runner's output and workspace.
+constexpr double kLatencyMaxKvBytes = 600e6;  // shapes whose launch cost is a visible part of the time
+void time_latency(BenchRow& row, const Problem& P, const BenchOptions& o, const kernels::RunOptions& ro) {
+  constexpr int kChain = 64, kReps = 7;
+  kernels::StageRunner runner(P.layout, P.views, kernels::Stage::optimized, ro);
+  const kernels::StageArgs& args = runner.stage_args();
+  const kernels::StageLaunch launcher(args, kernels::Stage::optimized, ro);
+  const kernels::StageBuffers buffers{args.out, nullptr, runner.workspace(), /*workspace_fresh=*/false};
+  struct Resources {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t start = nullptr, stop = nullptr;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ~Resources() {
+      if (exec) cudaGraphExecDestroy(exec);
+      if (graph) cudaGraphDestroy(graph);
+      if (start) cudaEventDestroy(start);
+      if (stop) cudaEventDestroy(stop);
+      if (stream) cudaStreamDestroy(stream);
+    }
+  } res;
+  PA_CUDA_CHECK(cudaStreamCreateWithFlags(&res.stream, cudaStreamNonBlocking));
+  PA_CUDA_CHECK(cudaEventCreate(&res.start));
+  PA_CUDA_CHECK(cudaEventCreate(&res.stop));
+  int next = 0;
+  auto launch = [&] {
+    const int r = next++ % P.R;
+    const void* q = static_cast<const char*>(args.q) + static_cast<std::size_t>(r) * P.s.seqs *
+                                                           P.layout.q_stride * dtype_bytes(P.dt);
+    const int* tables = args.block_tables + static_cast<std::size_t>(r) * P.s.seqs * P.layout.max_blocks_per_seq;
+    (void)launcher.launch(buffers, res.stream, q, tables);
+  };
+  auto elapsed_us = [&] {
+    PA_CUDA_CHECK(cudaEventSynchronize(res.stop));
+    float ms = 0;
+    PA_CUDA_CHECK(cudaEventElapsedTime(&ms, res.start, res.stop));
+    return ms * 1e3f;
+  };
+  for (int i = 0; i < kChain; ++i) launch();  // warm-up
+  PA_CUDA_CHECK(cudaStreamSynchronize(res.stream));
+  std::vector<float> single, chain, graph;
+  for (int i = 0; i < o.iters; ++i) {
+    PA_CUDA_CHECK(cudaEventRecord(res.start, res.stream));
+    launch();
+    PA_CUDA_CHECK(cudaEventRecord(res.stop, res.stream));
+    single.push_back(elapsed_us());
+  }
+  for (int k = 0; k < kReps; ++k) {
+    PA_CUDA_CHECK(cudaEventRecord(res.start, res.stream));
+    for (int i = 0; i < kChain; ++i) launch();
+    PA_CUDA_CHECK(cudaEventRecord(res.stop, res.stream));
+    chain.push_back(elapsed_us() / kChain);
+  }
+  PA_CUDA_CHECK(cudaStreamBeginCapture(res.stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < kChain; ++i) launch();
+  PA_CUDA_CHECK(cudaStreamEndCapture(res.stream, &res.graph));
+  PA_CUDA_CHECK(cudaGraphInstantiate(&res.exec, res.graph, 0));
+  PA_CUDA_CHECK(cudaGraphLaunch(res.exec, res.stream));  // warm-up
+  for (int k = 0; k < kReps; ++k) {
+    PA_CUDA_CHECK(cudaEventRecord(res.start, res.stream));
+    PA_CUDA_CHECK(cudaGraphLaunch(res.exec, res.stream));
+    PA_CUDA_CHECK(cudaEventRecord(res.stop, res.stream));
+    graph.push_back(elapsed_us() / kChain);
+  }
+  PA_CUDA_CHECK(cudaStreamSynchronize(res.stream));
+  row.single_us = kernels::median_of(single);
+  row.b2b_us = kernels::median_of(chain);
+  row.graph_us = kernels::median_of(graph);
+}
+
 // Max |a - b| of two decoded outputs (rotation 0 of each); infinity for a NaN.
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double m = 0;
@@ -379,7 +461,16 @@ void run_shape(const Shape& s, DType dt, KvDType kv, const BenchOptions& o, std:
   // instance (a quick build, an fp8 cache at block size 8) is the build's choice, said as such.
   const char* opt_refusal =
       optimized_supported(dt, s.head_size, s.block_size, kv) ? "error: " : "unsupported: not built: ";
-  const bool opt_ok = finish(time_row(new_row("optimized"), P, o, kernels::Stage::optimized, opt8, ref, opt_refusal));
+  BenchRow opt_row = time_row(new_row("optimized"), P, o, kernels::Stage::optimized, opt8, ref, opt_refusal);
+  if (opt_row.status == "ok" && P.kv_bytes <= kLatencyMaxKvBytes && !cascade_shape) {
+    try {
+      time_latency(opt_row, P, o, opt8);
+    } catch (const std::exception& e) {
+      opt_row.status = std::string("error: end-to-end latency: ") + e.what();
+      cudaGetLastError();
+    }
+  }
+  const bool opt_ok = finish(opt_row);
   // Stage 8 on the other layouts: the same elements, moved on the device.
   if (o.layouts.size() > 1) {
     DeviceBuffer moved;

@@ -32,7 +32,9 @@ std::string row_json(const BenchRow& r) {
          ", \"min_us\": " + num(r.min_us) + ", \"p10_us\": " + num(r.p10_us) + ", \"p90_us\": " + num(r.p90_us) +
          ", \"timed\": " + num(r.timed) + ", \"warmup_launches\": " + num(r.warmup_launches) +
          ", \"gbps\": " + num(r.gbps) + ", \"pct_copy\": " + num(r.pct_copy) +
-         ", \"xcheck_max_abs_vs_optimized\": " + num(r.xcheck_max_abs) + ", \"plan\": " + json_string(r.plan) + "}";
+         ", \"xcheck_max_abs_vs_optimized\": " + num(r.xcheck_max_abs) + ", \"plan\": " + json_string(r.plan) +
+         ", \"single_us\": " + num(r.single_us) + ", \"b2b_us\": " + num(r.b2b_us) + ", \"graph_us\": " +
+         num(r.graph_us) + "}";
 }
 
 }  // namespace

@@ -15,7 +15,8 @@
 //   kv_bytes_note, pct_copy_note, pool_note                    what the derived numbers mean
 //   rows: [{kernel, dtype, kv_dtype, layout, seqs, heads, kv_heads, context, prefix, head_size, block_size,
 //           kv_bytes, pool_sets, pool_bytes, status, median_us, min_us, p10_us, p90_us, timed,
-//           warmup_launches, gbps, pct_copy, xcheck_max_abs_vs_optimized, plan}]
+//           warmup_launches, gbps, pct_copy, xcheck_max_abs_vs_optimized, plan, single_us, b2b_us,
+//           graph_us}]   (the last three: stage 8's end-to-end latency, 0 where not measured)
 //   cascade: [{dtype, cascade_us, best_non_cascade, best_non_cascade_us, speedup}]
 // status is "ok", "error: ..." (the kernel failed where it should run, or its
 // output disagreed with stage 8's: bench_check.hpp),
@@ -40,6 +41,9 @@ struct BenchRow {
   int timed = 0, warmup_launches = 0;
   double gbps = 0, pct_copy = 0;
   double xcheck_max_abs = -1;  // |optimized - this kernel| on one set, where both ran; -1: not compared
+  // Stage 8 on shapes of at most 600 MB of KV: end-to-end latency with the
+  // launch inside (bench.cu time_latency); 0 where not measured.
+  double single_us = 0, b2b_us = 0, graph_us = 0;
 };
 
 struct CascadeSpeedup {

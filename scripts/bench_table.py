@@ -299,6 +299,26 @@ def multilevel_table(data, src):
     return "\n".join(lines + ([""] + errors if errors else []))
 
 
+def latency_table(data, src):
+    """Stage 8's end-to-end latency on the small shapes (rows with single_us):
+    the kernel alone (the busy-wait before each launch) against three ways
+    with the host's launch inside."""
+    rows = [r for r in data["rows"] if r["kernel"] == "optimized" and r.get("single_us", 0) > 0]
+    head = (f"End-to-end latency of stage 8, measured on **{data['gpu']}** by `pa-bench` in the same run as its "
+            f"table; raw data: `{src}`. \"kernel\": the table's median, a {data['spin_us']} us busy-wait before "
+            f"each launch, so no launch cost is inside; the other three include the host's launch: \"single\": "
+            f"one launch between an event pair with nothing before it (median of {data['iters']}); "
+            f"\"back-to-back\": 64 launches enqueued together, per launch; \"graph\": the same 64 captured in "
+            f"one CUDA graph and replayed, per launch (medians of 7). Shapes of at most 600 MB of KV.\n")
+    lines = [head, "| seqs | heads | kv heads | context | head | dtype | kernel | single | back-to-back | graph |",
+             "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['seqs']} | {r['heads']} | {r['kv_heads']} | {r['context']} | {r['head_size']} | "
+                     f"{dtype_text(r)} | {fmt_us(r['median_us'])} | {fmt_us(r['single_us'])} | "
+                     f"{fmt_us(r['b2b_us'])} | {fmt_us(r['graph_us'])} |")
+    return "\n".join(lines)
+
+
 def split_sweep_table(data, src):
     """The split sweep (pa-bench --split-sweep): per shape, the split the
     planner chose against the fastest split count timed, and every point."""
@@ -346,6 +366,8 @@ def main():
     ap.add_argument("--print", action="store_true")
     ap.add_argument("--layouts", action="store_true",
                     help="the table of stage 8 per KV cache layout (pa-bench --layouts) instead of the main one")
+    ap.add_argument("--latency", action="store_true",
+                    help="the table of stage 8's end-to-end latency (rows with single_us) instead of the main one")
     ap.add_argument("--markers", default=DEFAULT_MARKERS,
                     help="write between <!-- MARKERS:begin --> and <!-- MARKERS:end --> (default: results)")
     a = ap.parse_args()
@@ -370,7 +392,8 @@ def main():
     elif data.get("benchmark") == "split_sweep":
         t = split_sweep_table(data, src)
     else:
-        t = layout_table(data, src) if a.layouts else table(data, src, cdata, csrc)
+        t = layout_table(data, src) if a.layouts else latency_table(data, src) if a.latency else \
+            table(data, src, cdata, csrc)
     if a.print:
         print(t)
         return 0

@@ -245,7 +245,8 @@ class WriterSchema(unittest.TestCase):
 
     ROW_KEYS = ["kernel", "dtype", "kv_dtype", "layout", "seqs", "heads", "kv_heads", "context", "prefix", "head_size", "block_size",
                 "kv_bytes", "pool_sets", "pool_bytes", "status", "median_us", "min_us", "p10_us", "p90_us",
-                "timed", "warmup_launches", "gbps", "pct_copy", "xcheck_max_abs_vs_optimized", "plan"]
+                "timed", "warmup_launches", "gbps", "pct_copy", "xcheck_max_abs_vs_optimized", "plan",
+                "single_us", "b2b_us", "graph_us"]
     TOP_KEYS = ["gpu", "sm_count", "l2_bytes", "copy_gbps", "copy_bytes_each_way", "read_gbps", "read_bytes",
                 "dram_peak_gbps", "iters", "warmup", "warmup_ms",
                 "spin_us", "alibi", "kv_dtypes", "layouts", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows", "cascade"]
@@ -278,6 +279,15 @@ class WriterSchema(unittest.TestCase):
         text = bench_table.table(self.data, "sample.json")
         self.assertIn("a kernel that only reads streams **3150 GB/s** (105% of the copy: the second ceiling)",
                       text.splitlines()[0])
+
+
+    def test_latency_table(self):
+        text = bench_table.latency_table(self.data, "sample.json")
+        rows = table_lines(text)[1:]
+        self.assertEqual(len(rows), 1, text)  # only the stage 8 row that has latency figures
+        cells = [c.strip() for c in rows[0].strip("|").split("|")]
+        self.assertEqual(cells[5:], ["fp16", "15.0 us", "21.5 us", "16.0 us", "15.2 us"])
+        self.assertIn("a 50 us busy-wait before each launch", text)
 
 
 class SweepTable(unittest.TestCase):
