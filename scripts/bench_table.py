@@ -304,9 +304,9 @@ def latency_table(data, src):
     the kernel alone (the busy-wait before each launch) against three ways
     with the host's launch inside."""
     rows = [r for r in data["rows"] if r["kernel"] == "optimized" and r.get("single_us", 0) > 0]
-    head = (f"End-to-end latency of stage 8, measured on **{data['gpu']}** by `pa-bench` in the same run as its "
-            f"table; raw data: `{src}`. \"kernel\": the table's median, a {data['spin_us']} us busy-wait before "
-            f"each launch, so no launch cost is inside; the other three include the host's launch: \"single\": "
+    head = (f"End-to-end latency of stage 8, measured on **{data['gpu']}** by `pa-bench` (one run); raw data: "
+            f"`{src}`. \"kernel\": the row's median with a {data['spin_us']} us busy-wait before each launch, so no "
+            f"launch cost is inside; the other three include the host's launch: \"single\": "
             f"one launch between an event pair with nothing before it (median of {data['iters']}); "
             f"\"back-to-back\": 64 launches enqueued together, per launch; \"graph\": the same 64 captured in "
             f"one CUDA graph and replayed, per launch (medians of 7). Shapes of at most 600 MB of KV.\n")
