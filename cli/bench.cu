@@ -198,6 +198,7 @@ struct Problem {
   PagedProblem layout;
   kernels::DeviceInputViews views;
   double kv_bytes = 0, kv_unique = 0;
+  double pool_bytes = 0;  // K and V of all R sets (kv_pool_of)
 };
 
 void build_problem(Problem& P, const Shape& s, DType dt, KvDType kv, const BenchOptions& o, std::mt19937_64& rng) {
@@ -211,6 +212,7 @@ void build_problem(Problem& P, const Shape& s, DType dt, KvDType kv, const Bench
   const bench::KvPool pool = bench::kv_pool_of(s, EKV, o);
   P.set_blocks = static_cast<int>(pool.set_blocks);
   P.R = pool.sets;
+  P.pool_bytes = pool.bytes;
   P.block_elems = static_cast<std::size_t>(s.kv_heads) * s.head_size * s.block_size;
   // V2 and the cascade's suffix decode in partitions of 512 tokens.
   ProblemSpec spec;
@@ -444,7 +446,7 @@ void run_shape(const Shape& s, DType dt, KvDType kv, const BenchOptions& o, std:
     r.shape = s;
     r.kv_bytes = P.kv_bytes;
     r.pool_sets = P.R;
-    r.pool_bytes = 2.0 * static_cast<double>(P.R) * P.set_blocks * P.block_elems * kv_elem_bytes(dt, kv);
+    r.pool_bytes = P.pool_bytes;
     return r;
   };
   const bool cascade_shape = s.prefix > 0;
@@ -747,8 +749,7 @@ int run_split_sweep(const BenchOptions& o, const bench::BenchRun& run) {
         build_problem(P, s, res.w.dtype, res.w.kv_dtype, o, rng);
         res.kv_bytes = P.kv_bytes;
         res.pool_sets = P.R;
-        res.pool_bytes = 2.0 * static_cast<double>(P.R) * P.set_blocks * P.block_elems *
-                         kv_elem_bytes(res.w.dtype, res.w.kv_dtype);
+        res.pool_bytes = P.pool_bytes;
         const OptimizedPlan planned = kernels::StageRunner(P.layout, P.views, kernels::Stage::optimized).optimized_plan();
         res.units = planned.units;
         res.ctas_per_sm = planned.ctas_per_sm;
@@ -804,16 +805,10 @@ int run_split_sweep(const BenchOptions& o, const bench::BenchRun& run) {
     std::fflush(stdout);
     sw.shapes.push_back(std::move(res));
   }
-  const std::string json = bench::split_sweep_json(sw);
-  core::write_file_atomically(o.json, json);
-  int ran = 0, within = 0;
-  for (const bench::SweepResult& r : sw.shapes)
-    if (r.planned_over_best() > 0) {
-      ++ran;
-      within += r.planned_over_best() <= bench::kSweepWithin;
-    }
+  core::write_file_atomically(o.json, bench::split_sweep_json(sw));
+  const bench::SweepSummary sum = bench::sweep_summary(sw);
   std::printf("planned split within %.0f%% of the best on %d of %d shapes; wrote %s\n",
-              100 * (bench::kSweepWithin - 1), within, ran, o.json.c_str());
+              100 * (bench::kSweepWithin - 1), sum.within, sum.ran, o.json.c_str());
   if (failed > 0) {
     std::fprintf(stderr, "pa-bench: %d sweep shape(s) with status error\n", failed);
     return 1;

@@ -139,14 +139,20 @@ double SweepResult::planned_over_best() const {
   return status == "ok" && b != nullptr && planned_us() > 0 ? planned_us() / b->median_us : 0;
 }
 
+SweepSummary sweep_summary(const SweepRun& run) {
+  SweepSummary s;
+  for (const SweepResult& r : run.shapes) {
+    const double ratio = r.planned_over_best();
+    if (ratio <= 0) continue;
+    ++s.ran;
+    s.within += ratio <= kSweepWithin;
+  }
+  return s;
+}
+
 std::string split_sweep_json(const SweepRun& run) {
   const BenchOptions& o = run.options;
-  int ran = 0, within = 0;
-  for (const SweepResult& r : run.shapes) {
-    if (r.planned_over_best() <= 0) continue;
-    ++ran;
-    within += r.planned_over_best() <= kSweepWithin;
-  }
+  const SweepSummary sum = sweep_summary(run);
   std::string j = "{\n  \"benchmark\": \"split_sweep\",\n";
   j += "  \"gpu\": " + json_string(run.gpu) + ",\n";
   j += "  \"sm_count\": " + num(run.sm_count) + ",\n";
@@ -159,8 +165,8 @@ std::string split_sweep_json(const SweepRun& run) {
   j += "  \"spin_us\": " + num(o.spin_us) + ",\n";
   j += "  \"pool_gb\": " + num(o.pool_gb) + ",\n";
   j += "  \"within\": " + num(kSweepWithin) + ",\n";
-  j += "  \"shapes_run\": " + num(ran) + ",\n";
-  j += "  \"shapes_within\": " + num(within) + ",\n";
+  j += "  \"shapes_run\": " + num(sum.ran) + ",\n";
+  j += "  \"shapes_within\": " + num(sum.within) + ",\n";
   j += "  \"shapes\": [\n";
   for (std::size_t i = 0; i < run.shapes.size(); ++i) {
     const SweepResult& r = run.shapes[i];

@@ -106,6 +106,11 @@ struct SweepRun {
   std::vector<SweepResult> shapes;
 };
 inline constexpr double kSweepWithin = 1.05;  // the planned split counts as good within 5% of the best
+// Shapes whose planned split was timed against a best (ran) and those within kSweepWithin of it.
+struct SweepSummary {
+  int ran = 0, within = 0;
+};
+SweepSummary sweep_summary(const SweepRun& run);
 std::string split_sweep_json(const SweepRun& run);
 
 // A JSON string literal: quotes and backslashes escaped, control bytes as \u00XX.
