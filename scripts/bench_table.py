@@ -2,7 +2,10 @@
 """Turn a pa-bench JSON file into the README results table.
 
 Usage: scripts/bench_table.py assets/bench/<gpu>.json [--cascade assets/bench/<run>.json]
-                             [--readme README.md] [--print]
+                             [--sdpa SDPA_FP16.json] [--sdpa SDPA_BF16.json]
+                             [--readme README.md] [--markers NAME] [--print]
+       scripts/bench_table.py assets/bench/<gpu>-layouts.json --layouts [...]
+       scripts/bench_table.py assets/bench/<gpu>-latency.json --latency [...]
 
 A file from pa-bench --multilevel (its "benchmark" says so) becomes the
 multi-level cascade's table instead (write it with --markers results-multilevel);
@@ -12,6 +15,21 @@ split against the fastest one timed; --markers results-split-sweep).
 --cascade: take the cascade section (rows with a shared prefix, and the
 speedup) from another run's JSON (pa-bench --cascade-only), named with its
 own GPU and copy bandwidth, instead of the main file's.
+
+--sdpa: add PyTorch SDPA's cuDNN and flash backends as two more columns of
+the main table, from python/benchmarks/bench_vs_sdpa.py --json files (one per
+dtype: give --sdpa twice for fp16 and bf16). SDPA reads the same K and V
+contiguous, [seqs, kv heads, context, head] with enable_gqa (no page table).
+A main-table row (its dtype's own KV, vLLM's layout, no shared prefix) gets
+SDPA's cells when an SDPA row has its seqs, heads, kv heads, context, head
+size and dtype, else "—". The % is of the copy bandwidth bench_vs_sdpa.py
+measured in its own process (its "copy_gbps"), not the main run's: each %
+divides by a copy timed in the same process as the time it goes with. A
+backend that raised (or whose output differed from the op's) is **error**,
+listed under the table with its message. Refused (exit status 2): a file that cannot be read
+or is not such JSON, one from another GPU than the main file's, two files of
+one dtype, and --sdpa with a table that has no SDPA columns (--layouts,
+--latency, the multi-level and split-sweep files, an ALiBi run).
 
 Replaces the text between <!-- results:begin --> and <!-- results:end --> in
 the README (nothing else), or prints the table with --print. The numbers are
@@ -128,6 +146,153 @@ def error_lines(rows):
     return out
 
 
+class Refusal(Exception):
+    """Inputs this script will not make a table from; main() prints the message and exits with 2."""
+
+
+# bench_vs_sdpa.py's backends: the key in its JSON ("sdpa_<key>_us", ...) and the column's name.
+SDPA_BACKENDS = [("cudnn", "SDPA cuDNN"), ("flash", "SDPA flash")]
+SDPA_DTYPES = ["fp16", "bf16"]
+# Its rows name the dtype as torch does (str(torch.float16) without "torch.").
+TORCH_DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16"}
+
+
+def cudnn_text(version):
+    """torch.backends.cudnn.version()'s integer as cuDNN's own version: cudnn.h's CUDNN_VERSION is
+    major * 10000 + minor * 100 + patch from cuDNN 9 on, major * 1000 + minor * 100 + patch before."""
+    if version is None:
+        return "no cuDNN"
+    v = int(version)
+    major, rest = (v // 10000, v % 10000) if v >= 90000 else (v // 1000, v % 1000)
+    return f"cuDNN {major}.{rest // 100}.{rest % 100}"
+
+
+def row_key(r):
+    """A main-table row: (seqs, heads, kv heads, context, head size, dtype_text)."""
+    return (r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"], dtype_text(r))
+
+
+def sdpa_key(row):
+    """(seqs, heads, kv heads, context, head size, dtype) of an SDPA row: row_key's form."""
+    seqs, heads, kv_heads, ctx, hs = row["shape"]
+    return (seqs, heads, kv_heads, ctx, hs, TORCH_DTYPE_NAMES.get(row["dtype"], row["dtype"]))
+
+
+def load_sdpa(paths, data, main_name, root):
+    """The --sdpa files, checked against the main file: one run per dtype, on the main file's GPU.
+
+    Returns [{"path", "src", "data", "rows": {sdpa_key: row}}] in dtype order (fp16, then bf16);
+    raises Refusal naming the file and what is wrong with it."""
+    runs = []
+    for p in paths:
+        path = pathlib.Path(p)
+        try:
+            d = json.loads(path.read_text())
+        except OSError as e:
+            raise Refusal(f"--sdpa {p}: cannot read it ({e.strerror})")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise Refusal(f"--sdpa {p}: not JSON ({e}); expected the file of "
+                          "python/benchmarks/bench_vs_sdpa.py --json")
+        need = ["gpu", "torch", "cudnn", "dtype", "copy_gbps", "rows"]
+        missing = [k for k in need if not isinstance(d, dict) or k not in d]
+        if missing:
+            raise Refusal(f"--sdpa {p}: no {', '.join(repr(k) for k in missing)} (the file of "
+                          f"python/benchmarks/bench_vs_sdpa.py --json has {', '.join(need)})")
+        if d["dtype"] not in SDPA_DTYPES:
+            raise Refusal(f"--sdpa {p}: dtype '{d['dtype']}' (accepted: {', '.join(SDPA_DTYPES)})")
+        if d["gpu"] != data["gpu"]:
+            raise Refusal(f"--sdpa {p}: measured on '{d['gpu']}', but {main_name} on '{data['gpu']}' "
+                          "(SDPA's columns must come from the table's GPU)")
+        # Files written before bench_vs_sdpa.py recorded the layout read contiguous K and V too.
+        if d.get("kv_layout", "contiguous") != "contiguous":
+            raise Refusal(f"--sdpa {p}: kv_layout '{d['kv_layout']}' (accepted: contiguous)")
+        if not isinstance(d["copy_gbps"], (int, float)) or not d["copy_gbps"] > 0:
+            raise Refusal(f"--sdpa {p}: copy_gbps {d['copy_gbps']!r} (accepted: a positive number)")
+        twin = next((r for r in runs if r["data"]["dtype"] == d["dtype"]), None)
+        if twin:
+            raise Refusal(f"--sdpa: {twin['path']} and {p} are both {d['dtype']} runs "
+                          f"(one file per dtype: {', '.join(SDPA_DTYPES)})")
+        rows = {}
+        for r in d["rows"]:
+            shape = r.get("shape")
+            if not (isinstance(shape, list) and len(shape) == 5 and all(isinstance(x, int) for x in shape)):
+                raise Refusal(f"--sdpa {p}: a row's shape is {shape!r} (accepted: [seqs, heads, kv_heads, "
+                              "context, head_size], five integers)")
+            k = sdpa_key(r)
+            if k[5] != d["dtype"]:
+                raise Refusal(f"--sdpa {p}: a {r['dtype']} row {shape} in a {d['dtype']} run")
+            if k in rows:
+                raise Refusal(f"--sdpa {p}: shape {shape} ({d['dtype']}) is in the file twice")
+            rows[k] = r
+        try:
+            src = path.resolve().relative_to(root)
+        except ValueError:
+            src = path
+        runs.append({"path": p, "src": src, "data": d, "rows": rows})
+    return sorted(runs, key=lambda r: SDPA_DTYPES.index(r["data"]["dtype"]))
+
+
+def sdpa_status(row, backend):
+    """"ok" or "error: ...": the row's recorded status, or, in files before statuses, a missing time
+    (the backend raised; its message in sdpa_<backend>_error)."""
+    us = row.get(f"sdpa_{backend}_us")
+    st = row.get(f"sdpa_{backend}_status")
+    if st is None:
+        st = "ok" if us is not None else \
+            "error: " + (row.get(f"sdpa_{backend}_error") or "no time and no error message recorded")
+    if st == "ok" and us is None:
+        st = "error: status ok but no time recorded"
+    return st
+
+
+def sdpa_cell(row, backend, run):
+    """A kernel cell's format for an SDPA backend; the % is of the SDPA run's own copy bandwidth."""
+    if row is None:
+        return "—"
+    if sdpa_status(row, backend) != "ok":
+        return "**error**"
+    us = row[f"sdpa_{backend}_us"]
+    gbps = row["kv_bytes"] / (us * 1e-6) / 1e9
+    return f"{fmt_us(us)}<br>{gbps:.0f} GB/s ({100 * gbps / run['data']['copy_gbps']:.0f}%)"
+
+
+def sdpa_error_lines(matched):
+    """One line per (row, backend) whose status is not ok, with its message, as error_lines does."""
+    out = []
+    for row, run in matched:
+        for backend, label in SDPA_BACKENDS:
+            st = sdpa_status(row, backend)
+            if st != "ok":
+                seqs, _, _, ctx, hs = row["shape"]
+                msg = " ".join(st.split())
+                out.append(f"- **error**: {label} {run['data']['dtype']} at {seqs} x {ctx} tokens "
+                           f"(head {hs}): `{msg[:160]}`")
+    return out
+
+
+def sdpa_header(runs):
+    """The sentence saying where the SDPA columns come from: versions, KV form, files, copy bandwidths."""
+    versions = {(r["data"]["torch"], cudnn_text(r["data"]["cudnn"])) for r in runs}
+    if len(versions) == 1:
+        t, c = next(iter(versions))
+        ver = f"torch {t}, {c}"
+    else:
+        ver = "; ".join(f"{r['data']['dtype']}: torch {r['data']['torch']}, {cudnn_text(r['data']['cudnn'])}"
+                        for r in runs)
+    iters = {r["data"].get("iters") for r in runs}
+    timing = (f"median of {iters.pop()} CUDA-event timings" if len(iters) == 1 and None not in iters
+              else "median of CUDA-event timings")
+    files = ", ".join(f"`{r['src']}` ({r['data']['dtype']})" for r in runs)
+    copies = ", ".join(f"{r['data']['dtype']}: **{r['data']['copy_gbps']:.0f} GB/s**" for r in runs)
+    return (f"\"SDPA cuDNN\" and \"SDPA flash\": PyTorch's `scaled_dot_product_attention` ({ver}) with that "
+            f"backend, reading the same K and V contiguous, [seqs, kv heads, context, head] with enable_gqa "
+            f"(no page table), timed by `python/benchmarks/bench_vs_sdpa.py` in its own process on the same GPU "
+            f"model ({timing}, a GPU busy-wait before each call); raw data: {files}. Their % is of the copy "
+            f"bandwidth measured in that process ({copies}), not this run's; \"—\": the shape was not in the "
+            f"SDPA run; **error**: the backend raised, or its output differed from stage 8's (listed below the "
+            f"table).")
+
+
 def layout(row):
     """The row's KV cache layout (files before layouts: vllm)."""
     return row.get("layout", "vllm")
@@ -176,7 +341,8 @@ def layout_table(data, src):
     return "\n".join(out)
 
 
-def table(data, src, cdata=None, csrc=None):
+def table(data, src, cdata=None, csrc=None, sdpa=None):
+    """The main table (and the cascade's); sdpa: load_sdpa's runs, for the SDPA columns."""
     rows = [r for r in data["rows"] if layout(r) == "vllm"]  # other layouts: layout_table
     main_rows = [r for r in rows if not r["prefix"]]
     out = []
@@ -217,26 +383,38 @@ def table(data, src, cdata=None, csrc=None):
         + "; \"not built\": the configuration is not instantiated in the quick build this run used; "
         "\"missing\": the kernel is not in this build; **error**: the kernel failed (listed below the "
         "table). The JSON holds each status."
+        + (" " + sdpa_header(sdpa) if sdpa else "")
     )
     out.append("")
+    sdpa_labels = [label for _, label in SDPA_BACKENDS] if sdpa else []
     out.append("| seqs | heads | kv heads | context | head | dtype | KV MB | pool GB | "
-               + " | ".join(KERNELS[:3]) + " |")
-    out.append("|---:|---:|---:|---:|---:|---|---:|---:|" + "---|" * 3)
-    def row_key(r):
-        return (r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"], dtype_text(r))
-
+               + " | ".join(KERNELS[:3] + sdpa_labels) + " |")
+    out.append("|---:|---:|---:|---:|---:|---|---:|---:|" + "---|" * (3 + len(sdpa_labels)))
     keys = []
     for r in main_rows:
         if row_key(r) not in keys:
             keys.append(row_key(r))
+    matched = []  # (SDPA row, its run) for each table row that has one
     for k in keys:
         by = {r["kernel"]: r for r in main_rows if row_key(r) == k}
         first = next(iter(by.values()))
         kvmb = first["kv_bytes"] / 1e6
         pool_gb = kv_pool(first, data)[1] / 1e9
+        sdpa_cells = []
+        if sdpa:
+            # An fp8 cache's key names it ("fp16, fp8_e4m3 KV"): it matches no SDPA row.
+            run = next((r for r in sdpa if k in r["rows"]), None)
+            srow = run["rows"][k] if run else None
+            if srow is not None:
+                # Both count every token's K and V once: a difference means they timed different work.
+                if srow["kv_bytes"] != first["kv_bytes"]:
+                    raise Refusal(f"--sdpa {run['path']}: shape {srow['shape']} ({k[5]}) has kv_bytes "
+                                  f"{srow['kv_bytes']}, the table's row {first['kv_bytes']}")
+                matched.append((srow, run))
+            sdpa_cells = [sdpa_cell(srow, b, run) for b, _ in SDPA_BACKENDS]
         out.append(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {k[4]} | {k[5]} | {kvmb:.0f} | {pool_gb:.2f} | "
-                   + " | ".join(cell(by.get(n)) for n in KERNELS[:3]) + " |")
-    errors = error_lines(main_rows)
+                   + " | ".join([cell(by.get(n)) for n in KERNELS[:3]] + sdpa_cells) + " |")
+    errors = error_lines(main_rows) + sdpa_error_lines(matched)
     if errors:
         out.append("")
         out.extend(errors)
@@ -370,6 +548,9 @@ def main():
                     help="the table of stage 8's end-to-end latency (rows with single_us) instead of the main one")
     ap.add_argument("--markers", default=DEFAULT_MARKERS,
                     help="write between <!-- MARKERS:begin --> and <!-- MARKERS:end --> (default: results)")
+    ap.add_argument("--sdpa", action="append", default=[], metavar="FILE",
+                    help="python/benchmarks/bench_vs_sdpa.py --json output: SDPA cuDNN and flash columns in the "
+                         "main table (once per dtype: fp16, bf16)")
     a = ap.parse_args()
     path = pathlib.Path(a.json)
     data = json.loads(path.read_text())
@@ -387,13 +568,38 @@ def main():
             csrc = cpath.resolve().relative_to(root)
         except ValueError:
             csrc = cpath
-    if data.get("benchmark") == "multilevel":
-        t = multilevel_table(data, src)
-    elif data.get("benchmark") == "split_sweep":
-        t = split_sweep_table(data, src)
-    else:
-        t = layout_table(data, src) if a.layouts else latency_table(data, src) if a.latency else \
-            table(data, src, cdata, csrc)
+    try:
+        sdpa = None
+        if a.sdpa:
+            # Refused rather than ignored: the command would say SDPA is in a table that has no place for it.
+            kind = {"multilevel": "a pa-bench --multilevel file", "split_sweep": "a pa-bench --split-sweep file"}
+            if data.get("benchmark") in kind:
+                raise Refusal(f"--sdpa: {path} is {kind[data['benchmark']]}, whose table has no SDPA columns "
+                              "(accepted: the main table's file, without --layouts or --latency)")
+            if a.layouts or a.latency:
+                raise Refusal(f"--sdpa with {'--layouts' if a.layouts else '--latency'}: that table has no SDPA "
+                              "columns (accepted: the main table, without --layouts or --latency)")
+            if data.get("alibi"):
+                raise Refusal(f"--sdpa: {path}'s kernels ran with ALiBi, bench_vs_sdpa.py's SDPA without it "
+                              "(accepted: a run without --alibi)")
+            sdpa = load_sdpa(a.sdpa, data, path, root)
+        if data.get("benchmark") == "multilevel":
+            t = multilevel_table(data, src)
+        elif data.get("benchmark") == "split_sweep":
+            t = split_sweep_table(data, src)
+        else:
+            t = layout_table(data, src) if a.layouts else latency_table(data, src) if a.latency else \
+                table(data, src, cdata, csrc, sdpa)
+    except Refusal as e:
+        print(f"bench_table.py: {e}", file=sys.stderr)
+        return 2
+    for run in sdpa or []:
+        # Said, not refused: an SDPA run may time more shapes than this table holds.
+        keys = {row_key(r) for r in data["rows"] if layout(r) == "vllm" and not r["prefix"]}
+        extra = [list(k[:5]) for k in run["rows"] if k not in keys]
+        if extra:
+            print(f"bench_table.py: --sdpa {run['path']}: {len(extra)} shape(s) not in the table, left out: "
+                  + ", ".join(map(str, extra)), file=sys.stderr)
     if a.print:
         print(t)
         return 0

@@ -8,8 +8,13 @@ format of pa-bench runs that predate the pool fields, with one row of each
 status) and checks what it says; with SAMPLE_JSON (written by pa-bench's own
 writer, tests/cli/bench_json_sample.cpp) also checks that the script reads the
 schema pa-bench writes; with SWEEP_JSON (the same writer's split-sweep file)
-the split sweep's schema and table. Run by ctest (test bench_table_py).
+the split sweep's schema and table. With tests/cli/sdpa_fixture.json (a
+python/benchmarks/bench_vs_sdpa.py --json file on the fixture's GPU), the
+SDPA columns (--sdpa) and their refusals, and that script's shape parsing.
+Run by ctest (test bench_table_py).
 """
+import ast
+import copy
 import importlib.util
 import json
 import pathlib
@@ -22,6 +27,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 SCRIPT = ROOT / "scripts" / "bench_table.py"
 FIXTURE = HERE / "bench_fixture.json"
+SDPA_FIXTURE = HERE / "sdpa_fixture.json"
+SDPA_BENCH = ROOT / "python" / "benchmarks" / "bench_vs_sdpa.py"
 SAMPLE = None  # set from the command line
 SWEEP = None
 
@@ -202,6 +209,250 @@ class FixtureTable(unittest.TestCase):
             self.assertEqual(r.returncode, 1)
             self.assertIn("has no <!-- results:begin --> ... <!-- results:end --> markers", r.stderr)
             self.assertEqual(readme.read_text(), "no markers\n")
+
+
+def sdpa_fixture():
+    return json.loads(SDPA_FIXTURE.read_text())
+
+
+def run_script(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True)
+
+
+def cells_of(line):
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+class SdpaColumns(unittest.TestCase):
+    """--sdpa: SDPA's cuDNN and flash backends as two more columns of the main table."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = pathlib.Path(self.tmp.name)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, data):
+        path = self.dir / name
+        path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+        return path
+
+    def bf16_with_errors(self, legacy):
+        """A bf16 run on the fixture's bf16 shape whose flash backend raised: as bench_vs_sdpa.py writes it
+        (a status) or as files before statuses have it (a null time and sdpa_flash_error only)."""
+        d = sdpa_fixture()
+        d["dtype"] = "bf16"
+        row = dict(d["rows"][0], shape=[1, 32, 8, 131072, 128], dtype="bfloat16", kv_bytes=536870912,
+                   sdpa_cudnn_us=2000.0, sdpa_flash_us=None,
+                   sdpa_flash_error="No available kernel. Aborting execution.")
+        if legacy:
+            for k in ("sdpa_cudnn_status", "sdpa_flash_status", "pa_lab_status"):
+                row.pop(k)
+        else:
+            row["sdpa_flash_status"] = "error: No available kernel. Aborting execution."
+        d["rows"] = [row]
+        return d
+
+    def table(self, *sdpa_paths):
+        runs = bench_table.load_sdpa(list(sdpa_paths), fixture(), "fixture.json", ROOT)
+        return bench_table.table(fixture(), "fixture.json", sdpa=runs), runs
+
+    def row(self, text, *prefix):
+        start = "| " + " | ".join(str(p) for p in prefix) + " |"
+        found = [r for r in table_lines(text) if r.startswith(start)]
+        self.assertEqual(len(found), 1, f"one row starting {start!r} in\n{text}")
+        return cells_of(found[0])
+
+    def test_cells_on_matching_rows_and_a_dash_elsewhere(self):
+        text, _ = self.table(SDPA_FIXTURE)
+        self.assertEqual(cells_of(table_lines(text)[0])[-5:], ["v1", "v2", "optimized", "SDPA cuDNN", "SDPA flash"])
+        self.assertEqual(table_lines(text)[1].count("|"), 14)  # the rule: 13 columns
+        small = self.row(text, 1, 32, 8, 4096, 128, "fp16")
+        self.assertEqual(len(small), 13)
+        self.assertEqual(small[10], "16.0 us<br>1049 GB/s (52%)")  # stage 8: the main run's 2000 GB/s copy
+        # The same time and bytes as stage 8, but the % of the SDPA process's own copy (1600 GB/s).
+        self.assertEqual(small[11:], ["16.0 us<br>1049 GB/s (66%)", "32.0 us<br>524 GB/s (33%)"])
+        # The bf16 shape is not in the fp16 run.
+        self.assertEqual(self.row(text, 1, 32, 8, 131072, 128, "bf16")[11:], ["—", "—"])
+
+    def test_header_names_versions_layout_copy_and_the_dash(self):
+        text, _ = self.table(SDPA_FIXTURE)
+        first = text.splitlines()[0]
+        for said in ["torch 2.5.1+cu124, cuDNN 9.1.0", "reading the same K and V contiguous",
+                     "(no page table)", "enable_gqa", "`python/benchmarks/bench_vs_sdpa.py`",
+                     "raw data: `tests/cli/sdpa_fixture.json` (fp16)", "median of 100 CUDA-event timings",
+                     "Their % is of the copy bandwidth measured in that process (fp16: **1600 GB/s**), not this run's",
+                     "\"—\": the shape was not in the SDPA run"]:
+            self.assertIn(said, first)
+        self.assertIn("**2000 GB/s**", first)  # the main run's copy is still the kernels'
+
+    def test_cudnn_version_as_cudnn_writes_it(self):
+        cases = [(90100, "cuDNN 9.1.0"), (91900, "cuDNN 9.19.0"), (8902, "cuDNN 8.9.2"), (None, "no cuDNN")]
+        for v, text in cases:
+            self.assertEqual(bench_table.cudnn_text(v), text)
+        self.assertEqual(len(cases), 4)
+
+    def test_each_dtype_from_its_own_file(self):
+        text, runs = self.table(SDPA_FIXTURE, self.write("bf16.json", self.bf16_with_errors(legacy=False)))
+        self.assertEqual([r["data"]["dtype"] for r in runs], ["fp16", "bf16"])
+        self.assertIn("(fp16: **1600 GB/s**, bf16: **1600 GB/s**)", text)
+        self.assertEqual(self.row(text, 1, 32, 8, 131072, 128, "bf16")[11], "2.00 ms<br>268 GB/s (17%)")
+
+    def test_a_backend_that_raised_is_an_error_with_its_message(self):
+        forms = 0
+        for legacy in (False, True):
+            text, _ = self.table(SDPA_FIXTURE, self.write(f"bf16-{legacy}.json", self.bf16_with_errors(legacy)))
+            cells = self.row(text, 1, 32, 8, 131072, 128, "bf16")
+            self.assertEqual(cells[12], "**error**")
+            self.assertNotIn("n/a", cells[11:])
+            self.assertIn("- **error**: SDPA flash bf16 at 1 x 131072 tokens (head 128): "
+                          "`error: No available kernel. Aborting execution.`", text)
+            self.assertEqual(text.count("- **error**"), 3)  # the fixture's two kernel errors, and this one
+            forms += 1
+        self.assertEqual(forms, 2)
+
+    def test_a_time_without_a_status_or_a_status_without_a_time(self):
+        row = sdpa_fixture()["rows"][0]
+        cases = [({"sdpa_cudnn_us": None, "sdpa_cudnn_status": None, "sdpa_cudnn_error": None},
+                  "error: no time and no error message recorded"),
+                 ({"sdpa_cudnn_us": None, "sdpa_cudnn_status": "ok"}, "error: status ok but no time recorded"),
+                 ({"sdpa_cudnn_status": "error: its output differs from pa_lab's by up to 0.5"},
+                  "error: its output differs from pa_lab's by up to 0.5")]
+        for change, status in cases:
+            r = {k: v for k, v in dict(row, **change).items() if v is not None}
+            self.assertEqual(bench_table.sdpa_status(r, "cudnn"), status)
+            self.assertEqual(bench_table.sdpa_cell(r, "cudnn", {"data": sdpa_fixture()}), "**error**")
+        self.assertEqual(len(cases), 3)
+
+    def test_without_sdpa_the_output_is_the_same(self):
+        """--sdpa adds its sentence, its two columns and its error lines, and changes nothing else; checked on
+        the fixture and on each committed main-table file (with an SDPA run of every shape it has)."""
+        files = [FIXTURE] + [ROOT / "assets" / "bench" / f"{n}.json" for n in ("nvidia-h200", "nvidia-h100")]
+        for f in files:
+            data = json.loads(f.read_text())
+            fp16 = sdpa_fixture()
+            fp16["gpu"] = data["gpu"]
+            template = fp16["rows"][0]
+            fp16["rows"] = [dict(template, shape=[r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"]],
+                                 kv_bytes=r["kv_bytes"])
+                            for r in data["rows"] if r["kernel"] == "optimized" and not r["prefix"]
+                            and r["dtype"] == "fp16" and bench_table.kv_dtype(r) == "auto"
+                            and bench_table.layout(r) == "vllm"]
+            self.assertGreater(len(fp16["rows"]), 0, f)
+            sdpa = self.write("sdpa.json", fp16)
+            plain, with_sdpa = run_script(f, "--print"), run_script(f, "--print", "--sdpa", sdpa)
+            self.assertEqual((plain.returncode, with_sdpa.returncode), (0, 0), plain.stderr + with_sdpa.stderr)
+            self.assertEqual(bench_table.table(data, "x.json"), bench_table.table(data, "x.json", sdpa=None))
+            runs = bench_table.load_sdpa([sdpa], data, f, ROOT)
+            lines = with_sdpa.stdout.split("\n")
+            header = " " + bench_table.sdpa_header(runs)
+            self.assertTrue(lines[0].endswith(header))
+            lines[0] = lines[0][:-len(header)]
+            n_main = lines.index("", 2)  # the main table ends at the first blank line after it
+            for i in range(2, n_main):
+                lines[i] = "|".join(lines[i].split("|")[:-3]) + "|"
+            lines = [l for l in lines if not l.startswith("- **error**: SDPA")]
+            self.assertEqual("\n".join(lines), plain.stdout)
+        self.assertEqual(len(files), 3)
+
+    def test_refused_with_status_2_and_a_message(self):
+        h100 = dict(sdpa_fixture(), gpu="NVIDIA H100 80GB HBM3")
+        fp16_again = self.write("again.json", sdpa_fixture())
+        cases = [
+            ([FIXTURE, "--sdpa", self.write("h100.json", h100)],
+             ["measured on 'NVIDIA H100 80GB HBM3'", "on 'Fixture GPU'"]),
+            ([FIXTURE, "--sdpa", SDPA_FIXTURE, "--sdpa", fp16_again],
+             ["sdpa_fixture.json and", "again.json are both fp16 runs", "(one file per dtype: fp16, bf16)"]),
+            ([FIXTURE, "--sdpa", self.dir / "absent.json"], ["absent.json: cannot read it"]),
+            ([FIXTURE, "--sdpa", self.write("text.json", "not json")], ["text.json: not JSON"]),
+            ([FIXTURE, "--sdpa", self.write("list.json", "[]")], ["list.json: no 'gpu', 'torch'"]),
+            ([FIXTURE, "--sdpa", self.write("fp32.json", dict(sdpa_fixture(), dtype="fp32"))],
+             ["dtype 'fp32' (accepted: fp16, bf16)"]),
+            ([FIXTURE, "--sdpa", self.write("paged.json", dict(sdpa_fixture(), kv_layout="paged"))],
+             ["kv_layout 'paged' (accepted: contiguous)"]),
+            ([FIXTURE, "--sdpa", self.write("twice.json", dict(sdpa_fixture(), rows=sdpa_fixture()["rows"] * 2))],
+             ["shape [1, 32, 8, 4096, 128] (fp16) is in the file twice"]),
+            ([FIXTURE, "--sdpa", self.write("bytes.json", dict(sdpa_fixture(), rows=[
+                dict(sdpa_fixture()["rows"][0], kv_bytes=1)]))],
+             ["has kv_bytes 1, the table's row 16777216"]),
+            ([ROOT / "assets" / "bench" / "nvidia-h200-multilevel.json", "--sdpa", SDPA_FIXTURE],
+             ["is a pa-bench --multilevel file, whose table has no SDPA columns"]),
+            ([ROOT / "assets" / "bench" / "nvidia-h200-split-sweep.json", "--sdpa", SDPA_FIXTURE],
+             ["is a pa-bench --split-sweep file, whose table has no SDPA columns"]),
+            ([FIXTURE, "--latency", "--sdpa", SDPA_FIXTURE], ["--sdpa with --latency: that table has no SDPA"]),
+            ([FIXTURE, "--layouts", "--sdpa", SDPA_FIXTURE], ["--sdpa with --layouts: that table has no SDPA"]),
+            ([self.write("alibi.json", dict(fixture(), alibi=True)), "--sdpa", SDPA_FIXTURE],
+             ["kernels ran with ALiBi"]),
+        ]
+        for args, said in cases:
+            with tempfile.TemporaryDirectory() as d:
+                readme = pathlib.Path(d) / "README.md"
+                readme.write_text("<!-- results:begin -->\nold\n<!-- results:end -->\n")
+                r = run_script(*args, "--readme", readme)
+                self.assertEqual(r.returncode, 2, f"{args}: {r.stdout}{r.stderr}")
+                self.assertEqual(r.stdout, "")
+                self.assertTrue(r.stderr.startswith("bench_table.py: "), r.stderr)
+                for s in said:
+                    self.assertIn(s, r.stderr)
+                self.assertEqual(readme.read_text(), "<!-- results:begin -->\nold\n<!-- results:end -->\n")
+        self.assertEqual(len(cases), 14)
+
+    def test_the_readme_gets_the_sdpa_columns_and_extra_shapes_are_said(self):
+        readme = self.write("README.md", "<!-- results-h200:begin -->\nold\n<!-- results-h200:end -->\n")
+        r = run_script(FIXTURE, "--sdpa", SDPA_FIXTURE, "--markers", "results-h200", "--readme", readme)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("| SDPA cuDNN | SDPA flash |", readme.read_text())
+        self.assertIn("sdpa_fixture.json: 1 shape(s) not in the table, left out: [8, 32, 8, 4096, 128]", r.stderr)
+
+
+def bench_vs_sdpa_helpers():
+    """bench_vs_sdpa.py's torch-free helpers and its default shapes, taken from its source: the
+    script imports torch and pa_lab, which this machine need not have."""
+    tree = ast.parse(SDPA_BENCH.read_text(), str(SDPA_BENCH))
+    wanted = {"SHAPES", "SHAPE_FIELDS", "parse_shapes", "pair_tolerance"}
+    nodes = [n for n in tree.body
+             if isinstance(n, ast.FunctionDef) and n.name in wanted
+             or isinstance(n, ast.Assign) and any(getattr(t, "id", None) in wanted for t in n.targets)]
+    found = {n.name if isinstance(n, ast.FunctionDef) else n.targets[0].id for n in nodes}
+    assert found == wanted, f"bench_vs_sdpa.py lacks {wanted - found}"
+    ns = {}
+    exec(compile(ast.Module(body=nodes, type_ignores=[]), str(SDPA_BENCH), "exec"), ns)
+    return ns
+
+
+class SdpaBenchShapes(unittest.TestCase):
+    """bench_vs_sdpa.py --shapes and its cross-check tolerance."""
+
+    def setUp(self):
+        self.h = bench_vs_sdpa_helpers()
+
+    def test_the_defaults_written_out_parse_back(self):
+        shapes = self.h["SHAPES"]
+        text = ";".join(",".join(map(str, s)) for s in shapes)
+        self.assertEqual(self.h["parse_shapes"](text), shapes)
+        self.assertEqual(self.h["parse_shapes"](" 1, 32, 8, 4096, 128 ; 64,32,8,8192,64;"),
+                         [(1, 32, 8, 4096, 128), (64, 32, 8, 8192, 64)])
+
+    def test_bad_shapes_are_named(self):
+        cases = [("1,32,8,4096", "shape '1,32,8,4096' (accepted: five positive integers"),
+                 ("1,32,8,4096,128,1", "shape '1,32,8,4096,128,1' (accepted"),
+                 ("1,32,8,4k,128", "shape '1,32,8,4k,128' (accepted"),
+                 ("1,32,-8,4096,128", "shape '1,32,-8,4096,128' (accepted"),
+                 ("0,32,8,4096,128", "every field must be at least 1"),
+                 ("1,32,6,4096,128", "heads 32 is not a multiple of kv_heads 6"),
+                 ("1,32,8,4096,128;1,32,8,4096,128", "shape '1,32,8,4096,128' is given twice"),
+                 (" ; ", "holds no shape")]
+        for text, said in cases:
+            with self.assertRaises(ValueError) as e:
+                self.h["parse_shapes"](text)
+            self.assertIn(said, str(e.exception))
+        self.assertEqual(len(cases), 8)
+
+    def test_pair_tolerance_is_the_headers_formula(self):
+        # kernel_pair_tolerance: abs = 2a / (1 - r), rel = 2r / (1 - r).
+        self.assertEqual(self.h["pair_tolerance"](0.5, 0.5), (2.0, 2.0))
+        self.assertEqual(self.h["pair_tolerance"](1.0, 0.0), (2.0, 0.0))
 
 
 class MultilevelTable(unittest.TestCase):
