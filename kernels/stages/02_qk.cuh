@@ -15,6 +15,8 @@
 // with the K layout [.., head_size/x, block_size, x] the threads of one group
 // read adjacent kVecBytes pieces of one 16-byte x chunk, and the group's
 // consecutive tokens are x elements apart, so a warp's request is contiguous.
+// A thread's vec i + 1 is kKVecStep elements after vec i (mapping.hpp), so a
+// block's loads are one address plus constant offsets, all in flight at once.
 //
 // Token rows (the nhd and hnd layouts, stage 5's token-row instances): a
 // token's K is one contiguous row, so each thread loads a whole 16-byte chunk
@@ -157,16 +159,23 @@ __device__ __forceinline__ void qk_logits(const KvElem<Cfg>* __restrict__ k_cach
     const int token = Map::token_of(lblock, t_in_block);
 
     // LESSON-BEGIN(qk.k_load)
+    // One address per block: vec i is i * kKVecStep elements past vec 0
+    // (mapping.hpp), so the loads take constant offsets and go out together.
+    const std::int64_t k0 = Map::k_offset(kv, phys, c.kv_head, Map::qk_vec_dim(c.g_off, 0), t_in_block);
     KVec k_vecs[Cfg::kNumVecsPerThread];
 #pragma unroll
     for (int i = 0; i < Cfg::kNumVecsPerThread; ++i) {
       const int dim = Map::qk_vec_dim(c.g_off, i);
-      const std::int64_t off = Map::k_offset(kv, phys, c.kv_head, dim, t_in_block);
+      const std::int64_t off = k0 + i * Map::kKVecStep;  // = Map::k_offset(kv, phys, kv_head, dim, t_in_block)
       k_vecs[i] = load_vec<KvElem<Cfg>, Cfg::kVecSize>(k_cache + off);
       PA_TRACE(tracer, ev(c.tc, Step::k_load, Op::global_load, Tensor::k_cache)
                            .it(n).tok(token).blk(lblock, phys).dims(dim, Cfg::kVecSize)
                            .at(off * Cfg::kKvBytes, Cfg::kVecBytes));
     }
+    // Every K load of the block is issued before the first is used: without
+    // this warp barrier ptxas may sink some loads to their use (seen: 9 of 16
+    // up front), paying two memory round trips per block instead of one.
+    __syncwarp();
     // LESSON-END(qk.k_load)
 
     // LESSON-BEGIN(qk.qk_dot)

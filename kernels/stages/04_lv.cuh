@@ -12,7 +12,9 @@
 // of rows lv_row(lane, i) = lane / kNumVVecsPerRow + i * kNumRowsPerIter,
 // i = 0..kNumRowsPerThread-1 (rows >= head_size idle). After the loop the
 // kNumVVecsPerRow lanes of a row are reduced into the first (lv_row_owner), so
-// each warp holds one partial output over the blocks it walked.
+// each warp holds one partial output over the blocks it walked. Row i's V vec
+// is i * kLvRowStep elements after row 0's (one address per block), and only
+// the range's last block tests its tokens (the others' loop has no test).
 //
 // Token rows (the nhd and hnd layouts; lv_accumulate_token_rows): a token's V
 // is one contiguous row, so the 16-byte V vec is x consecutive head dims of
@@ -39,6 +41,8 @@
 // [seq][head][warp][head_size] (StageOutGeometry::partial_offset): warp w's
 // sum over its blocks of prob * V (probabilities already normalized).
 #pragma once
+#include <type_traits>
+
 #include "03_softmax.cuh"
 
 namespace pa::kernels {
@@ -104,34 +108,44 @@ __device__ __forceinline__ void lv_accumulate(const KvElem<Cfg>* __restrict__ v_
     // LESSON-END(lv.logit_load)
 
     // LESSON-BEGIN(lv.v_load)
+    // The row loop is compiled twice: tail (std::true_type) only for the
+    // range's last block (valid < kN); every other block's vecs lie inside
+    // the range, so their loop is loads and FMAs with no test per token
+    // (vLLM likewise zeroes only in its last block).
+    const std::int64_t v0 =  // row 0's vec; row i's is i * kLvRowStep further (mapping.hpp)
+        Map::v_offset(KvLayoutGeometry{KvLayout::vllm, cg}, phys, c.kv_head, Map::lv_row(c.lane, 0), t_in_block);
+    auto rows = [&](auto tail) {
 #pragma unroll
-    for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
-      const int row = Map::lv_row(c.lane, i);
-      if (Map::lv_row_valid(row)) {
-        const std::int64_t off = cg.v_offset(phys, c.kv_head, row, t_in_block);
-        const auto loaded = load_vec<T, kN>(v_cache + off);
-        PA_TRACE(tracer, ev(c.tc, Step::v_load, Op::global_load, Tensor::v_cache)
-                             .it(n).tok(token0).blk(lblock, phys).dims(row, 1)
-                             .at(off * Cfg::kKvBytes, Cfg::kVVecBytes));
-        const auto v = dequant(loaded, v_scale);  // as loaded, or fp8 codes -> float * v_scale
-        if constexpr (is_fp8(Cfg::kKvDType))
-          PA_TRACE(tracer, ev(c.tc, Step::dequant, Op::compute, Tensor::none)
+      for (int i = 0; i < Cfg::kNumRowsPerThread; ++i) {
+        const int row = Map::lv_row(c.lane, i);
+        if (Map::lv_row_valid(row)) {
+          const std::int64_t off = v0 + i * Map::kLvRowStep;  // = Map::v_offset(.., row, t_in_block)
+          const auto loaded = load_vec<T, kN>(v_cache + off);
+          PA_TRACE(tracer, ev(c.tc, Step::v_load, Op::global_load, Tensor::v_cache)
+                               .it(n).tok(token0).blk(lblock, phys).dims(row, 1)
+                               .at(off * Cfg::kKvBytes, Cfg::kVVecBytes));
+          const auto v = dequant(loaded, v_scale);  // as loaded, or fp8 codes -> float * v_scale
+          if constexpr (is_fp8(Cfg::kKvDType))
+            PA_TRACE(tracer, ev(c.tc, Step::dequant, Op::compute, Tensor::none)
+                                 .it(n).tok(token0).blk(lblock, phys).dims(row, 1));
+          // LESSON-END(lv.v_load)
+          // LESSON-BEGIN(lv.accumulate)
+          // Past the context the cache holds anything (NaN too), and 0 * NaN = NaN: zero it.
+          float s = 0.f;
+#pragma unroll
+          for (int e = 0; e < kN; ++e) {
+            const float x = !tail || e < valid ? to_float(v.e[e]) : 0.f;
+            s = fmaf(p[e], x, s);
+          }
+          acc.v[i] += s;
+          PA_TRACE(tracer, ev(c.tc, Step::accumulate, Op::compute, Tensor::none)
                                .it(n).tok(token0).blk(lblock, phys).dims(row, 1));
-        // LESSON-END(lv.v_load)
-        // LESSON-BEGIN(lv.accumulate)
-        // Past the context the cache holds anything (NaN too), and 0 * NaN = NaN: zero it.
-        float s = 0.f;
-#pragma unroll
-        for (int e = 0; e < kN; ++e) {
-          const float x = e < valid ? to_float(v.e[e]) : 0.f;
-          s = fmaf(p[e], x, s);
+          // LESSON-END(lv.accumulate)
         }
-        acc.v[i] += s;
-        PA_TRACE(tracer, ev(c.tc, Step::accumulate, Op::compute, Tensor::none)
-                             .it(n).tok(token0).blk(lblock, phys).dims(row, 1));
-        // LESSON-END(lv.accumulate)
       }
-    }
+    };
+    if (valid >= kN) rows(std::false_type{});
+    else rows(std::true_type{});
   }
 }
 

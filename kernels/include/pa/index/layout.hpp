@@ -28,16 +28,18 @@ struct CacheGeometry {
   }
   constexpr PA_HD std::int64_t total_elems() const { return block_elems() * num_blocks; }
 
+  // First element of (physical block, kv head): its K (or V) is head_size x
+  // block_size elements from here. 64-bit; the offsets inside it are int.
+  PA_HD std::int64_t head_block_offset(int physical_block, int kv_head) const {
+    return (static_cast<std::int64_t>(physical_block) * num_kv_heads + kv_head) * (head_size * block_size);
+  }
   // K element (dim d, token t within the block) of (physical block, kv head).
   PA_HD std::int64_t k_offset(int physical_block, int kv_head, int d, int t) const {
-    return ((static_cast<std::int64_t>(physical_block) * num_kv_heads + kv_head) * (head_size / x) +
-            d / x) * (static_cast<std::int64_t>(block_size) * x) +
-           static_cast<std::int64_t>(t) * x + d % x;
+    return head_block_offset(physical_block, kv_head) + (d / x) * (block_size * x) + t * x + d % x;
   }
   // V element (dim d, token t within the block).
   PA_HD std::int64_t v_offset(int physical_block, int kv_head, int d, int t) const {
-    return ((static_cast<std::int64_t>(physical_block) * num_kv_heads + kv_head) * head_size + d) *
-               block_size + t;
+    return head_block_offset(physical_block, kv_head) + d * block_size + t;
   }
 
   // Inverses of k_offset / v_offset (the viewer decodes traced byte ranges

@@ -54,13 +54,31 @@ struct ThreadMapping {
   // --- K and V element offsets in the kernel's layout ------------------------
   // vLLM's layout: CacheGeometry's formulas (no layout branch in the loop);
   // token rows: the nhd / hnd formula the launch's layout names.
-  PA_HD static std::int64_t k_offset(const KvLayoutGeometry& g, int phys, int kv_head, int d, int t) {
-    if constexpr (Cfg::kTokenRows) return g.k_offset(phys, kv_head, d, t);
-    else return g.cache.k_offset(phys, kv_head, d, t);
+  // Both on fixed_sizes(g): the cache's head size, block size and x replaced
+  // by Cfg's constants (equal by the launch checks), as vLLM's kernel takes
+  // them as template parameters, so d / x and every stride are compile-time
+  // constants (with the runtime sizes each K vec paid an integer division and
+  // three 64-bit multiplies). Only the page count and kv heads stay runtime.
+  PA_HD static KvLayoutGeometry fixed_sizes(const KvLayoutGeometry& g) {
+    return {g.layout, CacheGeometry{g.cache.num_blocks, g.cache.num_kv_heads, Cfg::kHeadSize, Cfg::kBlockSize, Cfg::kX}};
   }
+  PA_HD static std::int64_t k_offset(const KvLayoutGeometry& g, int phys, int kv_head, int d, int t) {
+    if constexpr (Cfg::kTokenRows) return fixed_sizes(g).k_offset(phys, kv_head, d, t);
+    else return fixed_sizes(g).cache.k_offset(phys, kv_head, d, t);
+  }
+  // K vec i + 1 of a thread starts kKVecStep elements after its vec i
+  // (k_offset at qk_vec_dim(g_off, i + 1) minus at qk_vec_dim(g_off, i)):
+  // vLLM's layout, the group's vecs fill one x chunk (kThreadGroupSize *
+  // kVecSize = x), so the next vec is the token's next chunk, a block of x
+  // chunks on; token rows, the next kThreadGroupSize * kVecSize elements of
+  // the row. So a block's K loads are one address plus constant offsets.
+  static constexpr int kKVecStep =
+      Cfg::kTokenRows ? Cfg::kThreadGroupSize * Cfg::kVecSize : Cfg::kBlockSize * Cfg::kX;
+  static_assert(Cfg::kTokenRows || Cfg::kThreadGroupSize * Cfg::kVecSize == Cfg::kX,
+                "vLLM's layout: a thread group's vecs fill one x chunk");
   PA_HD static std::int64_t v_offset(const KvLayoutGeometry& g, int phys, int kv_head, int d, int t) {
-    if constexpr (Cfg::kTokenRows) return g.v_offset(phys, kv_head, d, t);
-    else return g.cache.v_offset(phys, kv_head, d, t);
+    if constexpr (Cfg::kTokenRows) return fixed_sizes(g).v_offset(phys, kv_head, d, t);
+    else return fixed_sizes(g).cache.v_offset(phys, kv_head, d, t);
   }
 
   // --- stage 4: LV ---------------------------------------------------------
@@ -81,6 +99,10 @@ struct ThreadMapping {
     else return lane / Cfg::kNumVVecsPerRow + i * Cfg::kNumRowsPerIter;
   }
   PA_HD static bool lv_row_valid(int row) { return row < Cfg::kHeadSize; }
+  // vLLM's layout: lane's accumulator row i + 1 is kNumRowsPerIter rows below
+  // row i, so its V vec starts kLvRowStep elements later (v_offset's rows are
+  // block_size apart): a block's V loads are one address plus constants.
+  static constexpr int kLvRowStep = Cfg::kNumRowsPerIter * Cfg::kBlockSize;
   // The lanes that accumulated the same rows, reduced by xor shuffles with
   // masks kLvReduceMaskHigh, / 2, ..., kLvReduceMaskLow (none when high <
   // low): vLLM's layout, the kNumVVecsPerRow adjacent lanes of a row; token
