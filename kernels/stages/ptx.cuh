@@ -11,7 +11,7 @@
 //                   each tile transposed on the way).
 //   ld.shared.b32   one 32-bit shared-memory load (stage 8's fp8 fragments:
 //                   4 one-byte elements).
-//   cvt.f16x2.e4m3x2 / .e5m2x2   two fp8 codes to two fp16 values (sm_89+),
+//   cvt.f16x2.e4m3x2 / .e5m2x2   two fp8 codes to two fp16 values (sm_89+; cuda_fp8.h before),
 //                   exact: every fp8 value is an fp16 value.
 //   mma.sync        a warp-wide 16x8x16 matrix multiply-accumulate in fp32.
 //   wgmma           Hopper's warpgroup (4 warps) mma reading B (and A) from
@@ -25,6 +25,7 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -89,10 +90,17 @@ __device__ __forceinline__ std::uint32_t lds_u32(std::uint32_t addr) {
 template <bool E5M2, class T>
 __device__ __forceinline__ std::uint32_t fp8x2_to(std::uint16_t two_codes) {
   std::uint32_t h;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  // Before sm_89 there is no fp8 cvt: cuda_fp8.h's conversion computes the
+  // same exact values in integer code (the build's older targets only).
+  const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(two_codes, E5M2 ? __NV_E5M2 : __NV_E4M3);
+  h = static_cast<std::uint32_t>(r.x) | (static_cast<std::uint32_t>(r.y) << 16);
+#else
   if constexpr (E5M2)
     asm("cvt.rn.f16x2.e5m2x2 %0, %1;\n" : "=r"(h) : "h"(two_codes));
   else
     asm("cvt.rn.f16x2.e4m3x2 %0, %1;\n" : "=r"(h) : "h"(two_codes));
+#endif
   if constexpr (std::is_same_v<T, __half>) {
     return h;
   } else {
