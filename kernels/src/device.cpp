@@ -271,10 +271,7 @@ void check_args(Stage stage, const StageArgs& a) {
   if (n == 3 && (!a.stage_max || !a.stage_sum)) fail("launch_stage: stage_max/stage_sum are null");
   if (n == 5 && !a.out) fail("launch_stage: out is null");
   if (a.max_context_len < 1) fail("launch_stage: max_context_len must be >= 1");
-  if (a.cg.head_size != a.head_size || a.cg.block_size != a.block_size || a.cg.num_kv_heads != a.num_kv_heads ||
-      a.cg.x != 16 / kv_elem_bytes(a.dtype, a.kv_dtype)) {
-    fail("launch_stage: cache geometry does not match the problem (head size, block size, kv heads, x)");
-  }
+  if (const std::string why = cache_geometry_refusal(a); !why.empty()) fail("launch_stage: " + why);
 }
 }  // namespace
 

@@ -31,13 +31,7 @@ void launch_v2(const V2Args& a, void* stream) {
   if (a.range.begin < 0 || a.range.begin % b.block_size != 0)
     bad("v2_partition: range begin " + std::to_string(a.range.begin) +
         " must be >= 0 and a multiple of the block size " + std::to_string(b.block_size));
-  if (b.cg.head_size != b.head_size || b.cg.block_size != b.block_size || b.cg.num_kv_heads != b.num_kv_heads ||
-      b.cg.x != 16 / kv_elem_bytes(b.dtype, b.kv_dtype))  // the kernels take head, block and x from their Cfg
-    bad("v2_partition: cache geometry (head size " + std::to_string(b.cg.head_size) + ", block size " +
-        std::to_string(b.cg.block_size) + ", kv heads " + std::to_string(b.cg.num_kv_heads) + ", x " +
-        std::to_string(b.cg.x) + ") does not match the problem's (" + std::to_string(b.head_size) + ", " +
-        std::to_string(b.block_size) + ", " + std::to_string(b.num_kv_heads) + ", " +
-        std::to_string(16 / kv_elem_bytes(b.dtype, b.kv_dtype)) + "); the kernels take them from their configuration");
+  if (const std::string why = cache_geometry_refusal(b); !why.empty()) bad("v2_partition: " + why);
   if (a.max_partitions < 1 || a.max_partitions > 65535)
     bad("v2_partition: max_partitions " + std::to_string(a.max_partitions) + " must be in [1, 65535]");
   if (a.pg.max_partitions < a.max_partitions)

@@ -3,6 +3,7 @@
 // optimized) and the recording tracer's launchers take the same struct.
 #pragma once
 #include <cstdint>
+#include <string>
 
 #include "pa/index/dtype.hpp"
 #include "pa/index/kv_layout.hpp"
@@ -45,5 +46,22 @@ struct StageArgs {
   float* stage_sum = nullptr;       // stage 3
   StageOutGeometry sg;
 };
+
+// Empty when the cache geometry agrees with the problem (head size, block
+// size, kv heads, x = 16 / cache element bytes), else a sentence naming both
+// sides: the kernels take these sizes from their compile-time configuration,
+// so a cache laid out otherwise would be read at the wrong addresses.
+inline std::string cache_geometry_refusal(const StageArgs& a) {
+  const int x = 16 / kv_elem_bytes(a.dtype, a.kv_dtype);
+  if (a.cg.head_size == a.head_size && a.cg.block_size == a.block_size && a.cg.num_kv_heads == a.num_kv_heads &&
+      a.cg.x == x)
+    return {};
+  auto four = [](int h, int b, int k, int xx) {
+    return std::to_string(h) + ", " + std::to_string(b) + ", " + std::to_string(k) + ", " + std::to_string(xx);
+  };
+  return "cache geometry does not match the problem: (head size, block size, kv heads, x) is (" +
+         four(a.cg.head_size, a.cg.block_size, a.cg.num_kv_heads, a.cg.x) + ") in the cache, (" +
+         four(a.head_size, a.block_size, a.num_kv_heads, x) + ") in the problem";
+}
 
 }  // namespace pa::kernels
