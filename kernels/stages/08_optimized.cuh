@@ -43,8 +43,9 @@
 //    row, kv_last_page_len the last page's tokens; an empty row gets zeros).
 //
 // Thread mapping (pa/index/optimized.hpp has every formula):
-//   grid (splits, units, seqs); 4 warps; warp w handles steps w, w+4, ... of
-//   its split; a step = 16 tokens (one block of 16, two of 8) or one block of 32
+//   grid (splits, units, seqs); kNumWarps warps (4; 8 where an fp8 step is
+//   4 KB, head 64: opt_num_warps); warp w handles steps w, w + kNumWarps, ... of its
+//   split; a step = 16 tokens (one block of 16, two of 8) or one block of 32
 //   (fp8 cache: 32 tokens, two blocks of 16 or one of 32).
 //   In a step, lane l holds S for heads l/4 (+8) and tokens 2(l%4)+{0,1} of
 //   each 8-token n-tile (fp8: tokens s_token(nt, 2(l%4)+{0,1})), and O^T for
@@ -800,11 +801,11 @@ OptEntry opt_entry_of() {
 }
 template <DType DT, int HS, int BS, int HT, KvDType KV, bool ROWS>
 OptEntry opt_entry() {
-  return opt_entry_of<OptConfig<DT, HS, BS, HT, 4, 0, KV, ROWS>>();
+  return opt_entry_of<OptConfig<DT, HS, BS, HT, 0, 0, KV, ROWS>>();
 }
 template <DType DT, int HS, int BS, int HT>
 OptEntry opt_entry_lean() {
-  return opt_entry_of<OptConfig<DT, HS, BS, HT, 4, kOptLeanPipeKB>>();
+  return opt_entry_of<OptConfig<DT, HS, BS, HT, 0, kOptLeanPipeKB>>();
 }
 
 #define PA_OPT_INSTANTIATE_KV(DT, HS, BS, KV)                              \

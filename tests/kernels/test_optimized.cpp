@@ -177,18 +177,18 @@ TEST_CASE("stage 8 chunk math matches the cache layouts", "[optimized]") {
     ++ran;
   };
   for (KvLayout l : {KvLayout::nhd, KvLayout::hnd}) {
-    check(OptConfig<DType::f16, 128, 16, 1, 4, 0, KvDType::same, true>{}, 128, 16, l);
-    check(OptConfig<DType::bf16, 80, 8, 2, 4, 0, KvDType::same, true>{}, 80, 8, l);
-    check(OptConfig<DType::f16, 256, 32, 1, 4, 0, KvDType::same, true>{}, 256, 32, l);
-    check(OptConfig<DType::f16, 64, 16, 1, 4, 0, KvDType::same, true>{}, 64, 16, l);
-    check(OptConfig<DType::f16, 96, 16, 1, 4, 0, KvDType::same, true>{}, 96, 16, l);
-    check(OptConfig<DType::bf16, 112, 16, 1, 4, 0, KvDType::same, true>{}, 112, 16, l);
+    check(OptConfig<DType::f16, 128, 16, 1, 0, 0, KvDType::same, true>{}, 128, 16, l);
+    check(OptConfig<DType::bf16, 80, 8, 2, 0, 0, KvDType::same, true>{}, 80, 8, l);
+    check(OptConfig<DType::f16, 256, 32, 1, 0, 0, KvDType::same, true>{}, 256, 32, l);
+    check(OptConfig<DType::f16, 64, 16, 1, 0, 0, KvDType::same, true>{}, 64, 16, l);
+    check(OptConfig<DType::f16, 96, 16, 1, 0, 0, KvDType::same, true>{}, 96, 16, l);
+    check(OptConfig<DType::bf16, 112, 16, 1, 0, 0, KvDType::same, true>{}, 112, 16, l);
   }
   check(OptConfig<DType::f16, 128, 16, 1>{}, 128, 16, KvLayout::vllm);
   check(OptConfig<DType::bf16, 80, 8, 2>{}, 80, 8, KvLayout::vllm);
   check(OptConfig<DType::f16, 256, 32, 1>{}, 256, 32, KvLayout::vllm);
-  check(OptConfig<DType::bf16, 128, 16, 2, 4, 0, KvDType::fp8_e4m3>{}, 128, 16, KvLayout::vllm);
-  check(OptConfig<DType::f16, 64, 32, 1, 4, 0, KvDType::fp8_e5m2>{}, 64, 32, KvLayout::vllm);
+  check(OptConfig<DType::bf16, 128, 16, 2, 0, 0, KvDType::fp8_e4m3>{}, 128, 16, KvLayout::vllm);
+  check(OptConfig<DType::f16, 64, 32, 1, 0, 0, KvDType::fp8_e5m2>{}, 64, 32, KvLayout::vllm);
   CHECK(ran == 17);
 }
 
@@ -201,7 +201,7 @@ TEST_CASE("stage 8, P in fp16: a warp's running state sums a quarter of a split 
   // one running state move the output by at most (2^-11 + N 2^-25) max|V|
   // (lesson 8). N is at most the tokens one warp accumulates: steps w, w + 4,
   // ... of its split, the whole context when the split count is 1.
-  using Cfg = OptConfig<DType::bf16, 128, 16, 1, 4, 0, KvDType::fp8_e4m3>;
+  using Cfg = OptConfig<DType::bf16, 128, 16, 1, 0, 0, KvDType::fp8_e4m3>;
   const double tol = tolerance_for(DType::bf16).abs;
   int ran = 0;
   for (const int ctx : {1, 31, 32, 33, 4096, 131072, 1 << 20, 2000000, 2100000}) {

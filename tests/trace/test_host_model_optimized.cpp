@@ -193,8 +193,8 @@ TEST_CASE("stage 8 model: bf16 queries with an fp8 cache rescale Q into fp16 aft
   // Per head tile: two q_scale shuffles inside the lane's quad (the row
   // maximum), then one q_scale compute (the fragments rewritten in fp16),
   // right after the Q loads. fp16 queries convert nothing. GQA 4:1 has one head tile, 16:1 two.
-  static_assert(OptConfig<DType::bf16, 128, 16, 1, 4, 0, KvDType::fp8_e4m3>::kQkFp16);
-  static_assert(!OptConfig<DType::f16, 128, 16, 1, 4, 0, KvDType::fp8_e4m3>::kQkFp16);
+  static_assert(OptConfig<DType::bf16, 128, 16, 1, 0, 0, KvDType::fp8_e4m3>::kQkFp16);
+  static_assert(!OptConfig<DType::f16, 128, 16, 1, 0, 0, KvDType::fp8_e4m3>::kQkFp16);
   int cases = 0;
   for (const DType dt : {DType::bf16, DType::f16})
     for (const int group : {4, 16}) {
@@ -525,4 +525,37 @@ TEST_CASE("stage 8 model: plan, selection errors, trace file round trip", "[trac
   const auto bytes = serialize_trace(d);
   const TraceData back = parse_trace(bytes.data(), bytes.size());
   REQUIRE(back.events.size() == d.events.size());
+}
+
+TEST_CASE("stage 8 model: head 64 with an fp8 cache runs 8 warps (a 4 KB step), and its trace file holds them",
+          "[trace][model][optimized]") {
+  // opt_num_warps: 8 where an fp8 step is 4 KB, else 4 (a 16-bit cache keeps
+  // 4 on every layout, so that the layouts' outputs stay bit-equal).
+  static_assert(OptConfig<DType::bf16, 64, 16, 1, 0, 0, KvDType::fp8_e4m3>::kNumWarps == 8 &&
+                OptConfig<DType::bf16, 64, 16, 1, 0, 0, KvDType::fp8_e4m3>::kStages == 3);
+  static_assert(OptConfig<DType::f16, 64, 32, 1, 0, 0, KvDType::fp8_e5m2>::kNumWarps == 8);
+  static_assert(OptConfig<DType::f16, 64, 16, 1>::kNumWarps == 4 && OptConfig<DType::f16, 64, 16, 1>::kStages == 6);
+  static_assert(OptConfig<DType::f16, 64, 16, 1, 0, 0, KvDType::same, true>::kNumWarps == 4);
+  static_assert(OptConfig<DType::f16, 128, 16, 1, 0, 0, KvDType::fp8_e4m3>::kNumWarps == 4);
+  int ran = 0;
+  for (const KvDType kv : {KvDType::same, KvDType::fp8_e4m3}) {
+    ProblemSpec s = opt_spec(DType::bf16, 64, 16, {1000}, 8, 2);
+    s.kv_dtype = kv;
+    const std::vector<Event> ev = model_events(s, Stage::optimized, Selection{{{0, 1, 0}}}, splits(1));
+    REQUIRE_FALSE(ev.empty());
+    std::set<int> warps;
+    for (const Event& e : ev) warps.insert(e.warp);
+    // 1000 tokens = 63 steps of 16 or 32 of 32, so every warp has work.
+    if (kv == KvDType::same) CHECK(warps == std::set<int>{0, 1, 2, 3});
+    else CHECK(warps == std::set<int>{0, 1, 2, 3, 4, 5, 6, 7});
+    TraceData d;
+    d.header.spec = s;
+    d.header.stage = Stage::optimized;
+    d.header.source = kHostModelSource;
+    d.events = ev;
+    const auto bytes = serialize_trace(d);
+    CHECK(parse_trace(bytes.data(), bytes.size()).events.size() == ev.size());
+    ++ran;
+  }
+  CHECK(ran == 2);
 }

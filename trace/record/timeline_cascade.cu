@@ -88,7 +88,7 @@ struct TimedCascade {
     const TimingTracer t = take(KernelRole::suffix, 4ull * grid.x * grid.y * grid.z, opt_spans_per_warp(plan));
     if (dry) return;
     const opt::OptParams prm = opt::opt_make_params(o, plan, ws);
-    if (plan.pipeline == OptPipeline::lean) launch_suffix<OptConfig<DT, 128, 16, 1, 4, kOptLeanPipeKB>>(prm, grid, t, s);
+    if (plan.pipeline == OptPipeline::lean) launch_suffix<OptConfig<DT, 128, 16, 1, 0, kOptLeanPipeKB>>(prm, grid, t, s);
     else launch_suffix<OptConfig<DT, 128, 16, 1>>(prm, grid, t, s);
   }
   template <class Cfg>

@@ -23,14 +23,14 @@ bool opt_dispatch_bs(int bs, int ht, bool rows, F&& f) {
       return false;  // stage 8 is not built for it (opt_block_size_ok says why)
     } else if constexpr (is_fp8(KV)) {
       if (rows) return false;  // token rows: 16-bit caches only
-      if (ht == 1) f(OptConfig<DT, HS, BS, 1, 4, 0, KV>{});
-      else f(OptConfig<DT, HS, BS, 2, 4, 0, KV>{});
+      if (ht == 1) f(OptConfig<DT, HS, BS, 1, 0, 0, KV>{});
+      else f(OptConfig<DT, HS, BS, 2, 0, 0, KV>{});
       return true;
     } else {
-      if (rows && ht == 1) f(OptConfig<DT, HS, BS, 1, 4, 0, KV, true>{});
-      else if (rows) f(OptConfig<DT, HS, BS, 2, 4, 0, KV, true>{});
-      else if (ht == 1) f(OptConfig<DT, HS, BS, 1, 4, 0, KV>{});
-      else f(OptConfig<DT, HS, BS, 2, 4, 0, KV>{});
+      if (rows && ht == 1) f(OptConfig<DT, HS, BS, 1, 0, 0, KV, true>{});
+      else if (rows) f(OptConfig<DT, HS, BS, 2, 0, 0, KV, true>{});
+      else if (ht == 1) f(OptConfig<DT, HS, BS, 1, 0, 0, KV>{});
+      else f(OptConfig<DT, HS, BS, 2, 0, 0, KV>{});
       return true;
     }
   };

@@ -14,6 +14,7 @@
 #include "pa/index/config.hpp"
 #include "pa/index/events.hpp"
 #include "pa/index/merge.hpp"
+#include "pa/index/optimized.hpp"
 
 #ifndef PA_SOURCE_REVISION
 #define PA_SOURCE_REVISION "unknown"
@@ -82,8 +83,13 @@ EventBounds bounds_of(const ProblemSpec& s, Stage stage) {
   // The pool never holds more than every sequence's blocks plus the spare ones.
   b.pool_blocks = b.max_blocks * b.num_seqs + s.spare_blocks;
   b.stage = stage;
-  // Stage 8: partition = the split; a split holds at least one block.
-  if (stage == Stage::optimized) b.max_partitions = static_cast<int>(std::max<long long>(1, b.max_blocks));
+  // Stage 8: partition = the split; a split holds at least one block. Its
+  // CTA has its own warp count (opt_num_warps), not the spec's threads.
+  if (stage == Stage::optimized) {
+    b.max_partitions = static_cast<int>(std::max<long long>(1, b.max_blocks));
+    b.num_warps = opt_num_warps(s.head_size, s.block_size, kv_elem_bytes(s.dtype, s.kv_dtype),
+                                kv_layout_token_rows(s.kv_layout));
+  }
   return b;
 }
 

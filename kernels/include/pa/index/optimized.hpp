@@ -52,6 +52,35 @@ static_assert(opt_block_size_ok(8, 2) && opt_block_size_ok(16, 1) && opt_block_s
                   !opt_block_size_ok(8, 1),
               "2-byte caches: every block size; fp8: 16 and 32, not 8");
 
+// A step's tokens: at least 16 (the k of the PV mma), whole blocks; with an
+// fp8 cache at least 32, so that a step moves as many bytes as a 16-token
+// fp16 step and the per-step work that does not grow with the tokens (the
+// softmax's max reduction, rescaling O, the pipeline's bookkeeping) costs the
+// same per byte read. Its bytes: K and V of those tokens for one kv head.
+PA_HD constexpr int opt_step_tokens(int block_size, int kv_bytes) { return cmax(block_size, kv_bytes == 1 ? 32 : 16); }
+PA_HD constexpr int opt_step_bytes(int head_size, int block_size, int kv_bytes) {
+  return 2 * head_size * opt_step_tokens(block_size, kv_bytes) * kv_bytes;
+}
+
+// Warps per CTA (OptConfig's NUM_WARPS = 0; the trace's bounds): 4, and 8
+// for an fp8 cache where a step is 4 KB of K + V (head 64: 32 tokens). The
+// ~96 KB pipeline then holds 3 stages of 8 warps instead of 6 of 4: the same
+// bytes in flight per SM, with twice the warps to issue from while copies are
+// outstanding (the head-64 fp8 loop, which converts every element it loads,
+// is latency bound at 2 warps per scheduler). Measured on an H200
+// (kernels/NOTES.md, "fp8 KV caches"): bf16 queries on an fp8 cache 11%
+// faster, fp16 queries 2% slower, a 16-bit cache level. A 16-bit cache keeps 4
+// warps at every head size: its output must stay bit-equal across the KV
+// layouts, and a warp's steps (w, w + warps, ...) fix its summation order.
+PA_HD constexpr int opt_num_warps(int head_size, int block_size, int kv_bytes, bool token_rows) {
+  return kv_bytes == 1 && !token_rows && opt_step_bytes(head_size, block_size, kv_bytes) <= 4096 ? 8 : 4;
+}
+static_assert(opt_num_warps(64, 16, 1, false) == 8 && opt_num_warps(64, 32, 1, false) == 8 &&
+                  opt_num_warps(64, 16, 2, false) == 4 && opt_num_warps(64, 8, 2, false) == 4 &&
+                  opt_num_warps(64, 16, 2, true) == 4 && opt_num_warps(128, 16, 1, false) == 4 &&
+                  opt_num_warps(80, 16, 1, false) == 4,
+              "8 warps exactly where an fp8 step is 4 KB");
+
 // HEAD_TILES: 8 query heads per tile (the n = 8 of the PV mma); 1 covers GQA
 // groups of up to 8 heads, 2 up to 16. PIPE_KB: 0 = the automatic pipeline
 // depth (about 96 KB, 2 CTAs per SM), else the stages that fit in PIPE_KB
@@ -62,7 +91,7 @@ static_assert(opt_block_size_ok(8, 2) && opt_block_size_ok(16, 1) && opt_block_s
 // fragment functions below). TOKEN_ROWS: the cache keeps each token's head
 // contiguous (nhd, hnd: kv_layout_token_rows), so a 16-byte chunk is
 // consecutive dims of one token in V too; 2-byte caches only.
-template <DType DT, int HEAD_SIZE, int BLOCK_SIZE, int HEAD_TILES, int NUM_WARPS = 4, int PIPE_KB = 0,
+template <DType DT, int HEAD_SIZE, int BLOCK_SIZE, int HEAD_TILES, int NUM_WARPS = 0, int PIPE_KB = 0,
           KvDType KV = KvDType::same, bool TOKEN_ROWS = false>
 struct OptConfig {
   static constexpr DType kDType = DT;
@@ -81,20 +110,17 @@ struct OptConfig {
   static constexpr int kBlockSize = BLOCK_SIZE;
   static constexpr int kHeadTiles = HEAD_TILES;
   static constexpr int kMaxUnitHeads = 8 * HEAD_TILES;  // query heads one CTA serves
-  static constexpr int kNumWarps = NUM_WARPS;
-  static constexpr int kNumThreads = NUM_WARPS * kWarpSize;
 
-  // A step: at least 16 tokens (the k of the PV mma), whole blocks. With an
-  // fp8 cache at least 32: a step then moves as many bytes as a 16-token
-  // fp16 step, so the per-step work that does not grow with the tokens (the
-  // softmax's max reduction, rescaling O, the pipeline's bookkeeping) costs
-  // the same per byte read.
-  static constexpr int kStepTokens = cmax(BLOCK_SIZE, kFp8 ? 32 : 16);
+  // A step (opt_step_tokens): 16 tokens, 32 with an fp8 cache, or one larger block.
+  static constexpr int kStepTokens = opt_step_tokens(BLOCK_SIZE, kKvBytes);
   static constexpr int kBlocksPerStep = kStepTokens / BLOCK_SIZE;
   // 16-byte chunks in one (block, kv head) K tile; the V tile has as many.
   static constexpr int kTileChunks = HEAD_SIZE * BLOCK_SIZE / kX;
   static constexpr int kStepChunks = kTileChunks * kBlocksPerStep;  // K (or V) of one step
   static constexpr int kStepBytes = 2 * kStepChunks * 16;           // K + V of one step
+  static_assert(kStepBytes == opt_step_bytes(HEAD_SIZE, BLOCK_SIZE, kKvBytes), "one step size");
+  static constexpr int kNumWarps = NUM_WARPS > 0 ? NUM_WARPS : opt_num_warps(HEAD_SIZE, BLOCK_SIZE, kKvBytes, TOKEN_ROWS);
+  static constexpr int kNumThreads = kNumWarps * kWarpSize;
   // Pipeline depth per warp: about 96 KB of stages per CTA (2 CTAs per SM on
   // Hopper for head size <= 128); large heads get 3 stages in one CTA per SM
   // (up to 192 KB) rather than bare double buffering. The largest step (head
@@ -102,15 +128,15 @@ struct OptConfig {
   // Hopper's 227 KB per-block limit; the 4 warps' copies still overlap each
   // other's math, but no warp prefetches its own next step.
   static constexpr int kMaxSmemBytes = 227 * 1024;  // sm_90 opt-in limit per block
-  static constexpr int kStagesBy96K = (96 * 1024) / (NUM_WARPS * kStepBytes);
+  static constexpr int kStagesBy96K = (96 * 1024) / (kNumWarps * kStepBytes);
   static constexpr int kStagesAuto =
       kStagesBy96K >= 3 ? cmin(6, kStagesBy96K)
-      : 3 * NUM_WARPS * kStepBytes <= 192 * 1024 ? 3
-      : 2 * NUM_WARPS * kStepBytes + 2 * NUM_WARPS * kMaxUnitHeads * 4 + 16 <= kMaxSmemBytes ? 2
+      : 3 * kNumWarps * kStepBytes <= 192 * 1024 ? 3
+      : 2 * kNumWarps * kStepBytes + 2 * kNumWarps * kMaxUnitHeads * 4 + 16 <= kMaxSmemBytes ? 2
                                                                                              : 1;
   static constexpr int kStages =
-      PIPE_KB == 0 ? kStagesAuto : cmax(1, cmin(6, PIPE_KB * 1024 / (NUM_WARPS * kStepBytes)));
-  static constexpr int kPipeBytes = NUM_WARPS * kStages * kStepBytes;
+      PIPE_KB == 0 ? kStagesAuto : cmax(1, cmin(6, PIPE_KB * 1024 / (kNumWarps * kStepBytes)));
+  static constexpr int kPipeBytes = kNumWarps * kStages * kStepBytes;
 
   // mma tiling.
   static constexpr int kQkKSteps = HEAD_SIZE / 16;      // k = head dims
@@ -119,8 +145,8 @@ struct OptConfig {
   static constexpr int kDimTiles = HEAD_SIZE / 16;      // m = head dims of O^T
 
   // Epilogue scratch (reuses the stage memory): per-warp unnormalized O and stats.
-  static constexpr int kRedBytes = NUM_WARPS * kMaxUnitHeads * HEAD_SIZE * 4;
-  static constexpr int kStatBytes = 2 * NUM_WARPS * kMaxUnitHeads * 4;
+  static constexpr int kRedBytes = kNumWarps * kMaxUnitHeads * HEAD_SIZE * 4;
+  static constexpr int kStatBytes = 2 * kNumWarps * kMaxUnitHeads * 4;
   static constexpr int kSmemBytes = cmax(kPipeBytes, kRedBytes) + kStatBytes + 16;
   static_assert(kSmemBytes <= kMaxSmemBytes, "stage 8's shared memory must fit one sm_90 block");
 
@@ -225,11 +251,11 @@ struct OptConfig {
   // --- work assignment -------------------------------------------------------
   // Logical block of block bi of the warp's j-th step in a split starting at block_begin.
   PA_HD static constexpr int step_block(int block_begin, int warp, int j, int bi) {
-    return block_begin + (warp + j * NUM_WARPS) * kBlocksPerStep + bi;
+    return block_begin + (warp + j * kNumWarps) * kBlocksPerStep + bi;
   }
   // Steps the warp handles when the split has num_steps steps.
   PA_HD static constexpr int warp_steps(int num_steps, int warp) {
-    return warp < num_steps ? (num_steps - warp + NUM_WARPS - 1) / NUM_WARPS : 0;
+    return warp < num_steps ? (num_steps - warp + kNumWarps - 1) / kNumWarps : 0;
   }
 
   // --- mma fragment coordinates (PTX m16n8k16 layouts) -----------------------
@@ -279,7 +305,7 @@ struct OptConfig {
     return (warp * kMaxUnitHeads + g) * HEAD_SIZE + d;
   }
   PA_HD static constexpr int stat_offset(int which, int warp, int g) {
-    return (which * NUM_WARPS + warp) * kMaxUnitHeads + g;
+    return (which * kNumWarps + warp) * kMaxUnitHeads + g;
   }
 
   // --- byte offsets for trace events (from the CTA's dynamic shared memory) --
