@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iomanip>
 #include <iterator>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -161,22 +162,34 @@ OptEntry require_entry(DType dt, KvDType kv, KvLayout layout, int hs, int bs, in
   return e;
 }
 
-int device_sm_count() {
-  int dev = 0, sms = 0;
-  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
-  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "SM count");
-  return sms;
-}
-
-// The current device's DRAM peak (opt_dram_peak_gbps); a device that reports
-// no memory clock gets the host model's (an H100's), which the plan records.
-double device_dram_peak_gbps() {
-  int dev = 0, khz = 0, bits = 0;
-  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+// What the split heuristic needs of the current device: its SM count and
+// its DRAM peak (opt_dram_peak_gbps; a device that reports no memory clock
+// gets the host model's, an H100's, which the plan records). Read once per
+// device and kept: the memory-clock attribute costs the host hundreds of
+// microseconds a query on current drivers, and every launch plans.
+struct DeviceFacts {
+  int sm_count = 0;
+  double dram_gbps = 0;
+};
+DeviceFacts query_device_facts(int dev) {
+  DeviceFacts f;
+  int khz = 0, bits = 0;
+  check_cuda(cudaDeviceGetAttribute(&f.sm_count, cudaDevAttrMultiProcessorCount, dev), "SM count");
   check_cuda(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev), "memory clock");
   check_cuda(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev), "memory bus width");
   const double peak = opt_dram_peak_gbps(khz, bits);
-  return peak > 0 ? peak : kOptModelDramGbps;
+  f.dram_gbps = peak > 0 ? peak : kOptModelDramGbps;
+  return f;
+}
+DeviceFacts device_facts() {
+  constexpr int kCachedDevices = 64;  // as opt_entry_of's
+  static std::once_flag once[kCachedDevices];
+  static DeviceFacts facts[kCachedDevices];
+  int dev = 0;
+  check_cuda(cudaGetDevice(&dev), "cudaGetDevice");
+  if (dev < 0 || dev >= kCachedDevices) return query_device_facts(dev);
+  std::call_once(once[dev], [&] { facts[dev] = query_device_facts(dev); });
+  return facts[dev];
 }
 
 }  // namespace
@@ -274,8 +287,9 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
   plan.smem_bytes = e.smem_bytes;
   plan.stages = e.stages;
   plan.ctas_per_sm = std::max(1, e.ctas_per_sm);
-  plan.sm_count = device_sm_count();
-  plan.dram_gbps = device_dram_peak_gbps();
+  const DeviceFacts dev = device_facts();
+  plan.sm_count = dev.sm_count;
+  plan.dram_gbps = dev.dram_gbps;
   plan.blocks_per_step = e.blocks_per_step;
 
   // The heuristic itself is plain host code in pa/index/optimized.hpp

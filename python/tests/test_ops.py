@@ -13,6 +13,7 @@ block 16 only) are skipped, saying so.
 import dataclasses
 import math
 import re
+import time
 
 import pytest
 import torch
@@ -574,3 +575,29 @@ def test_fp8_cascade_is_refused_by_name():
                                                       "cascade_attention: the query's dtype, Half")):
             torch.ops.pa_lab.cascade_attention(one, query, key_cache, value_cache, 8, 0.1, fp8.block_tables,
                                                fp8.seq_lens, 16, fp8.max_seq_len, 32)
+
+
+@pytest.mark.parametrize("stage", ["optimized", "v2", "v1"])
+def test_host_cost_per_call_is_microseconds(stage):
+    """A call costs the host tens of microseconds, not a driver query.
+
+    Each call plans its launch, and one device-property query in that path
+    (the memory clock, or the whole property struct) costs hundreds of
+    microseconds: more than the kernel at small shapes. Timed while the GPU
+    is busy, so the host never waits on it; 200 us bounds it well above the
+    ~15 us a call takes and well below one such query."""
+    if not pa_lab.built(stage, torch.float16, 128, 16):
+        pytest.skip(f"stage {stage} fp16 head 128 block 16 is not in this build")
+    q, _, _, cache = make_case(torch.float16, 128, 16, 32, 8, [4096])
+    out = torch.empty_like(q)
+    for _ in range(20):
+        pa_lab.paged_attention(q, cache, out=out, stage=stage)
+    torch.cuda.synchronize()
+    n = 100
+    torch.cuda._sleep(200_000 * n)  # about n x 100 us of GPU work queued first
+    t0 = time.perf_counter()
+    for _ in range(n):
+        pa_lab.paged_attention(q, cache, out=out, stage=stage)
+    per_call_us = (time.perf_counter() - t0) / n * 1e6
+    torch.cuda.synchronize()
+    assert per_call_us < 200, f"stage {stage}: {per_call_us:.1f} us of host time per call"

@@ -11,6 +11,7 @@
 
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <iterator>
@@ -359,4 +360,35 @@ TEST_CASE("stage 8: heuristic split on one long sequence", "[optimized][gpu]") {
     INFO(r.summary());
     CHECK(r.pass);
   }
+}
+
+TEST_CASE("stage 8: planning a launch costs the host microseconds, not a device query", "[optimized][gpu]") {
+  // Every launch plans (a PyTorch call, a StageLaunch), so the plan must not
+  // ask the driver for the memory clock each time: that query alone costs
+  // hundreds of microseconds on current drivers, 30 times the kernel at small
+  // shapes. The device's facts are read once; a plan is then dispatch and
+  // arithmetic, about a microsecond. The bound is 20x that, far below a query.
+  PA_REQUIRE_GPU();
+  OptimizedArgs a;
+  a.dtype = DType::f16;
+  a.head_size = 128;
+  a.block_size = 16;
+  a.num_seqs = 1;
+  a.num_heads = 32;
+  a.num_kv_heads = 8;
+  a.max_context_len = 4096;
+  const OptimizedPlan first = plan_optimized(a);  // reads the device's facts once
+  REQUIRE(first.sm_count > 0);
+  REQUIRE(first.dram_gbps > 0);
+  constexpr int kPlans = 2000;
+  int ran = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kPlans; ++i) {
+    const OptimizedPlan p = plan_optimized(a);
+    ran += p.splits == first.splits && p.sm_count == first.sm_count;
+  }
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(ran == kPlans);  // every plan the same: the cached facts are the queried ones
+  INFO("host time per plan: " << us / kPlans << " us");
+  CHECK(us / kPlans < 20.0);
 }
