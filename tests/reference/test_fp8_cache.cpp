@@ -290,12 +290,24 @@ TEST_CASE("fp8 cache: accuracy against the fp16 cache, within the derived bounds
       rows.push_back(row);
     }
   REQUIRE(rows.size() == 6);
-  // Half the mantissa bits, twice the rounding: e5m2 costs more than e4m3 at
-  // every spread.
-  for (std::size_t i = 0; i < rows.size(); i += 2) {
-    CHECK(rows[i].f == Fp8Format::e4m3);
-    CHECK(rows[i + 1].mean_err > rows[i].mean_err);
+  // Half the mantissa bits, twice the rounding: e5m2's logit changes are
+  // twice e4m3's at every spread (an rms over 21,928 logits: 1.96-2.03 over
+  // 101 random seeds). The outputs follow where the softmax weighs many
+  // tokens (spreads 1 and 4: e5m2's mean error 1.46-2.56 times e4m3's over
+  // those seeds); at spread 16 a few tokens carry almost all the weight, so
+  // the mean output error is those tokens' rounding, and the order of the two
+  // formats there is chance (ratios 0.97-3.6), not a property to test.
+  int compared = 0;
+  for (std::size_t i = 0; i < rows.size(); i += 2, ++compared) {
+    INFO("spread " << rows[i].spread);
+    REQUIRE(rows[i].f == Fp8Format::e4m3);
+    REQUIRE(rows[i + 1].f == Fp8Format::e5m2);
+    const double logit_ratio = rows[i + 1].rms_dl / rows[i].rms_dl;
+    CHECK(logit_ratio > 1.8);
+    CHECK(logit_ratio < 2.2);
+    if (rows[i].spread <= 4.0f) CHECK(rows[i + 1].mean_err > rows[i].mean_err);
   }
+  CHECK(compared == 3);
   // The figures (printed for the lessons; the checks above are the test).
   std::printf("fp8 KV cache vs fp16 cache: head 128, 8 heads / 2 KV heads, contexts 1,40,700,2000, "
               "scales max|x|/max (fp16 output tolerance %.1e)\n",
