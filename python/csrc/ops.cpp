@@ -54,8 +54,8 @@ void launch_into(const at::Tensor& out, const kernels::StageArgs& a, Stage stage
   const c10::cuda::CUDAGuard guard(out.device());
   try {
     if (stage == Stage::warp_reduce) {
-      // One attribute query, not gpu_info(): the whole property struct costs
-      // the host far more than the launch, on every call.
+      // One attribute query, not gpu_info(): the whole property struct,
+      // queried on every call, costs the host far more than the launch.
       const int limit =
           kernels::v1_max_context(a.dtype, a.head_size, a.num_threads, kernels::smem_optin_bytes());
       TORCH_CHECK_VALUE(a.max_context_len <= limit, "max_seq_len ", a.max_context_len,
