@@ -236,7 +236,11 @@ TEST_CASE("block tables: shuffled, in range, unused entries -1, spare blocks unr
   REQUIRE(p.k_bytes.size() == static_cast<std::size_t>(p.cache.total_elems()) * dtype_bytes(dt));
   REQUIRE(p.v_bytes.size() == p.k_bytes.size());
   std::set<int> referenced;
-  int identity = 0;
+  // In place: the k-th block handed out (sequence by sequence, logical block
+  // by logical block) is physical block k, as an unshuffled pool gives. (The
+  // logical index lb would not do: distinct blocks can match it at most 7
+  // times here, so "< 12" could not fail.)
+  int identity = 0, handed_out = 0;
   for (int seq = 0; seq < p.num_seqs(); ++seq) {
     for (int lb = 0; lb < p.max_blocks_per_seq; ++lb) {
       const int e = p.block_tables[p.table.offset(seq, lb)];
@@ -244,14 +248,15 @@ TEST_CASE("block tables: shuffled, in range, unused entries -1, spare blocks unr
         REQUIRE(e >= 0);
         REQUIRE(e < p.num_blocks);
         REQUIRE(referenced.insert(e).second);  // no sharing without a prefix
-        identity += e == lb;
+        identity += e == handed_out++;
       } else {
         REQUIRE(e == kNoBlock);
       }
     }
   }
   REQUIRE(static_cast<int>(referenced.size()) == used);
-  CHECK(identity < used);  // shuffled (all 12 in place: probability ~1/17!)
+  REQUIRE(handed_out == used);
+  CHECK(identity < used);  // shuffled (all 12 in place: probability 5!/17!, ~3e-13)
   REQUIRE_THROWS_AS(p.physical_block(2, 1), std::out_of_range);  // past context 1
   // Spare blocks: finite garbage of large magnitude, in K and V.
   double spare_abs = 0;

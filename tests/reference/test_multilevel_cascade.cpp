@@ -240,8 +240,9 @@ TEST_CASE("multi-level cascade: pages out of order and shared, groups of any req
     ++ran;
   }
   CHECK(ran == 4);
-  // The builder's pages come shuffled (13 pages and 3 spares: ascending by
-  // chance about once in 10^13 runs), and every shared span is stored once.
+  // The builder's pages come shuffled (13 pages and 3 spares: the first 13 of
+  // a random permutation are ascending with probability 1/13!, about once in
+  // 6 x 10^9 runs), and every shared span is stored once.
   std::vector<int> all;
   for (const CascadeLevel& l : cp.cascade.levels) all.insert(all.end(), l.groups.indices.begin(), l.groups.indices.end());
   CHECK(all.size() == 3 + 2 + 3 + 1 + 2 + 1 + 1);
