@@ -16,7 +16,7 @@ namespace {
 void check_spec(const ProblemSpec& s) {
   if (s.num_threads != 128) {
     throw std::invalid_argument("stage optimized: num_threads " + std::to_string(s.num_threads) +
-                                " (accepted: 128; stage 8 sizes its CTA itself: 4 warps, 8 where a step is 4 KB, "
+                                " (accepted: 128; stage 8 sizes its CTA itself: 4 warps, 8 where an fp8 step is 4 KB, "
                                 "opt_num_warps)");
   }
 }
