@@ -91,6 +91,20 @@ std::vector<int> built_block_sizes() {
   return bs;
 }
 
+// The problem the planning tests below plan (they never launch it): one
+// dtype, head 128, block 16, no device pointers.
+OptimizedArgs plan_only_args(DType dtype, int num_seqs, int num_heads, int num_kv_heads, int max_context_len) {
+  OptimizedArgs a;
+  a.dtype = dtype;
+  a.head_size = 128;
+  a.block_size = 16;
+  a.num_seqs = num_seqs;
+  a.num_heads = num_heads;
+  a.num_kv_heads = num_kv_heads;
+  a.max_context_len = max_context_len;
+  return a;
+}
+
 }  // namespace
 
 TEST_CASE("stage 8 chunk math matches the cache layouts", "[optimized]") {
@@ -236,12 +250,7 @@ TEST_CASE("stage 8's dispatcher holds exactly the instances the build compiles",
 }
 
 TEST_CASE("stage 8 rejects what it does not support", "[optimized]") {
-  OptimizedArgs a;
-  a.dtype = DType::f32;
-  a.num_seqs = 1;
-  a.num_heads = 8;
-  a.num_kv_heads = 2;
-  a.max_context_len = 10;
+  OptimizedArgs a = plan_only_args(DType::f32, 1, 8, 2, 10);
   CHECK_THROWS_AS(plan_optimized(a), std::invalid_argument);
   a.dtype = DType::f16;
   a.num_kv_heads = 3;
@@ -251,11 +260,7 @@ TEST_CASE("stage 8 rejects what it does not support", "[optimized]") {
 }
 
 TEST_CASE("stage 8 rejects a bad cascade-suffix range or half a state", "[optimized]") {
-  OptimizedArgs a;  // fp16 / 128 / 16, checked before any device call
-  a.num_seqs = 1;
-  a.num_heads = 8;
-  a.num_kv_heads = 8;
-  a.max_context_len = 100;
+  OptimizedArgs a = plan_only_args(DType::f16, 1, 8, 8, 100);  // checked before any device call
   const auto message = [&] {
     try {
       (void)plan_optimized(a);
@@ -370,14 +375,7 @@ TEST_CASE("stage 8: planning a launch costs the host microseconds, not a device 
   // once; a plan is then dispatch and arithmetic, a few microseconds. The
   // bound is 20 us, far below those queries.
   PA_REQUIRE_GPU();
-  OptimizedArgs a;
-  a.dtype = DType::f16;
-  a.head_size = 128;
-  a.block_size = 16;
-  a.num_seqs = 1;
-  a.num_heads = 32;
-  a.num_kv_heads = 8;
-  a.max_context_len = 4096;
+  const OptimizedArgs a = plan_only_args(DType::f16, 1, 32, 8, 4096);
   const OptimizedPlan first = plan_optimized(a);  // reads the device's facts once
   REQUIRE(first.sm_count > 0);
   REQUIRE(first.dram_gbps > 0);
