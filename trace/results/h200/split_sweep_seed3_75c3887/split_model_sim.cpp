@@ -57,8 +57,8 @@ int current_plan(const Shape& a, const double* K) {
 }
 
 // Fluid simulation. P: [0]=ctaBw GB/s, [1]=hbm frac of dram, [2]=T0 us, [3]=E us (empty CTA),
-// [4]=M0 us, [5]=M1 us, [6]=smBw GB/s (per-SM cap, 0=off)
-struct Params { double cta_bw, hbm_frac, t0, e, m0, m1, sm_bw; };
+// [4]=M0 us, [5]=M1 us
+struct Params { double cta_bw, hbm_frac, t0, e, m0, m1; };
 
 double simulate(const Shape& a, int sb, const Params& P, bool use_ctx) {
   int maxctx = *max_element(a.ctx.begin(), a.ctx.end());
@@ -86,9 +86,7 @@ double simulate(const Shape& a, int sb, const Params& P, bool use_ctx) {
   }
   // events: latency phase (real time), data phase (processor sharing)
   double now = 0, prog = 0;  // prog: bytes delivered per active data CTA
-  priority_queue<double, vector<double>, greater<double>> lat_end;   // real time
   priority_queue<double, vector<double>, greater<double>> data_end;  // progress
-  vector<double> pending_bytes;  // bytes of CTAs in latency phase, matched by order? use pairs
   priority_queue<pair<double, double>, vector<pair<double, double>>, greater<>> latq;  // (end time, bytes)
   size_t next = 0;
   long running = 0;
@@ -138,7 +136,7 @@ int main(int argc, char** argv) {
   string mode = argc > 1 ? argv[1] : "current";
   if (mode == "current") {
     double K[5] = {30e9, 35e9, 2e-6, 2e-6, 0.5e-6};
-    int ok = 0, within[2] = {0, 0}, n[2] = {0, 0};
+    int ok = 0;
     for (auto& s : shapes) {
       int p = current_plan(s, K);
       ok += p == s.planned;
@@ -148,13 +146,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   // sim mode: params from argv
-  Params P{30, 0.9, 2, 1, 2, 0.5, 0};
+  Params P{30, 0.9, 2, 1, 2, 0.5};
   bool use_ctx = true; int verbose = 0;
   for (int i = 2; i < argc; ++i) {
     string a = argv[i]; auto eq = a.find('='); string k = a.substr(0, eq); double v = atof(a.c_str() + eq + 1);
     if (k == "cta") P.cta_bw = v; else if (k == "hbm") P.hbm_frac = v; else if (k == "t0") P.t0 = v;
     else if (k == "e") P.e = v; else if (k == "m0") P.m0 = v; else if (k == "m1") P.m1 = v;
-    else if (k == "sm") P.sm_bw = v; else if (k == "ctx") use_ctx = v != 0; else if (k == "v") verbose = v;
+    else if (k == "ctx") use_ctx = v != 0; else if (k == "v") verbose = v;
   }
   int within[2] = {0, 0}, cnt[2] = {0, 0}; double logerr[2] = {0, 0}, regret[2] = {0, 0};
   for (auto& s : shapes) {
