@@ -184,10 +184,12 @@ __device__ __forceinline__ void opt_q_frags(const OptParams& p, const OptCta<Cfg
       std::uint32_t v = 0;
       if ((HT == 2 || (r & 1) == 0) && g < nh) {
         const int d = Cfg::q_frag_dim(lane, ks, r);
-        const auto* q16 = reinterpret_cast<const unsigned short*>(qptr);
         const std::int64_t off = p.qg.q_offset(seq, head0 + g, d);
-        v = static_cast<std::uint32_t>(q16[off]) | (static_cast<std::uint32_t>(q16[off + 1]) << 16);
-        // Two adjacent 16-bit loads, reported as one 4-byte access.
+        // Dims d and d + 1 (d even, Q rows 16-byte aligned) in one 4-byte
+        // load straight into the fragment register: nothing uses the value
+        // until the first QK mma, so the warp goes on to issue its pipeline
+        // while Q is on its way from memory.
+        v = __ldg(reinterpret_cast<const unsigned int*>(qptr + off));
         PA_TRACE(tracer, ev(tc, Step::q_load, Op::global_load, Tensor::q)
                              .it(4 * ks + r).dims(d, 2).at(off * Cfg::kElemBytes, 2 * Cfg::kElemBytes));
       }
@@ -662,7 +664,7 @@ __device__ __forceinline__ void opt_v_scale(const OptParams& p, OptAccum<Cfg>& a
 // step function: the timeline's phases (pa/core/timeline.hpp), in the order
 // the warp runs them; issue spans are numbered by the step they issue.
 template <class Cfg, class Tracer = NullTracer>
-__global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptParams p, Tracer tracer) {
+__global__ void __launch_bounds__(Cfg::kNumThreads, Cfg::kMinCtasPerSm) opt_decode_kernel(const OptParams p, Tracer tracer) {
   constexpr int HT = Cfg::kHeadTiles;
   constexpr int kStages = Cfg::kStages;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -733,7 +735,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads) opt_decode_kernel(const OptP
   const bool single = opt_warp_merge<Cfg>(p, c, acc, smem_raw, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::opt_warp_merge, -1);
   if (single) return;  // one split: the output is written
-  opt_split_merge<Cfg>(p, c, smem_raw, s_is_last, tracer);
+  opt_split_merge<Cfg>(p, c, s_is_last, tracer);
 }
 
 template <class Cfg>

@@ -6,10 +6,11 @@
 // steps). opt_decode_kernel (08_optimized.cuh) calls them last.
 //
 // Thread mapping: the warp merge reads each warp's accumulator fragments
-// (lane l: O^T dims l/4 (+8) of each 16-dim tile, heads 2(l%4)+{0,1}); the
-// split merge spreads (split, head) items and output elements over all the
-// CTA's threads, as each step below says. Both merges are the attention
-// state's (attention_state.cuh), in base 2.
+// (lane l: O^T dims l/4 (+8) of each 16-dim tile, heads 2(l%4)+{0,1}); in
+// the split merge thread t owns four head dims of one head (chunks t,
+// t + kNumThreads, ... of the unit's heads x head dims / 4) and merges every
+// split's state of them. Both merges are the attention state's
+// (attention_state.cuh), in base 2.
 #pragma once
 #include <cstdint>
 
@@ -178,231 +179,113 @@ __device__ __forceinline__ bool opt_split_arrive(const OptParams& p, const OptCt
   return s_is_last;
 }
 
-// The merging CTA's shared memory (the pipeline's, free again), per split and
-// head of the unit: the split's max, later its weight, and its exp sum; per
-// head: 1/L and log2 L. Byte offsets: opt_merge_*_byte (pa/index/optimized.hpp).
-struct OptMergeSmem {
-  float* sm_m;   // [n_active][16]: the max, then the weight 2^(m_s - M)
-  float* sm_l;   // [n_active][16]: the exp sum
-  float* inv_l;  // [16]
-  float* lse2;   // [16] (state output only): the base-2 lse, M + log2 L
-};
-
-// Where those arrays lie for n_active splits, from the start of the CTA's
-// dynamic shared memory (every thread computes the same pointers; nothing is
-// read or written).
-__device__ __forceinline__ OptMergeSmem opt_merge_smem(unsigned char* smem_raw, int n_active) {
-  constexpr int kUH = OptWorkspaceGeometry::kUnitHeads;
-  OptMergeSmem s;
-  s.sm_m = reinterpret_cast<float*>(smem_raw);
-  s.sm_l = s.sm_m + n_active * kUH;
-  s.inv_l = s.sm_l + n_active * kUH;
-  s.lse2 = s.inv_l + kUH;
-  return s;
-}
-
-// Stats of every split into shared memory: the (split, head) items i =
-// split * nh + head are spread over the CTA's threads (thread t: items t,
-// t + kNumThreads, ...); each thread loads its items' max and exp sum from the
-// workspace (L2 loads, __ldcg: one load per thread, all in flight) and
-// stores them to sm_m and sm_l. A barrier ends the step.
+// The merge of every split's state, in one pass and without shared memory:
+// thread t owns the chunks q = t, t + kNumThreads, ... of four head dims
+// (chunk q: head g = q / (HS / 4), dims d = 4 (q % (HS / 4)) .. d + 3) and
+// merges the splits' states of its chunk itself, as stage 7 merges two
+// states (attention_state.cuh), kMergeSplits splits at a time: it issues
+// every load of a round together (per split the max m_s, the exp sum l_s
+// and the 16 bytes of unnormalized output: all L2 loads, __ldcg), then moves
+// what it has summed so far to the round's new max M and adds each split
+// weighed by 2^(m_s - M):
+//   L = sum_s 2^(m_s - M) l_s,  O = (sum_s 2^(m_s - M) O_s) / L.
+// One round covers up to kMergeSplits splits, so a merge of that many costs
+// one L2 round trip; the threads of one head read the same m_s and l_s (one
+// request per warp). The output (or, for a cascade suffix, the state; the
+// thread of dim 0 also writes the head's lse) is stored four elements a
+// thread.
 template <class Cfg, class Tracer>
-__device__ __forceinline__ void opt_merge_load_stats(const OptParams& p, const OptCta<Cfg>& c, int n_active,
-                                                     const OptMergeSmem& s, Tracer& tracer) {
-  constexpr int kUH = OptWorkspaceGeometry::kUnitHeads;
-  const int unit = c.unit, seq = c.seq, nh = c.nh;
-  const TraceCtx& tc = c.tc;
-  float* sm_m = s.sm_m;
-  float* sm_l = s.sm_l;
-  for (int i = threadIdx.x; i < n_active * nh; i += Cfg::kNumThreads) {
-    const int sp = i / nh, g = i % nh;
-    const int it_t = (i - static_cast<int>(threadIdx.x)) / Cfg::kNumThreads;  // traced iteration
-    sm_m[sp * kUH + g] = __ldcg(p.ws_stat + p.wsg.stat_offset(seq, unit, sp, 0, g));
-    PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
-                         .it(it_t).at(p.wsg.stat_byte(seq, unit, sp, 0, g), 4));
-    PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch)
-                         .it(it_t).at(opt_merge_m_byte(sp, g), 4));
-    sm_l[sp * kUH + g] = __ldcg(p.ws_stat + p.wsg.stat_offset(seq, unit, sp, 1, g));
-    PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
-                         .it(it_t).at(p.wsg.stat_byte(seq, unit, sp, 1, g), 4));
-    PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch)
-                         .it(it_t).at(opt_merge_l_byte(n_active, sp, g), 4));
-  }
-  __syncthreads();
-  PA_TRACE_BARRIER(tracer, barrier_event(tc));
-}
-
-// The weights 2^(m_s - M) per (split, head) and 1/L per head: warp w takes
-// heads w, w + kNumWarps, ...; for each, its lanes stride over the splits
-// (lane l: splits l, l + 32, ...) for the max M (shuffles reduce it), then
-// overwrite each split's max in sm_m with its weight and sum the weighted exp
-// sums into L (shuffles again); lane 0 stores 1/L to inv_l (and, for a state
-// output, log2 L to lse2). A barrier ends the step.
-template <class Cfg, class Tracer>
-__device__ __forceinline__ void opt_merge_weights(const OptParams& p, const OptCta<Cfg>& c, int n_active,
-                                                  const OptMergeSmem& s, Tracer& tracer) {
-  constexpr int kNW = Cfg::kNumWarps;
-  constexpr int kUH = OptWorkspaceGeometry::kUnitHeads;
-  const int warp = c.warp, lane = c.lane, nh = c.nh;
-  const TraceCtx& tc = c.tc;
-  float* sm_m = s.sm_m;
-  const float* sm_l = s.sm_l;
-  float* inv_l = s.inv_l;
-  float* lse2 = s.lse2;
-  // One warp per head: lanes stride over the splits, shuffles reduce. Events
-  // carry the head loop's round (g - warp) / kNW as iter; in the split loops
-  // also that loop's iteration sp / 32 as lane_iter (lanes run different
-  // counts of it).
-  for (int g = warp; g < nh; g += kNW) {
-    const int round = (g - warp) / kNW;
-    float M = kNegInf;
-    for (int sp = lane; sp < n_active; sp += kWarpSize) {
-      M = fmaxf(M, sm_m[sp * kUH + g]);
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
-                           .it(round).lane_it(sp / kWarpSize).at(opt_merge_m_byte(sp, g), 4));
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) {
-      M = fmaxf(M, __shfl_xor_sync(kFull, M, o));
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shuffle, Tensor::none).it(round).src(lane ^ o));
-    }
-    float L = 0.f;
-    for (int sp = lane; sp < n_active; sp += kWarpSize) {
-      const float w = rescale<LogBase::two>(sm_m[sp * kUH + g], M);
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
-                           .it(round).lane_it(sp / kWarpSize).at(opt_merge_m_byte(sp, g), 4));
-      sm_m[sp * kUH + g] = w;  // now the split's weight
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch)
-                           .it(round).lane_it(sp / kWarpSize).at(opt_merge_m_byte(sp, g), 4));
-      L += w * sm_l[sp * kUH + g];
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
-                           .it(round).lane_it(sp / kWarpSize).at(opt_merge_l_byte(n_active, sp, g), 4));
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) {
-      L += __shfl_xor_sync(kFull, L, o);
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shuffle, Tensor::none).it(round).src(lane ^ o));
-    }
-    if (lane == 0) {
-      if (p.state_out != nullptr) lse2[g] = SoftmaxStats<LogBase::two>{M, L}.lse();
-      inv_l[g] = 1.f / L;
-      PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_store, Tensor::red_scratch)
-                           .it(round).at(opt_merge_inv_byte(n_active, g), 4));
-    }
-  }
-  __syncthreads();
-  PA_TRACE_BARRIER(tracer, barrier_event(tc));
-}
-
-// The weighted sum over the splits and the store: thread t owns the
-// (head, dim) items i = head * HS + dim = t, t + kNumThreads, ... (kItems of
-// them; those past nh * HS idle); split by split it loads its items' partial
-// outputs from the workspace (L2) and adds them times the split's weight from
-// sm_m, then stores each item times 1/L to the output (or, for a cascade
-// suffix, the state; the thread of dim 0 also writes the head's lse).
-template <class Cfg, class Tracer>
-__device__ __forceinline__ void opt_merge_sum_store(const OptParams& p, const OptCta<Cfg>& c, int n_active,
-                                                    const OptMergeSmem& s, Tracer& tracer) {
+__device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCta<Cfg>& c, int n_active,
+                                                 Tracer& tracer) {
   using T = typename OptElem<Cfg::kDType>::T;
   constexpr int HS = Cfg::kHeadSize;
-  constexpr int kUH = OptWorkspaceGeometry::kUnitHeads;
-  const int unit = c.unit, seq = c.seq, head0 = c.head0, nh = c.nh;
+  constexpr int kChunks = HS / 4;  // chunks of a head
+  constexpr int kU = Cfg::kMergeSplits;
+  const int unit = c.unit, seq = c.seq, head0 = c.head0;
   const TraceCtx& tc = c.tc;
-  const float* sm_m = s.sm_m;
-  const float* inv_l = s.inv_l;
-  const float* lse2 = s.lse2;
   T* out = static_cast<T*>(p.out);
-  constexpr int kItems = Cfg::kMaxUnitHeads * HS / Cfg::kNumThreads;
-  static_assert(kItems * Cfg::kNumThreads == Cfg::kMaxUnitHeads * HS, "items must tile the threads");
-  // kU splits' loads issued together: about 32 L2 loads in flight per thread.
-  constexpr int kU = cmax(1, 32 / kItems);
-  float acc[kItems];
-  int gi[kItems];
+  for (int q = threadIdx.x, k = 0; q < c.nh * kChunks; q += Cfg::kNumThreads, ++k) {
+    const int g = q / kChunks, d = 4 * (q % kChunks);
+    float M = kNegInf, L = 0.f;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+    // Split sp's max and sum lie kStatStride floats after split sp - 1's, its
+    // output kOutStride floats after (OptWorkspaceGeometry: stat_offset,
+    // split_stride, with this instance's head size): one base address per
+    // round, the rest immediate offsets, so no register holds 24 addresses.
+    constexpr int kStatStride = 2 * OptWorkspaceGeometry::kUnitHeads;
+    constexpr int kOutStride = OptWorkspaceGeometry::kUnitHeads * HS;
+    for (int sp0 = 0; sp0 < n_active; sp0 += kU) {
+      const float* st = p.ws_stat + p.wsg.stat_offset(seq, unit, sp0, 0, g);
+      const float* ov = p.ws_out + p.wsg.out_offset(seq, unit, sp0, g, d);
+      float m[kU], l[kU];
+      float4 v[kU];
 #pragma unroll
-  for (int it = 0; it < kItems; ++it) {
-    acc[it] = 0.f;
-    gi[it] = (threadIdx.x + it * Cfg::kNumThreads) / HS;
-  }
-  const int n_items = nh * HS;
-  const float* part0 = p.ws_out + p.wsg.out_offset(seq, unit, 0, 0, 0);
-  const std::int64_t split_stride = p.wsg.split_stride();
-  int sp = 0;
-  for (; sp + kU <= n_active; sp += kU) {
-    float v[kU][kItems];
-#pragma unroll
-    for (int u = 0; u < kU; ++u)
-#pragma unroll
-      for (int it = 0; it < kItems; ++it) {
-        const int i = threadIdx.x + it * Cfg::kNumThreads;
-        v[u][it] = i < n_items ? __ldcg(part0 + (sp + u) * split_stride + i) : 0.f;
-        if (i < n_items)
+      for (int u = 0; u < kU; ++u) {
+        const int sp = sp0 + u;
+        m[u] = kNegInf;
+        l[u] = 0.f;
+        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (sp < n_active) {
+          m[u] = __ldcg(st + u * kStatStride);
           PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
-                               .it(sp + u).dims(i % HS, 1).at(p.wsg.out_byte(seq, unit, sp + u, i / HS, i % HS), 4));
+                               .it(sp).lane_it(k).at(p.wsg.stat_byte(seq, unit, sp, 0, g), 4));
+          l[u] = __ldcg(st + u * kStatStride + OptWorkspaceGeometry::kUnitHeads);
+          PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
+                               .it(sp).lane_it(k).at(p.wsg.stat_byte(seq, unit, sp, 1, g), 4));
+          v[u] = __ldcg(reinterpret_cast<const float4*>(ov + u * kOutStride));
+          PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
+                               .it(sp).lane_it(k).dims(d, 4).at(p.wsg.out_byte(seq, unit, sp, g, d), 16));
+        }
       }
+      float M_new = M;
 #pragma unroll
-    for (int u = 0; u < kU; ++u)
+      for (int u = 0; u < kU; ++u) M_new = fmaxf(M_new, m[u]);
+      // What the earlier rounds summed, moved to the new max (nothing yet
+      // in the first round: its sums are 0 and M is -inf).
+      const float f = M == kNegInf ? 0.f : rescale<LogBase::two>(M, M_new);
+      L *= f;
+      o = scaled4(f, o);
 #pragma unroll
-      for (int it = 0; it < kItems; ++it) {
-        acc[it] += sm_m[(sp + u) * kUH + gi[it]] * v[u][it];
-        PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
-                             .it(sp + u).at(opt_merge_m_byte(sp + u, gi[it]), 4));
+      for (int u = 0; u < kU; ++u) {
+        if (sp0 + u < n_active) {
+          const float w = rescale<LogBase::two>(m[u], M_new);
+          L = fmaf(w, l[u], L);
+          o = fma4(w, v[u], o);
+        }
       }
-  }
-  for (; sp < n_active; ++sp) {
-#pragma unroll
-    for (int it = 0; it < kItems; ++it) {
-      const int i = threadIdx.x + it * Cfg::kNumThreads;
-      if (i < n_items) {
-        acc[it] += sm_m[sp * kUH + gi[it]] * __ldcg(part0 + sp * split_stride + i);
-        PA_TRACE(tracer, ev(tc, Step::merge, Op::shared_load, Tensor::red_scratch)
-                             .it(sp).at(opt_merge_m_byte(sp, gi[it]), 4));
-        PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
-                             .it(sp).dims(i % HS, 1).at(p.wsg.out_byte(seq, unit, sp, i / HS, i % HS), 4));
-      }
+      M = M_new;
     }
-  }
+    const float inv_l = 1.f / L;
+    const float r[4] = {o.x * inv_l, o.y * inv_l, o.z * inv_l, o.w * inv_l};
+    if (p.state_out != nullptr) {  // cascade suffix: the state
 #pragma unroll
-  for (int it = 0; it < kItems; ++it) {
-    const int i = threadIdx.x + it * Cfg::kNumThreads;
-    if (i < n_items) {
-      const int g = gi[it], d = i % HS;
-      if (p.state_out != nullptr) {  // cascade suffix: the state
-        p.state_out[p.stg.out_offset(seq, head0 + g, d)] = acc[it] * inv_l[g];
-        if (d == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = lse2[g] * kLn2;
-        continue;
-      }
-      out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc[it] * inv_l[g]);
-      // The 1/L read belongs to the output store: as a merge step its item
-      // number would read as a split number (the loops above).
-      PA_TRACE(tracer, ev(tc, Step::out_store, Op::shared_load, Tensor::red_scratch)
-                           .it(it).at(opt_merge_inv_byte(n_active, g), 4));
+      for (int e = 0; e < 4; ++e) p.state_out[p.stg.out_offset(seq, head0 + g, d + e)] = r[e];
+      if (d == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = SoftmaxStats<LogBase::two>{M, L}.lse() * kLn2;
+      continue;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      out[p.qg.out_offset(seq, head0 + g, d + e)] = static_cast<T>(r[e]);
       PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::output)
-                           .it(it).dims(d, 1)
-                           .at(p.qg.out_offset(seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
-                           .val(acc[it] * inv_l[g]));
+                           .it(k).dims(d + e, 1)
+                           .at(p.qg.out_offset(seq, head0 + g, d + e) * Cfg::kElemBytes, Cfg::kElemBytes)
+                           .val(r[e]));
     }
   }
 }
 
-// The split merge, step by step: the arrival (every CTA but the last ends
-// here); then, in the last CTA, the stats of every split into shared memory
-// (one load per thread, all in flight), the weights 2^(m_s - M) per (split,
-// head), and the weighted sum with every thread's loads of one split issued
-// together (L2 latency, not HBM bandwidth, is what this phase costs).
+// The split merge: the arrival (every CTA but the last ends here), then the
+// last CTA's merge of every split's state (L2 latency, not HBM bandwidth, is
+// what this costs: one round trip per kMergeSplits splits).
 template <class Cfg, class Tracer>
-__device__ __forceinline__ void opt_split_merge(const OptParams& p, const OptCta<Cfg>& c, unsigned char* smem_raw,
-                                                int& s_is_last, Tracer& tracer) {
+__device__ __forceinline__ void opt_split_merge(const OptParams& p, const OptCta<Cfg>& c, int& s_is_last,
+                                                Tracer& tracer) {
   int n_active = 0;  // set by the arrival: the splits that hold tokens
   const bool merges = opt_split_arrive<Cfg>(p, c, s_is_last, n_active, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::opt_split_arrive, -1);
   if (!merges) return;
-  const OptMergeSmem s = opt_merge_smem(smem_raw, n_active);
-  opt_merge_load_stats<Cfg>(p, c, n_active, s, tracer);
-  PA_TIME_PHASE(tracer, trace::Phase::opt_merge_load_stats, -1);
-  opt_merge_weights<Cfg>(p, c, n_active, s, tracer);
-  PA_TIME_PHASE(tracer, trace::Phase::opt_merge_weights, -1);
-  opt_merge_sum_store<Cfg>(p, c, n_active, s, tracer);
-  PA_TIME_PHASE(tracer, trace::Phase::opt_merge_sum_store, -1);
+  opt_merge_states<Cfg>(p, c, n_active, tracer);
+  PA_TIME_PHASE(tracer, trace::Phase::opt_merge_states, -1);
 }
 // LESSON-END(optimized.split_merge)
 

@@ -83,11 +83,7 @@ int check_warp_order(const std::vector<Span>& w) {
   }
   next(Phase::opt_warp_merge, -1);
   if (i < w.size()) next(Phase::opt_split_arrive, -1);
-  if (i < w.size()) {
-    next(Phase::opt_merge_load_stats, -1);
-    next(Phase::opt_merge_weights, -1);
-    next(Phase::opt_merge_sum_store, -1);
-  }
+  if (i < w.size()) next(Phase::opt_merge_states, -1);
   REQUIRE(i == w.size());
   return k;
 }
@@ -157,7 +153,7 @@ TEST_CASE("stage 8 timeline: every warp's phases in program order, clocks forwar
         if (k_all < 0) k_all = k;
         REQUIRE(k == k_all);
       }
-      if (w.back().phase == Phase::opt_merge_sum_store) ++merging_warps;
+      if (w.back().phase == Phase::opt_merge_states) ++merging_warps;
     }
     REQUIRE(k_all >= 1);
     if (c.force_splits == 1) CHECK(merging_warps == 0);

@@ -85,7 +85,7 @@ TEST_CASE("timeline enum names round trip", "[trace][timeline]") {
     REQUIRE(phase_from_string(to_string(static_cast<Phase>(v))) == static_cast<Phase>(v));
   for (int v = 0; v < static_cast<int>(KernelRole::count_); ++v, ++roles)
     REQUIRE(kernel_role_from_string(to_string(static_cast<KernelRole>(v))) == static_cast<KernelRole>(v));
-  CHECK(phases == 25);
+  CHECK(phases == 26);
   CHECK(roles == 6);
   CHECK(std::string(to_string(Phase::opt_qk_mma)) == "opt_qk_mma");
   CHECK(std::string(to_string(static_cast<Phase>(Phase::count_))) == "invalid_phase");

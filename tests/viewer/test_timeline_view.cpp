@@ -374,8 +374,8 @@ TEST_CASE("timeline link: every lesson anchor names the phases of its step funct
   CHECK(phases_of_anchor("lv.row_reduce") == phase_bit(P::lv));
   CHECK(phases_of_anchor("v2_partition.reduce_max") == phase_bit(P::partition_reduce));
   CHECK(phases_of_anchor("optimized.split_merge") ==
-        (phase_bit(P::opt_split_arrive) | phase_bit(P::opt_merge_load_stats) | phase_bit(P::opt_merge_weights) |
-         phase_bit(P::opt_merge_sum_store)));
+        (phase_bit(P::opt_split_arrive) | phase_bit(P::opt_merge_states) | phase_bit(P::opt_merge_load_stats) |
+         phase_bit(P::opt_merge_weights) | phase_bit(P::opt_merge_sum_store)));
   CHECK(phases_of_anchor("qkx.k_load") == 0);
   CHECK(phases_of_anchor("") == 0);
 }

@@ -91,9 +91,7 @@ inline trace::TimelineData fixture_timeline(const FixtureShape& f) {
       span(P::opt_warp_merge, -1, 250);
       if (b % 3 == 0) {
         span(P::opt_split_arrive, -1, 60);
-        span(P::opt_merge_load_stats, -1, 200);
-        span(P::opt_merge_weights, -1, 80);
-        span(P::opt_merge_sum_store, -1, 180);
+        span(P::opt_merge_states, -1, 300);
       }
       block_end = std::max(block_end, t);
     }

@@ -365,85 +365,27 @@ struct OptModel : BlockModel {
     return last;
   }
 
-  // The last CTA's merge of every split's state (optimized.split_merge).
+  // The last CTA's merge of every split's state (optimized.split_merge,
+  // opt_merge_states): thread t's chunks of four head dims, kMergeSplits
+  // splits' loads a round; no shared memory, no barrier.
   void merge(int n_active) {
+    constexpr int kChunks = HS / 4;
     for (int tid = 0; tid < kThreads; ++tid) {
-      for (int i = tid, k = 0; i < n_active * nh; i += kThreads, ++k) {
-        const int sp = i / nh, g = i % nh;
-        em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
-                           .it(k).at(wsg.stat_byte(c.seq, c.unit, sp, 0, g), 4));
-        em.record(tid, ev_(tid, Step::merge, Op::shared_store, Tensor::red_scratch).it(k).at(opt_merge_m_byte(sp, g), 4));
-        em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
-                           .it(k).at(wsg.stat_byte(c.seq, c.unit, sp, 1, g), 4));
-        em.record(tid, ev_(tid, Step::merge, Op::shared_store, Tensor::red_scratch)
-                           .it(k).at(opt_merge_l_byte(n_active, sp, g), 4));
-      }
-    }
-    em.barrier_all();
-    for (int tid = 0; tid < kThreads; ++tid) {
-      const int warp = tid / kWarpSize, lane = tid % kWarpSize;
-      for (int g = warp; g < nh; g += kNW) {
-        const int round = (g - warp) / kNW;
-        for (int sp = lane; sp < n_active; sp += kWarpSize) {
-          em.record(tid, ev_(tid, Step::merge, Op::shared_load, Tensor::red_scratch)
-                             .it(round).lane_it(sp / kWarpSize).at(opt_merge_m_byte(sp, g), 4));
+      for (int q = tid, k = 0; q < nh * kChunks; q += kThreads, ++k) {
+        const int g = q / kChunks, d = 4 * (q % kChunks);
+        for (int sp = 0; sp < n_active; ++sp) {
+          em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
+                             .it(sp).lane_it(k).at(wsg.stat_byte(c.seq, c.unit, sp, 0, g), 4));
+          em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
+                             .it(sp).lane_it(k).at(wsg.stat_byte(c.seq, c.unit, sp, 1, g), 4));
+          em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
+                             .it(sp).lane_it(k).dims(d, 4).at(wsg.out_byte(c.seq, c.unit, sp, g, d), 16));
         }
-        for (int o = 16; o > 0; o /= 2)
-          em.record(tid, ev_(tid, Step::merge, Op::shuffle, Tensor::none).it(round).src(lane ^ o));
-        for (int sp = lane; sp < n_active; sp += kWarpSize) {
-          em.record(tid, ev_(tid, Step::merge, Op::shared_load, Tensor::red_scratch)
-                             .it(round).lane_it(sp / kWarpSize).at(opt_merge_m_byte(sp, g), 4));
-          em.record(tid, ev_(tid, Step::merge, Op::shared_store, Tensor::red_scratch)
-                             .it(round).lane_it(sp / kWarpSize).at(opt_merge_m_byte(sp, g), 4));
-          em.record(tid, ev_(tid, Step::merge, Op::shared_load, Tensor::red_scratch)
-                             .it(round).lane_it(sp / kWarpSize).at(opt_merge_l_byte(n_active, sp, g), 4));
-        }
-        for (int o = 16; o > 0; o /= 2)
-          em.record(tid, ev_(tid, Step::merge, Op::shuffle, Tensor::none).it(round).src(lane ^ o));
-        if (lane == 0) {
-          em.record(tid, ev_(tid, Step::merge, Op::shared_store, Tensor::red_scratch)
-                             .it(round).at(opt_merge_inv_byte(n_active, g), 4));
-        }
-      }
-    }
-    em.barrier_all();
-    constexpr int kItems = Cfg::kMergeItems, kU = Cfg::kMergeUnroll;
-    const int n_items = nh * HS;
-    for (int tid = 0; tid < kThreads; ++tid) {
-      auto item = [&](int it) { return tid + it * kThreads; };
-      auto gi = [&](int it) { return item(it) / HS; };
-      auto ws_load = [&](int sp, int i) {
-        em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
-                           .it(sp).dims(i % HS, 1).at(wsg.out_byte(c.seq, c.unit, sp, i / HS, i % HS), 4));
-      };
-      auto weight_load = [&](int sp, int it) {
-        em.record(tid, ev_(tid, Step::merge, Op::shared_load, Tensor::red_scratch).it(sp).at(opt_merge_m_byte(sp, gi(it)), 4));
-      };
-      int sp = 0;
-      for (; sp + kU <= n_active; sp += kU) {
-        for (int u = 0; u < kU; ++u)
-          for (int it = 0; it < kItems; ++it)
-            if (item(it) < n_items) ws_load(sp + u, item(it));
-        for (int u = 0; u < kU; ++u)
-          for (int it = 0; it < kItems; ++it) weight_load(sp + u, it);
-      }
-      for (; sp < n_active; ++sp) {
-        for (int it = 0; it < kItems; ++it) {
-          if (item(it) >= n_items) continue;
-          weight_load(sp, it);
-          ws_load(sp, item(it));
-        }
-      }
-      for (int it = 0; it < kItems; ++it) {
-        const int i = item(it);
-        if (i >= n_items) continue;
-        const int g = gi(it), d = i % HS;
-        em.record(tid, ev_(tid, Step::out_store, Op::shared_load, Tensor::red_scratch)
-                           .it(it).at(opt_merge_inv_byte(n_active, g), 4));
-        em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
-                           .it(it).dims(d, 1)
-                           .at(p.query.out_offset(c.seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
-                           .val(vals.out(c.seq, head0 + g, d)));
+        for (int e = 0; e < 4; ++e)
+          em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
+                             .it(k).dims(d + e, 1)
+                             .at(p.query.out_offset(c.seq, head0 + g, d + e) * Cfg::kElemBytes, Cfg::kElemBytes)
+                             .val(vals.out(c.seq, head0 + g, d + e)));
       }
     }
   }

@@ -241,7 +241,7 @@ Rgba phase_color(trace::Phase p) {
     case P::opt_prologue: return rgb8(140, 145, 160);
     case P::opt_pipeline_issue: return rgb8(70, 120, 225);
     case P::opt_pipeline_wait: return rgb8(225, 65, 60);
-    case P::opt_merge_sum_store: return rgb8(190, 150, 110);
+    case P::opt_merge_sum_store: case P::opt_merge_states: return rgb8(190, 150, 110);
     case P::count_: break;
   }
   return rgb8(128, 128, 128);

@@ -298,7 +298,8 @@ std::uint32_t phases_of_anchor(std::string_view anchor) {
       // The timed (wgmma) kernel loads its rows' slopes after the Q tile, inside tile 0's QK span.
       {"cascade_merge.prefix_alibi", phase_bit(P::prefix_qk)},
       {"cascade_merge.merge", phase_bit(P::merge)},
-      // Stage 8: one phase per step function; the split merge is timed in its four steps.
+      // Stage 8: one phase per step function; the split merge is timed in its
+      // two steps (files of earlier kernels: its four).
       {"optimized.prologue", phase_bit(P::opt_prologue)},
       {"optimized.q_frag", phase_bit(P::opt_q_frag)},
       {"optimized.alibi", phase_bit(P::opt_q_frag)},  // timed with the Q fragments
@@ -311,8 +312,9 @@ std::uint32_t phases_of_anchor(std::string_view anchor) {
       {"optimized.pv_mma", phase_bit(P::opt_pv_mma)},
       {"optimized.pv_mma_fp8", phase_bit(P::opt_pv_mma)},
       {"optimized.warp_merge", phase_bit(P::opt_warp_merge)},
-      {"optimized.split_merge", phase_bit(P::opt_split_arrive) | phase_bit(P::opt_merge_load_stats) |
-                                    phase_bit(P::opt_merge_weights) | phase_bit(P::opt_merge_sum_store)},
+      {"optimized.split_merge", phase_bit(P::opt_split_arrive) | phase_bit(P::opt_merge_states) |
+                                    phase_bit(P::opt_merge_load_stats) | phase_bit(P::opt_merge_weights) |
+                                    phase_bit(P::opt_merge_sum_store)},
   };
   for (const Entry& e : kTable) {
     const bool stage_wide = e.anchor.back() == '.';

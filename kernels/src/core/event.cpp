@@ -156,6 +156,7 @@ const char* to_string(Phase ph) {
     case Phase::opt_merge_load_stats: return "opt_merge_load_stats";
     case Phase::opt_merge_weights: return "opt_merge_weights";
     case Phase::opt_merge_sum_store: return "opt_merge_sum_store";
+    case Phase::opt_merge_states: return "opt_merge_states";
     case Phase::count_: break;
   }
   return "invalid_phase";

@@ -33,7 +33,12 @@ enum class Phase : std::uint8_t {
   // Stage 8's steps, in the order the kernel runs them; pipeline_wait is the
   // time a warp waits for its oldest cp.async step to land.
   opt_prologue, opt_q_frag, opt_pipeline_issue, opt_pipeline_wait, opt_qk_mma, opt_online_softmax, opt_pv_mma,
-  opt_warp_merge, opt_split_arrive, opt_merge_load_stats, opt_merge_weights, opt_merge_sum_store,
+  opt_warp_merge, opt_split_arrive,
+  // The split merge of earlier kernels in three steps (statistics into shared
+  // memory, the weights, the weighted sum): only in files recorded before it
+  // became one step, opt_merge_states.
+  opt_merge_load_stats, opt_merge_weights, opt_merge_sum_store,
+  opt_merge_states,
   count_
 };
 

@@ -121,6 +121,11 @@ struct OptConfig {
   static_assert(kStepBytes == opt_step_bytes(HEAD_SIZE, BLOCK_SIZE, kKvBytes), "one step size");
   static constexpr int kNumWarps = NUM_WARPS > 0 ? NUM_WARPS : opt_num_warps(HEAD_SIZE, BLOCK_SIZE, kKvBytes, TOKEN_ROWS);
   static constexpr int kNumThreads = kNumWarps * kWarpSize;
+  // CTAs per SM that the registers must allow (the kernel's launch bounds):
+  // two, the pipeline's design; at 4 warps any count up to 255 allows them,
+  // at 8 warps it caps a thread at 128, which ptxas otherwise passes (the
+  // split merge's loads in flight took the head-64 fp8 instances to 150).
+  static constexpr int kMinCtasPerSm = kNumWarps > 4 ? 2 : 1;
   // Pipeline depth per warp: about 96 KB of stages per CTA (2 CTAs per SM on
   // Hopper for head size <= 128); large heads get 3 stages in one CTA per SM
   // (up to 192 KB) rather than bare double buffering. The largest step (head
@@ -368,9 +373,9 @@ struct OptConfig {
   // (a step of two blocks, block size 8, or 16 with an fp8 cache: its second
   // block may not exist).
   PA_HD static constexpr int trace_token(int tok, int blk_end) { return tok < blk_end * BLOCK_SIZE ? tok : -1; }
-  // Merge-phase work of the last CTA: per-thread items of the weighted sum.
-  static constexpr int kMergeItems = kMaxUnitHeads * HEAD_SIZE / kNumThreads;
-  static constexpr int kMergeUnroll = cmax(1, 32 / kMergeItems);  // splits whose loads are issued together
+  // The last CTA's split merge: splits whose states a thread loads together
+  // (24 L2 loads in flight per thread: one round trip for up to 8 splits).
+  static constexpr int kMergeSplits = 8;
 };
 
 // Split-KV workspace of stage 8: per (sequence, unit, split) the unnormalized
@@ -432,15 +437,6 @@ PA_HD int opt_active_splits(int context_len, int block_size, int split_blocks) {
   return ceil_div(ceil_div(context_len, block_size), split_blocks);
 }
 
-// Shared memory of the last CTA's split merge (floats from the CTA's base):
-// weights sm_m [n_active][16], sums sm_l [n_active][16], 1/L inv_l [16].
-PA_HD constexpr int opt_merge_m_byte(int sp, int g) { return 4 * (sp * OptWorkspaceGeometry::kUnitHeads + g); }
-PA_HD constexpr int opt_merge_l_byte(int n_active, int sp, int g) {
-  return 4 * ((n_active + sp) * OptWorkspaceGeometry::kUnitHeads + g);
-}
-PA_HD constexpr int opt_merge_inv_byte(int n_active, int g) {
-  return 4 * (2 * n_active * OptWorkspaceGeometry::kUnitHeads + g);
-}
 // Head tiling of a GQA group (plan_optimized): 8 query heads per tile, up to
 // 16 heads (2 tiles) per unit, more heads in several units ("head chunks").
 PA_HD constexpr int opt_head_tiles(int group) { return group <= 8 ? 1 : 2; }
