@@ -96,8 +96,6 @@ using trace::Tensor;
 using kernels::LogBase;  // the attention state's merge (attention_state.cuh)
 using kernels::rescale;
 using kernels::SoftmaxStats;
-using kernels::fma4;
-using kernels::scaled4;
 inline constexpr unsigned kFull = 0xffffffffu;           // every lane of the warp takes part
 inline constexpr float kNegInf = -__builtin_huge_valf();
 using kernels::kLn2;    // base-2 lse -> natural log (attention_state.cuh)

@@ -7,9 +7,9 @@
 //
 // Thread mapping: the warp merge reads each warp's accumulator fragments
 // (lane l: O^T dims l/4 (+8) of each 16-dim tile, heads 2(l%4)+{0,1}); in
-// the split merge thread t owns four head dims of one head (chunks t,
-// t + kNumThreads, ... of the unit's heads x head dims / 4) and merges every
-// split's state of them. Both merges are the attention state's
+// the split merge thread t owns four dims of one head, a quarter head apart
+// (items t, t + kNumThreads, ...: OptConfig::merge_head, merge_dim), and
+// merges every split's state of them. Both merges are the attention state's
 // (attention_state.cuh), in base 2.
 #pragma once
 #include <cstdint>
@@ -180,61 +180,66 @@ __device__ __forceinline__ bool opt_split_arrive(const OptParams& p, const OptCt
 }
 
 // The merge of every split's state, in one pass and without shared memory:
-// thread t owns the chunks q = t, t + kNumThreads, ... of four head dims
-// (chunk q: head g = q / (HS / 4), dims d = 4 (q % (HS / 4)) .. d + 3) and
-// merges the splits' states of its chunk itself, as stage 7 merges two
-// states (attention_state.cuh), kMergeSplits splits at a time: it issues
-// every load of a round together (per split the max m_s, the exp sum l_s
-// and the 16 bytes of unnormalized output: all L2 loads, __ldcg), then moves
-// what it has summed so far to the round's new max M and adds each split
-// weighed by 2^(m_s - M):
+// thread t owns the items q = t, t + kNumThreads, ... of four head dims each
+// (item q: head g = merge_head(q), dims merge_dim(q, 0..3), a quarter head
+// apart) and merges the splits' states of its dims itself, as stage 7 merges
+// two states (attention_state.cuh), kMergeSplits splits at a time: it issues
+// every load of a round together (per split the head's max m_s and exp sum
+// l_s and the four dims of unnormalized output: all L2 loads, __ldcg), then
+// moves what it has summed so far to the round's new max M and adds each
+// split weighed by 2^(m_s - M):
 //   L = sum_s 2^(m_s - M) l_s,  O = (sum_s 2^(m_s - M) O_s) / L.
-// One round covers up to kMergeSplits splits, so a merge of that many costs
-// one L2 round trip; the threads of one head read the same m_s and l_s (one
-// request per warp). The output (or, for a cascade suffix, the state; the
-// thread of dim 0 also writes the head's lse) is stored four elements a
-// thread.
+// A round covers up to kMergeSplits splits, so a merge of that many costs
+// one L2 round trip; the lanes of a warp read consecutive dims of each
+// split's output (128 contiguous bytes) and, within a head, the same m_s and
+// l_s (one request). The output (or, for a cascade suffix, the state; the
+// thread of dim 0 also writes the head's lse) is stored likewise, a dim per
+// lane and instruction.
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCta<Cfg>& c, int n_active,
                                                  Tracer& tracer) {
   using T = typename OptElem<Cfg::kDType>::T;
   constexpr int HS = Cfg::kHeadSize;
-  constexpr int kChunks = HS / 4;  // chunks of a head
   constexpr int kU = Cfg::kMergeSplits;
+  constexpr int kUH = OptWorkspaceGeometry::kUnitHeads;
+  // Split sp's max and sum lie kStatStride floats after split sp - 1's, its
+  // output kOutStride floats after (OptWorkspaceGeometry: stat_offset,
+  // split_stride, with this instance's head size): one base address per
+  // round, the rest immediate offsets, so no register holds 48 addresses.
+  constexpr int kStatStride = 2 * kUH;
+  constexpr int kOutStride = kUH * HS;
   const int unit = c.unit, seq = c.seq, head0 = c.head0;
   const TraceCtx& tc = c.tc;
   T* out = static_cast<T*>(p.out);
-  for (int q = threadIdx.x, k = 0; q < c.nh * kChunks; q += Cfg::kNumThreads, ++k) {
-    const int g = q / kChunks, d = 4 * (q % kChunks);
+  for (int q = threadIdx.x, k = 0; q < c.nh * Cfg::kMergeItemsPerHead; q += Cfg::kNumThreads, ++k) {
+    const int g = Cfg::merge_head(q), d0 = Cfg::merge_dim(q, 0);
     float M = kNegInf, L = 0.f;
-    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    // Split sp's max and sum lie kStatStride floats after split sp - 1's, its
-    // output kOutStride floats after (OptWorkspaceGeometry: stat_offset,
-    // split_stride, with this instance's head size): one base address per
-    // round, the rest immediate offsets, so no register holds 24 addresses.
-    constexpr int kStatStride = 2 * OptWorkspaceGeometry::kUnitHeads;
-    constexpr int kOutStride = OptWorkspaceGeometry::kUnitHeads * HS;
+    float o[4] = {0.f, 0.f, 0.f, 0.f};
     for (int sp0 = 0; sp0 < n_active; sp0 += kU) {
       const float* st = p.ws_stat + p.wsg.stat_offset(seq, unit, sp0, 0, g);
-      const float* ov = p.ws_out + p.wsg.out_offset(seq, unit, sp0, g, d);
-      float m[kU], l[kU];
-      float4 v[kU];
+      const float* ov = p.ws_out + p.wsg.out_offset(seq, unit, sp0, g, d0);
+      float m[kU], l[kU], v[kU][4];
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int sp = sp0 + u;
         m[u] = kNegInf;
         l[u] = 0.f;
-        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[u][e] = 0.f;
         if (sp < n_active) {
           m[u] = __ldcg(st + u * kStatStride);
           PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
                                .it(sp).lane_it(k).at(p.wsg.stat_byte(seq, unit, sp, 0, g), 4));
-          l[u] = __ldcg(st + u * kStatStride + OptWorkspaceGeometry::kUnitHeads);
+          l[u] = __ldcg(st + u * kStatStride + kUH);
           PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
                                .it(sp).lane_it(k).at(p.wsg.stat_byte(seq, unit, sp, 1, g), 4));
-          v[u] = __ldcg(reinterpret_cast<const float4*>(ov + u * kOutStride));
-          PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
-                               .it(sp).lane_it(k).dims(d, 4).at(p.wsg.out_byte(seq, unit, sp, g, d), 16));
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            v[u][e] = __ldcg(ov + u * kOutStride + Cfg::kMergeItemsPerHead * e);
+            PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
+                                 .it(sp).lane_it(k).dims(Cfg::merge_dim(q, e), 1)
+                                 .at(p.wsg.out_byte(seq, unit, sp, g, Cfg::merge_dim(q, e)), 4));
+          }
         }
       }
       float M_new = M;
@@ -244,32 +249,34 @@ __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCt
       // in the first round: its sums are 0 and M is -inf).
       const float f = M == kNegInf ? 0.f : rescale<LogBase::two>(M, M_new);
       L *= f;
-      o = scaled4(f, o);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[e] *= f;
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         if (sp0 + u < n_active) {
           const float w = rescale<LogBase::two>(m[u], M_new);
           L = fmaf(w, l[u], L);
-          o = fma4(w, v[u], o);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[e] = fmaf(w, v[u][e], o[e]);
         }
       }
       M = M_new;
     }
     const float inv_l = 1.f / L;
-    const float r[4] = {o.x * inv_l, o.y * inv_l, o.z * inv_l, o.w * inv_l};
-    if (p.state_out != nullptr) {  // cascade suffix: the state
-#pragma unroll
-      for (int e = 0; e < 4; ++e) p.state_out[p.stg.out_offset(seq, head0 + g, d + e)] = r[e];
-      if (d == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = SoftmaxStats<LogBase::two>{M, L}.lse() * kLn2;
-      continue;
-    }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      out[p.qg.out_offset(seq, head0 + g, d + e)] = static_cast<T>(r[e]);
+      const int d = Cfg::merge_dim(q, e);
+      const float r = o[e] * inv_l;
+      if (p.state_out != nullptr) {  // cascade suffix: the state
+        p.state_out[p.stg.out_offset(seq, head0 + g, d)] = r;
+        if (d == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = SoftmaxStats<LogBase::two>{M, L}.lse() * kLn2;
+        continue;
+      }
+      out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(r);
       PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::output)
-                           .it(k).dims(d + e, 1)
-                           .at(p.qg.out_offset(seq, head0 + g, d + e) * Cfg::kElemBytes, Cfg::kElemBytes)
-                           .val(r[e]));
+                           .it(k).dims(d, 1)
+                           .at(p.qg.out_offset(seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
+                           .val(r));
     }
   }
 }

@@ -12,6 +12,8 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "pa/index/optimized.hpp"
 #include "pa/core/paged_cache.hpp"
@@ -293,40 +295,48 @@ TEST_CASE("stage 8 model: splits, a split with no work, the last CTA's merge", "
     CHECK(count(c, Step::partition_store, Op::global_store) == 4 * 128 + 2 * 4);
     CHECK(count(c, Step::split_arrive, Op::atomic) == 1);
     // The merger's 128 threads each own 4 dims of one of the 4 heads and
-    // load, per split, its head's max and sum and its 16 bytes of output.
-    CHECK(count(c, Step::merge, Op::global_load) == (sp == 3 ? 128 * 4 * 3 : 0));
+    // load, per split, its head's max and sum and its 4 floats of output.
+    CHECK(count(c, Step::merge, Op::global_load) == (sp == 3 ? 128 * 4 * (2 + 4) : 0));
     CHECK(count(c, Step::out_store, Op::global_store) == (sp == 3 ? 4 * 128 : 0));
     CHECK(count(c, Step::barrier, Op::barrier) == 5 * 128);  // the merge itself has none
     for (const Event& e : c)
       if (e.op == Op::atomic) CHECK(e.value == (sp == 3 ? 1.f : 0.f));
   }
-  // The merger's workspace loads of the partial outputs (16 bytes each)
-  // cover every split's 4 heads x 128 floats exactly once; each of the 4
+  // The merger's workspace loads of the partial outputs (4 bytes each, a
+  // dim) cover every split's 4 heads x 128 floats exactly once, and a warp's
+  // load of them reads 32 consecutive floats of one head; each of the 4
   // splits x 4 heads x (max, sum) stat words is loaded by the 32 threads of
   // its head, and by no other.
   {
     std::set<std::int64_t> out_bytes;
     std::map<std::int64_t, int> stat_loads;
+    std::map<std::pair<int, int>, std::vector<std::int64_t>> warp_load;  // (warp, n-th load of its lanes)
+    std::map<int, int> nth;  // per thread
     int loads = 0;
     for (const Event& e : of(0, 3)) {
       if (e.step != Step::merge || e.op != Op::global_load) continue;
-      if (e.dim_count == 4) {
+      CHECK(e.bytes == 4);
+      if (e.dim_count == 1) {
         ++loads;
-        CHECK(e.bytes == 16);
-        CHECK(e.dim_begin % 4 == 0);
         CHECK(out_bytes.insert(e.byte_offset).second);
+        warp_load[{e.warp, nth[e.warp * 32 + e.lane]++}].push_back(e.byte_offset);
       } else {
-        CHECK(e.bytes == 4);
         ++stat_loads[e.byte_offset];
       }
     }
-    CHECK(loads == 4 * 128 / 4 * 4);
-    CHECK(out_bytes.size() == 4 * 128);
+    CHECK(loads == 4 * 4 * 128);
+    CHECK(out_bytes.size() == 4 * 4 * 128);
+    CHECK(warp_load.size() == 4 * 4 * 4);  // 4 warps x 4 splits x 4 dims a thread
+    for (auto& [key, bytes] : warp_load) {
+      REQUIRE(bytes.size() == 32);
+      std::sort(bytes.begin(), bytes.end());
+      CHECK(bytes.back() - bytes.front() == 31 * 4);
+    }
     CHECK(stat_loads.size() == 4 * 4 * 2);
     for (const auto& [byte, n] : stat_loads) CHECK(n == 32);
   }
   // Sequence 1 (1 token): split 0 is its only active split: it arrives last and merges alone.
-  CHECK(count(of(1, 0), Step::merge, Op::global_load) == 128 * 3);
+  CHECK(count(of(1, 0), Step::merge, Op::global_load) == 128 * (2 + 4));
   // Given another arrival order, another CTA merges, with the same events.
   ModelOptions o = splits(4);
   o.optimized.last_arrivals.push_back({0, 1, 1});

@@ -366,26 +366,29 @@ struct OptModel : BlockModel {
   }
 
   // The last CTA's merge of every split's state (optimized.split_merge,
-  // opt_merge_states): thread t's chunks of four head dims, kMergeSplits
-  // splits' loads a round; no shared memory, no barrier.
+  // opt_merge_states): thread t's items of four dims a quarter head apart
+  // (merge_head, merge_dim); no shared memory, no barrier.
   void merge(int n_active) {
-    constexpr int kChunks = HS / 4;
     for (int tid = 0; tid < kThreads; ++tid) {
-      for (int q = tid, k = 0; q < nh * kChunks; q += kThreads, ++k) {
-        const int g = q / kChunks, d = 4 * (q % kChunks);
+      for (int q = tid, k = 0; q < nh * Cfg::kMergeItemsPerHead; q += kThreads, ++k) {
+        const int g = Cfg::merge_head(q);
         for (int sp = 0; sp < n_active; ++sp) {
           em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
                              .it(sp).lane_it(k).at(wsg.stat_byte(c.seq, c.unit, sp, 0, g), 4));
           em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
                              .it(sp).lane_it(k).at(wsg.stat_byte(c.seq, c.unit, sp, 1, g), 4));
-          em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
-                             .it(sp).lane_it(k).dims(d, 4).at(wsg.out_byte(c.seq, c.unit, sp, g, d), 16));
+          for (int e = 0; e < 4; ++e)
+            em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
+                               .it(sp).lane_it(k).dims(Cfg::merge_dim(q, e), 1)
+                               .at(wsg.out_byte(c.seq, c.unit, sp, g, Cfg::merge_dim(q, e)), 4));
         }
-        for (int e = 0; e < 4; ++e)
+        for (int e = 0; e < 4; ++e) {
+          const int d = Cfg::merge_dim(q, e);
           em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
-                             .it(k).dims(d + e, 1)
-                             .at(p.query.out_offset(c.seq, head0 + g, d + e) * Cfg::kElemBytes, Cfg::kElemBytes)
-                             .val(vals.out(c.seq, head0 + g, d + e)));
+                             .it(k).dims(d, 1)
+                             .at(p.query.out_offset(c.seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
+                             .val(vals.out(c.seq, head0 + g, d)));
+        }
       }
     }
   }
