@@ -207,6 +207,43 @@ TEST_CASE("stage 8 chunk math matches the cache layouts", "[optimized]") {
   CHECK(ran == 17);
 }
 
+TEST_CASE("stage 8's split merge: every (head, dim) of a unit merged by one thread, a warp's loads consecutive",
+          "[optimized]") {
+  // opt_merge_states: item q = tid, tid + threads, ... holds head
+  // merge_head(q)'s dims merge_dim(q, e), e = 0..3. Over a unit of nh heads
+  // the items cover each (head, dim) exactly once, and the e-th access of the
+  // 32 items of a warp round touches, per head, one run of consecutive dims.
+  int ran = 0;
+  auto check = [&](auto cfg_tag) {
+    using Cfg = decltype(cfg_tag);
+    constexpr int HS = Cfg::kHeadSize;
+    for (int nh = 1; nh <= OptWorkspaceGeometry::kUnitHeads; ++nh) {
+      INFO("head " << HS << ", " << nh << " heads");
+      std::vector<int> seen(static_cast<std::size_t>(nh) * HS, 0);
+      const int items = nh * Cfg::kMergeItemsPerHead;
+      for (int q = 0; q < items; ++q)
+        for (int e = 0; e < 4; ++e) {
+          const int g = Cfg::merge_head(q), d = Cfg::merge_dim(q, e);
+          REQUIRE(g < nh);
+          REQUIRE(d < HS);
+          ++seen[static_cast<std::size_t>(g) * HS + d];
+        }
+      REQUIRE(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(seen.size()));
+      for (int w0 = 0; w0 < items; w0 += kWarpSize)
+        for (int e = 0; e < 4; ++e)
+          for (int q = w0 + 1; q < std::min(items, w0 + kWarpSize); ++q)
+            if (Cfg::merge_head(q) == Cfg::merge_head(q - 1)) REQUIRE(Cfg::merge_dim(q, e) == Cfg::merge_dim(q - 1, e) + 1);
+      ++ran;
+    }
+  };
+  check(OptConfig<DType::f16, 64, 16, 2>{});
+  check(OptConfig<DType::bf16, 80, 8, 1>{});
+  check(OptConfig<DType::f16, 128, 16, 1>{});
+  check(OptConfig<DType::bf16, 192, 32, 2>{});
+  check(OptConfig<DType::f16, 256, 16, 2>{});
+  CHECK(ran == 5 * OptWorkspaceGeometry::kUnitHeads);
+}
+
 TEST_CASE("stage 8, P in fp16: a warp's running state sums a quarter of a split at most, so the rounding bound "
           "stays inside bf16's tolerance up to 2,000,000 tokens",
           "[optimized][fp8]") {
