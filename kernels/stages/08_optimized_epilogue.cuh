@@ -201,13 +201,11 @@ __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCt
   using T = typename OptElem<Cfg::kDType>::T;
   constexpr int HS = Cfg::kHeadSize;
   constexpr int kU = Cfg::kMergeSplits;
-  constexpr int kUH = OptWorkspaceGeometry::kUnitHeads;
-  // Split sp's max and sum lie kStatStride floats after split sp - 1's, its
-  // output kOutStride floats after (OptWorkspaceGeometry: stat_offset,
-  // split_stride, with this instance's head size): one base address per
-  // round, the rest immediate offsets, so no register holds 48 addresses.
-  constexpr int kStatStride = 2 * kUH;
-  constexpr int kOutStride = kUH * HS;
+  using WS = OptWorkspaceGeometry;
+  // The round's first split addressed once; the others, and the sum beside
+  // each max, at the workspace's constant strides for this head size: all
+  // immediate offsets, so no register holds 48 addresses.
+  constexpr int kOutStride = WS::out_split_stride(HS);
   const int unit = c.unit, seq = c.seq, head0 = c.head0;
   const TraceCtx& tc = c.tc;
   T* out = static_cast<T*>(p.out);
@@ -227,10 +225,10 @@ __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCt
 #pragma unroll
         for (int e = 0; e < 4; ++e) v[u][e] = 0.f;
         if (sp < n_active) {
-          m[u] = __ldcg(st + u * kStatStride);
+          m[u] = __ldcg(st + u * WS::kStatSplitStride);
           PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
                                .it(sp).lane_it(k).at(p.wsg.stat_byte(seq, unit, sp, 0, g), 4));
-          l[u] = __ldcg(st + u * kStatStride + kUH);
+          l[u] = __ldcg(st + u * WS::kStatSplitStride + WS::kStatSumOffset);
           PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
                                .it(sp).lane_it(k).at(p.wsg.stat_byte(seq, unit, sp, 1, g), 4));
 #pragma unroll

@@ -17,6 +17,7 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "pa/index/config.hpp"
@@ -242,6 +243,22 @@ TEST_CASE("stage 8's split merge: every (head, dim) of a unit merged by one thre
   check(OptConfig<DType::bf16, 192, 32, 2>{});
   check(OptConfig<DType::f16, 256, 16, 2>{});
   CHECK(ran == 5 * OptWorkspaceGeometry::kUnitHeads);
+  // The merge steps from split to split (and from a max to its sum) by the
+  // workspace's constant strides; they are the offsets' differences.
+  int strides = 0;
+  for (const int hs : {64, 80, 128, 256}) {
+    const OptWorkspaceGeometry w{3, 5, 40, hs};
+    for (const auto& [seq, unit, sp, g] : {std::tuple{0, 0, 0, 0}, {2, 4, 38, 15}, {1, 3, 7, 9}}) {
+      CHECK(w.stat_offset(seq, unit, sp + 1, 0, g) - w.stat_offset(seq, unit, sp, 0, g) ==
+            OptWorkspaceGeometry::kStatSplitStride);
+      CHECK(w.stat_offset(seq, unit, sp, 1, g) - w.stat_offset(seq, unit, sp, 0, g) ==
+            OptWorkspaceGeometry::kStatSumOffset);
+      CHECK(w.out_offset(seq, unit, sp + 1, g, 5) - w.out_offset(seq, unit, sp, g, 5) ==
+            OptWorkspaceGeometry::out_split_stride(hs));
+      ++strides;
+    }
+  }
+  CHECK(strides == 12);
 }
 
 TEST_CASE("stage 8, P in fp16: a warp's running state sums a quarter of a split at most, so the rounding bound "

@@ -401,10 +401,14 @@ struct OptWorkspaceGeometry {
   PA_HD std::int64_t out_offset(int seq, int unit, int split, int g, int d) const {
     return (part_index(seq, unit, split) * kUnitHeads + g) * head_size + d;
   }
-  // Elements between the same (g, d) of consecutive splits; within a split,
-  // (g, d) is at g * head_size + d from out_offset(seq, unit, split, 0, 0).
-  PA_HD std::int64_t split_stride() const { return static_cast<std::int64_t>(kUnitHeads) * head_size; }
-  // which = 0: max, 1: sum.
+  // Elements between the same (g, d) of consecutive splits (a constant for a
+  // kernel instance's head size); within a split, (g, d) is at
+  // g * head_size + d from out_offset(seq, unit, split, 0, 0).
+  PA_HD static constexpr int out_split_stride(int head_size) { return kUnitHeads * head_size; }
+  // which = 0: max, 1: sum. Consecutive splits' stats of a head lie
+  // kStatSplitStride floats apart, a split's sum kStatSumOffset after its max.
+  static constexpr int kStatSplitStride = 2 * kUnitHeads;
+  static constexpr int kStatSumOffset = kUnitHeads;
   PA_HD std::int64_t stat_offset(int seq, int unit, int split, int which, int g) const {
     return (part_index(seq, unit, split) * 2 + which) * kUnitHeads + g;
   }
