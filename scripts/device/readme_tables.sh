@@ -5,12 +5,12 @@
 # (pa-bench), PyTorch SDPA's columns (python/benchmarks/bench_vs_sdpa.py, fp16
 # and bf16), the fp8 table (pa-bench --kv-dtypes auto,fp8_e4m3,fp8_e5m2), the
 # split sweeps of seeds 2 and 3, and Nsight Compute on one launch of each
-# shape that misses its target (issue figures: small decodes, one-wave fp8
+# shape that misses its target (the small decodes and the one-wave fp8
 # shapes). $OUT/r gets the JSON files under the names scripts/bench_table.py
 # expects once copied to assets/bench/ (<gpu>.json, <gpu>-fp8.json,
 # <gpu>-sdpa-<dtype>.json, <gpu>-split-sweep.json for seed 2), and logs.tgz
-# (every log and ncu report). On an H200 the build takes about 300 s and the
-# runs about 200 s.
+# (every log and ncu report). The full build took 224 s on an H100 (302 s on
+# an H200 with the tests), the runs about 190 s on the H100.
 #   PA_REV=<rev> GPU_NAME=nvidia-h200 bash scripts/device/readme_tables.sh
 set -u
 t0=$SECONDS
