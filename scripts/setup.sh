@@ -9,9 +9,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # Compiler and build tools, Dear ImGui (its Debian static library carries the
 # GLFW and OpenGL3 backends), GLFW, stb (PNG writer for screenshots), OpenGL,
 # a TTF font, and Xvfb + Mesa for headless viewer runs. python3 runs the small
-# README results generator.
+# README results generator. clang builds the sanitize preset (ASan + UBSan).
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential clang cmake ninja-build pkg-config git
   libimgui-dev libglfw3-dev libstb-dev libgl-dev libgl1-mesa-dri
   xvfb xauth fonts-dejavu-core python3
 )

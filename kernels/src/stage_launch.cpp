@@ -25,7 +25,8 @@ int partition_size_of(const StageArgs& in, const RunOptions& o) {
 }
 
 constexpr std::size_t kScratchAlign = 256;  // bytes: every workspace region starts aligned
-std::size_t aligned(std::size_t bytes) { return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
+// (Unused in a build without CUDA, which has no launch to lay out.)
+[[maybe_unused]] std::size_t aligned(std::size_t bytes) { return (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign; }
 
 }  // namespace
 

@@ -31,6 +31,7 @@
 
 #include "pa/lessons/lesson.hpp"
 #include "pa/lessons/markers.hpp"
+#include "strict_json.hpp"
 
 using namespace pa::lesson;
 namespace fs = std::filesystem;
@@ -47,105 +48,9 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
-// ---- a small JSON reader that keeps each number's literal ---------------------
-// (the literal's digits are the file's precision)
-struct Json {
-  enum Kind { null, boolean, number, string, array, object } kind = null;
-  std::string text;  // number: the literal as written; string: the value
-  std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
-  const Json* find(const std::string& key) const {
-    for (const auto& [k, v] : members)
-      if (k == key) return &v;
-    return nullptr;
-  }
-};
-
-class JsonReader {
- public:
-  explicit JsonReader(const std::string& s) : s_(s) {}
-  Json parse() {
-    Json v = value();
-    ws();
-    if (i_ != s_.size()) fail("trailing characters");
-    return v;
-  }
-
- private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw std::runtime_error("JSON: " + what + " at byte " + std::to_string(i_));
-  }
-  void ws() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\r' || s_[i_] == '\t')) ++i_;
-  }
-  bool eat(char c) {
-    ws();
-    if (i_ < s_.size() && s_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  std::string str() {
-    if (!eat('"')) fail("expected a string");
-    std::string out;
-    while (i_ < s_.size() && s_[i_] != '"') {
-      if (s_[i_] == '\\') {
-        if (++i_ >= s_.size()) fail("bad escape");
-        const char c = s_[i_];
-        out += c == 'n' ? '\n' : c == 't' ? '\t' : c;  // \uXXXX does not occur in the files
-      } else {
-        out += s_[i_];
-      }
-      ++i_;
-    }
-    if (i_ >= s_.size()) fail("unterminated string");
-    ++i_;
-    return out;
-  }
-  Json value() {
-    ws();
-    if (i_ >= s_.size()) fail("unexpected end");
-    Json v;
-    const char c = s_[i_];
-    if (c == '{') {
-      ++i_;
-      v.kind = Json::object;
-      if (eat('}')) return v;
-      do {
-        std::string k = str();
-        if (!eat(':')) fail("expected ':'");
-        v.members.emplace_back(std::move(k), value());
-      } while (eat(','));
-      if (!eat('}')) fail("expected '}'");
-    } else if (c == '[') {
-      ++i_;
-      v.kind = Json::array;
-      if (eat(']')) return v;
-      do v.items.push_back(value());
-      while (eat(','));
-      if (!eat(']')) fail("expected ']'");
-    } else if (c == '"') {
-      v.kind = Json::string;
-      v.text = str();
-    } else if (s_.compare(i_, 4, "true") == 0 || s_.compare(i_, 5, "false") == 0) {
-      v.kind = Json::boolean;
-      v.text = s_[i_] == 't' ? "true" : "false";
-      i_ += v.text.size();
-    } else if (s_.compare(i_, 4, "null") == 0) {
-      i_ += 4;
-    } else {
-      const std::size_t b = i_;
-      while (i_ < s_.size() && std::string_view("+-0123456789.eE").find(s_[i_]) != std::string_view::npos) ++i_;
-      if (i_ == b) fail("unexpected character");
-      v.kind = Json::number;
-      v.text = s_.substr(b, i_ - b);
-    }
-    return v;
-  }
-  const std::string& s_;
-  std::size_t i_ = 0;
-};
+// The figure files are read with the tests' strict JSON reader, which keeps
+// each number's literal (the literal's digits are the file's precision).
+using Json = pa::test::JsonValue;
 
 // ---- a pa-lab run log: runs start with "== pa-lab run --flag value ..." -------
 struct LogRun {
@@ -230,7 +135,7 @@ const Source& load_source(const fs::path& p) {
   const std::string text = read_text(p);
   if (p.extension() == ".json") {
     src->is_json = true;
-    src->json = JsonReader(text).parse();
+    src->json = pa::test::StrictJson::parse(text);
   } else {
     src->runs = parse_log(text);
   }

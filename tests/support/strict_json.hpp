@@ -20,6 +20,10 @@ struct JsonValue {
   std::vector<JsonValue> items;                             // array
   std::vector<std::pair<std::string, JsonValue>> members;  // object, in file order
 
+  // Declared, so that clang with libstdc++ does not ask whether the pair
+  // above is default-constructible while JsonValue is still incomplete.
+  JsonValue() = default;
+
   const JsonValue* find(std::string_view key) const {
     for (const auto& [k, v] : members)
       if (k == key) return &v;

@@ -58,9 +58,7 @@ int count_text(const std::string& png, double left_w, int r, int g, int b) {
 }  // namespace
 
 TEST_CASE("pa-viewer --answer checks a lesson's exercises against the trace shown", "[viewer][screenshot][exercise]") {
-  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0) SKIP("xvfb-run not installed");
-  if (run("--screenshot " + kOut + "/probe.png --size 320x200 --lesson 1") != 0)
-    SKIP("pa-viewer cannot open an OpenGL 3.3 window under xvfb-run (see " + kOut + "/last.log)");
+  pa::viewer::test::require_viewer_display(kExe, kOut);
 
   // Lesson 2: warp 0's first K load is 8 sectors (right); its first q_vecs
   // load 4 wavefronts, not 2 (wrong); "many" is not a number.

@@ -385,7 +385,7 @@ TEST_CASE("screenshot: a trace file opens and replays", "[viewer][screenshot]") 
   trace::write_trace(path, d);
   const std::string png = kOut + "/trace_file.png";
   REQUIRE(run("--trace " + path + " --step 40 --tab trace --screenshot " + png) == 0);
-  std::ifstream log(kOut + "/last.log");
+  std::ifstream log(pa::viewer::test::viewer_log(kOut));
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   CHECK(text.find("cannot") == std::string::npos);
   CHECK(fs::exists(png));
@@ -474,7 +474,7 @@ namespace {
 int run_screen(const std::string& args, const std::string& screen) {
   fs::create_directories(kOut);
   const std::string cmd = "ASAN_OPTIONS=detect_leaks=0 xvfb-run -a -s '-screen 0 " + screen + "x24' " + kExe + " " + args +
-                          " > " + kOut + "/last.log 2>&1";
+                          " > " + pa::viewer::test::viewer_log(kOut) + " 2>&1";
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
@@ -981,7 +981,7 @@ TEST_CASE("fp8 KV cache: a stage that cannot take it says so, naming the stage a
   const std::string png = kOut + "/fp8_l7.png";
   REQUIRE(run("--lesson 7 --kv-dtype fp8 --screenshot " + png + " --dump-layout " + png + ".txt") == 0);
   CHECK(load_dump(png + ".txt").v.at("load_error")[0] == 1);
-  std::ifstream log(kOut + "/last.log");
+  std::ifstream log(pa::viewer::test::viewer_log(kOut));
   const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
   CHECK(text.find("cascade_merge") != std::string::npos);
   CHECK(text.find("fp8_e4m3") != std::string::npos);

@@ -27,9 +27,7 @@ using pa::viewer::test::load_dump;
 }  // namespace
 
 TEST_CASE("shipped traces: each opens in the viewer and replays to its last step", "[viewer][screenshot][traces]") {
-  if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0) SKIP("xvfb-run not installed");
-  if (run("--screenshot " + kOut + "/probe.png --size 320x200 --lesson 1") != 0)
-    SKIP("pa-viewer cannot open an OpenGL 3.3 window under xvfb-run (see " + kOut + "/last.log)");
+  pa::viewer::test::require_viewer_display(kExe, kOut);
   const auto files = pa::viewer::list_trace_files(PA_ASSETS_DIR "/traces");
   int opened = 0;
   for (const auto& f : files) {

@@ -2,6 +2,8 @@
 // reading the state file its --dump-layout writes. One copy for every
 // screenshot test file.
 #pragma once
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,8 +16,15 @@
 
 namespace pa::viewer::test {
 
+// The file that holds the output of this test process's latest viewer run:
+// one per process, because ctest runs a file's test cases as separate
+// processes side by side in the same out_dir.
+inline std::string viewer_log(const std::string& out_dir) {
+  return out_dir + "/last-" + std::to_string(::getpid()) + ".log";
+}
+
 // Runs `exe args` (under xvfb-run unless xvfb is false) with its output in
-// out_dir/last.log; returns its exit status (-1 if it did not exit). Under the
+// viewer_log(out_dir); returns its exit status (-1 if it did not exit). Under the
 // sanitizer build LeakSanitizer would report what Mesa and libX11 never free
 // at exit (not the viewer's), so leak checking is off for the child; every
 // other ASan/UBSan check stays on.
@@ -23,7 +32,7 @@ inline int run_viewer(const std::string& exe, const std::string& args, const std
   std::filesystem::create_directories(out_dir);
   const std::string cmd = "ASAN_OPTIONS=detect_leaks=0 " +
                           std::string(xvfb ? "xvfb-run -a -s '-screen 0 1600x1000x24' " : "") + exe + " " + args +
-                          " > " + out_dir + "/last.log 2>&1";
+                          " > " + viewer_log(out_dir) + " 2>&1";
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
@@ -34,7 +43,7 @@ inline void require_viewer_display(const std::string& exe, const std::string& ou
   if (std::system("command -v xvfb-run > /dev/null 2>&1") != 0) SKIP("xvfb-run not installed");
   static int probe = -2;
   if (probe == -2) probe = run_viewer(exe, "--screenshot " + out_dir + "/probe.png --size 320x200 --lesson 1", out_dir);
-  if (probe != 0) SKIP("pa-viewer cannot open an OpenGL 3.3 window under xvfb-run (see " + out_dir + "/last.log)");
+  if (probe != 0) SKIP("pa-viewer cannot open an OpenGL 3.3 window under xvfb-run (see " + viewer_log(out_dir) + ")");
 }
 
 // The --dump-layout file: one `key values...` line each (numbers only).

@@ -443,7 +443,6 @@ class Legend {
   // clicked_ says whether it was clicked.
   ImVec2 place(float width, const char* button_id = nullptr);
   bool clicked_ = false;
-  AppState& s_;
   bool per_row_, first_ = true;
 };
 

@@ -308,7 +308,9 @@ void draw_kv_panel(AppState& s) {
   const bool clicked = ImGui::IsItemClicked();
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float sy = ImGui::GetScrollY();
-  const auto [first, last] = l.visible_slots(sy, sy + ImGui::GetWindowHeight());
+  // Named variables, not a structured binding: the lambdas below use them.
+  const std::pair<int, int> visible = l.visible_slots(sy, sy + ImGui::GetWindowHeight());
+  const int first = visible.first, last = visible.second;
   const int H = c.head_size, B = c.block_size;
   const int step = s.replay.current();
   const Rgba kcol = tensor_color(trace::Tensor::k_cache), vcol = tensor_color(trace::Tensor::v_cache);

@@ -49,7 +49,7 @@ void title_with_detail(AppState& s, const char* title, const std::string& detail
   ImGui::PopStyleColor();
 }
 
-Legend::Legend(AppState& s, bool per_row) : s_(s), per_row_(per_row) { ImGui::PushFont(s.fonts.small); }
+Legend::Legend(AppState& s, bool per_row) : per_row_(per_row) { ImGui::PushFont(s.fonts.small); }
 
 Legend::~Legend() { ImGui::PopFont(); }
 

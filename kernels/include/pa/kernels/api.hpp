@@ -183,8 +183,9 @@ class DeviceInputs {
 
  private:
   const PagedProblem* host_;
-  KvLayout layout_ = KvLayout::vllm;
-  PageTableForm tables_ = PageTableForm::padded;
+  // maybe_unused: a build without CUDA compiles no_cuda.cpp, which never reads them.
+  [[maybe_unused]] KvLayout layout_ = KvLayout::vllm;
+  [[maybe_unused]] PageTableForm tables_ = PageTableForm::padded;
 };
 
 // A PagedProblem on the device for stages 1-5: its inputs (DeviceInputs) and
@@ -203,7 +204,7 @@ class DeviceProblem : public DeviceInputs {
   DeviceBuffer out, stage_out, stage_max, stage_sum;
 
  private:
-  std::int64_t stage_out_elems_ = 0;
+  [[maybe_unused]] std::int64_t stage_out_elems_ = 0;  // (read with CUDA only, as above)
 };
 
 // ---- running -------------------------------------------------------------------------------
