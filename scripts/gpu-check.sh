@@ -65,6 +65,11 @@ if [[ "${1:-}" == --one ]]; then
     v2_partition) cmd+=(--context-lens 1,17,100 --partition-size 64) ;;
     # A 32-token shared prefix (a multiple of every block size) + unique suffixes.
     cascade_merge) cmd+=(--seqs 3 --prefix-len 32 --suffix-lens 1,17,68 --baselines 0) ;;
+    # Five splits forced (424 to 448 tokens each for blocks 8 to 32): 1 and 17
+    # tokens inside split 0 (splits 1-4 return at once), 700 ending in split 1,
+    # 2100 over all five; the split merge (the last CTA to arrive) runs for
+    # the last two.
+    optimized) cmd+=(--context-lens 1,17,700,2100 --splits 5) ;;
     *) cmd+=(--context-lens 1,17,100) ;;
   esac
   # bf16 runs with ALiBi: its slope loads (and the cascade's per-row context

@@ -10,17 +10,34 @@
 # expects once copied to assets/bench/ (<gpu>.json, <gpu>-fp8.json,
 # <gpu>-sdpa-<dtype>.json, <gpu>-split-sweep.json for seed 2), and logs.tgz
 # (every log and ncu report). The full build took 224 s on an H100 (302 s on
-# an H200 with the tests), the runs about 190 s on the H100.
-#   PA_REV=<rev> GPU_NAME=nvidia-h200 bash scripts/device/readme_tables.sh
+# an H200 with the tests), the runs about 190 s on the H100; the whole script
+# 272 s on an H100.
+# The files are named after the GPU that ran them (nvidia-h100, nvidia-h200,
+# from nvidia-smi), never after the machine kind that was asked for.
+# BUILD_DIR=<dir>: reuse a full build that has pa-bench and pa_lab_torch (say
+# build-device after scripts/gpu-check.sh) instead of building one.
+#   PA_REV=<rev> [BUILD_DIR=build-device] bash scripts/device/readme_tables.sh
 set -u
 t0=$SECONDS
 nvidia-smi -L
-F=/tmp/readme_tables; R=${OUT:-/tmp/pa-out}/r; G=${GPU_NAME:-gpu}
+R=${OUT:-/tmp/pa-out}/r
+case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
+  *H100*) G=nvidia-h100 ;;
+  *H200*) G=nvidia-h200 ;;
+  *) G=gpu ;;
+esac
+echo "files named $G"
 mkdir -p "$R"
-cmake -S . -B $F -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF -DPA_BUILD_TESTS=OFF \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DPA_SOURCE_REVISION="${PA_REV:-unknown}" >"$R/cmake.log" 2>&1
-timeout 420 ninja -C $F -j16 pa-bench pa_lab_torch >"$R/build.log" 2>&1
-echo "build rc=$? $((SECONDS - t0)) s"
+if [[ -n "${BUILD_DIR:-}" ]]; then
+  F=$BUILD_DIR
+  echo "build: reusing $F"
+else
+  F=/tmp/readme_tables
+  cmake -S . -B $F -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF -DPA_BUILD_TESTS=OFF \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DPA_SOURCE_REVISION="${PA_REV:-unknown}" >"$R/cmake.log" 2>&1
+  timeout 420 ninja -C $F -j16 pa-bench pa_lab_torch >"$R/build.log" 2>&1
+  echo "build rc=$? $((SECONDS - t0)) s"
+fi
 P=$F/cli/pa-bench
 timeout 90 $P --json "$R/$G.json" >"$R/bench.log" 2>&1
 echo "main table rc=$? $((SECONDS - t0)) s"
