@@ -246,7 +246,7 @@ TEST_CASE("screenshot: every lesson loads without error, has events, and its las
   // trace loaded, how many events and steps the trace has, and where --step
   // 1000000 (past the end, clamped) left the replay.
   for (int lesson = 0; lesson <= 8; ++lesson) {
-    INFO("lesson " << lesson << " (log: " << kOut << "/last.log)");
+    INFO("lesson " << lesson << " (log: " << pa::viewer::test::viewer_log(kOut) << ")");
     const std::string png = kOut + "/lesson" + std::to_string(lesson) + ".png";
     const std::string txt = png + ".txt";
     fs::remove(txt);

@@ -41,7 +41,7 @@ namespace {
 const std::string kExe = PA_VIEWER_EXE;
 const std::string kOut = std::string(PA_TEST_OUT_DIR) + "/timeline";
 
-// Each run's output in a folder of its own (kOut/logs/NAME/last.log): ctest
+// Each run's output in a folder of its own (kOut/logs/NAME, test::viewer_log): ctest
 // runs these cases in parallel.
 std::string log_dir(const std::string& name) { return kOut + "/logs/" + name; }
 int run(const std::string& name, const std::string& args, bool xvfb = true) {
@@ -302,7 +302,7 @@ TEST_CASE("timeline: a missing or corrupt file is a message with the reader's wo
     CHECK(d.at("timeline")[0] == 0);
     CHECK(d.at("timeline_error")[0] == 1);
     CHECK(d.at("load_error")[0] == 0);  // the trace is not affected
-    std::ifstream log(log_dir(name) + "/last.log");
+    std::ifstream log(test::viewer_log(log_dir(name)));
     std::stringstream text;
     text << log.rdbuf();
     CHECK(text.str().find(reader) != std::string::npos);
