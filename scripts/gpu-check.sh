@@ -247,6 +247,7 @@ fi
   if [[ $do_san -eq 1 && ${#cell_total[@]} -gt 0 ]]; then
     echo "configurations: $configs; problem: head 128, heads 4, kv-heads 2, context lens 1,17,100"
     echo "(v2_partition: partition size 64; cascade_merge: prefix 32 + suffixes 1,17,68;"
+    echo " optimized: context lens 1,17,700,2100 over 5 forced splits, so the split merge runs;"
     echo " cascade_merge and optimized have no fp32 path: their fp32 configuration runs as fp16)"
     printf '%-14s' stage; for t in $tools; do printf ' %-11s' "$t"; done; echo
     for s in $stages; do

@@ -69,6 +69,22 @@ class GpuCheckReadme(unittest.TestCase):
         r = run("--commit", "abc1234", self.build, self.tests)
         self.assertIn("kernel set not recorded in the summary", r.stdout)
 
+    def test_the_stages_sanitized_are_named(self):
+        # Two of the eight stages: named, not "every stage".
+        r = run("--commit", "abc1234", self.build, self.tests)
+        self.assertIn("ran stages q_to_smem, optimized in the configurations", r.stdout)
+        self.assertNotIn("every stage", r.stdout)
+        one = TESTS.replace("q_to_smem      PASS 3/3    PASS 3/3    PASS 3/3    PASS 3/3\n", "")
+        with open(self.tests, "w") as f:
+            f.write(one)
+        self.assertIn("ran stage optimized in the configurations", run("--commit", "abc1234", self.build, self.tests).stdout)
+        rows = "".join(f"{st:<15}PASS 1/1    PASS 1/1    PASS 1/1    PASS 1/1\n" for st in
+                       ("q_to_smem", "qk", "softmax", "lv", "warp_reduce", "v2_partition", "cascade_merge", "optimized"))
+        every = TESTS.split("q_to_smem ")[0] + rows + TESTS.split("FAIL 1/2    PASS 2/2    PASS 2/2\n")[1]
+        with open(self.tests, "w") as f:
+            f.write(every)
+        self.assertIn("ran every stage in the configurations", run("--commit", "abc1234", self.build, self.tests).stdout)
+
     def test_all_passed(self):
         ok = TESTS.replace("FAIL 1/2", "PASS 2/2").replace("FAIL (19/20", "PASS (20/20")
         with open(self.tests, "w") as f:
