@@ -9,7 +9,9 @@
 #      `pa-lab run --stage S ...` for every stage, small problems, in one
 #      configuration per dtype and per block size (fp32/8, fp16/16, bf16/32)
 #      and one per fp8 cache format (fp16 + fp8_e4m3 / 16, bf16 + fp8_e5m2 / 32;
-#      no cascade: it takes no fp8 cache)
+#      no cascade: it takes no fp8 cache), and again on the other cache forms
+#      of the stages asked for (FORMS: CSR tables, token-row layouts, the
+#      multi-level cascade)
 #   4. a PASS/FAIL table, tool x stage
 # Logs go to $OUT/gpu-check when $OUT is set, else out/gpu-check.
 set -uo pipefail
@@ -17,6 +19,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 ALL_STAGES="q_to_smem qk softmax lv warp_reduce v2_partition cascade_merge optimized"
 ALL_TOOLS="memcheck racecheck synccheck initcheck"
+# Cache forms beyond vLLM's layout with padded tables, run for the stages listed.
+FORMS="q_to_smem@csr qk@csr softmax@csr lv@csr warp_reduce@csr warp_reduce@nhd warp_reduce@hnd-csr optimized@nhd-csr"
+FORMS+=" optimized@hnd cascade_merge@levels"
 
 usage() {
   cat <<EOF
@@ -31,7 +36,8 @@ usage: scripts/gpu-check.sh [options]
                        (default fp32:8,fp16:16,bf16:32,fp16-fp8_e4m3:16,bf16-fp8_e5m2:32: each
                        dtype, block size and fp8 format once)
   --stages LIST        comma separated stages (default: all:
-                       ${ALL_STAGES// /,})
+                       ${ALL_STAGES// /,}); each with its other cache forms:
+                       ${FORMS}
   --tools LIST         comma separated compute-sanitizer tools (default: ${ALL_TOOLS// /,})
   --no-sanitize        skip compute-sanitizer (build and GPU tests only)
   --no-tests           skip ctest
@@ -51,6 +57,10 @@ if [[ "${1:-}" == --one ]]; then
   # --one TOOL STAGE DTYPE BLOCK PA_LAB LOGDIR TIMEOUT
   tool=$2 stage=$3 dtype=$4 bs=$5 palab=$6 logdir=$7 limit=$8
   log="$logdir/$tool-$stage-$dtype-b$bs.log"
+  # STAGE@FORM: the stage on another cache form (FORMS above): a token-row
+  # layout (nhd, hnd), CSR page tables (csr), or the multi-level cascade (levels).
+  form=""
+  if [[ $stage == *@* ]]; then form=${stage#*@}; stage=${stage%%@*}; fi
   kv=auto
   if [[ $dtype == *-* ]]; then kv=${dtype#*-}; dtype=${dtype%%-*}; fi
   extra=()
@@ -64,13 +74,21 @@ if [[ "${1:-}" == --one ]]; then
     # Two partitions for the 100-token sequence.
     v2_partition) cmd+=(--context-lens 1,17,100 --partition-size 64) ;;
     # A 32-token shared prefix (a multiple of every block size) + unique suffixes.
-    cascade_merge) cmd+=(--seqs 3 --prefix-len 32 --suffix-lens 1,17,68 --baselines 0) ;;
+    # Three levels: 2 groups of 2 requests share 32 tokens, each request
+    # then 17 more of its own.
+    cascade_merge) if [[ $form == levels ]]; then cmd+=(--seqs 4 --levels 2:32,1:17)
+                   else cmd+=(--seqs 3 --prefix-len 32 --suffix-lens 1,17,68 --baselines 0); fi ;;
     # Five splits forced (424 to 448 tokens each for blocks 8 to 32): 1 and 17
     # tokens inside split 0 (splits 1-4 return at once), 700 ending in split 1,
     # 2100 over all five; the split merge (the last CTA to arrive) runs for
     # the last two.
     optimized) cmd+=(--context-lens 1,17,700,2100 --splits 5) ;;
     *) cmd+=(--context-lens 1,17,100) ;;
+  esac
+  case $form in
+    nhd|hnd) cmd+=(--layout "$form") ;;
+    csr) cmd+=(--page-table csr) ;;
+    nhd-csr|hnd-csr) cmd+=(--layout "${form%-csr}" --page-table csr) ;;
   esac
   # bf16 runs with ALiBi: its slope loads (and the cascade's per-row context
   # lengths) go through the sanitizers too.
@@ -212,6 +230,19 @@ if [[ $do_san -eq 1 ]]; then
       if [[ $dt == *-fp8_* && ( $s == cascade_merge || ( $s == optimized && ${c##*:} == 8 ) ) ]]; then continue; fi
       echo "$t $s $dt ${c##*:}" >>"$list"
     done; done; done
+    # The other cache forms, for the stages asked for: CSR tables on stages
+    # 1-5, stage 5 and stage 8 on token-row layouts (16-bit caches only), the
+    # multi-level cascade (16-bit caches only).
+    for t in $tools; do for f in $FORMS; do
+      [[ " $stages " == *" ${f%%@*} "* ]] || continue
+      for c in $configs; do
+        dt=${c%%:*}
+        if [[ $dt == fp32 && ( $f == cascade_merge@* || $f == optimized@* ) ]]; then dt=fp16; fi
+        if [[ $dt == *-fp8_* && ( $f == *@nhd* || $f == *@hnd* || $f == cascade_merge@* ) ]]; then continue; fi
+        if [[ $dt == *-fp8_* && $f == optimized@* && ${c##*:} == 8 ]]; then continue; fi
+        echo "$t $f $dt ${c##*:}" >>"$list"
+      done
+    done; done
     sort -u -o "$list" "$list"
     n=$(wc -l <"$list")
     pa_say "gpu-check: $n compute-sanitizer runs, $jobs at a time (logs: $LOGDIR/<tool>-<stage>-<dtype>-b<block>.log)"
@@ -249,9 +280,12 @@ fi
     echo "(v2_partition: partition size 64; cascade_merge: prefix 32 + suffixes 1,17,68;"
     echo " optimized: context lens 1,17,700,2100 over 5 forced splits, so the split merge runs;"
     echo " cascade_merge and optimized have no fp32 path: their fp32 configuration runs as fp16)"
-    printf '%-14s' stage; for t in $tools; do printf ' %-11s' "$t"; done; echo
-    for s in $stages; do
-      printf '%-14s' "$s"
+    echo " forms: stage@csr (CSR page tables), @nhd / @hnd (token-row caches), cascade_merge@levels (3 levels)"
+    printf '%-22s' stage; for t in $tools; do printf ' %-11s' "$t"; done; echo
+    rows="$stages"
+    for f in $FORMS; do [[ -n ${cell_total[${tools%% *}/$f]:-} ]] && rows+=" $f"; done
+    for s in $rows; do
+      printf '%-22s' "$s"
       for t in $tools; do
         k="$t/$s"; tot=${cell_total[$k]:-0}; ok=${cell_pass[$k]:-0}
         if [[ $tot -eq 0 ]]; then cell="-"
