@@ -21,7 +21,7 @@ STEP_RE = re.compile(r"^(build|tests \(.*?\)|sanitizers)\s{2,}(\S.*)$")
 HEAD_RE = re.compile(r"^gpu-check summary \((\S+), (.*)\)$")
 # gpu-check.sh's ALL_STAGES: a summary's table with fewer rows ran fewer.
 ALL_STAGES = ("q_to_smem", "qk", "softmax", "lv", "warp_reduce", "v2_partition", "cascade_merge", "optimized")
-CELL_RE = re.compile(r"^(\w+)\s+((?:(?:PASS|FAIL|ERROR) \d+/\d+|-)\s*)+$")
+CELL_RE = re.compile(r"^([\w@-]+)\s+((?:(?:PASS|FAIL|ERROR) \d+/\d+|-)\s*)+$")
 
 
 class SummaryError(Exception):
@@ -72,9 +72,12 @@ def paragraph(summaries, commit):
         s = sans[-1]
         total = sum(int(c.split()[1].split("/")[1]) for cells in s["cells"].values() for c in cells if c != "-")
         clean = sum(int(c.split()[1].split("/")[0]) for cells in s["cells"].values() for c in cells if c != "-")
-        stages = list(s["cells"])
+        stages = [r for r in s["cells"] if "@" not in r]
+        forms = [r for r in s["cells"] if "@" in r]  # STAGE@FORM: a stage on another cache form
         which = ("every stage" if set(stages) >= set(ALL_STAGES) else
                  ("stage " if len(stages) == 1 else "stages ") + ", ".join(stages))
+        if forms:
+            which += f" and {len(forms)} other cache form{'s' if len(forms) > 1 else ''} ({', '.join(forms)})"
         text += (f" compute-sanitizer (memcheck, racecheck, synccheck, initcheck) ran {which} in the "
                  f"configurations {s['configs']}: {clean} of {total} runs clean.")
     return text

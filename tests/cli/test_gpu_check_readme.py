@@ -84,6 +84,13 @@ class GpuCheckReadme(unittest.TestCase):
         with open(self.tests, "w") as f:
             f.write(every)
         self.assertIn("ran every stage in the configurations", run("--commit", "abc1234", self.build, self.tests).stdout)
+        # Rows STAGE@FORM (a stage on CSR tables, a token-row layout, ...) are counted and named.
+        forms = every.replace("PASS n/m", "warp_reduce@nhd        PASS 1/1    PASS 1/1    PASS 1/1    FAIL 0/1\nPASS n/m")
+        with open(self.tests, "w") as f:
+            f.write(forms)
+        r = run("--commit", "abc1234", self.build, self.tests)
+        self.assertIn("ran every stage and 1 other cache form (warp_reduce@nhd) in the configurations", r.stdout)
+        self.assertIn("35 of 36 runs clean", r.stdout)
 
     def test_all_passed(self):
         ok = TESTS.replace("FAIL 1/2", "PASS 2/2").replace("FAIL (19/20", "PASS (20/20")
