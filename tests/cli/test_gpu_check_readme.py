@@ -54,20 +54,22 @@ class GpuCheckReadme(unittest.TestCase):
         self.assertIn("did NOT pass every step", p)  # the sanitizers failed
         self.assertIn("configurations fp32:8 fp16:16 bf16:32: 19 of 20 runs clean", p)
 
+    def paragraph_with(self, path, text):
+        """The paragraph once `path` (self.build or self.tests) holds `text`."""
+        with open(path, "w") as f:
+            f.write(text)
+        return run("--commit", "abc1234", self.build, self.tests).stdout
+
     def test_kernel_set_is_stated_never_assumed(self):
         r = run("--commit", "abc1234", self.build, self.tests)
         self.assertIn("kernels: full (every dtype x head size x block size)", r.stdout)
         quick = BUILD.replace("full (every dtype x head size x block size)", "quick (fp16 and bf16, head 128, block 16)")
-        with open(self.build, "w") as f:
-            f.write(quick)
-        r = run("--commit", "abc1234", self.build, self.tests)
-        self.assertIn("kernels: quick (fp16 and bf16, head 128, block 16)", r.stdout)
-        self.assertNotIn("every dtype", r.stdout)
+        p = self.paragraph_with(self.build, quick)
+        self.assertIn("kernels: quick (fp16 and bf16, head 128, block 16)", p)
+        self.assertNotIn("every dtype", p)
         # A summary from before the kernels line: said so, not guessed.
-        with open(self.build, "w") as f:
-            f.write(BUILD.replace("kernels: full (every dtype x head size x block size)\n", ""))
-        r = run("--commit", "abc1234", self.build, self.tests)
-        self.assertIn("kernel set not recorded in the summary", r.stdout)
+        p = self.paragraph_with(self.build, BUILD.replace("kernels: full (every dtype x head size x block size)\n", ""))
+        self.assertIn("kernel set not recorded in the summary", p)
 
     def test_the_stages_sanitized_are_named(self):
         # Two of the eight stages: named, not "every stage".
@@ -75,22 +77,16 @@ class GpuCheckReadme(unittest.TestCase):
         self.assertIn("ran stages q_to_smem, optimized in the configurations", r.stdout)
         self.assertNotIn("every stage", r.stdout)
         one = TESTS.replace("q_to_smem      PASS 3/3    PASS 3/3    PASS 3/3    PASS 3/3\n", "")
-        with open(self.tests, "w") as f:
-            f.write(one)
-        self.assertIn("ran stage optimized in the configurations", run("--commit", "abc1234", self.build, self.tests).stdout)
+        self.assertIn("ran stage optimized in the configurations", self.paragraph_with(self.tests, one))
         rows = "".join(f"{st:<15}PASS 1/1    PASS 1/1    PASS 1/1    PASS 1/1\n" for st in
                        ("q_to_smem", "qk", "softmax", "lv", "warp_reduce", "v2_partition", "cascade_merge", "optimized"))
         every = TESTS.split("q_to_smem ")[0] + rows + TESTS.split("FAIL 1/2    PASS 2/2    PASS 2/2\n")[1]
-        with open(self.tests, "w") as f:
-            f.write(every)
-        self.assertIn("ran every stage in the configurations", run("--commit", "abc1234", self.build, self.tests).stdout)
+        self.assertIn("ran every stage in the configurations", self.paragraph_with(self.tests, every))
         # Rows STAGE@FORM (a stage on CSR tables, a token-row layout, ...) are counted and named.
         forms = every.replace("PASS n/m", "warp_reduce@nhd        PASS 1/1    PASS 1/1    PASS 1/1    FAIL 0/1\nPASS n/m")
-        with open(self.tests, "w") as f:
-            f.write(forms)
-        r = run("--commit", "abc1234", self.build, self.tests)
-        self.assertIn("ran every stage and 1 other cache form (warp_reduce@nhd) in the configurations", r.stdout)
-        self.assertIn("35 of 36 runs clean", r.stdout)
+        p = self.paragraph_with(self.tests, forms)
+        self.assertIn("ran every stage and 1 other cache form (warp_reduce@nhd) in the configurations", p)
+        self.assertIn("35 of 36 runs clean", p)
 
     def test_all_passed(self):
         ok = TESTS.replace("FAIL 1/2", "PASS 2/2").replace("FAIL (19/20", "PASS (20/20")
