@@ -59,7 +59,7 @@ if [[ "${1:-}" == --one ]]; then
   log="$logdir/$tool-$stage-$dtype-b$bs.log"
   # STAGE@FORM: the stage on another cache form (FORMS above): a token-row
   # layout (nhd, hnd), CSR page tables (csr), or the multi-level cascade (levels).
-  form=""
+  row=$stage form=""  # row: the summary's row, STAGE or STAGE@FORM
   if [[ $stage == *@* ]]; then form=${stage#*@}; stage=${stage%%@*}; fi
   kv=auto
   if [[ $dtype == *-* ]]; then kv=${dtype#*-}; dtype=${dtype%%-*}; fi
@@ -106,7 +106,7 @@ if [[ "${1:-}" == --one ]]; then
     124) res=TIMEOUT ;;
     *) res=ERROR ;;           # pa-lab itself failed (bad flags, wrong result, ...)
   esac
-  echo "$tool $stage $dtype $bs $res $((SECONDS - t0)) $log"
+  echo "$tool $row $dtype $bs $res $((SECONDS - t0)) $log"
   exit 0
 fi
 
