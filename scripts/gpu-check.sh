@@ -222,28 +222,22 @@ if [[ $do_san -eq 1 ]]; then
     step sanitizers "NOT RUN ($palab missing)"
   else
     list="$LOGDIR/runs.txt"; : >"$list"
-    for t in $tools; do for s in $stages; do for c in $configs; do
-      dt=${c%%:*}
+    # Rows: the stages asked for, then their other cache forms (FORMS: CSR
+    # tables on stages 1-5, stages 5 and 8 on token-row layouts, the
+    # multi-level cascade).
+    rows="$stages"
+    for f in $FORMS; do [[ " $stages " == *" ${f%%@*} "* ]] && rows+=" $f"; done
+    for t in $tools; do for r in $rows; do for c in $configs; do
+      s=${r%%@*} dt=${c%%:*}
       # The tensor-core kernels (cascade prefix, stage 8) have no fp32 path:
       # their fp32 configuration runs as fp16, so the block size is still covered.
       if [[ $dt == fp32 && ( $s == cascade_merge || $s == optimized ) ]]; then dt=fp16; fi
-      # fp8 caches: the cascade refuses them, stage 8 takes blocks of 16 and 32.
-      if [[ $dt == *-fp8_* && ( $s == cascade_merge || ( $s == optimized && ${c##*:} == 8 ) ) ]]; then continue; fi
-      echo "$t $s $dt ${c##*:}" >>"$list"
+      # fp8 caches: the cascade refuses them, stage 8 takes blocks of 16 and 32,
+      # token-row layouts take 16-bit caches only.
+      if [[ $dt == *-fp8_* && ( $s == cascade_merge || ( $s == optimized && ${c##*:} == 8 ) ||
+                                $r == *@nhd* || $r == *@hnd* ) ]]; then continue; fi
+      echo "$t $r $dt ${c##*:}" >>"$list"
     done; done; done
-    # The other cache forms, for the stages asked for: CSR tables on stages
-    # 1-5, stage 5 and stage 8 on token-row layouts (16-bit caches only), the
-    # multi-level cascade (16-bit caches only).
-    for t in $tools; do for f in $FORMS; do
-      [[ " $stages " == *" ${f%%@*} "* ]] || continue
-      for c in $configs; do
-        dt=${c%%:*}
-        if [[ $dt == fp32 && ( $f == cascade_merge@* || $f == optimized@* ) ]]; then dt=fp16; fi
-        if [[ $dt == *-fp8_* && ( $f == *@nhd* || $f == *@hnd* || $f == cascade_merge@* ) ]]; then continue; fi
-        if [[ $dt == *-fp8_* && $f == optimized@* && ${c##*:} == 8 ]]; then continue; fi
-        echo "$t $f $dt ${c##*:}" >>"$list"
-      done
-    done; done
     sort -u -o "$list" "$list"
     n=$(wc -l <"$list")
     pa_say "gpu-check: $n compute-sanitizer runs, $jobs at a time (logs: $LOGDIR/<tool>-<stage>-<dtype>-b<block>.log)"
@@ -283,9 +277,9 @@ fi
     echo " cascade_merge and optimized have no fp32 path: their fp32 configuration runs as fp16)"
     echo " forms: stage@csr (CSR page tables), @nhd / @hnd (token-row caches), cascade_merge@levels (3 levels)"
     printf '%-22s' stage; for t in $tools; do printf ' %-11s' "$t"; done; echo
-    rows="$stages"
-    for f in $FORMS; do [[ -n ${cell_total[${tools%% *}/$f]:-} ]] && rows+=" $f"; done
     for s in $rows; do
+      # A form that no configuration could run (say fp8 only on nhd) has no row.
+      [[ $s == *@* && -z ${cell_total[${tools%% *}/$s]:-} ]] && continue
       printf '%-22s' "$s"
       for t in $tools; do
         k="$t/$s"; tot=${cell_total[$k]:-0}; ok=${cell_pass[$k]:-0}
