@@ -472,11 +472,7 @@ namespace {
 
 // Runs pa-viewer under an Xvfb screen of the given size (HiDPI windows are larger than the default).
 int run_screen(const std::string& args, const std::string& screen) {
-  fs::create_directories(kOut);
-  const std::string cmd = "ASAN_OPTIONS=detect_leaks=0 xvfb-run -a -s '-screen 0 " + screen + "x24' " + kExe + " " + args +
-                          " > " + pa::viewer::test::viewer_log(kOut) + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return pa::viewer::test::run_viewer(kExe, args, kOut, true, screen);
 }
 
 // Rows of "ink" (text pixels: much brighter than the dark background) inside a rectangle.

@@ -23,15 +23,16 @@ inline std::string viewer_log(const std::string& out_dir) {
   return out_dir + "/last-" + std::to_string(::getpid()) + ".log";
 }
 
-// Runs `exe args` (under xvfb-run unless xvfb is false) with its output in
-// viewer_log(out_dir); returns its exit status (-1 if it did not exit). Under the
+// Runs `exe args` (under xvfb-run on a screen of `screen` pixels unless xvfb
+// is false) with its output in viewer_log(out_dir); returns its exit status (-1 if it did not exit). Under the
 // sanitizer build LeakSanitizer would report what Mesa and libX11 never free
 // at exit (not the viewer's), so leak checking is off for the child; every
 // other ASan/UBSan check stays on.
-inline int run_viewer(const std::string& exe, const std::string& args, const std::string& out_dir, bool xvfb = true) {
+inline int run_viewer(const std::string& exe, const std::string& args, const std::string& out_dir, bool xvfb = true,
+                      const std::string& screen = "1600x1000") {
   std::filesystem::create_directories(out_dir);
   const std::string cmd = "ASAN_OPTIONS=detect_leaks=0 " +
-                          std::string(xvfb ? "xvfb-run -a -s '-screen 0 1600x1000x24' " : "") + exe + " " + args +
+                          (xvfb ? "xvfb-run -a -s '-screen 0 " + screen + "x24' " : std::string()) + exe + " " + args +
                           " > " + viewer_log(out_dir) + " 2>&1";
   const int rc = std::system(cmd.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
