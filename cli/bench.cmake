@@ -6,6 +6,8 @@ if(PA_HAVE_CUDA AND TARGET pa_kernels_optimized)
   # bandwidth every tool shares (pa/kernels/api.hpp, event_timer.hpp).
   target_link_libraries(pa-bench PRIVATE pa_bench_host pa_kernels pa_kernels_optimized CUDA::cudart)
   target_compile_options(pa-bench PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
+  # --paged-read's kernels (bench_paged_read.cuh) use the stages' PTX wrappers.
+  target_include_directories(pa-bench PRIVATE ${PROJECT_SOURCE_DIR}/kernels/stages)
 endif()
 
 # pa-lab run --stage optimized (cli/cmd_run_optimized.cpp).

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "bench_check.hpp"
+#include "bench_paged_read.cuh"
 #include "bench_json.hpp"
 #include "bench_options.hpp"
 #include "pa/core/atomic_file.hpp"
@@ -272,7 +273,7 @@ void build_problem(Problem& P, const Shape& s, DType dt, KvDType kv, const Bench
   PA_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-// Times runner.launch(r) for iters launches after a warm-up, rotating r over
+// Times launch_rotation(r) (time_kernel: runner.launch(r)) for iters launches after a warm-up, rotating r over
 // the R disjoint data sets (pa/kernels/event_timer.hpp: one event pair per
 // timed launch, the busy-wait kernel before each). The warm-up runs the same
 // loop (busy-wait, event pair, launch) for at least --warmup launches and
@@ -281,7 +282,8 @@ void build_problem(Problem& P, const Shape& s, DType dt, KvDType kv, const Bench
 // timed second, and 2000 warm-up launches (or a 200 us busy-wait) removed the
 // difference (kernels/NOTES.md, the warm-up measurement): the host's launch path had not
 // reached its steady state and outran the 50 us busy-wait.
-void time_kernel(BenchRow& row, const Problem& P, const BenchOptions& o, kernels::StageRunner& runner) {
+template <class Launch>
+void time_launches(BenchRow& row, int R, const BenchOptions& o, Launch&& launch_rotation) {
   auto busy_wait = [&](int) {
     if (o.spin_us > 0) spin_kernel<<<1, 1>>>(static_cast<unsigned long long>(o.spin_us) * 1000ull);
   };
@@ -292,17 +294,88 @@ void time_kernel(BenchRow& row, const Problem& P, const BenchOptions& o, kernels
   };
   while (done < o.warmup || elapsed_ms() < o.warmup_ms) {
     constexpr int kRound = 8;
-    (void)kernels::time_indexed_launches_ms([&](int i) { runner.launch((done + i) % P.R); }, kRound, 0, busy_wait);
+    (void)kernels::time_indexed_launches_ms([&](int i) { launch_rotation((done + i) % R); }, kRound, 0, busy_wait);
     done += kRound;
   }
   row.warmup_launches = done;
   const auto ms =
-      kernels::time_indexed_launches_ms([&](int i) { runner.launch((done + i) % P.R); }, o.iters, 0, busy_wait);
+      kernels::time_indexed_launches_ms([&](int i) { launch_rotation((done + i) % R); }, o.iters, 0, busy_wait);
   row.timed = static_cast<int>(ms.size());
   row.median_us = kernels::median_of(ms) * 1e3;
   row.min_us = *std::min_element(ms.begin(), ms.end()) * 1e3;
   row.p10_us = pct_of(ms, 0.1) * 1e3;
   row.p90_us = pct_of(ms, 0.9) * 1e3;
+}
+void time_kernel(BenchRow& row, const Problem& P, const BenchOptions& o, kernels::StageRunner& runner) {
+  time_launches(row, P.R, o, [&](int r) { runner.launch(r); });
+}
+
+// --paged-read (cli/bench_paged_read.cuh): stage 8's bytes read three ways
+// with nothing done with them, timed like every row and printed beside stage
+// 8's time (not rows of the JSON).
+void time_paged_read(const Problem& P, const BenchOptions& o, const BenchRow& opt_row, double copy_gbps,
+                     int sm_count) {
+  const Shape& s = P.s;
+  const std::string name = std::to_string(s.seqs) + "x" + std::to_string(s.heads) + "x" + std::to_string(s.kv_heads) +
+                           "x" + std::to_string(s.context) + " hs" + std::to_string(s.head_size);
+  if (s.prefix > 0 || static_cast<long long>(s.head_size) * s.block_size * dtype_bytes(P.dt) != bench::kPagedTileBytes ||
+      opt_row.status != "ok") {
+    std::printf("paged-read %s: skipped (needs 4 KB tiles, no shared prefix, and stage 8's row)\n", name.c_str());
+    return;
+  }
+  kernels::RunOptions ro;
+  ro.splits = o.force_splits;
+  const kernels::StageRunner runner(P.layout, P.views, kernels::Stage::optimized, ro);
+  const OptimizedPlan& plan = runner.optimized_plan();
+  const std::size_t table_ints = static_cast<std::size_t>(s.seqs) * P.blocks_per_seq;  // one rotation's rows
+  bench::PagedReadArgs a;
+  a.k = static_cast<const unsigned char*>(P.k.get());
+  a.v = static_cast<const unsigned char*>(P.v.get());
+  a.context_lens = static_cast<const int*>(P.ctx.get());
+  a.max_blocks = P.blocks_per_seq;
+  a.block_size = s.block_size;
+  a.kv_heads = s.kv_heads;
+  a.split_blocks = plan.split_blocks;
+  DeviceBuffer sink(sizeof(unsigned));
+  a.sink = static_cast<unsigned*>(sink.get());
+  const dim3 grid(plan.splits, s.kv_heads, s.seqs);
+  PA_CUDA_CHECK(cudaFuncSetAttribute(bench::paged_read_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     bench::kPagedSmemBytes));
+  PA_CUDA_CHECK(cudaFuncSetAttribute(bench::paged_read_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     bench::kPagedSmemBytes));
+  auto paged = [&](auto kernel) {
+    BenchRow row;
+    time_launches(row, P.R, o, [&](int r) {
+      bench::PagedReadArgs ar = a;
+      ar.tables = static_cast<const int*>(P.tables.get()) + r * table_ints;
+      kernel<<<grid, bench::kPagedWarps * 32, bench::kPagedSmemBytes>>>(ar);
+      PA_CUDA_CHECK(cudaGetLastError());
+    });
+    return row.median_us;
+  };
+  const double cp_async_us = paged(bench::paged_read_kernel<false>);
+  const double bulk_us = paged(bench::paged_read_kernel<true>);
+  // The contiguous ceiling at this size: read_stream over kv_bytes of the K
+  // pool, a different window each launch (the pool is far larger than L2).
+  const std::size_t n16 = static_cast<std::size_t>(P.kv_bytes) / 16;
+  const std::size_t pool16 = P.k.size() / 16;
+  double contiguous_us = 0;
+  for (const auto [per_sm, threads] : {std::pair{4, 512}, std::pair{16, 256}}) {
+    BenchRow row;
+    time_launches(row, P.R, o, [&](int r) {
+      const std::size_t first = pool16 > n16 ? (static_cast<std::size_t>(r) * n16) % (pool16 - n16) : 0;
+      read_stream<<<per_sm * sm_count, threads>>>(static_cast<const uint4*>(P.k.get()) + first, std::min(n16, pool16),
+                                                  a.sink);
+      PA_CUDA_CHECK(cudaGetLastError());
+    });
+    contiguous_us = contiguous_us == 0 ? row.median_us : std::min(contiguous_us, row.median_us);
+  }
+  auto pct = [&](double us) { return 100.0 * P.kv_bytes / (us * 1e-6) / 1e9 / copy_gbps; };
+  std::printf("paged-read %s %s (%.1f MB, %d splits): stage 8 %.1f us (%.1f%% of copy); contiguous read-only %.1f us "
+              "(%.1f%%); paged cp.async %.1f us (%.1f%%); paged bulk %.1f us (%.1f%%)\n",
+              name.c_str(), dtype_name(P.dt), P.kv_bytes / 1e6, plan.splits, opt_row.median_us,
+              pct(opt_row.median_us), contiguous_us, pct(contiguous_us), cp_async_us, pct(cp_async_us), bulk_us,
+              pct(bulk_us));
 }
 
 // End-to-end latency of stage 8 on a small shape: what a decode step costs
@@ -435,7 +508,7 @@ void finish_row(BenchRow& row, double copy_gbps) {
 }
 
 void run_shape(const Shape& s, DType dt, KvDType kv, const BenchOptions& o, std::mt19937_64& rng, double copy_gbps,
-               std::vector<BenchRow>& rows) {
+               int sm_count, std::vector<BenchRow>& rows) {
   Problem P;
   build_problem(P, s, dt, kv, o, rng);
   auto new_row = [&](const char* k) {
@@ -473,6 +546,7 @@ void run_shape(const Shape& s, DType dt, KvDType kv, const BenchOptions& o, std:
     }
   }
   const bool opt_ok = finish(opt_row);
+  if (o.paged_read && dt == o.dtypes.front() && !is_fp8(kv)) time_paged_read(P, o, opt_row, copy_gbps, sm_count);
   // Stage 8 on the other layouts: the same elements, moved on the device.
   if (o.layouts.size() > 1) {
     DeviceBuffer moved;
@@ -866,7 +940,7 @@ int main(int argc, char** argv) {
       for (const Shape& s : bench::bench_shapes(o))
         for (DType dt : o.dtypes) {
           const std::size_t first = run.rows.size();
-          run_shape(s, dt, kv, o, rng, run.copy_gbps, run.rows);
+          run_shape(s, dt, kv, o, rng, run.copy_gbps, run.sm_count, run.rows);
           const BenchRow& r = run.rows[first];
           std::fprintf(stderr, "  done %s kv %s seqs=%d heads=%d kv=%d ctx=%d hs=%d: optimized %.1f us\n",
                        dtype_name(dt), kv_dtype_name(kv), s.seqs, s.heads, s.kv_heads, s.context, s.head_size,

@@ -158,6 +158,10 @@ std::string bench_usage() {
          "  --splits N            stage 8: force N splits, 0.." + std::to_string(kMaxSplits) +
          " (default 0: the heuristic)\n"
          "  --alibi               every kernel with ALiBi (the paper's slope per query head)\n"
+         "  --paged-read          after stage 8's row (first dtype, 16-bit caches, head x block = 4 KB tiles):\n"
+         "                        the same tiles read in stage 8's grid with nothing done with them, by\n"
+         "                        16-byte cp.async and by cp.async.bulk, and as many contiguous bytes by the\n"
+         "                        read-only kernel; printed, not written to the JSON\n"
          "  --kv-dtypes LIST      KV cache element types, comma separated: auto (default: the dtype's),\n"
          "                        fp8_e4m3, fp8_e5m2 (fp8 = fp8_e4m3; random codes at scale 1; the cascade\n"
          "                        refuses fp8)\n"
@@ -240,6 +244,7 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
       }
     }
     else if (a == "--spin-us") o.spin_us = to_int(a, next(), 0, kMaxSpinUs);
+    else if (a == "--paged-read") o.paged_read = true;
     else if (a == "--splits") o.force_splits = to_int(a, next(), 0, kMaxSplits);
     else if (a == "--dtypes") o.dtypes = parse_dtypes(next());
     else if (a == "--split-sweep") o.split_sweep = to_int(a, next(), 1, kMaxSweepShapes, "shapes");
@@ -261,6 +266,9 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
                             !o.cascade_sweep.empty() || o.layouts.size() > 1 || o.force_splits > 0))
     throw UsageError("--split-sweep times stage 8 on its own random shapes at every split count: it excludes "
                      "--quick, --shape, --only, --cascade-only, --multilevel, --cascade-sweep, --layouts and --splits");
+  if (o.paged_read && (o.cascade_only || o.multilevel || o.split_sweep > 0))
+    throw UsageError("--paged-read runs beside stage 8's rows of the shape set: it excludes --cascade-only, "
+                     "--multilevel and --split-sweep");
   if (seen.count("--seed") && o.split_sweep == 0)
     throw UsageError("--seed draws the split sweep's shapes: it needs --split-sweep N");
   if (o.quick && o.has_shape) throw UsageError("--quick and --shape exclude each other (--shape times one shape)");

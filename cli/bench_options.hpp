@@ -61,6 +61,10 @@ struct BenchOptions {
   int spin_us = 50;                 // GPU busy-wait before each timed launch (0 = off)
   int force_splits = 0;             // stage 8: 0 = the split heuristic
   bool alibi = false;               // --alibi: every problem with ALiBi's slopes
+  // --paged-read: after stage 8's row of each shape (first dtype, 16-bit
+  // cache), stage 8's bytes read with nothing done with them, printed beside
+  // it (cli/bench_paged_read.cuh; not rows of the JSON).
+  bool paged_read = false;
   // --kv-dtypes: the KV cache element types timed, each with every dtype (fp8: one byte per element).
   std::vector<KvDType> kv_dtypes = {KvDType::same};
   // --layouts: stage 8 timed again on each of these cache layouts (the pool

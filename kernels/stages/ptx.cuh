@@ -19,6 +19,8 @@
 //                   order it with the registers it writes.
 //   mbarrier        a shared-memory barrier object with a phase, for
 //                   producer/consumer pipelines without __syncthreads.
+//   cp.async.bulk   one thread moves a whole contiguous region global ->
+//                   shared (the TMA engine); it completes on an mbarrier.
 //   setmaxnreg      moves registers between the warpgroups of a block.
 //   atom.acq_rel    an atomic that also orders this block's memory operations
 //                   before it (release) and the others' after it (acquire).
@@ -160,6 +162,13 @@ __device__ __forceinline__ void mbar_init(std::uint32_t addr, int count) {
 __device__ __forceinline__ void mbar_arrive(std::uint32_t addr) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(addr) : "memory");
 }
+// Arrives and adds `bytes` to the transactions the current phase waits for
+// (a bulk copy's complete_tx pays them off).
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint32_t addr, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes) : "memory");
+}
+// Makes mbarrier.init visible to the async proxy (bulk copies complete on it).
+__device__ __forceinline__ void fence_mbarrier_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 // Spins until the barrier's phase `parity` has completed.
 __device__ __forceinline__ void mbar_wait(std::uint32_t addr, std::uint32_t parity) {
   std::uint32_t done = 0;
@@ -168,6 +177,17 @@ __device__ __forceinline__ void mbar_wait(std::uint32_t addr, std::uint32_t pari
                  : "=r"(done)
                  : "r"(addr), "r"(parity)
                  : "memory");
+}
+
+// ---- cp.async.bulk (sm_90: the TMA engine, no tensor map) -------------------
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to
+// this CTA's shared memory in one instruction of one thread; completes as
+// transactions on the mbarrier at `mbar`.
+__device__ __forceinline__ void cp_async_bulk_g2s(std::uint32_t dst, const void* src, std::uint32_t bytes,
+                                                  std::uint32_t mbar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(mbar)
+               : "memory");
 }
 
 // ---- setmaxnreg (sm_90a): a warpgroup gives registers back or takes more ----

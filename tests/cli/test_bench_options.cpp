@@ -26,6 +26,7 @@ TEST_CASE("pa-bench: no arguments are the documented defaults", "[cli][bench]") 
   CHECK(o.spin_us == 50);
   CHECK(o.force_splits == 0);
   CHECK_FALSE(o.alibi);
+  CHECK_FALSE(o.paged_read);
   CHECK(o.kv_dtypes == std::vector<KvDType>{KvDType::same});
   CHECK(o.layouts == std::vector<KvLayout>{KvLayout::vllm});
   CHECK_FALSE(o.quick);
@@ -39,7 +40,7 @@ TEST_CASE("pa-bench: every option is read", "[cli][bench]") {
   const BenchOptions o = parse_bench_options({"--json", "out/r.json", "--iters", "200", "--warmup", "0",
                                               "--warmup-ms", "12.5", "--pool-gb", "0.5", "--spin-us", "0",
                                               "--splits", "4", "--dtypes", "bf16", "--shape", "2,16,4,1000,64",
-                                              "--alibi", "--kv-dtypes", "auto,fp8,fp8_e5m2"});
+                                              "--alibi", "--kv-dtypes", "auto,fp8,fp8_e5m2", "--paged-read"});
   CHECK(o.json == "out/r.json");
   CHECK(o.iters == 200);
   CHECK(o.warmup == 0);
@@ -48,6 +49,7 @@ TEST_CASE("pa-bench: every option is read", "[cli][bench]") {
   CHECK(o.spin_us == 0);
   CHECK(o.force_splits == 4);
   CHECK(o.alibi);
+  CHECK(o.paged_read);
   // vLLM's "fp8" is e4m3.
   CHECK(o.kv_dtypes == std::vector<KvDType>{KvDType::same, KvDType::fp8_e4m3, KvDType::fp8_e5m2});
   CHECK(o.dtypes == std::vector<DType>{DType::bf16});
@@ -199,6 +201,21 @@ TEST_CASE("pa-bench: --split-sweep times its own shapes, alone; --seed needs it"
     ++ran;
   }
   CHECK(ran == 8);
+}
+
+TEST_CASE("pa-bench: --paged-read runs beside the shape set's stage 8 rows only", "[cli][bench]") {
+  CHECK(parse_bench_options({"--paged-read", "--only", "optimized", "--quick"}).paged_read);
+  int ran = 0;
+  for (const std::vector<std::string>& other : {std::vector<std::string>{"--cascade-only"}, {"--multilevel"},
+                                                {"--split-sweep", "2"}}) {
+    std::vector<std::string> args = other;
+    args.push_back("--paged-read");
+    INFO(other.front());
+    CHECK_THROWS_WITH(parse_bench_options(args), ContainsSubstring("--paged-read runs beside stage 8's rows") &&
+                                                     ContainsSubstring(other.front()));
+    ++ran;
+  }
+  CHECK(ran == 3);
 }
 
 // Seed 1's first split-sweep shape: seqs, context, heads, kv heads, head size.
