@@ -229,9 +229,13 @@ if [[ $do_san -eq 1 ]]; then
     for f in $FORMS; do [[ " $stages " == *" ${f%%@*} "* ]] && rows+=" $f"; done
     for t in $tools; do for r in $rows; do for c in $configs; do
       s=${r%%@*} dt=${c%%:*}
-      # The tensor-core kernels (cascade prefix, stage 8) have no fp32 path:
-      # their fp32 configuration runs as fp16, so the block size is still covered.
-      if [[ $dt == fp32 && ( $s == cascade_merge || $s == optimized ) ]]; then dt=fp16; fi
+      # The tensor-core kernels (cascade prefix, stage 8) have no fp32 path,
+      # and token-row caches are 2-byte caches only (kernels/CMakeLists.txt
+      # builds no fp32 token-row instance): their fp32 configuration runs as
+      # fp16, so the block size is still covered.
+      if [[ $dt == fp32 && ( $s == cascade_merge || $s == optimized || $r == *@nhd* || $r == *@hnd* ) ]]; then
+        dt=fp16
+      fi
       # fp8 caches: the cascade refuses them, stage 8 takes blocks of 16 and 32,
       # token-row layouts take 16-bit caches only.
       if [[ $dt == *-fp8_* && ( $s == cascade_merge || ( $s == optimized && ${c##*:} == 8 ) ||
@@ -275,7 +279,8 @@ fi
     echo "(v2_partition: partition size 64; cascade_merge: prefix 32 + suffixes 1,17,68;"
     echo " optimized: context lens 1,17,700,2100 over 5 forced splits, so the split merge runs;"
     echo " cascade_merge and optimized have no fp32 path: their fp32 configuration runs as fp16)"
-    echo " forms: stage@csr (CSR page tables), @nhd / @hnd (token-row caches), cascade_merge@levels (3 levels)"
+    echo " forms: stage@csr (CSR page tables), @nhd / @hnd (token-row caches, 2-byte only: fp32 runs as fp16),"
+    echo " cascade_merge@levels (3 levels)"
     printf '%-22s' stage; for t in $tools; do printf ' %-11s' "$t"; done; echo
     for s in $rows; do
       # A form that no configuration could run (say fp8 only on nhd) has no row.
