@@ -355,6 +355,18 @@ void time_paged_read(const Problem& P, const BenchOptions& o, const BenchRow& op
   };
   const double cp_async_us = paged(bench::paged_read_kernel<false>);
   const double bulk_us = paged(bench::paged_read_kernel<true>);
+  std::string held;  // the cp.async read holding each warp after every step, if asked for
+  if (o.paged_read_step_ns > 0) {
+    int khz = 0;
+    PA_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
+    a.step_cycles = static_cast<long long>(o.paged_read_step_ns) * khz / 1000000;
+    const double us = paged(bench::paged_read_kernel<false>);
+    a.step_cycles = 0;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "; paged cp.async holding each warp %d ns a step (%lld cycles at %d MHz) %.1f us",
+                  o.paged_read_step_ns, static_cast<long long>(o.paged_read_step_ns) * khz / 1000000, khz / 1000, us);
+    held = buf;
+  }
   // The contiguous ceiling at this size: read_stream over kv_bytes of the K
   // pool, a different window each launch (the pool is far larger than L2).
   const std::size_t n16 = static_cast<std::size_t>(P.kv_bytes) / 16;
@@ -372,10 +384,10 @@ void time_paged_read(const Problem& P, const BenchOptions& o, const BenchRow& op
   }
   auto pct = [&](double us) { return 100.0 * P.kv_bytes / (us * 1e-6) / 1e9 / copy_gbps; };
   std::printf("paged-read %s %s (%.1f MB, %d splits): stage 8 %.1f us (%.1f%% of copy); contiguous read-only %.1f us "
-              "(%.1f%%); paged cp.async %.1f us (%.1f%%); paged bulk %.1f us (%.1f%%)\n",
+              "(%.1f%%); paged cp.async %.1f us (%.1f%%); paged bulk %.1f us (%.1f%%)%s\n",
               name.c_str(), dtype_name(P.dt), P.kv_bytes / 1e6, plan.splits, opt_row.median_us,
               pct(opt_row.median_us), contiguous_us, pct(contiguous_us), cp_async_us, pct(cp_async_us), bulk_us,
-              pct(bulk_us));
+              pct(bulk_us), held.c_str());
 }
 
 // End-to-end latency of stage 8 on a small shape: what a decode step costs

@@ -162,6 +162,8 @@ std::string bench_usage() {
          "                        the same tiles read in stage 8's grid with nothing done with them, by\n"
          "                        16-byte cp.async and by cp.async.bulk, and as many contiguous bytes by the\n"
          "                        read-only kernel; printed, not written to the JSON\n"
+         "  --paged-read-step-ns N  with --paged-read: the cp.async read once more, each warp held N ns\n"
+         "                        (1..100000) after every step, where stage 8 does its math\n"
          "  --kv-dtypes LIST      KV cache element types, comma separated: auto (default: the dtype's),\n"
          "                        fp8_e4m3, fp8_e5m2 (fp8 = fp8_e4m3; random codes at scale 1; the cascade\n"
          "                        refuses fp8)\n"
@@ -245,6 +247,7 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
     }
     else if (a == "--spin-us") o.spin_us = to_int(a, next(), 0, kMaxSpinUs);
     else if (a == "--paged-read") o.paged_read = true;
+    else if (a == "--paged-read-step-ns") o.paged_read_step_ns = to_int(a, next(), 1, 100000);
     else if (a == "--splits") o.force_splits = to_int(a, next(), 0, kMaxSplits);
     else if (a == "--dtypes") o.dtypes = parse_dtypes(next());
     else if (a == "--split-sweep") o.split_sweep = to_int(a, next(), 1, kMaxSweepShapes, "shapes");
@@ -269,6 +272,8 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
   if (o.paged_read && (o.cascade_only || o.multilevel || o.split_sweep > 0))
     throw UsageError("--paged-read runs beside stage 8's rows of the shape set: it excludes --cascade-only, "
                      "--multilevel and --split-sweep");
+  if (o.paged_read_step_ns > 0 && !o.paged_read)
+    throw UsageError("--paged-read-step-ns holds the warps of --paged-read's cp.async read: it needs --paged-read");
   if (seen.count("--seed") && o.split_sweep == 0)
     throw UsageError("--seed draws the split sweep's shapes: it needs --split-sweep N");
   if (o.quick && o.has_shape) throw UsageError("--quick and --shape exclude each other (--shape times one shape)");

@@ -11,7 +11,10 @@
 //  - paged_read_bulk: one cp.async.bulk per 4 KB tile from one lane (the TMA
 //    engine), completing on the stage's mbarrier.
 // Beside them read_stream over as many contiguous bytes (the read-only
-// ceiling at the shape's size, not at 2 GB). The three answer where stage 8's
+// ceiling at the shape's size, not at 2 GB). With --paged-read-step-ns the
+// cp.async read runs again holding each warp that long after every step
+// (where stage 8 does its math), so the stream's loss to per-warp work shows
+// apart from the math itself. The three answer where stage 8's
 // time goes that is not the read itself: what the paging and the per-warp
 // pipeline cost against a contiguous stream, and whether the TMA engine
 // streams the same tiles faster than 16-byte copies.
@@ -43,6 +46,10 @@ struct PagedReadArgs {
   int kv_heads = 0;
   int split_blocks = 0;
   unsigned* sink = nullptr;          // written only if the XOR of what was read is a magic value
+  // Busy cycles after each step has landed, before the next refill is
+  // issued (0: none): a stand-in for stage 8's math of the step, which holds
+  // its warp as long, so that the read shows what that costs the stream.
+  long long step_cycles = 0;
 };
 
 // The window of block-table entries a warp holds: lane l has the physical
@@ -109,6 +116,11 @@ __global__ void __launch_bounds__(kPagedWarps * 32) paged_read_kernel(PagedReadA
     __syncwarp();
     // One word a lane of what landed, so the stage is read before it is refilled.
     acc ^= ptx::lds_u32(base + (j % kPagedStages) * kPagedStepBytes + 4 * lane);
+    if (a.step_cycles > 0) {
+      const long long t0 = clock64();
+      while (clock64() - t0 < a.step_cycles) {
+      }
+    }
     __syncwarp();
   }
   if (acc == 0x9E3779B9u) *a.sink = acc;

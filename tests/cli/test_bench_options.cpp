@@ -205,6 +205,11 @@ TEST_CASE("pa-bench: --split-sweep times its own shapes, alone; --seed needs it"
 
 TEST_CASE("pa-bench: --paged-read runs beside the shape set's stage 8 rows only", "[cli][bench]") {
   CHECK(parse_bench_options({"--paged-read", "--only", "optimized", "--quick"}).paged_read);
+  CHECK(parse_bench_options({"--paged-read"}).paged_read_step_ns == 0);
+  CHECK(parse_bench_options({"--paged-read", "--paged-read-step-ns", "700"}).paged_read_step_ns == 700);
+  CHECK_THROWS_WITH(parse_bench_options({"--paged-read-step-ns", "700"}), ContainsSubstring("it needs --paged-read"));
+  CHECK_THROWS_WITH(parse_bench_options({"--paged-read", "--paged-read-step-ns", "0"}),
+                    ContainsSubstring("--paged-read-step-ns"));
   int ran = 0;
   for (const std::vector<std::string>& other : {std::vector<std::string>{"--cascade-only"}, {"--multilevel"},
                                                 {"--split-sweep", "2"}}) {
