@@ -374,15 +374,12 @@ struct OptConfig {
   // block may not exist).
   PA_HD static constexpr int trace_token(int tok, int blk_end) { return tok < blk_end * BLOCK_SIZE ? tok : -1; }
   // The last CTA's split merge: splits whose states a thread loads together
-  // (96 L2 loads in flight per thread: one round trip for up to 16 splits;
-  // the planner's one-wave launches use 4 to 32 splits, and every round is
-  // an L2 round trip on the kernel's tail; the merge runs after the main
-  // loop, whose registers are dead by then),
+  // (48 L2 loads in flight per thread: one round trip for up to 8 splits),
   // and what a thread merges: item q (q = tid, tid + kNumThreads, ... below
   // the unit's heads x kMergeItemsPerHead) holds head merge_head(q)'s dims
   // merge_dim(q, e), e = 0..3, a quarter of the head apart, so that a warp's
   // e-th load (and store) covers consecutive dims.
-  static constexpr int kMergeSplits = 16;
+  static constexpr int kMergeSplits = 8;
   static constexpr int kMergeItemsPerHead = HEAD_SIZE / 4;
   PA_HD static constexpr int merge_head(int q) { return q / kMergeItemsPerHead; }
   PA_HD static constexpr int merge_dim(int q, int e) { return q % kMergeItemsPerHead + kMergeItemsPerHead * e; }
