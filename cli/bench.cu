@@ -310,10 +310,10 @@ void time_kernel(BenchRow& row, const Problem& P, const BenchOptions& o, kernels
   time_launches(row, P.R, o, [&](int r) { runner.launch(r); });
 }
 
-// --paged-read (cli/bench_paged_read.cuh): stage 8's bytes read three ways
-// with nothing done with them, timed like every row and printed beside stage
-// 8's time (not rows of the JSON).
-void time_paged_read(const Problem& P, const BenchOptions& o, const BenchRow& opt_row, double copy_gbps,
+// --paged-read (cli/bench_paged_read.cuh): stage 8's bytes read with nothing
+// done with them, timed like every row, into stage 8's row (paged_read_us ..
+// held_read_us) and printed beside its time.
+void time_paged_read(const Problem& P, const BenchOptions& o, BenchRow& opt_row, double copy_gbps,
                      int sm_count) {
   const Shape& s = P.s;
   const std::string name = std::to_string(s.seqs) + "x" + std::to_string(s.heads) + "x" + std::to_string(s.kv_heads) +
@@ -362,6 +362,8 @@ void time_paged_read(const Problem& P, const BenchOptions& o, const BenchRow& op
     a.step_cycles = static_cast<long long>(o.paged_read_step_ns) * khz / 1000000;
     const double us = paged(bench::paged_read_kernel<false>);
     a.step_cycles = 0;
+    opt_row.held_step_ns = o.paged_read_step_ns;
+    opt_row.held_read_us = us;
     char buf[160];
     std::snprintf(buf, sizeof buf, "; paged cp.async holding each warp %d ns a step (%lld cycles at %d MHz) %.1f us",
                   o.paged_read_step_ns, static_cast<long long>(o.paged_read_step_ns) * khz / 1000000, khz / 1000, us);
@@ -382,6 +384,9 @@ void time_paged_read(const Problem& P, const BenchOptions& o, const BenchRow& op
     });
     contiguous_us = contiguous_us == 0 ? row.median_us : std::min(contiguous_us, row.median_us);
   }
+  opt_row.paged_read_us = cp_async_us;
+  opt_row.paged_bulk_us = bulk_us;
+  opt_row.contiguous_read_us = contiguous_us;
   auto pct = [&](double us) { return 100.0 * P.kv_bytes / (us * 1e-6) / 1e9 / copy_gbps; };
   std::printf("paged-read %s %s (%.1f MB, %d splits): stage 8 %.1f us (%.1f%% of copy); contiguous read-only %.1f us "
               "(%.1f%%); paged cp.async %.1f us (%.1f%%); paged bulk %.1f us (%.1f%%)%s\n",
@@ -557,8 +562,8 @@ void run_shape(const Shape& s, DType dt, KvDType kv, const BenchOptions& o, std:
       cudaGetLastError();
     }
   }
-  const bool opt_ok = finish(opt_row);
   if (o.paged_read && dt == o.dtypes.front() && !is_fp8(kv)) time_paged_read(P, o, opt_row, copy_gbps, sm_count);
+  const bool opt_ok = finish(opt_row);
   // Stage 8 on the other layouts: the same elements, moved on the device.
   if (o.layouts.size() > 1) {
     DeviceBuffer moved;

@@ -34,7 +34,9 @@ std::string row_json(const BenchRow& r) {
          ", \"gbps\": " + num(r.gbps) + ", \"pct_copy\": " + num(r.pct_copy) +
          ", \"xcheck_max_abs_vs_optimized\": " + num(r.xcheck_max_abs) + ", \"plan\": " + json_string(r.plan) +
          ", \"single_us\": " + num(r.single_us) + ", \"b2b_us\": " + num(r.b2b_us) + ", \"graph_us\": " +
-         num(r.graph_us) + "}";
+         num(r.graph_us) + ", \"paged_read_us\": " + num(r.paged_read_us) + ", \"paged_bulk_us\": " +
+         num(r.paged_bulk_us) + ", \"contiguous_read_us\": " + num(r.contiguous_read_us) +
+         ", \"held_step_ns\": " + num(r.held_step_ns) + ", \"held_read_us\": " + num(r.held_read_us) + "}";
 }
 
 }  // namespace

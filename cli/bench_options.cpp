@@ -161,7 +161,7 @@ std::string bench_usage() {
          "  --paged-read          after stage 8's row (first dtype, 16-bit caches, head x block = 4 KB tiles):\n"
          "                        the same tiles read in stage 8's grid with nothing done with them, by\n"
          "                        16-byte cp.async and by cp.async.bulk, and as many contiguous bytes by the\n"
-         "                        read-only kernel; printed, not written to the JSON\n"
+         "                        read-only kernel; in stage 8's JSON row (paged_read_us ...) and printed\n"
          "  --paged-read-step-ns N  with --paged-read: the cp.async read once more, each warp held N ns\n"
          "                        (1..100000) after every step, where stage 8 does its math\n"
          "  --kv-dtypes LIST      KV cache element types, comma separated: auto (default: the dtype's),\n"

@@ -61,9 +61,9 @@ struct BenchOptions {
   int spin_us = 50;                 // GPU busy-wait before each timed launch (0 = off)
   int force_splits = 0;             // stage 8: 0 = the split heuristic
   bool alibi = false;               // --alibi: every problem with ALiBi's slopes
-  // --paged-read: after stage 8's row of each shape (first dtype, 16-bit
-  // cache), stage 8's bytes read with nothing done with them, printed beside
-  // it (cli/bench_paged_read.cuh; not rows of the JSON).
+  // --paged-read: with stage 8's row of each shape (first dtype, 16-bit
+  // cache), stage 8's bytes read with nothing done with them
+  // (cli/bench_paged_read.cuh), in that row and printed beside it.
   bool paged_read = false;
   int paged_read_step_ns = 0;  // --paged-read-step-ns: the cp.async read again, each warp held this long a step
   // --kv-dtypes: the KV cache element types timed, each with every dtype (fp8: one byte per element).

@@ -497,6 +497,43 @@ def latency_table(data, src):
     return "\n".join(lines)
 
 
+def paged_read_table(data, src):
+    """Stage 8 beside the reads of its own tiles (pa-bench --paged-read;
+    rows with paged_read_us): the same bytes read in its grid with nothing
+    else done, by 16-byte cp.async and by cp.async.bulk, as many contiguous
+    bytes by the read-only kernel, and the cp.async read with each warp held
+    after every step."""
+    rows = [r for r in data["rows"] if r["kernel"] == "optimized" and r.get("paged_read_us", 0) > 0]
+    if not rows:
+        raise Refusal("--paged-read: no stage 8 row has paged_read_us (accepted: a pa-bench --paged-read file)")
+    held_ns = sorted({r.get("held_step_ns", 0) for r in rows} - {0})
+    copy = data["copy_gbps"]
+
+    def cell(r, key):
+        us = r[key]
+        return f"{fmt_us(us)} ({100 * r['kv_bytes'] / (us * 1e-6) / 1e9 / copy:.1f}%)" if us > 0 else "-"
+    held = (f" \"held N ns\": the cp.async read again, each warp held N ns (clock64 cycles at the device's "
+            f"maximum clock) after every step, where stage 8 does its math." if held_ns else "")
+    head = (f"Stage 8 beside the bare read of its tiles, measured on **{data['gpu']}** by `pa-bench --paged-read` "
+            f"(one run); raw data: `{src}`. Copy bandwidth in the same run: **{copy:.0f} GB/s**. Each cell: "
+            f"median of {data['iters']} CUDA-event timings (a {data['spin_us']} us busy-wait before each), "
+            f"launches rotating over the same pool, and % of the copy. \"paged\": every K and V tile stage 8 "
+            f"reads, through the same block tables, in stage 8's grid and per-warp pipeline, with nothing done "
+            f"with them, by 16-byte cp.async (stage 8's copy) or by one cp.async.bulk per 4 KB tile; "
+            f"\"contiguous\": the read-only kernel over as many contiguous bytes.{held} Head 128, block 16, "
+            f"16-bit caches only.\n")
+    cols = ["stage 8", "paged, cp.async", "paged, bulk", "contiguous"] + [f"paged, held {n} ns" for n in held_ns]
+    lines = [head, "| seqs | heads | kv heads | context | dtype | KV MB | " + " | ".join(cols) + " |",
+             "|---:|---:|---:|---:|---|---:|" + "---:|" * len(cols)]
+    for r in rows:
+        cells = [cell(r, "median_us"), cell(r, "paged_read_us"), cell(r, "paged_bulk_us"),
+                 cell(r, "contiguous_read_us")]
+        cells += [cell(r, "held_read_us") if r.get("held_step_ns") == n else "-" for n in held_ns]
+        lines.append(f"| {r['seqs']} | {r['heads']} | {r['kv_heads']} | {r['context']} | {dtype_text(r)} | "
+                     f"{r['kv_bytes'] / 1e6:.1f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def split_sweep_table(data, src):
     """The split sweep (pa-bench --split-sweep): per shape, the split the
     planner chose against the fastest split count timed, and every point."""
@@ -546,6 +583,9 @@ def main():
                     help="the table of stage 8 per KV cache layout (pa-bench --layouts) instead of the main one")
     ap.add_argument("--latency", action="store_true",
                     help="the table of stage 8's end-to-end latency (rows with single_us) instead of the main one")
+    ap.add_argument("--paged-read", action="store_true",
+                    help="the table of stage 8 beside the reads of its tiles (pa-bench --paged-read) instead of the "
+                         "main one")
     ap.add_argument("--markers", default=DEFAULT_MARKERS,
                     help="write between <!-- MARKERS:begin --> and <!-- MARKERS:end --> (default: results)")
     ap.add_argument("--sdpa", action="append", default=[], metavar="FILE",
@@ -576,9 +616,10 @@ def main():
             if data.get("benchmark") in kind:
                 raise Refusal(f"--sdpa: {path} is {kind[data['benchmark']]}, whose table has no SDPA columns "
                               "(accepted: the main table's file, without --layouts or --latency)")
-            if a.layouts or a.latency:
-                raise Refusal(f"--sdpa with {'--layouts' if a.layouts else '--latency'}: that table has no SDPA "
-                              "columns (accepted: the main table, without --layouts or --latency)")
+            if a.layouts or a.latency or a.paged_read:
+                other = '--layouts' if a.layouts else '--latency' if a.latency else '--paged-read'
+                raise Refusal(f"--sdpa with {other}: that table has no SDPA "
+                              "columns (accepted: the main table, without --layouts, --latency or --paged-read)")
             if data.get("alibi"):
                 raise Refusal(f"--sdpa: {path}'s kernels ran with ALiBi, bench_vs_sdpa.py's SDPA without it "
                               "(accepted: a run without --alibi)")
@@ -588,8 +629,10 @@ def main():
         elif data.get("benchmark") == "split_sweep":
             t = split_sweep_table(data, src)
         else:
+            if sum([a.layouts, a.latency, a.paged_read]) > 1:
+                raise Refusal("--layouts, --latency and --paged-read each choose a table: give one")
             t = layout_table(data, src) if a.layouts else latency_table(data, src) if a.latency else \
-                table(data, src, cdata, csrc, sdpa)
+                paged_read_table(data, src) if a.paged_read else table(data, src, cdata, csrc, sdpa)
     except Refusal as e:
         print(f"bench_table.py: {e}", file=sys.stderr)
         return 2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stage 8 against the bare read of its tiles (GPU machine, repository root):
 # quick build of pa-bench, `pa-bench --only optimized --paged-read` over the
-# shape set (fp16), then Nsight Compute on one launch each of stage 8 and the
+# shape set (fp16; the held read at HELD_NS, default 700: $OUT/paged.json, the
+# input of `scripts/bench_table.py --paged-read`), then Nsight Compute on one launch each of stage 8 and the
 # two paged reads at one 2 GB shape (SHAPE, default 64,32,8,8192,128): DRAM
 # and L2 throughput, L2 requests and sectors from the SMs; with STEP_NS (a
 # list of ns) the cp.async read again on four one-wave shapes, each warp
@@ -11,8 +12,10 @@ set -u
 source scripts/device/quick_build.sh
 device_bench_setup /tmp/paged
 shape=${SHAPE:-64,32,8,8192,128}
-timeout 300 "$P" --only optimized --paged-read --dtypes fp16 --iters 50 --json "$W/paged.json" >"$W/paged.txt" 2>&1
+timeout 300 "$P" --only optimized --paged-read --paged-read-step-ns "${HELD_NS:-700}" --dtypes fp16 --iters 50 \
+  --json "$W/paged.json" >"$W/paged.txt" 2>&1
 echo "pa-bench --paged-read rc=$?"
+cp "$W/paged.json" "$FINAL_OUT/paged.json"
 # The cp.async read holding each warp STEP_NS ns a step (stage 8's math of a
 # step takes about that long), on the one-wave shapes.
 for ns in ${STEP_NS:-}; do

@@ -47,6 +47,11 @@ int main(int argc, char** argv) {
       r.single_us = 21.5;
       r.b2b_us = 16.0;
       r.graph_us = 15.2;
+      r.paged_read_us = 9.9;
+      r.paged_bulk_us = 10.0;
+      r.contiguous_read_us = 9.1;
+      r.held_step_ns = 700;
+      r.held_read_us = 11.4;
     }
     run.rows.push_back(r);
   }

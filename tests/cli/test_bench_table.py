@@ -382,6 +382,9 @@ class SdpaColumns(unittest.TestCase):
              ["is a pa-bench --split-sweep file, whose table has no SDPA columns"]),
             ([FIXTURE, "--latency", "--sdpa", SDPA_FIXTURE], ["--sdpa with --latency: that table has no SDPA"]),
             ([FIXTURE, "--layouts", "--sdpa", SDPA_FIXTURE], ["--sdpa with --layouts: that table has no SDPA"]),
+            ([FIXTURE, "--paged-read", "--sdpa", SDPA_FIXTURE], ["--sdpa with --paged-read: that table has no SDPA"]),
+            ([FIXTURE, "--paged-read"], ["--paged-read: no stage 8 row has paged_read_us"]),
+            ([FIXTURE, "--paged-read", "--latency"], ["each choose a table: give one"]),
             ([self.write("alibi.json", dict(fixture(), alibi=True)), "--sdpa", SDPA_FIXTURE],
              ["kernels ran with ALiBi"]),
         ]
@@ -396,7 +399,7 @@ class SdpaColumns(unittest.TestCase):
                 for s in said:
                     self.assertIn(s, r.stderr)
                 self.assertEqual(readme.read_text(), "<!-- results:begin -->\nold\n<!-- results:end -->\n")
-        self.assertEqual(len(cases), 14)
+        self.assertEqual(len(cases), 17)
 
     def test_the_readme_gets_the_sdpa_columns_and_extra_shapes_are_said(self):
         readme = self.write("README.md", "<!-- results-h200:begin -->\nold\n<!-- results-h200:end -->\n")
@@ -497,7 +500,8 @@ class WriterSchema(unittest.TestCase):
     ROW_KEYS = ["kernel", "dtype", "kv_dtype", "layout", "seqs", "heads", "kv_heads", "context", "prefix", "head_size", "block_size",
                 "kv_bytes", "pool_sets", "pool_bytes", "status", "median_us", "min_us", "p10_us", "p90_us",
                 "timed", "warmup_launches", "gbps", "pct_copy", "xcheck_max_abs_vs_optimized", "plan",
-                "single_us", "b2b_us", "graph_us"]
+                "single_us", "b2b_us", "graph_us", "paged_read_us", "paged_bulk_us", "contiguous_read_us",
+                "held_step_ns", "held_read_us"]
     TOP_KEYS = ["gpu", "sm_count", "l2_bytes", "copy_gbps", "copy_bytes_each_way", "read_gbps", "read_bytes",
                 "dram_peak_gbps", "iters", "warmup", "warmup_ms",
                 "spin_us", "alibi", "kv_dtypes", "layouts", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows", "cascade"]
@@ -539,6 +543,21 @@ class WriterSchema(unittest.TestCase):
         cells = [c.strip() for c in rows[0].strip("|").split("|")]
         self.assertEqual(cells[5:], ["fp16", "15.0 us", "21.5 us", "16.0 us", "15.2 us"])
         self.assertIn("a 50 us busy-wait before each launch", text)
+
+    def test_paged_read_table(self):
+        text = bench_table.paged_read_table(self.data, "sample.json")
+        lines = table_lines(text)
+        self.assertEqual(lines[0].split("|")[7:-1],
+                         [" stage 8 ", " paged, cp.async ", " paged, bulk ", " contiguous ", " paged, held 700 ns "])
+        rows = lines[1:]
+        self.assertEqual(len(rows), 1, text)  # only the stage 8 row with the reads
+        cells = [c.strip() for c in rows[0].strip("|").split("|")]
+        # % of the sample's copy bandwidth, from its kv_bytes and each time.
+        pct = lambda us: 100 * self.data["rows"][0]["kv_bytes"] / (us * 1e-6) / 1e9 / self.data["copy_gbps"]
+        self.assertEqual(cells[4:], ["fp16", "16.8", f"15.0 us ({pct(15.0):.1f}%)", f"9.9 us ({pct(9.9):.1f}%)",
+                                     f"10.0 us ({pct(10.0):.1f}%)", f"9.1 us ({pct(9.1):.1f}%)",
+                                     f"11.4 us ({pct(11.4):.1f}%)"])
+        self.assertIn("each warp held N ns", text)
 
 
 class SweepTable(unittest.TestCase):
