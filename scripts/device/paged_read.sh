@@ -3,9 +3,9 @@
 # quick build of pa-bench, `pa-bench --only optimized --paged-read` over the
 # shape set (fp16; the held read at HELD_NS, default 700: $OUT/paged.json, the
 # input of `scripts/bench_table.py --paged-read`), then Nsight Compute on one
-# launch each of stage 8 and the
-# two paged reads at one 2 GB shape (SHAPE, default 64,32,8,8192,128): DRAM
-# and L2 throughput, L2 requests and sectors from the SMs; with STEP_NS (a
+# launch each of stage 8 and the two paged reads at one 2 GB shape (SHAPE,
+# default 64,32,8,8192,128): DRAM and L2 throughput, L2 requests and sectors
+# from the SMs; with STEP_NS (a
 # list of ns) the cp.async read again on four one-wave shapes, each warp
 # held that long after every step. Everything in
 # $OUT/paged_read.tgz; the paged-read lines and an ncu table last.
