@@ -515,7 +515,8 @@ def paged_read_table(data, src):
     held = (f" \"held N ns\": the cp.async read again, each warp held N ns (clock64 cycles at the device's "
             f"maximum clock) after every step, where stage 8 does its math." if held_ns else "")
     head = (f"Stage 8 beside the bare read of its tiles, measured on **{data['gpu']}** by `pa-bench --paged-read` "
-            f"(one run); raw data: `{src}`. Copy bandwidth in the same run: **{copy:.0f} GB/s**. Each cell: "
+            f"(one run); raw data: `{src}`. Copy bandwidth in the same run: **{copy:.0f} GB/s**; the read-only "
+            f"kernel streams {data['read_gbps']:.0f} GB/s over {data['read_bytes'] / 2**30:.0f} GiB. Each cell: "
             f"median of {data['iters']} CUDA-event timings (a {data['spin_us']} us busy-wait before each), "
             f"launches rotating over the same pool, and % of the copy. \"paged\": every K and V tile stage 8 "
             f"reads, through the same block tables, in stage 8's grid and per-warp pipeline, with nothing done "
