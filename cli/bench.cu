@@ -382,6 +382,13 @@ void time_paged_read(const Problem& P, const BenchOptions& o, BenchRow& opt_row,
       });
       return row.median_us;
     };
+    a.step_cycles = cycles;
+    a.sleep = true;
+    const double sleep_us = paged(bench::paged_read_kernel<false>);
+    a.step_cycles = 0;
+    a.sleep = false;
+    std::printf("paged-read %s: cp.async held %d ns a step by __nanosleep %.1f us\n", name.c_str(),
+                o.paged_read_step_ns, sleep_us);
     const double bulk_held_us = split_release(cycles);
     const double k_early_us = split_release(cycles * 4 / 10);
     std::printf("paged-read %s: bulk held %d ns a step %.1f us; K released after 40%% of it %.1f us\n", name.c_str(),

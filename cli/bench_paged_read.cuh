@@ -50,6 +50,7 @@ struct PagedReadArgs {
   // issued (0: none): a stand-in for stage 8's math of the step, which holds
   // its warp as long, so that the read shows what that costs the stream.
   long long step_cycles = 0;
+  bool sleep = false;  // hold by __nanosleep (the warp issues nothing) instead of a clock64 spin
   static long long step_cycles_of(int ns, int clock_khz) { return static_cast<long long>(ns) * clock_khz / 1000000; }
 };
 
@@ -120,6 +121,7 @@ __global__ void __launch_bounds__(kPagedWarps * 32) paged_read_kernel(PagedReadA
     if (a.step_cycles > 0) {
       const long long t0 = clock64();
       while (clock64() - t0 < a.step_cycles) {
+        if (a.sleep) __nanosleep(32);
       }
     }
     __syncwarp();
