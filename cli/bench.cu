@@ -343,8 +343,6 @@ void time_paged_read(const Problem& P, const BenchOptions& o, BenchRow& opt_row,
                                      bench::kPagedSmemBytes));
   PA_CUDA_CHECK(cudaFuncSetAttribute(bench::paged_read_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      bench::kPagedSmemBytes));
-  PA_CUDA_CHECK(cudaFuncSetAttribute(bench::paged_read_split_release_kernel,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, bench::kPagedSmemBytes));
   auto paged = [&](auto kernel) {
     BenchRow row;
     time_launches(row, P.R, o, [&](int r) {
@@ -361,41 +359,14 @@ void time_paged_read(const Problem& P, const BenchOptions& o, BenchRow& opt_row,
   if (o.paged_read_step_ns > 0) {
     int khz = 0;
     PA_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
-    const long long cycles = bench::PagedReadArgs::step_cycles_of(o.paged_read_step_ns, khz);
-    a.step_cycles = cycles;
+    a.step_cycles = static_cast<long long>(o.paged_read_step_ns) * khz / 1000000;
     const double us = paged(bench::paged_read_kernel<false>);
     a.step_cycles = 0;
     opt_row.held_step_ns = o.paged_read_step_ns;
     opt_row.held_read_us = us;
-    // The bulk read held alike, then with each step's K tile released after
-    // 40% of the hold (stage 8's QK share of a step's math, 0.28 of 0.68 us
-    // in the H200 timeline), its V tile at the end.
-    auto split_release = [&](long long k_cycles) {
-      BenchRow row;
-      bench::PagedReadArgs ar = a;
-      ar.step_cycles = cycles;
-      time_launches(row, P.R, o, [&](int r) {
-        ar.tables = static_cast<const int*>(P.tables.get()) + r * table_ints;
-        bench::paged_read_split_release_kernel<<<grid, bench::kPagedWarps * 32, bench::kPagedSmemBytes>>>(ar,
-                                                                                                        k_cycles);
-        PA_CUDA_CHECK(cudaGetLastError());
-      });
-      return row.median_us;
-    };
-    a.step_cycles = cycles;
-    a.sleep = true;
-    const double sleep_us = paged(bench::paged_read_kernel<false>);
-    a.step_cycles = 0;
-    a.sleep = false;
-    std::printf("paged-read %s: cp.async held %d ns a step by __nanosleep %.1f us\n", name.c_str(),
-                o.paged_read_step_ns, sleep_us);
-    const double bulk_held_us = split_release(cycles);
-    const double k_early_us = split_release(cycles * 4 / 10);
-    std::printf("paged-read %s: bulk held %d ns a step %.1f us; K released after 40%% of it %.1f us\n", name.c_str(),
-                o.paged_read_step_ns, bulk_held_us, k_early_us);
     char buf[160];
     std::snprintf(buf, sizeof buf, "; paged cp.async holding each warp %d ns a step (%lld cycles at %d MHz) %.1f us",
-                  o.paged_read_step_ns, cycles, khz / 1000, us);
+                  o.paged_read_step_ns, static_cast<long long>(o.paged_read_step_ns) * khz / 1000000, khz / 1000, us);
     held = buf;
   }
   // The contiguous ceiling at this size: read_stream over kv_bytes of the K

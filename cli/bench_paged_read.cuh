@@ -50,8 +50,6 @@ struct PagedReadArgs {
   // issued (0: none): a stand-in for stage 8's math of the step, which holds
   // its warp as long, so that the read shows what that costs the stream.
   long long step_cycles = 0;
-  bool sleep = false;  // hold by __nanosleep (the warp issues nothing) instead of a clock64 spin
-  static long long step_cycles_of(int ns, int clock_khz) { return static_cast<long long>(ns) * clock_khz / 1000000; }
 };
 
 // The window of block-table entries a warp holds: lane l has the physical
@@ -121,75 +119,9 @@ __global__ void __launch_bounds__(kPagedWarps * 32) paged_read_kernel(PagedReadA
     if (a.step_cycles > 0) {
       const long long t0 = clock64();
       while (clock64() - t0 < a.step_cycles) {
-        if (a.sleep) __nanosleep(32);
       }
     }
     __syncwarp();
-  }
-  if (acc == 0x9E3779B9u) *a.sink = acc;
-}
-
-// The held read by bulk copies with K and V released apart: each step's K
-// tile is refilled (with step j + kPagedStages's) after the first k_cycles of
-// the hold, where stage 8 has finished QK and no longer reads K, and its V
-// tile after the rest of step_cycles, where PV is done. K and V complete on
-// barriers of their own. k_cycles = step_cycles releases both at the end:
-// the bulk read held as paged_read_kernel holds its warps.
-__global__ void __launch_bounds__(kPagedWarps * 32) paged_read_split_release_kernel(PagedReadArgs a,
-                                                                                   long long k_cycles) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ __align__(8) unsigned long long bars[kPagedWarps][kPagedStages][2];  // K, V
-  const int split = blockIdx.x, kvh = blockIdx.y, seq = blockIdx.z;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int nblocks = (a.context_lens[seq] + a.block_size - 1) / a.block_size;
-  const int b0 = split * a.split_blocks, b1 = min(nblocks, b0 + a.split_blocks);
-  const int nsteps = b1 - b0;
-  const int mine = warp < nsteps ? (nsteps - warp + kPagedWarps - 1) / kPagedWarps : 0;
-  const std::uint32_t base = ptx::smem_u32(smem) + warp * kPagedStages * kPagedStepBytes;
-  const std::uint32_t bar0 = ptx::smem_u32(&bars[warp][0][0]);
-  if (lane == 0)
-    for (int s = 0; s < 2 * kPagedStages; ++s) ptx::mbar_init(bar0 + 8 * s, 1);
-  ptx::fence_mbarrier_init();
-  __syncwarp();
-  int tbl = paged_table_window(a, seq, b0, b1, warp, 0, lane);
-  int tbl_first = 0;  // the step of the window's lane 0
-  // Step j's tile of K (kv = 0) or V (kv = 1) into its stage; every lane
-  // takes part in the table window's shuffle, lane 0 issues.
-  auto issue = [&](int j, int kv) {
-    if (j >= tbl_first + 32) {
-      tbl_first = j / 32 * 32;
-      tbl = paged_table_window(a, seq, b0, b1, warp, tbl_first, lane);
-    }
-    const int phys = __shfl_sync(0xffffffffu, tbl, j - tbl_first);
-    if (lane == 0) {
-      const std::size_t off = (static_cast<std::size_t>(phys) * a.kv_heads + kvh) * kPagedTileBytes;
-      const std::uint32_t bar = bar0 + 8 * (2 * (j % kPagedStages) + kv);
-      ptx::mbar_arrive_expect_tx(bar, kPagedTileBytes);
-      ptx::cp_async_bulk_g2s(base + (j % kPagedStages) * kPagedStepBytes + kv * kPagedTileBytes,
-                             (kv == 0 ? a.k : a.v) + off, kPagedTileBytes, bar);
-    }
-  };
-  auto hold = [](long long cycles) {
-    const long long t0 = clock64();
-    while (clock64() - t0 < cycles) {
-    }
-  };
-  for (int j = 0; j < kPagedStages && j < mine; ++j) {
-    issue(j, 0);
-    issue(j, 1);
-  }
-  unsigned acc = 0;
-  for (int j = 0; j < mine; ++j) {
-    const std::uint32_t parity = (j / kPagedStages) & 1;
-    ptx::mbar_wait(bar0 + 8 * (2 * (j % kPagedStages)), parity);
-    ptx::mbar_wait(bar0 + 8 * (2 * (j % kPagedStages) + 1), parity);
-    acc ^= ptx::lds_u32(base + (j % kPagedStages) * kPagedStepBytes + 4 * lane);
-    hold(k_cycles);
-    __syncwarp();
-    if (j + kPagedStages < mine) issue(j + kPagedStages, 0);
-    hold(a.step_cycles - k_cycles);
-    __syncwarp();
-    if (j + kPagedStages < mine) issue(j + kPagedStages, 1);
   }
   if (acc == 0x9E3779B9u) *a.sink = acc;
 }
