@@ -273,8 +273,9 @@ void build_problem(Problem& P, const Shape& s, DType dt, KvDType kv, const Bench
   PA_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-// Times launch_rotation(r) (time_kernel: runner.launch(r)) for iters launches after a warm-up, rotating r over
-// the R disjoint data sets (pa/kernels/event_timer.hpp: one event pair per
+// Times launch_rotation(r) (time_kernel: runner.launch(r)) for iters
+// launches after a warm-up, rotating r over the R disjoint data sets
+// (pa/kernels/event_timer.hpp: one event pair per
 // timed launch, the busy-wait kernel before each). The warm-up runs the same
 // loop (busy-wait, event pair, launch) for at least --warmup launches and
 // --warmup-ms of wall time: on an H100, 10 warm-up launches (< 1 ms) left the
@@ -359,14 +360,15 @@ void time_paged_read(const Problem& P, const BenchOptions& o, BenchRow& opt_row,
   if (o.paged_read_step_ns > 0) {
     int khz = 0;
     PA_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
-    a.step_cycles = static_cast<long long>(o.paged_read_step_ns) * khz / 1000000;
+    const long long cycles = static_cast<long long>(o.paged_read_step_ns) * khz / 1000000;  // at the maximum clock
+    a.step_cycles = cycles;
     const double us = paged(bench::paged_read_kernel<false>);
     a.step_cycles = 0;
     opt_row.held_step_ns = o.paged_read_step_ns;
     opt_row.held_read_us = us;
     char buf[160];
     std::snprintf(buf, sizeof buf, "; paged cp.async holding each warp %d ns a step (%lld cycles at %d MHz) %.1f us",
-                  o.paged_read_step_ns, static_cast<long long>(o.paged_read_step_ns) * khz / 1000000, khz / 1000, us);
+                  o.paged_read_step_ns, cycles, khz / 1000, us);
     held = buf;
   }
   // The contiguous ceiling at this size: read_stream over kv_bytes of the K

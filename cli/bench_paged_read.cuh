@@ -3,21 +3,21 @@
 // shape's pool is read once, through the shape's block tables, in stage 8's
 // grid (splits x KV heads x sequences, the split sizes of stage 8's plan) and
 // its per-warp pipeline (4 warps; warp w takes steps w, w + 4, ...; a step is
-// one block's K and V tiles; kStages deep), with no arithmetic. Two ways to
-// move a tile into shared memory:
-//  - paged_read_cp_async: stage 8's copy, 16 bytes a lane per cp.async
-//    (with its L2 256-byte hint), 256 instructions per 4 KB tile, groups
-//    committed per step and waited for with cp.async.wait_group;
-//  - paged_read_bulk: one cp.async.bulk per 4 KB tile from one lane (the TMA
-//    engine), completing on the stage's mbarrier.
-// Beside them read_stream over as many contiguous bytes (the read-only
-// ceiling at the shape's size, not at 2 GB). With --paged-read-step-ns the
-// cp.async read runs again holding each warp that long after every step
-// (where stage 8 does its math), so the stream's loss to per-warp work shows
-// apart from the math itself. The three answer where stage 8's
-// time goes that is not the read itself: what the paging and the per-warp
-// pipeline cost against a contiguous stream, and whether the TMA engine
-// streams the same tiles faster than 16-byte copies.
+// one block's K and V tiles; kPagedStages deep), with no arithmetic.
+// paged_read_kernel moves a tile into shared memory one of two ways:
+//  - <false>: stage 8's copy, 16 bytes a lane per cp.async (with its L2
+//    256-byte hint), 256 copies per 4 KB tile, a group committed per step
+//    and waited for with cp.async.wait_group;
+//  - <true>: one cp.async.bulk per 4 KB tile from lane 0 (the TMA engine),
+//    completing on the stage's mbarrier.
+// pa-bench times beside them read_stream over as many contiguous bytes (the
+// read-only ceiling at the shape's size, not at 2 GB) and, with
+// --paged-read-step-ns, the cp.async read again with each warp held that long
+// after every step, where stage 8 does its math. Together they say where
+// stage 8's time goes that is not the read itself: what the paging and the
+// per-warp pipeline cost against a contiguous stream, whether the TMA engine
+// streams the same tiles faster than 16-byte copies, and what holding a warp
+// as long as its math costs the stream.
 //
 // Tiles of 4096 bytes only (head 128 x block 16 in 16 bits, vLLM's layout,
 // where a (block, KV head) tile of K, and of V, is contiguous).
