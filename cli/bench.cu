@@ -150,23 +150,30 @@ __global__ void read_stream(const uint4* p, std::size_t n16, unsigned* sink) {
   if (acc == 0x9E3779B9u) *sink = acc;  // the buffer holds equal bytes: never true, but unknown to the compiler
 }
 
+// read_stream's grid shapes, (CTAs per SM, threads per CTA): every use times
+// both and keeps the faster.
+constexpr std::pair<int, int> kReadStreamGrids[] = {{4, 512}, {16, 256}};
+
+// GB/s of `bytes` read in `us` microseconds.
+double gbps_of(double bytes, double us) { return bytes / (us * 1e-6) / 1e9; }
+
 // Bytes read per second by read_stream over `bytes` (two buffers used in
 // turn, each far larger than L2), the median of `iters` launches; the faster
-// of two grid shapes (4 CTAs of 512 threads or 16 of 256 per SM).
+// of the grid shapes of kReadStreamGrids.
 double measure_read_bandwidth_gbs(std::size_t bytes, int iters, int sm_count) {
   DeviceBuffer a(bytes), b(bytes), sink(sizeof(unsigned));
   a.fill_bytes(1);
   b.fill_bytes(1);
   const std::size_t n16 = bytes / 16;
   double best = 0;
-  for (const auto [per_sm, threads] : {std::pair{4, 512}, std::pair{16, 256}}) {
+  for (const auto [per_sm, threads] : kReadStreamGrids) {
     auto launch = [&](int i) {
       read_stream<<<per_sm * sm_count, threads>>>(static_cast<const uint4*>(i % 2 ? b.get() : a.get()), n16,
                                                   static_cast<unsigned*>(sink.get()));
       PA_CUDA_CHECK(cudaGetLastError());
     };
     const std::vector<float> ms = kernels::time_indexed_launches_ms(launch, iters, /*warmup=*/3, [](int) {});
-    best = std::max(best, static_cast<double>(n16 * 16) / (kernels::median_of(ms) * 1e-3) / 1e9);
+    best = std::max(best, gbps_of(static_cast<double>(n16 * 16), kernels::median_of(ms) * 1e3));
   }
   return best;
 }
@@ -344,11 +351,12 @@ void time_paged_read(const Problem& P, const BenchOptions& o, BenchRow& opt_row,
                                      bench::kPagedSmemBytes));
   PA_CUDA_CHECK(cudaFuncSetAttribute(bench::paged_read_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      bench::kPagedSmemBytes));
-  auto paged = [&](auto kernel) {
+  auto paged = [&](auto kernel, long long step_cycles = 0) {
     BenchRow row;
     time_launches(row, P.R, o, [&](int r) {
       bench::PagedReadArgs ar = a;
       ar.tables = static_cast<const int*>(P.tables.get()) + r * table_ints;
+      ar.step_cycles = step_cycles;
       kernel<<<grid, bench::kPagedWarps * 32, bench::kPagedSmemBytes>>>(ar);
       PA_CUDA_CHECK(cudaGetLastError());
     });
@@ -361,9 +369,7 @@ void time_paged_read(const Problem& P, const BenchOptions& o, BenchRow& opt_row,
     int khz = 0;
     PA_CUDA_CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
     const long long cycles = static_cast<long long>(o.paged_read_step_ns) * khz / 1000000;  // at the maximum clock
-    a.step_cycles = cycles;
-    const double us = paged(bench::paged_read_kernel<false>);
-    a.step_cycles = 0;
+    const double us = paged(bench::paged_read_kernel<false>, cycles);
     opt_row.held_step_ns = o.paged_read_step_ns;
     opt_row.held_read_us = us;
     char buf[160];
@@ -376,7 +382,7 @@ void time_paged_read(const Problem& P, const BenchOptions& o, BenchRow& opt_row,
   const std::size_t n16 = static_cast<std::size_t>(P.kv_bytes) / 16;
   const std::size_t pool16 = P.k.size() / 16;
   double contiguous_us = 0;
-  for (const auto [per_sm, threads] : {std::pair{4, 512}, std::pair{16, 256}}) {
+  for (const auto [per_sm, threads] : kReadStreamGrids) {
     BenchRow row;
     time_launches(row, P.R, o, [&](int r) {
       const std::size_t first = pool16 > n16 ? (static_cast<std::size_t>(r) * n16) % (pool16 - n16) : 0;
@@ -389,7 +395,7 @@ void time_paged_read(const Problem& P, const BenchOptions& o, BenchRow& opt_row,
   opt_row.paged_read_us = cp_async_us;
   opt_row.paged_bulk_us = bulk_us;
   opt_row.contiguous_read_us = contiguous_us;
-  auto pct = [&](double us) { return 100.0 * P.kv_bytes / (us * 1e-6) / 1e9 / copy_gbps; };
+  auto pct = [&](double us) { return 100.0 * gbps_of(P.kv_bytes, us) / copy_gbps; };
   std::printf("paged-read %s %s (%.1f MB, %d splits): stage 8 %.1f us (%.1f%% of copy); contiguous read-only %.1f us "
               "(%.1f%%); paged cp.async %.1f us (%.1f%%); paged bulk %.1f us (%.1f%%)%s\n",
               name.c_str(), dtype_name(P.dt), P.kv_bytes / 1e6, plan.splits, opt_row.median_us,
@@ -522,7 +528,7 @@ BenchRow time_row(BenchRow row, const Problem& P, const BenchOptions& o, kernels
 
 void finish_row(BenchRow& row, double copy_gbps) {
   if (row.status != "ok" || row.median_us <= 0) return;
-  row.gbps = row.kv_bytes / (row.median_us * 1e-6) / 1e9;
+  row.gbps = gbps_of(row.kv_bytes, row.median_us);
   row.pct_copy = 100.0 * row.gbps / copy_gbps;
 }
 
