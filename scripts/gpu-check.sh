@@ -229,17 +229,17 @@ if [[ $do_san -eq 1 ]]; then
     for f in $FORMS; do [[ " $stages " == *" ${f%%@*} "* ]] && rows+=" $f"; done
     for t in $tools; do for r in $rows; do for c in $configs; do
       s=${r%%@*} dt=${c%%:*}
+      # Token-row caches (nhd, hnd) are 2-byte caches only (kernels/CMakeLists.txt
+      # builds no fp32 or fp8 token-row instance).
+      rows_form=0; [[ $r == *@nhd* || $r == *@hnd* ]] && rows_form=1
       # The tensor-core kernels (cascade prefix, stage 8) have no fp32 path,
-      # and token-row caches are 2-byte caches only (kernels/CMakeLists.txt
-      # builds no fp32 token-row instance): their fp32 configuration runs as
-      # fp16, so the block size is still covered.
-      if [[ $dt == fp32 && ( $s == cascade_merge || $s == optimized || $r == *@nhd* || $r == *@hnd* ) ]]; then
-        dt=fp16
-      fi
+      # nor have token rows: their fp32 configuration runs as fp16, so the
+      # block size is still covered.
+      if [[ $dt == fp32 && ( $s == cascade_merge || $s == optimized || $rows_form == 1 ) ]]; then dt=fp16; fi
       # fp8 caches: the cascade refuses them, stage 8 takes blocks of 16 and 32,
-      # token-row layouts take 16-bit caches only.
+      # token rows none.
       if [[ $dt == *-fp8_* && ( $s == cascade_merge || ( $s == optimized && ${c##*:} == 8 ) ||
-                                $r == *@nhd* || $r == *@hnd* ) ]]; then continue; fi
+                                $rows_form == 1 ) ]]; then continue; fi
       echo "$t $r $dt ${c##*:}" >>"$list"
     done; done; done
     sort -u -o "$list" "$list"
