@@ -5,11 +5,12 @@
 // unit) to arrive merges every split's state (opt_split_merge and its
 // steps). opt_decode_kernel (08_optimized.cuh) calls them last.
 //
-// Thread mapping: the warp merge reads each warp's accumulator fragments
-// (lane l: O^T dims l/4 (+8) of each 16-dim tile, heads 2(l%4)+{0,1}); in
-// the split merge thread t owns four dims of one head, a quarter head apart
-// (items t, t + kNumThreads, ...: OptConfig::merge_head, merge_dim), and
-// merges every split's state of them. Both merges are the attention state's
+// Thread mapping: the warp merge writes each warp's accumulator fragments
+// (lane l: O^T dims l/4 (+8) of each 16-dim tile, heads 2(l%4)+{0,1}) to
+// shared memory; then, in both merges, thread t owns items t, t +
+// kNumThreads, ... of four consecutive dims of one head
+// (OptConfig::merge_head, merge_dim) and merges every warp's, then every
+// split's, state of them. Both merges are the attention state's
 // (attention_state.cuh), in base 2.
 #pragma once
 #include <cstdint>
@@ -22,11 +23,16 @@ namespace pa::opt {
 // The CTA's warps merged through shared memory; with one split the output
 // (or a cascade suffix's state) is written, with several the split's state
 // goes to the workspace. Returns whether the CTA wrote the output (one split).
+// Each warp publishes its state as it stands (per head its max and exp sum,
+// and its unnormalized O^T), so one barrier separates the writes from the
+// combination and no warp waits for another's max: the thread that combines
+// an item weighs each warp's part by 2^(m_w - M) itself, as the split merge
+// does. An item is four consecutive dims of one head (merge_head,
+// merge_dim), read from each warp's row with one 16-byte shared load.
 template <class Cfg, class Tracer>
 __device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<Cfg>& c, OptAccum<Cfg>& acc,
                                                unsigned char* smem_raw, Tracer& tracer) {
   using T = typename OptElem<Cfg::kDType>::T;
-  constexpr int HS = Cfg::kHeadSize;
   constexpr int HT = Cfg::kHeadTiles;
   constexpr int kNW = Cfg::kNumWarps;
   const int split = c.split, unit = c.unit, seq = c.seq, warp = c.warp, lane = c.lane, head0 = c.head0, nh = c.nh;
@@ -56,29 +62,20 @@ __device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<
                            .it(h).at(Cfg::stat_smem_byte(1, warp, Cfg::qk_row(lane) + 8 * h), 4));
     }
   }
-  __syncthreads();
-  PA_TRACE_BARRIER(tracer, barrier_event(tc));
+  // The warp's O^T as it is (rows of kRedPitch floats: the 32 lanes of each
+  // store hit 32 different banks).
 #pragma unroll
   for (int h = 0; h < HT; ++h)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int g = Cfg::o_head(lane) + e + 8 * h;
-      float M = kNegInf;
-#pragma unroll
-      for (int w = 0; w < kNW; ++w) {
-        M = fmaxf(M, stat[Cfg::stat_offset(0, w, g)]);
-        PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_load, Tensor::red_scratch)
-                             .it(2 * h + e).at(Cfg::stat_smem_byte(0, w, g), 4));
-      }
-      // (the warp's own max, read again here, is one of the loads above)
-      const float f = rescale<LogBase::two>(stat[Cfg::stat_offset(0, warp, g)], M);  // 0 for an idle warp
 #pragma unroll
       for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
-        red[Cfg::red_offset(warp, g, Cfg::o_dim(dt, lane))] = o[dt][h][e] * f;
+        red[Cfg::red_offset(warp, g, Cfg::o_dim(dt, lane))] = o[dt][h][e];
         PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_store, Tensor::out_scratch)
                              .it(2 * h + e).dims(Cfg::o_dim(dt, lane), 1)
                              .at(Cfg::red_smem_byte(warp, g, Cfg::o_dim(dt, lane)), 4));
-        red[Cfg::red_offset(warp, g, Cfg::o_dim(dt, lane) + 8)] = o[dt][h][2 + e] * f;
+        red[Cfg::red_offset(warp, g, Cfg::o_dim(dt, lane) + 8)] = o[dt][h][2 + e];
         PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_store, Tensor::out_scratch)
                              .it(2 * h + e).dims(Cfg::o_dim(dt, lane) + 8, 1)
                              .at(Cfg::red_smem_byte(warp, g, Cfg::o_dim(dt, lane) + 8), 4));
@@ -88,47 +85,61 @@ __device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<
   PA_TRACE_BARRIER(tracer, barrier_event(tc));
   T* out = static_cast<T*>(p.out);
   const bool single = gridDim.x == 1;
-  for (int i = threadIdx.x; i < nh * HS; i += Cfg::kNumThreads) {
-    const int g = i / HS, d = i % HS;
-    const int it_t = (i - static_cast<int>(threadIdx.x)) / Cfg::kNumThreads;  // traced iteration
+  for (int q = threadIdx.x, k = 0; q < nh * Cfg::kMergeItemsPerHead; q += Cfg::kNumThreads, ++k) {
+    const int g = Cfg::merge_head(q), d0 = Cfg::merge_dim(q, 0);
+    float m[kNW];
     float M = kNegInf;
 #pragma unroll
     for (int w = 0; w < kNW; ++w) {
-      M = fmaxf(M, stat[Cfg::stat_offset(0, w, g)]);
+      m[w] = stat[Cfg::stat_offset(0, w, g)];
       PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_load, Tensor::red_scratch)
-                           .it(it_t).at(Cfg::stat_smem_byte(0, w, g), 4));
+                           .it(k).at(Cfg::stat_smem_byte(0, w, g), 4));
+      M = fmaxf(M, m[w]);
     }
-    float acc = 0.f, L = 0.f;
+    float L = 0.f;
+    float v[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int w = 0; w < kNW; ++w) {
-      // (the max read again here is the load above)
-      acc += red[Cfg::red_offset(w, g, d)];
-      PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_load, Tensor::out_scratch)
-                           .it(it_t).dims(d, 1).at(Cfg::red_smem_byte(w, g, d), 4));
-      L += stat[Cfg::stat_offset(1, w, g)] * rescale<LogBase::two>(stat[Cfg::stat_offset(0, w, g)], M);
+      const float a = rescale<LogBase::two>(m[w], M);  // 0 for an idle warp
+      L = fmaf(a, stat[Cfg::stat_offset(1, w, g)], L);
       PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_load, Tensor::red_scratch)
-                           .it(it_t).at(Cfg::stat_smem_byte(1, w, g), 4));
+                           .it(k).at(Cfg::stat_smem_byte(1, w, g), 4));
+      const float4 r = *reinterpret_cast<const float4*>(red + Cfg::red_offset(w, g, d0));
+      PA_TRACE(tracer, ev(tc, Step::warp_reduce, Op::shared_load, Tensor::out_scratch)
+                           .it(k).dims(d0, 4).at(Cfg::red_smem_byte(w, g, d0), 16));
+      v[0] = fmaf(a, r.x, v[0]);
+      v[1] = fmaf(a, r.y, v[1]);
+      v[2] = fmaf(a, r.z, v[2]);
+      v[3] = fmaf(a, r.w, v[3]);
     }
-    if (single && p.state_out != nullptr) {  // cascade suffix: the state
-      p.state_out[p.stg.out_offset(seq, head0 + g, d)] = acc / L;
-      if (d == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = SoftmaxStats<LogBase::two>{M, L}.lse() * kLn2;
-    } else if (single) {
-      out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(acc / L);
-      PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::output)
-                           .it(it_t).dims(d, 1)
-                           .at(p.qg.out_offset(seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
-                           .val(acc / L));
+    if (single) {
+      const float inv_l = 1.f / L;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int d = d0 + e;
+        if (p.state_out != nullptr) {  // cascade suffix: the state
+          p.state_out[p.stg.out_offset(seq, head0 + g, d)] = v[e] * inv_l;
+          if (d == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = SoftmaxStats<LogBase::two>{M, L}.lse() * kLn2;
+          continue;
+        }
+        out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(v[e] * inv_l);
+        PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::output)
+                             .it(k).dims(d, 1)
+                             .at(p.qg.out_offset(seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
+                             .val(v[e] * inv_l));
+      }
     } else {
-      p.ws_out[p.wsg.out_offset(seq, unit, split, g, d)] = acc;
+      *reinterpret_cast<float4*>(p.ws_out + p.wsg.out_offset(seq, unit, split, g, d0)) =
+          make_float4(v[0], v[1], v[2], v[3]);
       PA_TRACE(tracer, ev(tc, Step::partition_store, Op::global_store, Tensor::workspace)
-                           .it(it_t).dims(d, 1).at(p.wsg.out_byte(seq, unit, split, g, d), 4));
-      if (d == 0) {
+                           .it(k).dims(d0, 4).at(p.wsg.out_byte(seq, unit, split, g, d0), 16));
+      if (d0 == 0) {
         p.ws_stat[p.wsg.stat_offset(seq, unit, split, 0, g)] = M;
         PA_TRACE(tracer, ev(tc, Step::partition_store, Op::global_store, Tensor::workspace)
-                             .it(it_t).at(p.wsg.stat_byte(seq, unit, split, 0, g), 4));
+                             .it(k).at(p.wsg.stat_byte(seq, unit, split, 0, g), 4));
         p.ws_stat[p.wsg.stat_offset(seq, unit, split, 1, g)] = L;
         PA_TRACE(tracer, ev(tc, Step::partition_store, Op::global_store, Tensor::workspace)
-                             .it(it_t).at(p.wsg.stat_byte(seq, unit, split, 1, g), 4));
+                             .it(k).at(p.wsg.stat_byte(seq, unit, split, 1, g), 4));
       }
     }
   }
@@ -180,21 +191,21 @@ __device__ __forceinline__ bool opt_split_arrive(const OptParams& p, const OptCt
 }
 
 // The merge of every split's state, in one pass and without shared memory:
-// thread t owns the items q = t, t + kNumThreads, ... of four head dims each
-// (item q: head g = merge_head(q), dims merge_dim(q, 0..3), a quarter head
-// apart) and merges the splits' states of its dims itself, as stage 7 merges
-// two states (attention_state.cuh), kMergeSplits splits at a time: it issues
-// every load of a round together (per split the head's max m_s and exp sum
-// l_s and the four dims of unnormalized output: all L2 loads, __ldcg), then
-// moves what it has summed so far to the round's new max M and adds each
-// split weighed by 2^(m_s - M):
+// thread t owns the items q = t, t + kNumThreads, ... (item q: four
+// consecutive dims merge_dim(q, 0..3) of head g = merge_head(q), as in the
+// warp merge) and merges the splits' states of its dims itself, as stage 7
+// merges two states (attention_state.cuh), kMergeSplits splits at a time: it
+// issues every load of a round together (per split the head's max m_s and
+// exp sum l_s and the item's unnormalized output, one 16-byte load: all L2
+// loads, __ldcg), then moves what it has summed so far to the round's new
+// max M and adds each split weighed by 2^(m_s - M):
 //   L = sum_s 2^(m_s - M) l_s,  O = (sum_s 2^(m_s - M) O_s) / L.
 // A round covers up to kMergeSplits splits, so a merge of that many costs
-// one L2 round trip; the lanes of a warp read consecutive dims of each
-// split's output (128 contiguous bytes) and, within a head, the same m_s and
-// l_s (one request). The output (or, for a cascade suffix, the state; the
-// thread of dim 0 also writes the head's lse) is stored likewise, a dim per
-// lane and instruction.
+// one L2 round trip; the lanes of a warp read consecutive items of each
+// split's output (512 contiguous bytes for a head of 128) and, within a
+// head, the same m_s and l_s (one request). The output (or, for a cascade
+// suffix, the state; the thread of dim 0 also writes the head's lse) is
+// stored a dim per instruction.
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCta<Cfg>& c, int n_active,
                                                  Tracer& tracer) {
@@ -216,14 +227,14 @@ __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCt
     for (int sp0 = 0; sp0 < n_active; sp0 += kU) {
       const float* st = p.ws_stat + p.wsg.stat_offset(seq, unit, sp0, 0, g);
       const float* ov = p.ws_out + p.wsg.out_offset(seq, unit, sp0, g, d0);
-      float m[kU], l[kU], v[kU][4];
+      float m[kU], l[kU];
+      float4 v[kU];
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int sp = sp0 + u;
         m[u] = kNegInf;
         l[u] = 0.f;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) v[u][e] = 0.f;
+        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
         if (sp < n_active) {
           m[u] = __ldcg(st + u * WS::kStatSplitStride);
           PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
@@ -231,13 +242,9 @@ __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCt
           l[u] = __ldcg(st + u * WS::kStatSplitStride + WS::kStatSumOffset);
           PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
                                .it(sp).lane_it(k).at(p.wsg.stat_byte(seq, unit, sp, 1, g), 4));
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            v[u][e] = __ldcg(ov + u * kOutStride + Cfg::kMergeItemsPerHead * e);
-            PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
-                                 .it(sp).lane_it(k).dims(Cfg::merge_dim(q, e), 1)
-                                 .at(p.wsg.out_byte(seq, unit, sp, g, Cfg::merge_dim(q, e)), 4));
-          }
+          v[u] = __ldcg(reinterpret_cast<const float4*>(ov + u * kOutStride));
+          PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
+                               .it(sp).lane_it(k).dims(d0, 4).at(p.wsg.out_byte(seq, unit, sp, g, d0), 16));
         }
       }
       float M_new = M;
@@ -254,8 +261,10 @@ __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCt
         if (sp0 + u < n_active) {
           const float w = rescale<LogBase::two>(m[u], M_new);
           L = fmaf(w, l[u], L);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) o[e] = fmaf(w, v[u][e], o[e]);
+          o[0] = fmaf(w, v[u].x, o[0]);
+          o[1] = fmaf(w, v[u].y, o[1]);
+          o[2] = fmaf(w, v[u].z, o[2]);
+          o[3] = fmaf(w, v[u].w, o[3]);
         }
       }
       M = M_new;
@@ -263,7 +272,7 @@ __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCt
     const float inv_l = 1.f / L;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int d = Cfg::merge_dim(q, e);
+      const int d = d0 + e;
       const float r = o[e] * inv_l;
       if (p.state_out != nullptr) {  // cascade suffix: the state
         p.state_out[p.stg.out_offset(seq, head0 + g, d)] = r;

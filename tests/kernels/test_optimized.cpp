@@ -208,12 +208,13 @@ TEST_CASE("stage 8 chunk math matches the cache layouts", "[optimized]") {
   CHECK(ran == 17);
 }
 
-TEST_CASE("stage 8's split merge: every (head, dim) of a unit merged by one thread, a warp's loads consecutive",
+TEST_CASE("stage 8's merges: every (head, dim) of a unit merged by one thread, a warp's loads consecutive",
           "[optimized]") {
-  // opt_merge_states: item q = tid, tid + threads, ... holds head
-  // merge_head(q)'s dims merge_dim(q, e), e = 0..3. Over a unit of nh heads
-  // the items cover each (head, dim) exactly once, and the e-th access of the
-  // 32 items of a warp round touches, per head, one run of consecutive dims.
+  // opt_warp_merge and opt_merge_states: item q = tid, tid + threads, ...
+  // holds head merge_head(q)'s dims merge_dim(q, e), e = 0..3. Over a unit of
+  // nh heads the items cover each (head, dim) exactly once, an item's four
+  // dims are consecutive (one 16-byte load), and the items of a warp round
+  // touch, per head, one run of consecutive dims.
   int ran = 0;
   auto check = [&](auto cfg_tag) {
     using Cfg = decltype(cfg_tag);
@@ -227,13 +228,13 @@ TEST_CASE("stage 8's split merge: every (head, dim) of a unit merged by one thre
           const int g = Cfg::merge_head(q), d = Cfg::merge_dim(q, e);
           REQUIRE(g < nh);
           REQUIRE(d < HS);
+          REQUIRE(d == Cfg::merge_dim(q, 0) + e);
           ++seen[static_cast<std::size_t>(g) * HS + d];
         }
       REQUIRE(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(seen.size()));
       for (int w0 = 0; w0 < items; w0 += kWarpSize)
-        for (int e = 0; e < 4; ++e)
-          for (int q = w0 + 1; q < std::min(items, w0 + kWarpSize); ++q)
-            if (Cfg::merge_head(q) == Cfg::merge_head(q - 1)) REQUIRE(Cfg::merge_dim(q, e) == Cfg::merge_dim(q - 1, e) + 1);
+        for (int q = w0 + 1; q < std::min(items, w0 + kWarpSize); ++q)
+          if (Cfg::merge_head(q) == Cfg::merge_head(q - 1)) REQUIRE(Cfg::merge_dim(q, 0) == Cfg::merge_dim(q - 1, 3) + 1);
       ++ran;
     }
   };
@@ -259,6 +260,56 @@ TEST_CASE("stage 8's split merge: every (head, dim) of a unit merged by one thre
     }
   }
   CHECK(strides == 12);
+}
+
+TEST_CASE("stage 8's warp merge: a warp's fragment stores hit 32 banks, its item loads are 16-byte aligned",
+          "[optimized]") {
+  // opt_warp_merge stores each lane's O^T fragment element (dim o_dim(dt,
+  // lane) (+8), head o_head(lane) + e (+8h)) to red_offset: the 32 lanes of
+  // one store instruction must land in 32 different banks (4-byte words mod
+  // 32), or the store replays. The items' float4 loads need 16-byte
+  // alignment, and the rows must fit the scratch the kernel sizes.
+  int stores = 0, loads = 0;
+  auto check = [&](auto cfg_tag) {
+    using Cfg = decltype(cfg_tag);
+    constexpr int HS = Cfg::kHeadSize;
+    INFO("head " << HS << ", head tiles " << Cfg::kHeadTiles << ", warps " << Cfg::kNumWarps);
+    for (int warp = 0; warp < Cfg::kNumWarps; ++warp)
+      for (int h = 0; h < Cfg::kHeadTiles; ++h)
+        for (int e = 0; e < 2; ++e)
+          for (int dt = 0; dt < Cfg::kDimTiles; ++dt)
+            for (int half = 0; half < 2; ++half) {
+              std::vector<int> bank_users(32, 0);
+              for (int lane = 0; lane < kWarpSize; ++lane) {
+                const int off = Cfg::red_offset(warp, Cfg::o_head(lane) + e + 8 * h, Cfg::o_dim(dt, lane) + 8 * half);
+                REQUIRE(off >= 0);
+                REQUIRE(4 * off < Cfg::kRedBytes);
+                ++bank_users[static_cast<std::size_t>(off % 32)];
+              }
+              REQUIRE(std::count(bank_users.begin(), bank_users.end(), 1) == 32);
+              ++stores;
+            }
+    for (int warp = 0; warp < Cfg::kNumWarps; ++warp)
+      for (int q = 0; q < Cfg::kMaxUnitHeads * Cfg::kMergeItemsPerHead; ++q) {
+        const int off = Cfg::red_offset(warp, Cfg::merge_head(q), Cfg::merge_dim(q, 0));
+        REQUIRE(off % 4 == 0);
+        REQUIRE(4 * (off + 4) <= Cfg::kRedBytes);
+        ++loads;
+      }
+  };
+  check(OptConfig<DType::f16, 64, 16, 2>{});
+  check(OptConfig<DType::bf16, 80, 8, 1>{});
+  check(OptConfig<DType::f16, 96, 16, 1>{});
+  check(OptConfig<DType::bf16, 112, 32, 2>{});
+  check(OptConfig<DType::f16, 128, 16, 1>{});
+  check(OptConfig<DType::bf16, 192, 16, 1>{});
+  check(OptConfig<DType::f16, 256, 16, 2>{});
+  check(OptConfig<DType::f16, 64, 16, 1, 0, 0, KvDType::fp8_e4m3>{});  // 8 warps
+  // (warps x head tiles x 2 x dim tiles x 2) store instructions per config.
+  CHECK(stores == 4 * 2 * 2 * 4 * 2 + 4 * 1 * 2 * 5 * 2 + 4 * 1 * 2 * 6 * 2 + 4 * 2 * 2 * 7 * 2 + 4 * 1 * 2 * 8 * 2 +
+                      4 * 1 * 2 * 12 * 2 + 4 * 2 * 2 * 16 * 2 + 8 * 1 * 2 * 4 * 2);
+  CHECK(loads == 4 * 16 * 16 + 4 * 8 * 20 + 4 * 8 * 24 + 4 * 16 * 28 + 4 * 8 * 32 + 4 * 8 * 48 + 4 * 16 * 64 +
+                     8 * 8 * 16);
 }
 
 TEST_CASE("stage 8, P in fp16: a warp's running state sums a quarter of a split at most, so the rounding bound "

@@ -93,14 +93,15 @@ TEST_CASE("stage 8 model, fp16 head 128 block 16, GQA 4:1, 100 tokens, one split
   // V copy, V smem) = 33; compute = QK 2 n-tiles x 4 x (ldmatrix + 2 mma) =
   // 24, softmax 3 + rescale 3, PV 8 x (ldmatrix + mma) = 16: 46.
   // Epilogue: barrier; 2 shuffles (+ 2 stat stores on lanes 0 mod 4);
-  // barrier; 2 x (4 stat loads + 16 O stores) = 40; barrier; 4 items x
-  // (4 + 8 loads + 1 output store) = 52.
-  CHECK(lane_events(ev, 0, 0).size() == 2 + 16 + 2 * 33 + 2 * 46 + 1 + 4 + 1 + 40 + 1 + 52);  // 275
-  CHECK(lane_events(ev, 0, 1).size() == 273);  // table entry (block 4), no stat stores
-  CHECK(lane_events(ev, 0, 2).size() == 272);  // window block 8 does not exist
-  CHECK(lane_events(ev, 0, 16).size() == 258);  // no table entry, no Q rows (heads 4..7 are not in the unit)
-  CHECK(lane_events(ev, 3, 0).size() == 2 + 16 + 33 + 46 + 1 + 4 + 1 + 40 + 1 + 52);  // one step
-  CHECK(count(ev, Step::barrier, Op::barrier) == 3 * 128);
+  // 2 x 16 O stores = 32; barrier; one item of 4 dims (4 heads x 32 items
+  // over 128 threads) x (4 max loads + 4 x (sum load + 16-byte O load) + 4
+  // output stores) = 16.
+  CHECK(lane_events(ev, 0, 0).size() == 2 + 16 + 2 * 33 + 2 * 46 + 1 + 4 + 32 + 1 + 16);  // 230
+  CHECK(lane_events(ev, 0, 1).size() == 228);  // table entry (block 4), no stat stores
+  CHECK(lane_events(ev, 0, 2).size() == 227);  // window block 8 does not exist
+  CHECK(lane_events(ev, 0, 16).size() == 213);  // no table entry, no Q rows (heads 4..7 are not in the unit)
+  CHECK(lane_events(ev, 3, 0).size() == 2 + 16 + 33 + 46 + 1 + 4 + 32 + 1 + 16);  // one step
+  CHECK(count(ev, Step::barrier, Op::barrier) == 2 * 128);
   CHECK(count(ev, Step::out_store, Op::global_store) == 4 * 128);
   CHECK(count(ev, Step::q_load, Op::global_load) == 4 * (4 * 128 / 2));  // each warp: 4 heads x 128 dims, 2 per event
   CHECK(count(ev, Step::k_load, Op::async_copy) == 7 * 256);
@@ -292,19 +293,19 @@ TEST_CASE("stage 8 model: splits, a split with no work, the last CTA's merge", "
   for (int sp = 0; sp < 4; ++sp) {
     const auto c = of(0, sp);
     INFO("split " << sp);
-    CHECK(count(c, Step::partition_store, Op::global_store) == 4 * 128 + 2 * 4);
+    CHECK(count(c, Step::partition_store, Op::global_store) == 128 + 2 * 4);  // one 16-byte O store a thread
     CHECK(count(c, Step::split_arrive, Op::atomic) == 1);
     // The merger's 128 threads each own 4 dims of one of the 4 heads and
-    // load, per split, its head's max and sum and its 4 floats of output.
-    CHECK(count(c, Step::merge, Op::global_load) == (sp == 3 ? 128 * 4 * (2 + 4) : 0));
+    // load, per split, its head's max and sum and its 4 floats of output (one load).
+    CHECK(count(c, Step::merge, Op::global_load) == (sp == 3 ? 128 * 4 * (2 + 1) : 0));
     CHECK(count(c, Step::out_store, Op::global_store) == (sp == 3 ? 4 * 128 : 0));
-    CHECK(count(c, Step::barrier, Op::barrier) == 5 * 128);  // the merge itself has none
+    CHECK(count(c, Step::barrier, Op::barrier) == 4 * 128);  // the merge itself has none
     for (const Event& e : c)
       if (e.op == Op::atomic) CHECK(e.value == (sp == 3 ? 1.f : 0.f));
   }
-  // The merger's workspace loads of the partial outputs (4 bytes each, a
-  // dim) cover every split's 4 heads x 128 floats exactly once, and a warp's
-  // load of them reads 32 consecutive floats of one head; each of the 4
+  // The merger's workspace loads of the partial outputs (16 bytes each, four
+  // dims) cover every split's 4 heads x 128 floats exactly once, and a warp's
+  // load of them reads 128 consecutive floats of one head; each of the 4
   // splits x 4 heads x (max, sum) stat words is loaded by the 32 threads of
   // its head, and by no other.
   {
@@ -315,28 +316,29 @@ TEST_CASE("stage 8 model: splits, a split with no work, the last CTA's merge", "
     int loads = 0;
     for (const Event& e : of(0, 3)) {
       if (e.step != Step::merge || e.op != Op::global_load) continue;
-      CHECK(e.bytes == 4);
-      if (e.dim_count == 1) {
+      if (e.dim_count == 4) {
+        CHECK(e.bytes == 16);
         ++loads;
         CHECK(out_bytes.insert(e.byte_offset).second);
         warp_load[{e.warp, nth[e.warp * 32 + e.lane]++}].push_back(e.byte_offset);
       } else {
+        CHECK(e.bytes == 4);
         ++stat_loads[e.byte_offset];
       }
     }
-    CHECK(loads == 4 * 4 * 128);
-    CHECK(out_bytes.size() == 4 * 4 * 128);
-    CHECK(warp_load.size() == 4 * 4 * 4);  // 4 warps x 4 splits x 4 dims a thread
+    CHECK(loads == 4 * 128);
+    CHECK(out_bytes.size() == 4 * 128);
+    CHECK(warp_load.size() == 4 * 4);  // 4 warps x 4 splits
     for (auto& [key, bytes] : warp_load) {
       REQUIRE(bytes.size() == 32);
       std::sort(bytes.begin(), bytes.end());
-      CHECK(bytes.back() - bytes.front() == 31 * 4);
+      CHECK(bytes.back() - bytes.front() == 31 * 16);
     }
     CHECK(stat_loads.size() == 4 * 4 * 2);
     for (const auto& [byte, n] : stat_loads) CHECK(n == 32);
   }
   // Sequence 1 (1 token): split 0 is its only active split: it arrives last and merges alone.
-  CHECK(count(of(1, 0), Step::merge, Op::global_load) == 128 * (2 + 4));
+  CHECK(count(of(1, 0), Step::merge, Op::global_load) == 128 * (2 + 1));
   // Given another arrival order, another CTA merges, with the same events.
   ModelOptions o = splits(4);
   o.optimized.last_arrivals.push_back({0, 1, 1});

@@ -295,16 +295,11 @@ struct OptModel : BlockModel {
         }
       }
     }
-    em.barrier_all();
     for (int tid = 0; tid < kThreads; ++tid) {
       const int warp = tid / kWarpSize, lane = tid % kWarpSize;
       for (int h = 0; h < HT; ++h) {
         for (int e = 0; e < 2; ++e) {
           const int g = Cfg::o_head(lane) + e + 8 * h;
-          for (int w = 0; w < kNW; ++w) {
-            em.record(tid, ev_(tid, Step::warp_reduce, Op::shared_load, Tensor::red_scratch)
-                               .it(2 * h + e).at(Cfg::stat_smem_byte(0, w, g), 4));
-          }
           for (int dt = 0; dt < Cfg::kDimTiles; ++dt) {
             for (int half = 0; half < 2; ++half) {
               const int d = Cfg::o_dim(dt, lane) + 8 * half;
@@ -318,27 +313,30 @@ struct OptModel : BlockModel {
     em.barrier_all();
     const bool single = c.plan.splits == 1;
     for (int tid = 0; tid < kThreads; ++tid) {
-      for (int i = tid, k = 0; i < nh * HS; i += kThreads, ++k) {
-        const int g = i / HS, d = i % HS;
+      for (int q = tid, k = 0; q < nh * Cfg::kMergeItemsPerHead; q += kThreads, ++k) {
+        const int g = Cfg::merge_head(q), d0 = Cfg::merge_dim(q, 0);
         for (int w = 0; w < kNW; ++w) {
           em.record(tid, ev_(tid, Step::warp_reduce, Op::shared_load, Tensor::red_scratch)
                              .it(k).at(Cfg::stat_smem_byte(0, w, g), 4));
         }
         for (int w = 0; w < kNW; ++w) {
-          em.record(tid, ev_(tid, Step::warp_reduce, Op::shared_load, Tensor::out_scratch)
-                             .it(k).dims(d, 1).at(Cfg::red_smem_byte(w, g, d), 4));
           em.record(tid, ev_(tid, Step::warp_reduce, Op::shared_load, Tensor::red_scratch)
                              .it(k).at(Cfg::stat_smem_byte(1, w, g), 4));
+          em.record(tid, ev_(tid, Step::warp_reduce, Op::shared_load, Tensor::out_scratch)
+                             .it(k).dims(d0, 4).at(Cfg::red_smem_byte(w, g, d0), 16));
         }
         if (single) {
-          em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
-                             .it(k).dims(d, 1)
-                             .at(p.query.out_offset(c.seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
-                             .val(vals.out(c.seq, head0 + g, d)));
+          for (int e = 0; e < 4; ++e) {
+            const int d = d0 + e;
+            em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
+                               .it(k).dims(d, 1)
+                               .at(p.query.out_offset(c.seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
+                               .val(vals.out(c.seq, head0 + g, d)));
+          }
         } else {
           em.record(tid, ev_(tid, Step::partition_store, Op::global_store, Tensor::workspace)
-                             .it(k).dims(d, 1).at(wsg.out_byte(c.seq, c.unit, c.split, g, d), 4));
-          if (d == 0) {
+                             .it(k).dims(d0, 4).at(wsg.out_byte(c.seq, c.unit, c.split, g, d0), 16));
+          if (d0 == 0) {
             em.record(tid, ev_(tid, Step::partition_store, Op::global_store, Tensor::workspace)
                                .it(k).at(wsg.stat_byte(c.seq, c.unit, c.split, 0, g), 4));
             em.record(tid, ev_(tid, Step::partition_store, Op::global_store, Tensor::workspace)
@@ -366,21 +364,20 @@ struct OptModel : BlockModel {
   }
 
   // The last CTA's merge of every split's state (optimized.split_merge,
-  // opt_merge_states): thread t's items of four dims a quarter head apart
-  // (merge_head, merge_dim); no shared memory, no barrier.
+  // opt_merge_states): thread t's items of four consecutive dims (merge_head,
+  // merge_dim); no shared memory, no barrier.
   void merge(int n_active) {
     for (int tid = 0; tid < kThreads; ++tid) {
       for (int q = tid, k = 0; q < nh * Cfg::kMergeItemsPerHead; q += kThreads, ++k) {
         const int g = Cfg::merge_head(q);
+        const int d0 = Cfg::merge_dim(q, 0);
         for (int sp = 0; sp < n_active; ++sp) {
           em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
                              .it(sp).lane_it(k).at(wsg.stat_byte(c.seq, c.unit, sp, 0, g), 4));
           em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
                              .it(sp).lane_it(k).at(wsg.stat_byte(c.seq, c.unit, sp, 1, g), 4));
-          for (int e = 0; e < 4; ++e)
-            em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
-                               .it(sp).lane_it(k).dims(Cfg::merge_dim(q, e), 1)
-                               .at(wsg.out_byte(c.seq, c.unit, sp, g, Cfg::merge_dim(q, e)), 4));
+          em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
+                             .it(sp).lane_it(k).dims(d0, 4).at(wsg.out_byte(c.seq, c.unit, sp, g, d0), 16));
         }
         for (int e = 0; e < 4; ++e) {
           const int d = Cfg::merge_dim(q, e);

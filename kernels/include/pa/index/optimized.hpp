@@ -149,8 +149,12 @@ struct OptConfig {
   static constexpr int kPvKSteps = kStepTokens / 16;    // k = tokens
   static constexpr int kDimTiles = HEAD_SIZE / 16;      // m = head dims of O^T
 
-  // Epilogue scratch (reuses the stage memory): per-warp unnormalized O and stats.
-  static constexpr int kRedBytes = kNumWarps * kMaxUnitHeads * HEAD_SIZE * 4;
+  // Epilogue scratch (reuses the stage memory): per-warp unnormalized O and
+  // stats. A (warp, head) row of O holds kRedPitch floats: 4 more than the
+  // head, so that the 32 stores of a warp's fragment (dims l/4 of heads
+  // 2(l%4)+e) fall in 32 different banks; rows stay 16-byte aligned.
+  static constexpr int kRedPitch = HEAD_SIZE + 4;
+  static constexpr int kRedBytes = kNumWarps * kMaxUnitHeads * kRedPitch * 4;
   static constexpr int kStatBytes = 2 * kNumWarps * kMaxUnitHeads * 4;
   static constexpr int kSmemBytes = cmax(kPipeBytes, kRedBytes) + kStatBytes + 16;
   static_assert(kSmemBytes <= kMaxSmemBytes, "stage 8's shared memory must fit one sm_90 block");
@@ -307,7 +311,7 @@ struct OptConfig {
 
   // Epilogue scratch offsets (floats).
   PA_HD static constexpr int red_offset(int warp, int g, int d) {
-    return (warp * kMaxUnitHeads + g) * HEAD_SIZE + d;
+    return (warp * kMaxUnitHeads + g) * kRedPitch + d;
   }
   PA_HD static constexpr int stat_offset(int which, int warp, int g) {
     return (which * kNumWarps + warp) * kMaxUnitHeads + g;
@@ -373,16 +377,17 @@ struct OptConfig {
   // (a step of two blocks, block size 8, or 16 with an fp8 cache: its second
   // block may not exist).
   PA_HD static constexpr int trace_token(int tok, int blk_end) { return tok < blk_end * BLOCK_SIZE ? tok : -1; }
-  // The last CTA's split merge: splits whose states a thread loads together
-  // (48 L2 loads in flight per thread: one round trip for up to 8 splits),
-  // and what a thread merges: item q (q = tid, tid + kNumThreads, ... below
-  // the unit's heads x kMergeItemsPerHead) holds head merge_head(q)'s dims
-  // merge_dim(q, e), e = 0..3, a quarter of the head apart, so that a warp's
-  // e-th load (and store) covers consecutive dims.
+  // Both epilogue merges (the warps', then the last CTA's of the splits):
+  // splits whose states a thread loads together (24 L2 loads in flight per
+  // thread: one round trip for up to 8 splits), and what a thread merges:
+  // item q (q = tid, tid + kNumThreads, ... below the unit's heads x
+  // kMergeItemsPerHead) holds head merge_head(q)'s dims merge_dim(q, e),
+  // e = 0..3, four consecutive dims: one 16-byte load per warp (or split)
+  // state, and a warp's loads cover consecutive bytes.
   static constexpr int kMergeSplits = 8;
   static constexpr int kMergeItemsPerHead = HEAD_SIZE / 4;
   PA_HD static constexpr int merge_head(int q) { return q / kMergeItemsPerHead; }
-  PA_HD static constexpr int merge_dim(int q, int e) { return q % kMergeItemsPerHead + kMergeItemsPerHead * e; }
+  PA_HD static constexpr int merge_dim(int q, int e) { return 4 * (q % kMergeItemsPerHead) + e; }
 };
 
 // Split-KV workspace of stage 8: per (sequence, unit, split) the unnormalized
