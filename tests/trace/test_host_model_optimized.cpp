@@ -257,6 +257,52 @@ TEST_CASE("stage 8 model: without swizzle the V ldmatrix rows would conflict", "
   CHECK(shared_wavefronts(swz).wavefronts == 1);
 }
 
+TEST_CASE("stage 8 model: the epilogue's shared and workspace accesses, as the viewer's analysis counts them",
+          "[trace][model][optimized]") {
+  // The analysis behind the viewer's Requests panel (memory_requests,
+  // traffic_by_step) on the model's events of one split CTA: the warp
+  // merge's fragment stores and item loads pass shared memory in the fewest
+  // wavefronts for their bytes (the padded rows), and the split state's
+  // stores and the merge's loads fetch the fewest sectors. Head 80 (20 items
+  // a head) is the exception: a 16-byte load passes in quarter warps, and
+  // where a head's row ends inside one (items 20 and 60 of the CTA's 80, in
+  // warps 0 and 1), its 8 lanes meet a 2-way conflict: 2 wavefronts more per
+  // round of the 4 warps' loads, 4 rounds, 2 CTAs = 16.
+  struct Case {
+    int head, heads, kv_heads, splits;
+    std::int64_t extra_item_load_wavefronts;
+  };
+  int ran = 0;
+  for (const Case& c : {Case{128, 32, 8, 4, 0}, Case{64, 32, 2, 3, 0}, Case{256, 16, 1, 2, 0}, Case{80, 32, 8, 2, 16}}) {
+    INFO("head " << c.head << ", " << c.heads << "/" << c.kv_heads << " heads, " << c.splits << " splits");
+    const ProblemSpec s = opt_spec(DType::f16, c.head, 16, {900}, c.heads, c.kv_heads);
+    Selection sel;
+    for (int sp = 0; sp < c.splits; ++sp) sel.blocks.push_back({0, 0, sp});
+    const auto ev = model_events(s, Stage::optimized, sel, splits(c.splits));
+    const auto req = memory_requests(ev);
+    const std::vector<StepTraffic> traffic = traffic_by_step(ev, req);
+    auto at = [&](Step step, Tensor tensor, Op op) {
+      for (const StepTraffic& t : traffic)
+        if (t.step == step && t.tensor == tensor && t.op == op) return t;
+      FAIL("no traffic for that step");
+      return StepTraffic{};
+    };
+    const StepTraffic stores = at(Step::warp_reduce, Tensor::out_scratch, Op::shared_store);
+    CHECK(stores.requests > 0);
+    CHECK(stores.wavefronts == stores.ideal_wavefronts);
+    const StepTraffic loads = at(Step::warp_reduce, Tensor::out_scratch, Op::shared_load);
+    CHECK(loads.requests > 0);
+    CHECK(loads.wavefronts == loads.ideal_wavefronts + c.extra_item_load_wavefronts);
+    const StepTraffic ws_stores = at(Step::partition_store, Tensor::workspace, Op::global_store);
+    CHECK(ws_stores.sectors == ws_stores.ideal_sectors);
+    const StepTraffic merge = at(Step::merge, Tensor::workspace, Op::global_load);
+    CHECK(merge.requests > 0);
+    CHECK(merge.sectors == merge.ideal_sectors);
+    ++ran;
+  }
+  CHECK(ran == 4);
+}
+
 TEST_CASE("stage 8 model: splits, a split with no work, the last CTA's merge", "[trace][model][optimized]") {
   // 3 sequences (600, 1, 37 tokens), forced 4 splits of 10 blocks: sequence 0
   // has 4 active splits, sequence 1 one (split 0), sequence 2 one.
