@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iomanip>
 #include <iterator>
 #include <mutex>
@@ -319,11 +320,18 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
 
 void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* workspace, void* stream) {
   check_range_and_state(a);
-  const OptEntry e =
-      require_entry(a.dtype, a.kv_dtype, a.kv_layout, a.head_size, a.block_size, plan.head_tiles, plan.pipeline);
   if (plan.splits > 1 && workspace == nullptr)
     throw std::invalid_argument("stage 8: plan has " + std::to_string(plan.splits) +
                                 " splits but no workspace was given (need plan.workspace_bytes)");
+  // The split states are written and merged with 16-byte accesses.
+  if (plan.splits > 1 && reinterpret_cast<std::uintptr_t>(workspace) % 16 != 0) {
+    std::ostringstream m;
+    m << "stage 8: workspace at " << workspace << " is not 16-byte aligned (accepted: a 16-byte aligned "
+      << "address, as cudaMalloc returns; the split states are stored and merged 16 bytes at a time)";
+    throw std::invalid_argument(m.str());
+  }
+  const OptEntry e =
+      require_entry(a.dtype, a.kv_dtype, a.kv_layout, a.head_size, a.block_size, plan.head_tiles, plan.pipeline);
   check_cache_and_table(a);
   if ((!a.out && !a.state_out) || !a.q)
     throw std::invalid_argument("stage 8: a device pointer is null (out or state_out/state_lse, q)");

@@ -7,6 +7,7 @@
 // contexts (1, bs-1, bs, bs+1, long), NaN tails, Q row padding, forced split
 // counts (1, 2, 3, many) and the heuristic; outputs poisoned with NaN first.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
 #include <catch2/generators/catch_generators.hpp>
 
 
@@ -235,15 +236,22 @@ TEST_CASE("stage 8's merges: every (head, dim) of a unit merged by one thread, a
       for (int w0 = 0; w0 < items; w0 += kWarpSize)
         for (int q = w0 + 1; q < std::min(items, w0 + kWarpSize); ++q)
           if (Cfg::merge_head(q) == Cfg::merge_head(q - 1)) REQUIRE(Cfg::merge_dim(q, 0) == Cfg::merge_dim(q - 1, 3) + 1);
+      // The item's 16-byte workspace accesses (state store, merge load) are
+      // aligned wherever the workspace is (launch_optimized requires 16 bytes).
+      const OptWorkspaceGeometry wsg{3, 5, 40, HS};
+      for (int q = 0; q < items; ++q)
+        REQUIRE(wsg.out_offset(2, 4, 39, Cfg::merge_head(q), Cfg::merge_dim(q, 0)) % 4 == 0);
       ++ran;
     }
   };
   check(OptConfig<DType::f16, 64, 16, 2>{});
   check(OptConfig<DType::bf16, 80, 8, 1>{});
+  check(OptConfig<DType::f16, 96, 16, 1>{});
+  check(OptConfig<DType::bf16, 112, 16, 2>{});
   check(OptConfig<DType::f16, 128, 16, 1>{});
   check(OptConfig<DType::bf16, 192, 32, 2>{});
   check(OptConfig<DType::f16, 256, 16, 2>{});
-  CHECK(ran == 5 * OptWorkspaceGeometry::kUnitHeads);
+  CHECK(ran == 7 * OptWorkspaceGeometry::kUnitHeads);
   // The merge steps from split to split (and from a max to its sum) by the
   // workspace's constant strides; they are the offsets' differences.
   int strides = 0;
@@ -385,6 +393,34 @@ TEST_CASE("stage 8 rejects a bad cascade-suffix range or half a state", "[optimi
   a.state_out = nullptr;
   a.state_lse = &dummy;
   CHECK(message().find("state_out and state_lse go together") != std::string::npos);
+}
+
+TEST_CASE("stage 8 refuses a split plan without a 16-byte aligned workspace, before any device call",
+          "[optimized]") {
+  // The split states are stored and merged with 16-byte accesses; a
+  // workspace that cudaMalloc did not hand out may be misaligned.
+  const OptimizedArgs a = plan_only_args(DType::f16, 1, 8, 8, 4096);
+  OptimizedPlan plan;
+  plan.splits = 4;
+  auto message = [&](void* ws) {
+    try {
+      launch_optimized(a, plan, ws);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  alignas(16) static unsigned char bytes[64];
+  CHECK_THAT(message(nullptr), Catch::Matchers::ContainsSubstring("4 splits but no workspace was given"));
+  int ran = 0;
+  for (const int off : {4, 8, 12}) {
+    INFO("offset " << off);
+    const std::string m = message(bytes + off);
+    CHECK_THAT(m, Catch::Matchers::ContainsSubstring("is not 16-byte aligned"));
+    CHECK_THAT(m, Catch::Matchers::ContainsSubstring("accepted: a 16-byte aligned address"));
+    ++ran;
+  }
+  CHECK(ran == 3);
 }
 
 TEST_CASE("stage 8 matches the reference: every dtype x head size x block size", "[optimized][gpu]") {

@@ -30,7 +30,7 @@ struct TimedLaunch {
 // Stage 8's span slots per warp at most: prologue, Q fragments, up to
 // kStages - 1 issues before the loop, five per main-loop iteration (an
 // iteration covers at least one KV block of the split), the warp merge, the
-// arrival and the three merge steps.
+// arrival and the split merge.
 inline unsigned opt_spans_per_warp(const OptimizedPlan& plan) {
   return 16u + 5u * static_cast<unsigned>(plan.split_blocks);
 }

@@ -377,13 +377,13 @@ struct OptConfig {
   // (a step of two blocks, block size 8, or 16 with an fp8 cache: its second
   // block may not exist).
   PA_HD static constexpr int trace_token(int tok, int blk_end) { return tok < blk_end * BLOCK_SIZE ? tok : -1; }
-  // Both epilogue merges (the warps', then the last CTA's of the splits):
-  // splits whose states a thread loads together, one L2 round trip per
-  // kMergeSplits splits (48 loads in flight per thread with 16: the 13 splits
-  // of one 4096-token sequence in one round). The fp8 instances keep 8: with
-  // 16 some of their rows measured up to 5% slower, in two A/B runs (cause
-  // not found; kernels/NOTES.md). And what a thread merges:
-  // item q (q = tid, tid + kNumThreads, ... below the unit's heads x
+  // The last CTA's split merge: splits whose states a thread loads together,
+  // one L2 round trip per kMergeSplits splits (48 loads in flight per thread
+  // with 16: the 13 splits of one 4096-token sequence in one round). The fp8
+  // instances keep 8: with 16 some of their rows measured up to 5% slower,
+  // in two A/B runs (cause not found; kernels/NOTES.md).
+  // Both epilogue merges (the warps', then the splits'): what a thread
+  // merges. Item q (q = tid, tid + kNumThreads, ... below the unit's heads x
   // kMergeItemsPerHead) holds head merge_head(q)'s dims merge_dim(q, e),
   // e = 0..3, four consecutive dims: one 16-byte load per warp (or split)
   // state, and a warp's loads cover consecutive bytes.

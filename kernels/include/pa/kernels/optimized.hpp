@@ -1,9 +1,10 @@
 // Stage 8, the optimized decode kernel: host API (plain C++, no CUDA headers).
 //
 // Pointers are device pointers in the layouts of pa/index/layout.hpp. The
-// caller owns a workspace of plan.workspace_bytes, zeroed ONCE after
-// allocation (cudaMemset): the kernel leaves its arrival counters at zero, so
-// the same workspace serves any number of launches of plans that fit in it.
+// caller owns a workspace of plan.workspace_bytes, 16-byte aligned (as
+// cudaMalloc's are), zeroed ONCE after allocation (cudaMemset): the kernel
+// leaves its arrival counters at zero, so the same workspace serves any
+// number of launches of plans that fit in it.
 #pragma once
 #include <cstddef>
 #include <string>
