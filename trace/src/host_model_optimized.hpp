@@ -278,6 +278,19 @@ struct OptModel : BlockModel {
     em.barrier_all();  // cp.async drained, stage memory becomes scratch
   }
 
+  // An item's output written, one store a dim (dims d0 .. d0 + 3 of head
+  // g): the last loop of both merges in the kernel, the warp merge's with
+  // one split and the split merge's.
+  void store_item(int tid, int k, int g, int d0) {
+    for (int e = 0; e < 4; ++e) {
+      const int d = d0 + e;
+      em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
+                         .it(k).dims(d, 1)
+                         .at(p.query.out_offset(c.seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
+                         .val(vals.out(c.seq, head0 + g, d)));
+    }
+  }
+
   // Warp merge through shared memory (optimized.warp_merge); returns whether
   // the CTA wrote the output directly (one split).
   bool warp_merge() {
@@ -326,13 +339,7 @@ struct OptModel : BlockModel {
                              .it(k).dims(d0, 4).at(Cfg::red_smem_byte(w, g, d0), 16));
         }
         if (single) {
-          for (int e = 0; e < 4; ++e) {
-            const int d = d0 + e;
-            em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
-                               .it(k).dims(d, 1)
-                               .at(p.query.out_offset(c.seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
-                               .val(vals.out(c.seq, head0 + g, d)));
-          }
+          store_item(tid, k, g, d0);
         } else {
           em.record(tid, ev_(tid, Step::partition_store, Op::global_store, Tensor::workspace)
                              .it(k).dims(d0, 4).at(wsg.out_byte(c.seq, c.unit, c.split, g, d0), 16));
@@ -379,13 +386,7 @@ struct OptModel : BlockModel {
           em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
                              .it(sp).lane_it(k).dims(d0, 4).at(wsg.out_byte(c.seq, c.unit, sp, g, d0), 16));
         }
-        for (int e = 0; e < 4; ++e) {
-          const int d = Cfg::merge_dim(q, e);
-          em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
-                             .it(k).dims(d, 1)
-                             .at(p.query.out_offset(c.seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
-                             .val(vals.out(c.seq, head0 + g, d)));
-        }
+        store_item(tid, k, g, d0);
       }
     }
   }
