@@ -16,6 +16,27 @@ using namespace pa::bench;
 using Catch::Matchers::ContainsSubstring;
 using Catch::Matchers::WithinRel;
 
+namespace {
+
+// Each of `others` with `option` added after it is refused with a message
+// that `refusal` matches and that names the other option; returns how many
+// were tried.
+template <class Refusal>
+int check_each_refused(const std::vector<std::vector<std::string>>& others, const std::vector<std::string>& option,
+                       const Refusal& refusal) {
+  int ran = 0;
+  for (const std::vector<std::string>& other : others) {
+    std::vector<std::string> args = other;
+    args.insert(args.end(), option.begin(), option.end());
+    INFO(other.front());
+    CHECK_THROWS_WITH(parse_bench_options(args), refusal && ContainsSubstring(other.front()));
+    ++ran;
+  }
+  return ran;
+}
+
+}  // namespace
+
 TEST_CASE("pa-bench: no arguments are the documented defaults", "[cli][bench]") {
   const BenchOptions o = parse_bench_options({});
   CHECK(o.json == "bench.json");
@@ -133,17 +154,10 @@ TEST_CASE("pa-bench: the shapes each option set times", "[cli][bench]") {
 TEST_CASE("pa-bench: --multilevel times its own problem, alone", "[cli][bench]") {
   CHECK(parse_bench_options({"--multilevel", "--dtypes", "bf16", "--iters", "20"}).multilevel);
   CHECK_FALSE(parse_bench_options({}).multilevel);
-  int ran = 0;
-  for (const std::vector<std::string>& other :
-       {std::vector<std::string>{"--quick"}, {"--shape", "3,8,2,77,128"}, {"--only", "optimized"}, {"--cascade-only"},
-        {"--alibi"}, {"--layouts", "nhd"}, {"--kv-dtypes", "fp8"}, {"--cascade-sweep", "wgmma:1:0"}}) {
-    std::vector<std::string> args = other;
-    args.push_back("--multilevel");
-    INFO(other.front());
-    CHECK_THROWS_WITH(parse_bench_options(args), ContainsSubstring("--multilevel times its own problem alone") &&
-                                                     ContainsSubstring(other.front()));
-    ++ran;
-  }
+  const int ran = check_each_refused(
+      {{"--quick"}, {"--shape", "3,8,2,77,128"}, {"--only", "optimized"}, {"--cascade-only"}, {"--alibi"},
+       {"--layouts", "nhd"}, {"--kv-dtypes", "fp8"}, {"--cascade-sweep", "wgmma:1:0"}},
+      {"--multilevel"}, ContainsSubstring("--multilevel times its own problem alone"));
   CHECK(ran == 8);
 }
 
@@ -187,19 +201,12 @@ TEST_CASE("pa-bench: --split-sweep times its own shapes, alone; --seed needs it"
   CHECK(parse_bench_options({}).split_sweep == 0);
   CHECK(parse_bench_options({}).seed == 1);
   CHECK_THROWS_WITH(parse_bench_options({"--seed", "3"}), ContainsSubstring("--seed draws the split sweep's shapes"));
-  int ran = 0;
-  for (const std::vector<std::string>& other :
-       {std::vector<std::string>{"--quick"}, {"--shape", "3,8,2,77,128"}, {"--only", "optimized"}, {"--cascade-only"},
-        {"--multilevel"}, {"--layouts", "nhd"}, {"--splits", "4"}, {"--cascade-sweep", "wgmma:1:0"}}) {
-    std::vector<std::string> args = other;
-    args.insert(args.end(), {"--split-sweep", "2"});
-    INFO(other.front());
-    // --multilevel's own exclusion speaks first when both are given.
-    CHECK_THROWS_WITH(parse_bench_options(args), (ContainsSubstring("--split-sweep times stage 8") ||
-                                                  ContainsSubstring("--multilevel times its own problem alone")) &&
-                                                     ContainsSubstring(other.front()));
-    ++ran;
-  }
+  // --multilevel's own exclusion speaks first when both are given.
+  const int ran = check_each_refused(
+      {{"--quick"}, {"--shape", "3,8,2,77,128"}, {"--only", "optimized"}, {"--cascade-only"}, {"--multilevel"},
+       {"--layouts", "nhd"}, {"--splits", "4"}, {"--cascade-sweep", "wgmma:1:0"}},
+      {"--split-sweep", "2"},
+      ContainsSubstring("--split-sweep times stage 8") || ContainsSubstring("--multilevel times its own problem alone"));
   CHECK(ran == 8);
 }
 
@@ -210,16 +217,8 @@ TEST_CASE("pa-bench: --paged-read runs beside the shape set's stage 8 rows only"
   CHECK_THROWS_WITH(parse_bench_options({"--paged-read-step-ns", "700"}), ContainsSubstring("it needs --paged-read"));
   CHECK_THROWS_WITH(parse_bench_options({"--paged-read", "--paged-read-step-ns", "0"}),
                     ContainsSubstring("--paged-read-step-ns"));
-  int ran = 0;
-  for (const std::vector<std::string>& other : {std::vector<std::string>{"--cascade-only"}, {"--multilevel"},
-                                                {"--split-sweep", "2"}}) {
-    std::vector<std::string> args = other;
-    args.push_back("--paged-read");
-    INFO(other.front());
-    CHECK_THROWS_WITH(parse_bench_options(args), ContainsSubstring("--paged-read runs beside stage 8's rows") &&
-                                                     ContainsSubstring(other.front()));
-    ++ran;
-  }
+  const int ran = check_each_refused({{"--cascade-only"}, {"--multilevel"}, {"--split-sweep", "2"}}, {"--paged-read"},
+                                     ContainsSubstring("--paged-read runs beside stage 8's rows"));
   CHECK(ran == 3);
 }
 
