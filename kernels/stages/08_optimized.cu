@@ -323,13 +323,19 @@ void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* w
   if (plan.splits > 1 && workspace == nullptr)
     throw std::invalid_argument("stage 8: plan has " + std::to_string(plan.splits) +
                                 " splits but no workspace was given (need plan.workspace_bytes)");
-  // The split states are written and merged with 16-byte accesses.
-  if (plan.splits > 1 && reinterpret_cast<std::uintptr_t>(workspace) % 16 != 0) {
+  // Pointers the kernel accesses in wide units, refused before any device
+  // call where an address is not a multiple of the unit.
+  const auto check_aligned = [](const void* ptr, int width, const char* name, const char* why) {
+    if (ptr == nullptr || reinterpret_cast<std::uintptr_t>(ptr) % width == 0) return;
     std::ostringstream m;
-    m << "stage 8: workspace at " << workspace << " is not 16-byte aligned (accepted: a 16-byte aligned "
-      << "address, as cudaMalloc returns; the split states are stored and merged 16 bytes at a time)";
+    m << "stage 8: " << name << " at " << ptr << " is not " << width << "-byte aligned (accepted: a " << width
+      << "-byte aligned address, as cudaMalloc returns; " << why << ")";
     throw std::invalid_argument(m.str());
-  }
+  };
+  if (plan.splits > 1)
+    check_aligned(workspace, 16, "workspace", "the split states are stored and merged 16 bytes at a time");
+  check_aligned(a.out, 8, "out", "a thread stores four consecutive outputs at once");
+  check_aligned(a.state_out, 16, "state_out", "a thread stores four consecutive floats of a state at once");
   const OptEntry e =
       require_entry(a.dtype, a.kv_dtype, a.kv_layout, a.head_size, a.block_size, plan.head_tiles, plan.pipeline);
   check_cache_and_table(a);

@@ -10,7 +10,8 @@
 // shared memory; then, in both merges, thread t owns items t, t +
 // kNumThreads, ... of four consecutive dims of one head
 // (OptConfig::merge_head, merge_dim) and merges every warp's, then every
-// split's, state of them. Both merges are the attention state's
+// split's, state of them, and writes the item's four outputs with one store
+// (opt_store_item). Both merges are the attention state's
 // (attention_state.cuh), in base 2.
 #pragma once
 #include <cstdint>
@@ -19,6 +20,35 @@
 #include "ptx.cuh"
 
 namespace pa::opt {
+
+// An item's result written, the last step of both merges (the warp merge's
+// with one split, the split merge's with several): o holds dims d0 .. d0 + 3
+// of head g unnormalized, M and L the head's max and exp sum (base 2). The
+// four outputs, rounded to T, go out in one 8-byte store, so that the 32
+// lanes of a warp, which own consecutive items, write one contiguous run of
+// 256 bytes (8 sectors for 256 bytes); for a cascade suffix, the state's four
+// floats in one 16-byte store and, from the thread of dim 0, the head's lse.
+// The output rows (dense, head_size a multiple of 16) keep every item's
+// address a multiple of its width; launch_optimized checks the base
+// pointers.
+template <class Cfg, class Tracer>
+__device__ __forceinline__ void opt_store_item(const OptParams& p, const OptCta<Cfg>& c, int k, int g, int d0,
+                                               const float (&o)[4], float M, float L, Tracer& tracer) {
+  using T = typename OptElem<Cfg::kDType>::T;
+  const int seq = c.seq, head = c.head0 + g;
+  const float inv_l = 1.f / L;
+  if (p.state_out != nullptr) {  // cascade suffix: the state
+    *reinterpret_cast<float4*>(p.state_out + p.stg.out_offset(seq, head, d0)) =
+        make_float4(o[0] * inv_l, o[1] * inv_l, o[2] * inv_l, o[3] * inv_l);
+    if (d0 == 0) p.state_lse[p.stg.lse_offset(seq, head)] = SoftmaxStats<LogBase::two>{M, L}.lse() * kLn2;
+    return;
+  }
+  const std::int64_t off = p.qg.out_offset(seq, head, d0);
+  *reinterpret_cast<uint2*>(static_cast<T*>(p.out) + off) =
+      make_uint2(ptx::pack2<T>(o[0] * inv_l, o[1] * inv_l), ptx::pack2<T>(o[2] * inv_l, o[3] * inv_l));
+  PA_TRACE(tracer, ev(c.tc, Step::out_store, Op::global_store, Tensor::output)
+                       .it(k).dims(d0, 4).at(off * Cfg::kElemBytes, 4 * Cfg::kElemBytes).val(o[0] * inv_l));
+}
 
 // The CTA's warps merged through shared memory; with one split the output
 // (or a cascade suffix's state) is written, with several the split's state
@@ -32,7 +62,6 @@ namespace pa::opt {
 template <class Cfg, class Tracer>
 __device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<Cfg>& c, OptAccum<Cfg>& acc,
                                                unsigned char* smem_raw, Tracer& tracer) {
-  using T = typename OptElem<Cfg::kDType>::T;
   constexpr int HT = Cfg::kHeadTiles;
   constexpr int kNW = Cfg::kNumWarps;
   const int split = c.split, unit = c.unit, seq = c.seq, warp = c.warp, lane = c.lane, head0 = c.head0, nh = c.nh;
@@ -83,7 +112,6 @@ __device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<
     }
   __syncthreads();
   PA_TRACE_BARRIER(tracer, barrier_event(tc));
-  T* out = static_cast<T*>(p.out);
   const bool single = gridDim.x == 1;
   for (int q = threadIdx.x, k = 0; q < nh * Cfg::kMergeItemsPerHead; q += Cfg::kNumThreads, ++k) {
     const int g = Cfg::merge_head(q), d0 = Cfg::merge_dim(q, 0);
@@ -113,21 +141,7 @@ __device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<
       v[3] = fmaf(a, r.w, v[3]);
     }
     if (single) {
-      const float inv_l = 1.f / L;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int d = d0 + e;
-        if (p.state_out != nullptr) {  // cascade suffix: the state
-          p.state_out[p.stg.out_offset(seq, head0 + g, d)] = v[e] * inv_l;
-          if (d == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = SoftmaxStats<LogBase::two>{M, L}.lse() * kLn2;
-          continue;
-        }
-        out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(v[e] * inv_l);
-        PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::output)
-                             .it(k).dims(d, 1)
-                             .at(p.qg.out_offset(seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
-                             .val(v[e] * inv_l));
-      }
+      opt_store_item<Cfg>(p, c, k, g, d0, v, M, L, tracer);
     } else {
       *reinterpret_cast<float4*>(p.ws_out + p.wsg.out_offset(seq, unit, split, g, d0)) =
           make_float4(v[0], v[1], v[2], v[3]);
@@ -203,13 +217,12 @@ __device__ __forceinline__ bool opt_split_arrive(const OptParams& p, const OptCt
 // A round covers up to kMergeSplits splits, so a merge of that many costs
 // one L2 round trip; the lanes of a warp read consecutive items of each
 // split's output (512 contiguous bytes for a head of 128) and, within a
-// head, the same m_s and l_s (one request). The output (or, for a cascade
-// suffix, the state; the thread of dim 0 also writes the head's lse) is
-// stored a dim per instruction.
+// head, the same m_s and l_s (one request). The item's output (or, for a
+// cascade suffix, its state) is then written as the warp merge writes it
+// with one split (opt_store_item).
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCta<Cfg>& c, int n_active,
                                                  Tracer& tracer) {
-  using T = typename OptElem<Cfg::kDType>::T;
   constexpr int HS = Cfg::kHeadSize;
   constexpr int kU = Cfg::kMergeSplits;
   using WS = OptWorkspaceGeometry;
@@ -217,9 +230,8 @@ __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCt
   // each max, at the workspace's constant strides for this head size: all
   // immediate offsets, so no register holds 48 addresses.
   constexpr int kOutStride = WS::out_split_stride(HS);
-  const int unit = c.unit, seq = c.seq, head0 = c.head0;
+  const int unit = c.unit, seq = c.seq;
   const TraceCtx& tc = c.tc;
-  T* out = static_cast<T*>(p.out);
   for (int q = threadIdx.x, k = 0; q < c.nh * Cfg::kMergeItemsPerHead; q += Cfg::kNumThreads, ++k) {
     const int g = Cfg::merge_head(q), d0 = Cfg::merge_dim(q, 0);
     float M = kNegInf, L = 0.f;
@@ -269,22 +281,7 @@ __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCt
       }
       M = M_new;
     }
-    const float inv_l = 1.f / L;
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int d = d0 + e;
-      const float r = o[e] * inv_l;
-      if (p.state_out != nullptr) {  // cascade suffix: the state
-        p.state_out[p.stg.out_offset(seq, head0 + g, d)] = r;
-        if (d == 0) p.state_lse[p.stg.lse_offset(seq, head0 + g)] = SoftmaxStats<LogBase::two>{M, L}.lse() * kLn2;
-        continue;
-      }
-      out[p.qg.out_offset(seq, head0 + g, d)] = static_cast<T>(r);
-      PA_TRACE(tracer, ev(tc, Step::out_store, Op::global_store, Tensor::output)
-                           .it(k).dims(d, 1)
-                           .at(p.qg.out_offset(seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
-                           .val(r));
-    }
+    opt_store_item<Cfg>(p, c, k, g, d0, o, M, L, tracer);
   }
 }
 

@@ -395,11 +395,11 @@ TEST_CASE("stage 8 rejects a bad cascade-suffix range or half a state", "[optimi
   CHECK(message().find("state_out and state_lse go together") != std::string::npos);
 }
 
-TEST_CASE("stage 8 refuses a split plan without a 16-byte aligned workspace, before any device call",
-          "[optimized]") {
-  // The split states are stored and merged with 16-byte accesses; a
-  // workspace that cudaMalloc did not hand out may be misaligned.
-  const OptimizedArgs a = plan_only_args(DType::f16, 1, 8, 8, 4096);
+TEST_CASE("stage 8 refuses a misaligned workspace, output or state, before any device call", "[optimized]") {
+  // The split states are stored and merged 16 bytes at a time, and a thread
+  // writes four consecutive dims of a head with one store: 8 bytes of output
+  // or 16 of a state. Memory cudaMalloc did not hand out may be misaligned.
+  OptimizedArgs a = plan_only_args(DType::f16, 1, 8, 8, 4096);
   OptimizedPlan plan;
   plan.splits = 4;
   auto message = [&](void* ws) {
@@ -412,15 +412,28 @@ TEST_CASE("stage 8 refuses a split plan without a 16-byte aligned workspace, bef
   };
   alignas(16) static unsigned char bytes[64];
   CHECK_THAT(message(nullptr), Catch::Matchers::ContainsSubstring("4 splits but no workspace was given"));
+  struct Case {
+    const char* what;  // the pointer made misaligned
+    int offset, width;
+  };
   int ran = 0;
-  for (const int off : {4, 8, 12}) {
-    INFO("offset " << off);
-    const std::string m = message(bytes + off);
-    CHECK_THAT(m, Catch::Matchers::ContainsSubstring("is not 16-byte aligned"));
-    CHECK_THAT(m, Catch::Matchers::ContainsSubstring("accepted: a 16-byte aligned address"));
+  for (const Case& c : {Case{"workspace", 4, 16}, Case{"workspace", 8, 16}, Case{"workspace", 12, 16},
+                        Case{"out", 2, 8}, Case{"out", 4, 8}, Case{"out", 6, 8}, Case{"state_out", 4, 16},
+                        Case{"state_out", 8, 16}, Case{"state_out", 12, 16}}) {
+    const std::string what = c.what;
+    INFO(what << " at offset " << c.offset);
+    void* ws = what == "workspace" ? bytes + c.offset : bytes;
+    a.out = what == "out" ? bytes + c.offset : nullptr;
+    a.state_out = what == "state_out" ? reinterpret_cast<float*>(bytes + c.offset) : nullptr;
+    a.state_lse = a.state_out != nullptr ? reinterpret_cast<float*>(bytes) : nullptr;
+    const std::string m = message(ws);
+    const std::string width = std::to_string(c.width);
+    CHECK_THAT(m, Catch::Matchers::StartsWith("stage 8: " + what + " at "));
+    CHECK_THAT(m, Catch::Matchers::ContainsSubstring("is not " + width + "-byte aligned"));
+    CHECK_THAT(m, Catch::Matchers::ContainsSubstring("accepted: a " + width + "-byte aligned address"));
     ++ran;
   }
-  CHECK(ran == 3);
+  CHECK(ran == 9);
 }
 
 TEST_CASE("stage 8 matches the reference: every dtype x head size x block size", "[optimized][gpu]") {

@@ -94,15 +94,15 @@ TEST_CASE("stage 8 model, fp16 head 128 block 16, GQA 4:1, 100 tokens, one split
   // 24, softmax 3 + rescale 3, PV 8 x (ldmatrix + mma) = 16: 46.
   // Epilogue: barrier; 2 shuffles (+ 2 stat stores on lanes 0 mod 4);
   // 2 x 16 O stores = 32; barrier; one item of 4 dims (4 heads x 32 items
-  // over 128 threads) x (4 max loads + 4 x (sum load + 16-byte O load) + 4
-  // output stores) = 16.
-  CHECK(lane_events(ev, 0, 0).size() == 2 + 16 + 2 * 33 + 2 * 46 + 1 + 4 + 32 + 1 + 16);  // 230
-  CHECK(lane_events(ev, 0, 1).size() == 228);  // table entry (block 4), no stat stores
-  CHECK(lane_events(ev, 0, 2).size() == 227);  // window block 8 does not exist
-  CHECK(lane_events(ev, 0, 16).size() == 213);  // no table entry, no Q rows (heads 4..7 are not in the unit)
-  CHECK(lane_events(ev, 3, 0).size() == 2 + 16 + 33 + 46 + 1 + 4 + 32 + 1 + 16);  // one step
+  // over 128 threads) x (4 max loads + 4 x (sum load + 16-byte O load) + one
+  // 8-byte output store) = 13.
+  CHECK(lane_events(ev, 0, 0).size() == 2 + 16 + 2 * 33 + 2 * 46 + 1 + 4 + 32 + 1 + 13);  // 227
+  CHECK(lane_events(ev, 0, 1).size() == 225);  // table entry (block 4), no stat stores
+  CHECK(lane_events(ev, 0, 2).size() == 224);  // window block 8 does not exist
+  CHECK(lane_events(ev, 0, 16).size() == 210);  // no table entry, no Q rows (heads 4..7 are not in the unit)
+  CHECK(lane_events(ev, 3, 0).size() == 2 + 16 + 33 + 46 + 1 + 4 + 32 + 1 + 13);  // one step
   CHECK(count(ev, Step::barrier, Op::barrier) == 2 * 128);
-  CHECK(count(ev, Step::out_store, Op::global_store) == 4 * 128);
+  CHECK(count(ev, Step::out_store, Op::global_store) == 128);  // one store of 4 dims a thread
   CHECK(count(ev, Step::q_load, Op::global_load) == 4 * (4 * 128 / 2));  // each warp: 4 heads x 128 dims, 2 per event
   CHECK(count(ev, Step::k_load, Op::async_copy) == 7 * 256);
   CHECK(count(ev, Step::split_arrive, Op::atomic) == 0);  // one split: no arrival, no workspace
@@ -257,7 +257,7 @@ TEST_CASE("stage 8 model: without swizzle the V ldmatrix rows would conflict", "
   CHECK(shared_wavefronts(swz).wavefronts == 1);
 }
 
-TEST_CASE("stage 8 model: the epilogue's shared and workspace accesses, as the viewer's analysis counts them",
+TEST_CASE("stage 8 model: the epilogue's shared, workspace and output accesses, as the viewer's analysis counts them",
           "[trace][model][optimized]") {
   // The analysis behind the viewer's Requests panel (memory_requests,
   // traffic_by_step) on the model's events of one split CTA: the warp
@@ -299,6 +299,11 @@ TEST_CASE("stage 8 model: the epilogue's shared and workspace accesses, as the v
     const StepTraffic merge = at(Step::merge, Tensor::workspace, Op::global_load);
     CHECK(merge.requests > 0);
     CHECK(merge.sectors == merge.ideal_sectors);
+    // The merger's output: each lane's four dims in one 8-byte store, a
+    // warp's 32 items contiguous where they lie in one head.
+    const StepTraffic out = at(Step::out_store, Tensor::output, Op::global_store);
+    CHECK(out.requests > 0);
+    CHECK(out.sectors == out.ideal_sectors);
     ++ran;
   }
   CHECK(ran == 5);
@@ -345,7 +350,7 @@ TEST_CASE("stage 8 model: splits, a split with no work, the last CTA's merge", "
     // The merger's 128 threads each own 4 dims of one of the 4 heads and
     // load, per split, its head's max and sum and its 4 floats of output (one load).
     CHECK(count(c, Step::merge, Op::global_load) == (sp == 3 ? 128 * 4 * (2 + 1) : 0));
-    CHECK(count(c, Step::out_store, Op::global_store) == (sp == 3 ? 4 * 128 : 0));
+    CHECK(count(c, Step::out_store, Op::global_store) == (sp == 3 ? 128 : 0));
     CHECK(count(c, Step::barrier, Op::barrier) == 4 * 128);  // the merge itself has none
     for (const Event& e : c)
       if (e.op == Op::atomic) CHECK(e.value == (sp == 3 ? 1.f : 0.f));
@@ -444,10 +449,13 @@ TEST_CASE("stage 8 model: every K and V byte of the context is copied exactly on
       for (int c : s.context_lens) want += static_cast<std::int64_t>(c) * hs * elem * kvh * 2;
       CHECK(static_cast<std::int64_t>(bytes.size()) == want);
       for (const auto& [key, n] : bytes) REQUIRE(n == plan.head_chunks);  // once per unit of a kv head
-      // Every output element is written once.
+      // Every output element is written once (each store writes 4 dims).
       std::set<std::int64_t> out;
       for (const Event& e : ev)
-        if (e.step == Step::out_store && e.op == Op::global_store) CHECK(out.insert(e.byte_offset).second);
+        if (e.step == Step::out_store && e.op == Op::global_store) {
+          REQUIRE(e.bytes == 4 * elem);
+          for (int b = 0; b < e.bytes; b += elem) CHECK(out.insert(e.byte_offset + b).second);
+        }
       CHECK(static_cast<int>(out.size()) == s.num_seqs() * heads * hs);
       ++ran;
     }

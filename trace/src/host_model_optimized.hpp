@@ -278,17 +278,15 @@ struct OptModel : BlockModel {
     em.barrier_all();  // cp.async drained, stage memory becomes scratch
   }
 
-  // An item's output written, one store a dim (dims d0 .. d0 + 3 of head
-  // g): the last loop of both merges in the kernel, the warp merge's with
-  // one split and the split merge's.
+  // An item's output written (opt_store_item), dims d0 .. d0 + 3 of head g
+  // in one 8-byte store (16-bit outputs), its value the first dim's: the
+  // last step of both merges in the kernel, the warp merge's with one split
+  // and the split merge's.
   void store_item(int tid, int k, int g, int d0) {
-    for (int e = 0; e < 4; ++e) {
-      const int d = d0 + e;
-      em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
-                         .it(k).dims(d, 1)
-                         .at(p.query.out_offset(c.seq, head0 + g, d) * Cfg::kElemBytes, Cfg::kElemBytes)
-                         .val(vals.out(c.seq, head0 + g, d)));
-    }
+    em.record(tid, ev_(tid, Step::out_store, Op::global_store, Tensor::output)
+                       .it(k).dims(d0, 4)
+                       .at(p.query.out_offset(c.seq, head0 + g, d0) * Cfg::kElemBytes, 4 * Cfg::kElemBytes)
+                       .val(vals.out(c.seq, head0 + g, d0)));
   }
 
   // Warp merge through shared memory (optimized.warp_merge); returns whether
