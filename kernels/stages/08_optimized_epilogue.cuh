@@ -31,6 +31,7 @@ namespace pa::opt {
 // The output rows (dense, head_size a multiple of 16) keep every item's
 // address a multiple of its width; launch_optimized checks the base
 // pointers.
+// LESSON-BEGIN(optimized.store_item)
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_store_item(const OptParams& p, const OptCta<Cfg>& c, int k, int g, int d0,
                                                const float (&o)[4], float M, float L, Tracer& tracer) {
@@ -49,6 +50,7 @@ __device__ __forceinline__ void opt_store_item(const OptParams& p, const OptCta<
   PA_TRACE(tracer, ev(c.tc, Step::out_store, Op::global_store, Tensor::output)
                        .it(k).dims(d0, 4).at(off * Cfg::kElemBytes, 4 * Cfg::kElemBytes).val(o[0] * inv_l));
 }
+// LESSON-END(optimized.store_item)
 
 // The CTA's warps merged through shared memory; with one split the output
 // (or a cascade suffix's state) is written, with several the split's state

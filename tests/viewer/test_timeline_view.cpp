@@ -368,7 +368,7 @@ TEST_CASE("timeline link: every lesson anchor names the phases of its step funct
     CHECK((mask != 0) == (untimed.count(a) == 0));
     ++n;
   }
-  CHECK(n == 39);  // optimized.qk_mma_fp8, pv_mma_fp8 and q_to_fp16 among them
+  CHECK(n == 40);  // optimized.qk_mma_fp8, pv_mma_fp8, q_to_fp16 and store_item among them
   CHECK(phases_of_anchor("optimized.qk_mma") == phase_bit(P::opt_qk_mma));
   CHECK(phases_of_anchor("qk.k_load") == phase_bit(P::qk));
   CHECK(phases_of_anchor("lv.row_reduce") == phase_bit(P::lv));

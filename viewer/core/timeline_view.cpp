@@ -312,6 +312,8 @@ std::uint32_t phases_of_anchor(std::string_view anchor) {
       {"optimized.pv_mma", phase_bit(P::opt_pv_mma)},
       {"optimized.pv_mma_fp8", phase_bit(P::opt_pv_mma)},
       {"optimized.warp_merge", phase_bit(P::opt_warp_merge)},
+      // Timed inside the merge that calls it: the warp merge's with one split, the split merge's with several.
+      {"optimized.store_item", phase_bit(P::opt_warp_merge) | phase_bit(P::opt_merge_states)},
       {"optimized.split_merge", phase_bit(P::opt_split_arrive) | phase_bit(P::opt_merge_states) |
                                     phase_bit(P::opt_merge_load_stats) | phase_bit(P::opt_merge_weights) |
                                     phase_bit(P::opt_merge_sum_store)},
