@@ -8,7 +8,6 @@
 #include <iomanip>
 #include <iterator>
 #include <mutex>
-#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -342,11 +341,7 @@ void launch_optimized(const OptimizedArgs& a, const OptimizedPlan& plan, void* w
   check_cache_and_table(a);
   if ((!a.out && !a.state_out) || !a.q)
     throw std::invalid_argument("stage 8: a device pointer is null (out or state_out/state_lse, q)");
-  opt::OptParams p = opt::opt_make_params(a, plan, workspace);
-  // EXPERIMENT: PA_CLUSTER_MERGE=1 merges the splits of a unit through DSMEM (head 128, up to 16 splits).
-  if (const char* env = std::getenv("PA_CLUSTER_MERGE"); env && env[0] == '1' && plan.splits > 1 &&
-      plan.splits <= 16 && a.head_size == 128 && a.state_out == nullptr)
-    p.cluster_merge = 1;
+  const opt::OptParams p = opt::opt_make_params(a, plan, workspace);
   if (a.num_seqs > 65535)
     throw std::invalid_argument("stage 8: num_seqs=" + std::to_string(a.num_seqs) + ": at most 65535");
   const dim3 grid(plan.splits, plan.units, a.num_seqs);

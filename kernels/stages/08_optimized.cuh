@@ -676,16 +676,7 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, Cfg::kMinCtasPerSm) opt_deco
   int tbl = 0;  // lane l: physical block of step (l / BPS) of the current table window
   const bool has_work = opt_prologue<Cfg>(p, c, tbl, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::opt_prologue, -1);
-  if (!has_work) {
-    if (p.cluster_merge) {  // EXPERIMENT: an idle split still takes part in the cluster's barriers
-      c.seq = blockIdx.z;
-      c.head0 = opt_unit_first_head(blockIdx.y, p.head_chunks, p.group);
-      c.nh = opt_unit_num_heads(blockIdx.y, p.head_chunks, p.group);
-      opt_cluster_empty_state<Cfg>(c, smem_raw);
-      opt_cluster_merge<Cfg>(p, c, smem_raw, tracer);
-    }
-    return;
-  }
+  if (!has_work) return;
   std::uint32_t qf[Cfg::kQkKSteps][4];
   opt_q_frags<Cfg>(p, c, qf, tracer);
   OptRowScale<Cfg> rs;
@@ -744,38 +735,12 @@ __global__ void __launch_bounds__(Cfg::kNumThreads, Cfg::kMinCtasPerSm) opt_deco
   const bool single = opt_warp_merge<Cfg>(p, c, acc, smem_raw, tracer);
   PA_TIME_PHASE(tracer, trace::Phase::opt_warp_merge, -1);
   if (single) return;  // one split: the output is written
-  if (p.cluster_merge) {  // EXPERIMENT
-    opt_cluster_merge<Cfg>(p, c, smem_raw, tracer);
-    return;
-  }
   opt_split_merge<Cfg>(p, c, s_is_last, tracer);
 }
 
 template <class Cfg>
 void opt_launch(const OptParams& p, dim3 grid, cudaStream_t stream) {
-  if (!p.cluster_merge) {
-    opt_decode_kernel<Cfg><<<grid, Cfg::kNumThreads, Cfg::kSmemBytes, stream>>>(p, NullTracer{});
-    return;
-  }
-  // EXPERIMENT: one cluster per (sequence, unit): its splits.
-  static bool once = [] {
-    return cudaFuncSetAttribute(opt_decode_kernel<Cfg, NullTracer>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
-           cudaSuccess;
-  }();
-  (void)once;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(Cfg::kNumThreads);
-  cfg.dynamicSmemBytes = Cfg::kSmemBytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute at[1];
-  at[0].id = cudaLaunchAttributeClusterDimension;
-  at[0].val.clusterDim.x = grid.x;
-  at[0].val.clusterDim.y = 1;
-  at[0].val.clusterDim.z = 1;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, opt_decode_kernel<Cfg, NullTracer>, p, NullTracer{});
+  opt_decode_kernel<Cfg><<<grid, Cfg::kNumThreads, Cfg::kSmemBytes, stream>>>(p, NullTracer{});
 }
 
 // The same kernel with a tracer (the trace module's recording instances,

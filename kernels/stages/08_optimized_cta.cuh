@@ -58,7 +58,6 @@ struct OptParams {
   float* state_out;
   float* state_lse;
   StateGeometry stg;
-  int cluster_merge;  // EXPERIMENT: the splits of a unit are one cluster, merged through DSMEM
 };
 
 // ---------------------------------------------------------------- the host's view

@@ -144,13 +144,6 @@ __device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<
     }
     if (single) {
       opt_store_item<Cfg>(p, c, k, g, d0, v, M, L, tracer);
-    } else if (p.cluster_merge) {  // EXPERIMENT
-      float* cl = reinterpret_cast<float*>(smem_raw + Cfg::kRedBytes);
-      *reinterpret_cast<float4*>(cl + g * Cfg::kHeadSize + d0) = make_float4(v[0], v[1], v[2], v[3]);
-      if (d0 == 0) {
-        cl[Cfg::kMaxUnitHeads * Cfg::kHeadSize + g] = M;
-        cl[Cfg::kMaxUnitHeads * Cfg::kHeadSize + Cfg::kMaxUnitHeads + g] = L;
-      }
     } else {
       *reinterpret_cast<float4*>(p.ws_out + p.wsg.out_offset(seq, unit, split, g, d0)) =
           make_float4(v[0], v[1], v[2], v[3]);
@@ -292,73 +285,6 @@ __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCt
     }
     opt_store_item<Cfg>(p, c, k, g, d0, o, M, L, tracer);
   }
-}
-
-// EXPERIMENT: the splits of a unit are one thread-block cluster (gridDim.x
-// = the cluster's size); each CTA has its state in its own shared memory.
-// After a cluster barrier, CTA r merges items [r * per, (r + 1) * per) from
-// every peer's shared memory (DSMEM), then a second barrier keeps every
-// CTA's shared memory alive until all peers have read it.
-template <class Cfg>
-__device__ __forceinline__ void opt_cluster_empty_state(const OptCta<Cfg>& c, unsigned char* smem_raw) {
-  float* cl = reinterpret_cast<float*>(smem_raw + Cfg::kRedBytes);
-  for (int i = threadIdx.x; i < Cfg::kMaxUnitHeads * Cfg::kHeadSize; i += Cfg::kNumThreads) cl[i] = 0.f;
-  for (int i = threadIdx.x; i < Cfg::kMaxUnitHeads; i += Cfg::kNumThreads) {
-    cl[Cfg::kMaxUnitHeads * Cfg::kHeadSize + i] = kNegInf;
-    cl[Cfg::kMaxUnitHeads * Cfg::kHeadSize + Cfg::kMaxUnitHeads + i] = 0.f;
-  }
-}
-template <class Cfg, class Tracer>
-__device__ __forceinline__ void opt_cluster_merge(const OptParams& p, const OptCta<Cfg>& c, unsigned char* smem_raw,
-                                                  Tracer& tracer) {
-  constexpr int HS = Cfg::kHeadSize;
-  constexpr int kStat = Cfg::kMaxUnitHeads * HS;
-  float* cl = reinterpret_cast<float*>(smem_raw + Cfg::kRedBytes);
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-  const int S = gridDim.x, r = blockIdx.x;
-  const int items = c.nh * Cfg::kMergeItemsPerHead;
-  const int per = (items + S - 1) / S;
-  const int q = r * per + threadIdx.x;
-  if (threadIdx.x < per && q < items) {
-    const int g = Cfg::merge_head(q), d0 = Cfg::merge_dim(q, 0);
-    const std::uint32_t local = static_cast<std::uint32_t>(__cvta_generic_to_shared(cl));
-    float m[16], l[16];
-    float4 v[16];
-#pragma unroll
-    for (int s = 0; s < 16; ++s) {
-      if (s < S) {
-        std::uint32_t remote;
-        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(s));
-        asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(m[s]) : "r"(remote + 4 * (kStat + g)));
-        asm volatile("ld.shared::cluster.f32 %0, [%1];\n"
-                     : "=f"(l[s]) : "r"(remote + 4 * (kStat + Cfg::kMaxUnitHeads + g)));
-        asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=f"(v[s].x), "=f"(v[s].y), "=f"(v[s].z), "=f"(v[s].w)
-                     : "r"(remote + 4 * (g * HS + d0)));
-      }
-    }
-    float M = kNegInf;
-#pragma unroll
-    for (int s = 0; s < 16; ++s)
-      if (s < S) M = fmaxf(M, m[s]);
-    float L = 0.f;
-    float o[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int s = 0; s < 16; ++s) {
-      if (s < S) {
-        const float w = rescale<LogBase::two>(m[s], M);
-        L = fmaf(w, l[s], L);
-        o[0] = fmaf(w, v[s].x, o[0]);
-        o[1] = fmaf(w, v[s].y, o[1]);
-        o[2] = fmaf(w, v[s].z, o[2]);
-        o[3] = fmaf(w, v[s].w, o[3]);
-      }
-    }
-    opt_store_item<Cfg>(p, c, 0, g, d0, o, M, L, tracer);
-  }
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
 // The split merge: the arrival (every CTA but the last ends here), then the
