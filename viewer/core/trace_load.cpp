@@ -119,7 +119,7 @@ BlockCaches compute_block_caches(const ProblemSpec& spec, trace::Stage stage, co
       c.prob_value[e.token] = e.value;
       c.prob_step[e.token] = step;
     } else if (c.stats.size() < 4096) {
-      c.stats.push_back({step, e.step, e.tensor, e.warp, e.lane, e.value});
+      c.stats.push_back({step, e.step, e.tensor, e.warp, e.lane, e.value, e.dim_begin, e.dim_count});
     }
   }
   std::sort(c.extents.begin(), c.extents.end(),

@@ -28,7 +28,9 @@ struct BlockCaches {
   std::vector<int> k_first_step, v_first_step;  // per slot*H*B element: first step that loads it (-1 never)
   std::vector<float> logit_value, prob_value;   // per token of the sequence (NaN if not traced)
   std::vector<int> logit_step, prob_step;
-  struct Stat { int step; trace::Step what; trace::Tensor tensor; int warp, lane; float value; };
+  // dim_begin / dim_count: the head dims the event touched (-1 / 0: none); an
+  // event of several dims reports the first one's value (kernels/stages/EVENTS.md).
+  struct Stat { int step; trace::Step what; trace::Tensor tensor; int warp, lane; float value; int dim_begin, dim_count; };
   std::vector<Stat> stats;                // events with finite values other than logits/probs (first 4096)
   int traced_warps = 0;                   // 1 + the largest warp in the block's events
   // The bytes of each buffer the block touches: [begin, end) over its events.

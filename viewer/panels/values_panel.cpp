@@ -118,17 +118,28 @@ void draw_values_panel(AppState& s) {
     const AppState::Stat* prev = nullptr;
     for (auto it = s.stats.rbegin(); it != s.stats.rend() && shown < 200; ++it) {
       if (it->step > step) continue;
-      if (prev && prev->step == it->step && prev->what == it->what && prev->value == it->value) continue;
+      if (prev && prev->step == it->step && prev->what == it->what && prev->value == it->value &&
+          prev->dim_begin == it->dim_begin)
+        continue;
       prev = &*it;
       ++shown;
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::Text("%d", it->step);
       ImGui::TableNextColumn();
-      ImGui::Text("%s %s", step_name(it->what), it->tensor != trace::Tensor::none ? tensor_name(it->tensor) : "");
+      const char* tensor = it->tensor != trace::Tensor::none ? tensor_name(it->tensor) : "";
+      if (it->dim_begin >= 0 && it->dim_count > 1) {
+        // One store of several dims reports its first dim's value.
+        ImGui::Text("%s %s, dim %d (of %d-%d)", step_name(it->what), tensor, it->dim_begin, it->dim_begin,
+                    it->dim_begin + it->dim_count - 1);
+      } else if (it->dim_begin >= 0 && it->dim_count == 1) {
+        ImGui::Text("%s %s, dim %d", step_name(it->what), tensor, it->dim_begin);
+      } else {
+        ImGui::Text("%s %s", step_name(it->what), tensor);
+      }
       ImGui::TableNextColumn();
       ImGui::Text("w%d l%d%s", it->warp, it->lane, std::next(it) != s.stats.rend() && std::next(it)->step == it->step &&
-                  std::next(it)->value == it->value ? " +" : "");
+                  std::next(it)->value == it->value && std::next(it)->dim_begin == it->dim_begin ? " +" : "");
       ImGui::TableNextColumn();
       ImGui::Text("%.6g", it->value);
     }
