@@ -135,6 +135,40 @@ TEST_CASE("block caches: extents of kv_smem, workspace and counter; traced warps
   CHECK(r.y0 == g.header_h + 8 * g.cell_h);
 }
 
+TEST_CASE("block caches: recorded values keep the dims of their event", "[viewer][stages]") {
+  // Stage 8 stores four dims of the output at once and reports the first
+  // one's value; the Values panel names the dims from the stat.
+  std::vector<Event> v;
+  int n = 0;
+  for (int l = 0; l < 4; ++l) {
+    Event e = ev(0, l, Step::out_store, Op::global_store, Tensor::output, 8 * l, 8, 0);
+    e.dim_begin = 4 * l;
+    e.dim_count = 4;
+    e.value = 0.5f + l;
+    v.push_back(e);
+  }
+  Event m = ev(0, 0, Step::warp_reduce, Op::shared_store, Tensor::red_scratch, 0, 4, 1);
+  m.value = 3.f;  // a max: no dims
+  v.push_back(m);
+  const TraceIndex idx(v, Granularity::instruction);
+  ProblemSpec spec;
+  const ConfigInfo cfg = config_info(spec.dtype, spec.head_size, spec.block_size);
+  const BlockCaches c = compute_block_caches(spec, trace::Stage::optimized, cfg, v, idx, {}, 0);
+  REQUIRE(c.stats.size() == 5);
+  for (const auto& st : c.stats) {
+    if (st.what != Step::out_store) {
+      CHECK(st.dim_begin == -1);
+      CHECK(st.value == 3.f);
+      continue;
+    }
+    CHECK(st.dim_count == 4);
+    CHECK(st.dim_begin == 4 * st.lane);
+    CHECK(st.value == 0.5f + st.lane);
+    ++n;
+  }
+  CHECK(n == 4);
+}
+
 TEST_CASE("state flow: the reduce block reads partitions; stores, merges and atomics are seen", "[viewer][stages]") {
   PartitionGeometry g{2, 4, 128};  // 2 heads, 4 partitions, head 128
   // Row (seq 1, head 0): stat offset (1*2+0)*4 = 8 -> partitions at floats 8..11.
