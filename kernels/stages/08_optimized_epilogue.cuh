@@ -66,7 +66,7 @@ __device__ __forceinline__ bool opt_warp_merge(const OptParams& p, const OptCta<
                                                unsigned char* smem_raw, Tracer& tracer) {
   constexpr int HT = Cfg::kHeadTiles;
   constexpr int kNW = Cfg::kNumWarps;
-  const int split = c.split, unit = c.unit, seq = c.seq, warp = c.warp, lane = c.lane, head0 = c.head0, nh = c.nh;
+  const int split = c.split, unit = c.unit, seq = c.seq, warp = c.warp, lane = c.lane, nh = c.nh;
   const TraceCtx& tc = c.tc;
   const auto& o = acc.o;
   const auto& m_run = acc.m_run;
