@@ -115,12 +115,14 @@ void draw_values_panel(AppState& s) {
     ImGui::TableSetupColumn("value");
     ImGui::TableHeadersRow();
     int shown = 0;
+    // Two lanes' reports that make one row: the same step, value and dims.
+    auto same_report = [](const AppState::Stat& a, const AppState::Stat& b) {
+      return a.step == b.step && a.what == b.what && a.value == b.value && a.dim_begin == b.dim_begin;
+    };
     const AppState::Stat* prev = nullptr;
     for (auto it = s.stats.rbegin(); it != s.stats.rend() && shown < 200; ++it) {
       if (it->step > step) continue;
-      if (prev && prev->step == it->step && prev->what == it->what && prev->value == it->value &&
-          prev->dim_begin == it->dim_begin)
-        continue;
+      if (prev && same_report(*prev, *it)) continue;
       prev = &*it;
       ++shown;
       ImGui::TableNextRow();
@@ -138,8 +140,8 @@ void draw_values_panel(AppState& s) {
         ImGui::Text("%s %s", step_name(it->what), tensor);
       }
       ImGui::TableNextColumn();
-      ImGui::Text("w%d l%d%s", it->warp, it->lane, std::next(it) != s.stats.rend() && std::next(it)->step == it->step &&
-                  std::next(it)->value == it->value && std::next(it)->dim_begin == it->dim_begin ? " +" : "");
+      ImGui::Text("w%d l%d%s", it->warp, it->lane,
+                  std::next(it) != s.stats.rend() && same_report(*std::next(it), *it) ? " +" : "");
       ImGui::TableNextColumn();
       ImGui::Text("%.6g", it->value);
     }
