@@ -75,6 +75,7 @@ OptimizedArgs sequence_range_args(const OptimizedArgs& all, const PagedProblem& 
   a.q = static_cast<const unsigned char*>(all.q) + static_cast<std::size_t>(b) * all.q_stride * eb;
   a.block_tables = all.block_tables + static_cast<std::size_t>(b) * all.max_blocks_per_seq;
   a.context_lens = all.context_lens + b;
+  a.host_context_lens = local.context_lens.data() + b;
   a.num_seqs = e - b;
   int longest = 0;
   for (int s = b; s < e; ++s) longest = std::max(longest, local.context_lens[s]);

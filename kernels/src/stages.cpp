@@ -259,6 +259,7 @@ StageArgs problem_stage_args(const PagedProblem& p) {
   a.num_heads = p.spec.num_heads;
   a.num_kv_heads = p.spec.num_kv_heads;
   a.max_context_len = *std::max_element(p.context_lens.begin(), p.context_lens.end());
+  a.host_context_lens = p.context_lens.data();
   a.partition_size = p.spec.partition_size;
   a.scale = p.spec.scale();
   a.qg = p.query;

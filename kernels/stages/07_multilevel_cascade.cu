@@ -215,7 +215,7 @@ MultiLevelCascadeRun::MultiLevelCascadeRun(const StageArgs& base, const MultiLev
   {
     const CascadeLevel& lv = c.levels[L - 1];
     const CsrPageTable t = c.table(L - 1);
-    std::vector<int> indptr{0}, indices, lpl;
+    std::vector<int> indptr{0}, indices, lpl, row_lens;
     int max_ctx = 0;
     for (int r = 0; r < R; ++r) {
       const int g = lv.group_of[r];
@@ -225,6 +225,7 @@ MultiLevelCascadeRun::MultiLevelCascadeRun(const StageArgs& base, const MultiLev
       const int tokens = t.seq_len(g);
       lpl.push_back(tokens > 0 ? lv.groups.last_page_len[g] : 0);
       if (tokens > 0) m.row_of[L - 1][r] = r;
+      row_lens.push_back(tokens);
       max_ctx = std::max(max_ctx, tokens);
     }
     m.last_indptr = upload_ints(indptr);
@@ -237,9 +238,11 @@ MultiLevelCascadeRun::MultiLevelCascadeRun(const StageArgs& base, const MultiLev
     b.kv_indptr = static_cast<const int*>(m.last_indptr.get());
     b.kv_last_page_len = static_cast<const int*>(m.last_lpl.get());
     b.context_lens = nullptr;
+    b.host_context_lens = nullptr;  // the caller's are per sequence, these rows per request
     b.max_context_len = max_ctx;
     if (m.last_has_tokens) {
       OptimizedArgs o = optimized_args(b, 0);  // the plan does not depend on where the states go
+      o.host_context_lens = row_lens.data();    // each row's own tokens, for the split planner
       p.last = plan_optimized(o);
       p.last_ws = carve(cur, p.last.workspace_bytes);
     }

@@ -1,5 +1,5 @@
 // Stage 8 host side: runtime dispatch (dtype x head size x block size x head
-// tiles -> template instance), the split heuristic and the launch.
+// tiles -> template instance), the split planner and the launch.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -163,7 +163,7 @@ OptEntry require_entry(DType dt, KvDType kv, KvLayout layout, int hs, int bs, in
   return e;
 }
 
-// What the split heuristic needs of the current device: its SM count and
+// What the split planner needs of the current device: its SM count and
 // its DRAM peak (opt_dram_peak_gbps; a device that reports no memory clock
 // gets the host model's, an H100's, which the plan records). Read once per
 // device and kept: every launch plans, and asking the driver for the three
@@ -294,7 +294,7 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
   plan.dram_gbps = dev.dram_gbps;
   plan.blocks_per_step = e.blocks_per_step;
 
-  // The heuristic itself is plain host code in pa/index/optimized.hpp
+  // The planner itself is plain host code in pa/index/optimized_split.hpp
   // (opt_choose_split), shared with the trace host model.
   OptSplitInput in;
   in.num_seqs = a.num_seqs;
@@ -304,6 +304,9 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
   in.elem_bytes = kv_elem_bytes(a.dtype, a.kv_dtype);
   in.blocks_per_step = e.blocks_per_step;
   in.max_context_len = std::max(1, a.max_context_len - a.first_token);  // the attended range
+  in.context_lens = a.host_context_lens;
+  in.first_token = a.first_token;
+  in.unit_heads = std::min(group, OptWorkspaceGeometry::kUnitHeads);
   in.sm_count = plan.sm_count;
   in.ctas_per_sm = plan.ctas_per_sm;
   in.dram_gbps = plan.dram_gbps;

@@ -56,6 +56,8 @@ OptimizedModelPlan optimized_model_plan(const ProblemSpec& spec, const Optimized
     in.elem_bytes = kv_elem_bytes(spec.dtype, spec.kv_dtype);
     in.blocks_per_step = Cfg::kBlocksPerStep;
     in.max_context_len = spec.max_context_len();
+    in.context_lens = spec.context_lens.data();
+    in.unit_heads = std::min(plan.group, OptWorkspaceGeometry::kUnitHeads);
     in.sm_count = plan.sm_count;
     in.ctas_per_sm = plan.ctas_per_sm;
     in.dram_gbps = opt.dram_gbps;

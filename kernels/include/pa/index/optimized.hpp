@@ -62,6 +62,10 @@ PA_HD constexpr int opt_step_bytes(int head_size, int block_size, int kv_bytes) 
   return 2 * head_size * opt_step_tokens(block_size, kv_bytes) * kv_bytes;
 }
 
+// The split merge's splits per round (OptConfig::kMergeSplits): one L2 round
+// trip per this many splits; the split planner counts the rounds too.
+PA_HD constexpr int opt_merge_splits(int kv_bytes) { return kv_bytes == 1 ? 8 : 16; }
+
 // Warps per CTA (OptConfig's NUM_WARPS = 0; the trace's bounds): 4, and 8
 // for an fp8 cache where a step is 4 KB of K + V (head 64: 32 tokens). The
 // ~96 KB pipeline then holds 3 stages of 8 warps instead of 6 of 4: the same
@@ -387,7 +391,7 @@ struct OptConfig {
   // kMergeItemsPerHead) holds head merge_head(q)'s dims merge_dim(q, e),
   // e = 0..3, four consecutive dims: one 16-byte load per warp (or split)
   // state, and a warp's loads cover consecutive bytes.
-  static constexpr int kMergeSplits = kFp8 ? 8 : 16;
+  static constexpr int kMergeSplits = opt_merge_splits(kKvBytes);
   static constexpr int kMergeItemsPerHead = HEAD_SIZE / 4;
   PA_HD static constexpr int merge_head(int q) { return q / kMergeItemsPerHead; }
   PA_HD static constexpr int merge_dim(int q, int e) { return 4 * (q % kMergeItemsPerHead) + e; }

@@ -49,7 +49,12 @@ struct OptimizedArgs {
   int max_blocks_per_seq = 0;
   int num_blocks = 0;                  // physical blocks in the pool
   float scale = 0.f;                   // softmax scale (usually 1/sqrt(head_size))
-  int max_context_len = 0;             // host copy, for the split heuristic
+  int max_context_len = 0;             // host copy, for the split planner
+  // Host copy of context_lens [num_seqs] (CSR: each sequence's tokens),
+  // optional: the split planner then replays each sequence's own length
+  // (pa/index/optimized_split.hpp); null: every sequence planned at
+  // max_context_len. Read by plan_optimized only.
+  const int* host_context_lens = nullptr;
   // Cascade suffix (stage 7 runs its unique tokens through this kernel): only
   // tokens [first_token, context_len) of each sequence are attended
   // (first_token a multiple of block_size; a sequence may then have none), and
@@ -88,10 +93,11 @@ struct OptimizedPlan {
   std::string describe() const;
 };
 
-// Chooses head tiling and the split: the split count minimizes a
-// waves x (blocks per split + fixed per-CTA cost) model over the device's SM
-// count, DRAM peak and the kernel's occupancy (opt_choose_split). force_splits > 0 overrides the heuristic
-// (tests, experiments). Throws std::invalid_argument for unsupported
+// Chooses head tiling and the split: the split count whose grid, replayed on
+// a model of the device (its SM count, DRAM peak and the kernel's occupancy;
+// each sequence's own length when host_context_lens is set), takes the least
+// time (opt_choose_split). force_splits > 0 overrides the planner (tests,
+// experiments). Throws std::invalid_argument for unsupported
 // configurations (the message lists what is supported) and std::runtime_error
 // for CUDA errors.
 OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits = 0,

@@ -36,6 +36,7 @@ inline OptimizedArgs optimized_args(const StageArgs& base, int first_token = 0) 
   o.num_blocks = base.cg.num_blocks;
   o.scale = base.scale;
   o.max_context_len = base.max_context_len;
+  o.host_context_lens = base.host_context_lens;
   o.first_token = first_token;
   return o;
 }

@@ -18,6 +18,10 @@ struct StageArgs {
   int head_size = 0, block_size = 0, num_threads = 128;
   int num_seqs = 0, num_heads = 0, num_kv_heads = 0;
   int max_context_len = 0;
+  // Host copy of context_lens [num_seqs], optional: stage 8's split planner
+  // replays each sequence's own length (null: every one at max_context_len).
+  // Read while planning only.
+  const int* host_context_lens = nullptr;
   int partition_size = 0;  // 0 = one partition per sequence (v1)
   float scale = 1.0f;      // 1/sqrt(head_size)
 
