@@ -378,7 +378,7 @@ class SdpaColumns(unittest.TestCase):
              ["has kv_bytes 1, the table's row 16777216"]),
             ([ROOT / "assets" / "bench" / "nvidia-h200-multilevel.json", "--sdpa", SDPA_FIXTURE],
              ["is a pa-bench --multilevel file, whose table has no SDPA columns"]),
-            ([ROOT / "assets" / "bench" / "nvidia-h200-split-sweep.json", "--sdpa", SDPA_FIXTURE],
+            ([ROOT / "assets" / "bench" / "nvidia-h100-split-sweep.json", "--sdpa", SDPA_FIXTURE],
              ["is a pa-bench --split-sweep file, whose table has no SDPA columns"]),
             ([FIXTURE, "--latency", "--sdpa", SDPA_FIXTURE], ["--sdpa with --latency: that table has no SDPA"]),
             ([FIXTURE, "--layouts", "--sdpa", SDPA_FIXTURE], ["--sdpa with --layouts: that table has no SDPA"]),
