@@ -12,7 +12,6 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "08_optimized_cta.cuh"
 #include "opt_built_sizes.hpp"
@@ -195,45 +194,6 @@ DeviceFacts device_facts() {
   return facts[dev];
 }
 
-// The last split each host thread planned, kept with everything it was
-// planned from (every field of the input and each sequence's length). A
-// replay costs tens of microseconds (kernels/NOTES.md), and a model's layers
-// launch the same shape with the same lengths one after another: all but
-// the first find their split here. Any difference in the inputs plans again.
-OptSplit choose_split_cached(const OptSplitInput& in, int force_splits) {
-  struct Last {
-    bool valid = false;
-    OptSplitInput in;
-    int force_splits = 0;
-    std::vector<int> lens;
-    OptSplit split;
-  };
-  thread_local Last last;
-  const auto same_input = [&] {
-    const OptSplitInput& o = last.in;
-    if (!last.valid || last.force_splits != force_splits || o.num_seqs != in.num_seqs || o.units != in.units ||
-        o.head_size != in.head_size || o.block_size != in.block_size || o.elem_bytes != in.elem_bytes ||
-        o.unit_heads != in.unit_heads || o.blocks_per_step != in.blocks_per_step ||
-        o.max_context_len != in.max_context_len || o.sm_count != in.sm_count || o.ctas_per_sm != in.ctas_per_sm ||
-        o.dram_gbps != in.dram_gbps || o.first_token != in.first_token ||
-        (o.context_lens == nullptr) != (in.context_lens == nullptr))
-      return false;
-    return in.context_lens == nullptr || std::equal(last.lens.begin(), last.lens.end(), in.context_lens);
-  };
-  if (same_input()) return last.split;
-  const OptSplit split = opt_choose_split(in, force_splits);  // throws on bad input: nothing kept
-  last.valid = true;
-  last.in = in;
-  last.force_splits = force_splits;
-  if (in.context_lens != nullptr)
-    last.lens.assign(in.context_lens, in.context_lens + in.num_seqs);
-  else
-    last.lens.clear();
-  last.in.context_lens = nullptr;  // the copy in lens is what is compared
-  last.split = split;
-  return split;
-}
-
 }  // namespace
 
 bool optimized_supported(DType dtype, int head_size, int block_size, KvDType kv, KvLayout layout) {
@@ -336,7 +296,7 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
 
   // The planner itself is plain host code in pa/index/optimized_split.hpp
   // (opt_choose_split), shared with the trace host model; its last answer is
-  // kept (choose_split_cached).
+  // kept (OptSplitCache).
   OptSplitInput in;
   in.num_seqs = a.num_seqs;
   in.units = plan.units;
@@ -351,7 +311,8 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
   in.sm_count = plan.sm_count;
   in.ctas_per_sm = plan.ctas_per_sm;
   in.dram_gbps = plan.dram_gbps;
-  const OptSplit split = choose_split_cached(in, force_splits);
+  thread_local OptSplitCache last_plan;
+  const OptSplit split = last_plan.choose(in, force_splits);
   plan.split_blocks = split.split_blocks;
   plan.splits = split.splits;
   if (plan.splits > 1) {

@@ -179,6 +179,55 @@ TEST_CASE("split plan: each sequence's own length", "[kernels][split]") {
   }
 }
 
+TEST_CASE("split plan: the launcher's cache plans again exactly when an input differs", "[kernels][split]") {
+  OptSplitInput in = replay_input(132, 2, 8, 2048);
+  in.num_seqs = 4;
+  const std::vector<int> lens{32768, 100, 9000, 16};
+  std::vector<int> copy = lens;  // the same lengths in another array
+  in.context_lens = lens.data();
+  OptSplitCache cache;
+  const OptSplit first = cache.choose(in, 0);
+  CHECK(cache.plans() == 1);
+  in.context_lens = copy.data();
+  const OptSplit again = cache.choose(in, 0);
+  CHECK(cache.plans() == 1);  // equal lengths: the kept split
+  CHECK(again.splits == first.splits);
+  CHECK(again.split_blocks == first.split_blocks);
+  copy[2] = 9001;  // one length differs
+  const OptSplit changed = cache.choose(in, 0);
+  CHECK(cache.plans() == 2);
+  CHECK(changed.splits == opt_choose_split(in, 0).splits);
+  in.context_lens = nullptr;  // no lengths: another input, even where the plan is the same
+  cache.choose(in, 0);
+  CHECK(cache.plans() == 3);
+  cache.choose(in, 0);
+  CHECK(cache.plans() == 3);
+  cache.choose(in, 5);  // a forced split is another input
+  CHECK(cache.plans() == 4);
+  CHECK(cache.choose(in, 5).splits == 5);
+  CHECK(cache.plans() == 4);
+  in.dram_gbps = 0;  // refused: nothing kept
+  CHECK_THROWS_WITH(cache.choose(in, 0), ContainsSubstring("dram_gbps 0"));
+  CHECK(cache.plans() == 4);
+  in.dram_gbps = kOptModelDramGbps;
+  CHECK(cache.choose(in, 5).splits == 5);
+  CHECK(cache.plans() == 4);
+  for (int field = 0; field < 6; ++field) {  // each field of the input counts
+    OptSplitInput other = in;
+    if (field == 0) other.units = 16;
+    if (field == 1) other.unit_heads = 8;
+    if (field == 2) other.max_context_len = 16384;
+    if (field == 3) other.sm_count = 114;
+    if (field == 4) other.ctas_per_sm = 1;
+    if (field == 5) other.first_token = 16;
+    const long long before = cache.plans();
+    cache.choose(other, 5);
+    INFO("field " << field);
+    CHECK(cache.plans() == before + 1);
+    cache.choose(in, 5);
+  }
+}
+
 TEST_CASE("split plan: every shipped split sweep was measured with today's planner", "[kernels][split]") {
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(PA_ASSETS_DIR "/bench")) {
