@@ -5,7 +5,8 @@
 # count differs from the same row of REF (say the README's table from before a
 # planner change), pa-bench times the shape at REF's split and at NEW's, in
 # alternation (REF, NEW, REF, NEW: one process each, the same pool size),
-# and prints one line per row with both medians and their ratio.
+# and prints one line per row with the lower median of each and their ratio.
+# Rows over a shared prefix are left out (--shape has no prefix).
 #   bash scripts/device/split_ab.sh <pa-bench> <ref.json> <new.json> [iters]
 set -u
 P=$1 REF=$2 NEW=$3 ITERS=${4:-50}
@@ -14,7 +15,10 @@ import json, sys
 def rows(path):
     out = {}
     for r in json.load(open(path))["rows"]:
-        if r["kernel"] != "optimized" or r["status"] != "ok" or r.get("layout", "vllm") != "vllm":
+        # --shape times distinct blocks per sequence: rows over a shared
+        # prefix (the cascade's shape) are another problem, and are left out.
+        if (r["kernel"] != "optimized" or r["status"] != "ok" or r.get("layout", "vllm") != "vllm"
+                or r.get("prefix", 0) != 0):
             continue
         plan = dict(kv.split("=", 1) for kv in r["plan"].split() if "=" in kv)
         key = (r["dtype"], r["kv_dtype"], r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"])
