@@ -64,9 +64,11 @@ inline constexpr int kOptMaxSplits = 256;  // bounds the merge's shared-memory w
 // max(1, asked / delivered). A grid of more than kReplayWaves waves is not
 // replayed but costed in closed form: its bytes at the DRAM rate or its
 // CTAs' slot time, whichever is longer, plus the start and kTailCta of one
-// CTA's stream for the ragged end. With more than one split, the last CTA of each (sequence,
-// unit) merges: kM0 and kM1 per L2 round trip (one per opt_merge_splits
-// splits for each 512 floats of state per 128 threads).
+// CTA's stream for the ragged end (and never less than one CTA alone). With
+// more than one split, the last CTA of each (sequence, unit) merges: kM0,
+// and kM1 per L2 round trip, one per opt_merge_splits splits for each item
+// a thread merges (four floats; unit_heads x head_size / 4 items over 128
+// threads).
 // Constants: the rates and kT0 fitted to a 48-shape split sweep on an H200,
 // the rest (kEmpty, the merge's rounds, the tail) to the replays of the H100
 // and H200 sweeps (kernels/NOTES.md, "The split planner replays the grid").
