@@ -307,7 +307,7 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
   in.max_context_len = std::max(1, a.max_context_len - a.first_token);  // the attended range
   in.context_lens = a.host_context_lens;
   in.first_token = a.first_token;
-  in.unit_heads = std::min(group, OptWorkspaceGeometry::kUnitHeads);
+  in.unit_heads = opt_unit_num_heads(0, plan.head_chunks, group);  // the largest unit: the first
   in.sm_count = plan.sm_count;
   in.ctas_per_sm = plan.ctas_per_sm;
   in.dram_gbps = plan.dram_gbps;

@@ -258,7 +258,8 @@ TEST_CASE("split plan: every shipped split sweep was measured with today's plann
       in.sm_count = as_int(j.at("sm_count"));
       in.ctas_per_sm = as_int(s.at("ctas_per_sm"));
       in.dram_gbps = as_double(j.at("dram_peak_gbps"));
-      in.unit_heads = std::min(as_int(s.at("heads")) / as_int(s.at("kv_heads")), OptWorkspaceGeometry::kUnitHeads);
+      const int group = as_int(s.at("heads")) / as_int(s.at("kv_heads"));
+      in.unit_heads = opt_unit_num_heads(0, opt_head_chunks(group), group);
       std::vector<int> lens;  // pa-bench plans with each sequence's length
       for (const test::JsonValue& c : s.at("context_lens").items) lens.push_back(as_int(c));
       REQUIRE(static_cast<int>(lens.size()) == in.num_seqs);

@@ -57,7 +57,7 @@ OptimizedModelPlan optimized_model_plan(const ProblemSpec& spec, const Optimized
     in.blocks_per_step = Cfg::kBlocksPerStep;
     in.max_context_len = spec.max_context_len();
     in.context_lens = spec.context_lens.data();
-    in.unit_heads = std::min(plan.group, OptWorkspaceGeometry::kUnitHeads);
+    in.unit_heads = opt_unit_num_heads(0, plan.head_chunks, plan.group);  // the largest unit: the first
     in.sm_count = plan.sm_count;
     in.ctas_per_sm = plan.ctas_per_sm;
     in.dram_gbps = opt.dram_gbps;

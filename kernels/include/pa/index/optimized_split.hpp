@@ -30,6 +30,7 @@ struct OptSplitInput {
   // first_token (a cascade suffix), as max_context_len's does.
   const int* context_lens = nullptr;
   int first_token = 0;
+  bool operator==(const OptSplitInput&) const = default;  // every field (context_lens: the pointer)
 };
 // A device's DRAM peak in GB/s from its memory clock (kHz, cudaDevAttrMemoryClockRate)
 // and bus width (bits): two transfers per clock (double data rate). H100 SXM:
@@ -81,6 +82,7 @@ struct OptReplay {
   const OptSplitInput& in;
   const double block_bytes, hbm;  // bytes of one block's K and V; the DRAM rate in bytes per us
   const int sm, cps;
+  double kv_bytes = 0;  // the K and V the whole grid reads (the same for every split count)
   // One entry per slot (SM s, slot c at s * cps + c): the bytes left of its
   // CTA (-1: idle) and the fixed time left before it streams.
   std::vector<double> left, wait;
@@ -90,17 +92,14 @@ struct OptReplay {
 
   explicit OptReplay(const OptSplitInput& a)
       : in(a), block_bytes(2.0 * a.head_size * a.block_size * a.elem_bytes), hbm(kHbmFraction * a.dram_gbps * 1e3),
-        sm(a.sm_count), cps(std::max(1, a.ctas_per_sm)) {}
+        sm(a.sm_count), cps(std::max(1, a.ctas_per_sm)) {
+    for (int i = 0; i < in.num_seqs; ++i) kv_bytes += static_cast<double>(seq_blocks(i)) * block_bytes * in.units;
+  }
 
   // Blocks of sequence i's attended range.
   int seq_blocks(int i) const {
     const int len = in.context_lens ? in.context_lens[i] - in.first_token : in.max_context_len;
     return len > 0 ? ceil_div(len, in.block_size) : 0;
-  }
-  double kv_bytes() const {
-    double b = 0;
-    for (int i = 0; i < in.num_seqs; ++i) b += static_cast<double>(seq_blocks(i)) * block_bytes * in.units;
-    return b;
   }
   double merge_us(int splits) const {
     if (splits <= 1) return 0;
@@ -111,8 +110,8 @@ struct OptReplay {
   static double sm_rate(int n) { return n == 0 ? 0.0 : std::min(n * kCtaBw, kSmBw); }
   // A lower bound of time_us: the DRAM rate for all bytes, one CTA alone for
   // the longest, after the start.
-  double bound_us(int split_blocks, int splits, double bytes) const {
-    return kT0 + std::max(split_blocks * block_bytes / kCtaBw, bytes / hbm) + merge_us(splits);
+  double bound_us(int split_blocks, int splits) const {
+    return kT0 + std::max(split_blocks * block_bytes / kCtaBw, kv_bytes / hbm) + merge_us(splits);
   }
 
   // The grid's time in us with splits CTAs of split_blocks blocks per
@@ -123,7 +122,7 @@ struct OptReplay {
     if (ctas > kReplayWaves * slots) return closed_form_us(split_blocks, splits);
     // The CTAs in launch order.
     int seq = 0, unit = 0, split = 0, blocks = seq_blocks(0);
-    double unlaunched = kv_bytes();
+    double unlaunched = kv_bytes;
     auto launch_next = [&](std::size_t slot) {
       if (seq >= in.num_seqs) {
         left[slot] = -1;
@@ -203,16 +202,15 @@ struct OptReplay {
   // ragged end.
   double closed_form_us(int split_blocks, int splits) const {
     const double slot_rate = std::min(kCtaBw, kSmBw / cps);
-    double bytes = 0, slot_us = 0;
+    double slot_us = 0;
     for (int i = 0; i < in.num_seqs; ++i) {
       const int blocks = seq_blocks(i);
       const int with_tokens = std::min(splits, ceil_div(blocks, split_blocks));
-      const double b = static_cast<double>(blocks) * block_bytes;
-      bytes += b * in.units;
-      slot_us += in.units * (with_tokens * kT0 + b / slot_rate + (splits - with_tokens) * kEmpty);
+      slot_us += in.units * (with_tokens * kT0 + static_cast<double>(blocks) * block_bytes / slot_rate +
+                             (splits - with_tokens) * kEmpty);
     }
     const double cta_us = split_blocks * block_bytes / kCtaBw;
-    return kT0 + std::max(std::max(bytes / hbm, slot_us / (static_cast<double>(sm) * cps)) + kTailCta * cta_us, cta_us) +
+    return kT0 + std::max(std::max(kv_bytes / hbm, slot_us / (static_cast<double>(sm) * cps)) + kTailCta * cta_us, cta_us) +
            merge_us(splits);
   }
 };
@@ -247,13 +245,12 @@ inline OptSplit opt_choose_split(const OptSplitInput& a, int force_splits) {
     Candidate c[64];
     int n = 0;
     OptReplay model(a);
-    const double bytes = model.kv_bytes();
     for (int k = 0;; ++k) {
       const int s = static_cast<int>(std::lround(std::exp2(k / 4.0)));
       if (s > max_splits) break;
       const int sb = split_blocks_for(s), s_eff = ceil_div(blocks, sb);
       if (n > 0 && c[n - 1].splits == s_eff) continue;
-      c[n++] = {s_eff, sb, model.bound_us(sb, s_eff, bytes), INFINITY};
+      c[n++] = {s_eff, sb, model.bound_us(sb, s_eff), INFINITY};
     }
     int order[64];
     for (int i = 0; i < n; ++i) order[i] = i;
@@ -304,13 +301,9 @@ class OptSplitCache {
 
  private:
   bool holds(const OptSplitInput& in, int force_splits) const {
-    const OptSplitInput& o = in_;
-    if (!valid_ || force_splits_ != force_splits || has_lens_ != (in.context_lens != nullptr) ||
-        o.num_seqs != in.num_seqs || o.units != in.units || o.head_size != in.head_size ||
-        o.block_size != in.block_size || o.elem_bytes != in.elem_bytes || o.unit_heads != in.unit_heads ||
-        o.blocks_per_step != in.blocks_per_step || o.max_context_len != in.max_context_len ||
-        o.sm_count != in.sm_count || o.ctas_per_sm != in.ctas_per_sm || o.dram_gbps != in.dram_gbps ||
-        o.first_token != in.first_token)
+    OptSplitInput fields = in;  // every field but the lengths, which lens_ holds by value
+    fields.context_lens = nullptr;
+    if (!valid_ || force_splits_ != force_splits || has_lens_ != (in.context_lens != nullptr) || !(fields == in_))
       return false;
     return !has_lens_ || std::equal(lens_.begin(), lens_.end(), in.context_lens);
   }
