@@ -277,8 +277,8 @@ OptimizedPlan plan_optimized(const OptimizedArgs& a, int force_splits, OptPipeli
                                 ": need >= 1 (the host copy of the longest context)");
   const int group = a.num_heads / a.num_kv_heads;
   OptimizedPlan plan;
-  plan.head_tiles = group <= 8 ? 1 : 2;
-  plan.head_chunks = ceil_div(group, OptWorkspaceGeometry::kUnitHeads);
+  plan.head_tiles = opt_head_tiles(group);
+  plan.head_chunks = opt_head_chunks(group);
   plan.units = a.num_kv_heads * plan.head_chunks;
   OptEntry e{};
   if (pipeline == OptPipeline::lean && !is_fp8(a.kv_dtype) && a.kv_layout == KvLayout::vllm &&
