@@ -179,7 +179,8 @@ TEST_CASE("split plan: each sequence's own length", "[kernels][split]") {
   }
 }
 
-TEST_CASE("split plan: the launcher's cache plans again exactly when an input differs", "[kernels][split]") {
+TEST_CASE("split plan: the launcher's cache plans again exactly when an input or a sequence's blocks differ",
+          "[kernels][split]") {
   OptSplitInput in = replay_input(132, 2, 8, 2048);
   in.num_seqs = 4;
   const std::vector<int> lens{32768, 100, 9000, 16};
@@ -193,10 +194,19 @@ TEST_CASE("split plan: the launcher's cache plans again exactly when an input di
   CHECK(cache.plans() == 1);  // equal lengths: the kept split
   CHECK(again.splits == first.splits);
   CHECK(again.split_blocks == first.split_blocks);
-  copy[2] = 9001;  // one length differs
+  copy[2] = 9001;  // one length one token longer, in the same last block (9000 = 562.5 blocks of 16)
+  const OptSplit same_blocks = cache.choose(in, 0);
+  CHECK(cache.plans() == 1);  // the kept split, which is what planning these lengths gives
+  CHECK(same_blocks.splits == opt_choose_split(in, 0).splits);
+  CHECK(same_blocks.split_blocks == opt_choose_split(in, 0).split_blocks);
+  copy[2] = 9009;  // into the next block
   const OptSplit changed = cache.choose(in, 0);
   CHECK(cache.plans() == 2);
   CHECK(changed.splits == opt_choose_split(in, 0).splits);
+  copy[2] = 2048 * 16 + 1;  // past max_context_len: refused although the blocks' count may match a kept plan
+  CHECK_THROWS_WITH(cache.choose(in, 0), ContainsSubstring("context_lens[2] 32769"));
+  CHECK(cache.plans() == 2);
+  copy[2] = 9009;
   in.context_lens = nullptr;  // no lengths: another input, even where the plan is the same
   cache.choose(in, 0);
   CHECK(cache.plans() == 3);

@@ -46,6 +46,23 @@ struct OptSplit {
 };
 inline constexpr int kOptMaxSplits = 256;  // bounds the merge's shared-memory weights
 
+// Sequence i's attended blocks: all the planner reads of its length (the
+// replay streams whole blocks), so two length arrays with the same blocks
+// plan the same split.
+inline int opt_attended_blocks(const OptSplitInput& in, int i) {
+  const int len = in.context_lens ? in.context_lens[i] - in.first_token : in.max_context_len;
+  return len > 0 ? ceil_div(len, in.block_size) : 0;
+}
+// Refuses a length outside 0 to max_context_len + first_token, by index and value.
+inline void opt_check_context_lens(const OptSplitInput& in) {
+  if (in.context_lens == nullptr) return;
+  for (int i = 0; i < in.num_seqs; ++i)
+    if (in.context_lens[i] < 0 || in.context_lens[i] - in.first_token > in.max_context_len)
+      throw std::invalid_argument("opt_choose_split: context_lens[" + std::to_string(i) + "] " +
+                                  std::to_string(in.context_lens[i]) + " (accepted: 0 to max_context_len " +
+                                  std::to_string(in.max_context_len + in.first_token) + ")");
+}
+
 // The time model: stage 8's grid replayed onto the SMs. CTAs start in launch
 // order (split fastest, then unit, then sequence); the first wave puts CTA k
 // on SM k % SMs, every later CTA takes the slot that frees first. A CTA with
@@ -96,11 +113,7 @@ struct OptReplay {
     for (int i = 0; i < in.num_seqs; ++i) kv_bytes += static_cast<double>(seq_blocks(i)) * block_bytes * in.units;
   }
 
-  // Blocks of sequence i's attended range.
-  int seq_blocks(int i) const {
-    const int len = in.context_lens ? in.context_lens[i] - in.first_token : in.max_context_len;
-    return len > 0 ? ceil_div(len, in.block_size) : 0;
-  }
+  int seq_blocks(int i) const { return opt_attended_blocks(in, i); }
   double merge_us(int splits) const {
     if (splits <= 1) return 0;
     const int items = ceil_div(in.unit_heads * in.head_size, 4 * 128);
@@ -224,12 +237,7 @@ inline OptSplit opt_choose_split(const OptSplitInput& a, int force_splits) {
   if (force_splits <= 0 && !(a.dram_gbps > 0))
     throw std::invalid_argument("opt_choose_split: dram_gbps " + std::to_string(a.dram_gbps) +
                                 " (accepted: > 0, the device's DRAM peak)");
-  if (a.context_lens != nullptr)
-    for (int i = 0; i < a.num_seqs; ++i)
-      if (a.context_lens[i] < 0 || a.context_lens[i] - a.first_token > a.max_context_len)
-        throw std::invalid_argument("opt_choose_split: context_lens[" + std::to_string(i) + "] " +
-                                    std::to_string(a.context_lens[i]) + " (accepted: 0 to max_context_len " +
-                                    std::to_string(a.max_context_len + a.first_token) + ")");
+  opt_check_context_lens(a);
   if (force_splits > 0) {
     best_s = std::min(force_splits, max_splits);
   } else {
@@ -274,24 +282,26 @@ inline OptSplit opt_choose_split(const OptSplitInput& a, int force_splits) {
 }
 
 // The last split planned, kept with everything it was planned from (every
-// field of the input and a copy of each sequence's length). A replay costs
-// tens of microseconds, and a model's layers launch the same shape with the
-// same lengths one after another: all but the first find their split here.
-// Any difference in the inputs plans again. One per host thread
-// (plan_optimized keeps a thread_local one).
+// field of the input and each sequence's attended blocks, opt_attended_blocks:
+// all the planner reads of a length). A replay costs tens of microseconds;
+// a model's layers launch the same shape with the same lengths one after
+// another, and a decode step adds one token to each sequence, which changes
+// its blocks once in block_size steps: those calls find their split here.
+// Any other difference plans again. Lengths are checked on every call, kept
+// plan or not. One per host thread (plan_optimized keeps a thread_local one).
 class OptSplitCache {
  public:
   OptSplit choose(const OptSplitInput& in, int force_splits) {
+    opt_check_context_lens(in);
     if (holds(in, force_splits)) return split_;
     const OptSplit s = opt_choose_split(in, force_splits);  // throws on bad input: nothing kept
     valid_ = true;
     in_ = in;
-    in_.context_lens = nullptr;  // lens_ holds the copy that is compared
+    in_.context_lens = nullptr;  // blocks_ holds what is compared
     has_lens_ = in.context_lens != nullptr;
+    blocks_.clear();
     if (has_lens_)
-      lens_.assign(in.context_lens, in.context_lens + in.num_seqs);
-    else
-      lens_.clear();
+      for (int i = 0; i < in.num_seqs; ++i) blocks_.push_back(opt_attended_blocks(in, i));
     force_splits_ = force_splits;
     split_ = s;
     ++plans_;
@@ -301,15 +311,17 @@ class OptSplitCache {
 
  private:
   bool holds(const OptSplitInput& in, int force_splits) const {
-    OptSplitInput fields = in;  // every field but the lengths, which lens_ holds by value
+    OptSplitInput fields = in;  // every field but the lengths, which blocks_ stands for
     fields.context_lens = nullptr;
     if (!valid_ || force_splits_ != force_splits || has_lens_ != (in.context_lens != nullptr) || !(fields == in_))
       return false;
-    return !has_lens_ || std::equal(lens_.begin(), lens_.end(), in.context_lens);
+    for (int i = 0; has_lens_ && i < in.num_seqs; ++i)
+      if (blocks_[i] != opt_attended_blocks(in, i)) return false;
+    return true;
   }
   bool valid_ = false, has_lens_ = false;
   OptSplitInput in_;
-  std::vector<int> lens_;
+  std::vector<int> blocks_;
   int force_splits_ = 0;
   OptSplit split_;
   long long plans_ = 0;
