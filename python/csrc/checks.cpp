@@ -97,6 +97,21 @@ const float* alibi_slopes_of(const std::optional<at::Tensor>& alibi_slopes, cons
   return t.data_ptr<float>();
 }
 
+const int* host_seq_lens_of(const std::optional<at::Tensor>& seq_lens_cpu, const kernels::StageArgs& a) {
+  if (!seq_lens_cpu.has_value()) return nullptr;
+  const at::Tensor& t = *seq_lens_cpu;
+  TORCH_CHECK_VALUE(t.device().is_cpu(), "seq_lens_cpu: on ", t.device(),
+                    "; accepted: a CPU tensor (the host's copy of seq_lens, read while planning)");
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kInt, "seq_lens_cpu: dtype ", t.scalar_type(), "; accepted: torch.int32");
+  check_sizes(t, "seq_lens_cpu", {a.num_seqs}, "[num_seqs], the host's copy of seq_lens");
+  TORCH_CHECK_VALUE(t.is_contiguous(), "seq_lens_cpu: not contiguous; accepted: a contiguous tensor");
+  const int* lens = t.data_ptr<int>();
+  for (int i = 0; i < a.num_seqs; ++i)
+    TORCH_CHECK_VALUE(lens[i] >= 1 && lens[i] <= a.max_context_len, "seq_lens_cpu[", i, "] ", lens[i],
+                      "; accepted: 1 to max_seq_len (", a.max_context_len, ")");
+  return lens;
+}
+
 bool is_fp8_storage(const at::Tensor& t) {
   const at::ScalarType st = t.scalar_type();
   return st == at::ScalarType::Byte || st == at::ScalarType::Float8_e4m3fn || st == at::ScalarType::Float8_e5m2;

@@ -58,6 +58,18 @@ struct PagedInputs {
 // used block table entry a block of the cache.
 kernels::StageArgs stage_args_of(const at::Tensor& out, const PagedInputs& in);
 
+// The host's copy of seq_lens, optional (vLLM's attention metadata keeps one
+// beside the device tensor): stage 8's split planner then replays each
+// sequence's own length instead of planning every one at max_seq_len
+// (pa/index/optimized_split.hpp), and the cascade's suffix plans its own
+// tokens. None -> null. A CPU int32 tensor [num_seqs], contiguous, each value
+// 1 to max_seq_len (ValueError / TypeError naming the argument, index and
+// value). It is read on the host while planning only: no device
+// synchronization, and a CUDA graph keeps the plan made at capture. It steers
+// speed, never the result: the kernels read seq_lens on the device, so a copy
+// that differs from it gives a worse split, not a wrong output.
+const int* host_seq_lens_of(const std::optional<at::Tensor>& seq_lens_cpu, const kernels::StageArgs& a);
+
 // vLLM's cache options: kv_cache_dtype "auto" (the cache in the query's
 // dtype), "fp8" or "fp8_e4m3", "fp8_e5m2" (kv_dtype_from_name; anything else:
 // ValueError listing kKvDTypeNamesText); k_scale and v_scale one-element

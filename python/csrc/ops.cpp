@@ -73,16 +73,12 @@ void launch_into(const at::Tensor& out, const kernels::StageArgs& a, Stage stage
   }
 }
 
-void paged_attention(at::Tensor& out, const at::Tensor& query, const at::Tensor& key_cache,
-                     const at::Tensor& value_cache, int64_t num_kv_heads, double scale, const at::Tensor& block_tables,
-                     const at::Tensor& seq_lens, int64_t block_size, int64_t max_seq_len,
-                     const std::optional<at::Tensor>& alibi_slopes, const std::string& kv_cache_dtype,
-                     const at::Tensor& k_scale, const at::Tensor& v_scale, const std::string& stage) {
-  const Stage s = stage_of(stage);
-  const KvCacheFormat kv = kv_cache_format_of(kv_cache_dtype, k_scale, v_scale);
-  kernels::StageArgs a = stage_args_of(out, {query, key_cache, value_cache, block_tables, seq_lens, num_kv_heads,
-                                             scale, block_size, max_seq_len, kv});
-  a.alibi_slopes = alibi_slopes_of(alibi_slopes, a, query.device());
+// paged_attention's inputs checked and turned into the launch shape, for
+// stage `s` (shared by paged_attention and describe_plan).
+kernels::StageArgs paged_stage_args(const at::Tensor& out, const PagedInputs& in, Stage s,
+                                    const std::optional<at::Tensor>& seq_lens_cpu) {
+  kernels::StageArgs a = stage_args_of(out, in);
+  a.host_context_lens = host_seq_lens_of(seq_lens_cpu, a);
   TORCH_CHECK_TYPE(s != Stage::optimized || a.dtype != DType::f32,
                    "query: dtype torch.float32; accepted by stage 'optimized' (tensor cores): torch.float16, "
                    "torch.bfloat16 ('v1' and 'v2' take float32)");
@@ -90,17 +86,60 @@ void paged_attention(at::Tensor& out, const at::Tensor& query, const at::Tensor&
   // of 16 or 32 tokens only, where a V row of a block fills whole 16-byte copies).
   TORCH_CHECK_VALUE(s != Stage::optimized || optimized_supported(a.dtype, a.head_size, a.block_size, a.kv_dtype),
                     "stage 'optimized': no kernel for query dtype ", dtype_name(a.dtype), ", kv_cache_dtype '",
-                    kv.name, "', head size ", a.head_size, ", block_size ", a.block_size,
+                    in.kv.name, "', head size ", a.head_size, ", block_size ", a.block_size,
                     " in this build; accepted: ", optimized_supported_list(),
                     "; or stage 'v1' / 'v2' where pa_lab.built says this build has them");
+  return a;
+}
+
+void paged_attention(at::Tensor& out, const at::Tensor& query, const at::Tensor& key_cache,
+                     const at::Tensor& value_cache, int64_t num_kv_heads, double scale, const at::Tensor& block_tables,
+                     const at::Tensor& seq_lens, int64_t block_size, int64_t max_seq_len,
+                     const std::optional<at::Tensor>& alibi_slopes, const std::string& kv_cache_dtype,
+                     const at::Tensor& k_scale, const at::Tensor& v_scale, const std::string& stage,
+                     const std::optional<at::Tensor>& seq_lens_cpu) {
+  const Stage s = stage_of(stage);
+  const KvCacheFormat kv = kv_cache_format_of(kv_cache_dtype, k_scale, v_scale);
+  kernels::StageArgs a = paged_stage_args(
+      out, {query, key_cache, value_cache, block_tables, seq_lens, num_kv_heads, scale, block_size, max_seq_len, kv},
+      s, seq_lens_cpu);
+  a.alibi_slopes = alibi_slopes_of(alibi_slopes, a, query.device());
   launch_into(out, a, s, {});
+}
+
+// What paged_attention would run for these inputs, in words (StageLaunch's
+// plan: stage 6's partitions, stage 8's split, head tiles and occupancy; empty
+// for v1), planned exactly as the op plans, without launching. Lets a caller
+// see what the host copy of seq_lens changes.
+std::string describe_plan(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
+                          int64_t num_kv_heads, const at::Tensor& block_tables, const at::Tensor& seq_lens,
+                          int64_t block_size, int64_t max_seq_len, const std::string& kv_cache_dtype,
+                          const at::Tensor& k_scale, const at::Tensor& v_scale, const std::string& stage,
+                          const std::optional<at::Tensor>& seq_lens_cpu) {
+  const Stage s = stage_of(stage);
+  const KvCacheFormat kv = kv_cache_format_of(kv_cache_dtype, k_scale, v_scale);
+  TORCH_CHECK_VALUE(query.dim() == 3, "query: ", query.dim(),
+                    " dimensions; accepted: 3, [num_seqs, num_heads, head_size]");
+  const at::Tensor out = at::empty(query.sizes(), query.options());  // shape only: never written
+  const kernels::StageArgs a = paged_stage_args(
+      out, {query, key_cache, value_cache, block_tables, seq_lens, num_kv_heads, /*scale=*/1.0, block_size,
+            max_seq_len, kv},
+      s, seq_lens_cpu);
+  const c10::cuda::CUDAGuard guard(query.device());
+  try {
+    return kernels::StageLaunch(a, s, {}).plan();
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
+  return {};  // unreachable
 }
 
 void cascade_attention(at::Tensor& out, const at::Tensor& query, const at::Tensor& key_cache,
                        const at::Tensor& value_cache, int64_t num_kv_heads, double scale,
                        const at::Tensor& block_tables, const at::Tensor& seq_lens, int64_t block_size,
                        int64_t max_seq_len, int64_t shared_prefix_len,
-                       const std::optional<at::Tensor>& alibi_slopes) {
+                       const std::optional<at::Tensor>& alibi_slopes,
+                       const std::optional<at::Tensor>& seq_lens_cpu) {
   // Stage 7 reads caches in the query's dtype only (the kernels' cascade
   // refuses fp8; it has no kv_cache_dtype argument to ask for one).
   for (const auto* c : {&key_cache, &value_cache})
@@ -110,6 +149,7 @@ void cascade_attention(at::Tensor& out, const at::Tensor& query, const at::Tenso
                      "'v1', 'v2' and 'optimized' do, with kv_cache_dtype 'fp8', 'fp8_e4m3' or 'fp8_e5m2')");
   kernels::StageArgs a = stage_args_of(out, {query, key_cache, value_cache, block_tables, seq_lens, num_kv_heads,
                                              scale, block_size, max_seq_len, KvCacheFormat{}});
+  a.host_context_lens = host_seq_lens_of(seq_lens_cpu, a);  // the suffix's planner: each sequence's own tokens
   a.alibi_slopes = alibi_slopes_of(alibi_slopes, a, query.device());
   TORCH_CHECK_VALUE(shared_prefix_len >= 0 && shared_prefix_len % block_size == 0 && shared_prefix_len <= max_seq_len,
                     "shared_prefix_len ", shared_prefix_len, "; accepted: 0 to max_seq_len (", max_seq_len,
@@ -196,11 +236,15 @@ TORCH_LIBRARY(pa_lab, m) {
   m.def(
       "paged_attention(Tensor(a!) out, Tensor query, Tensor key_cache, Tensor value_cache, int num_kv_heads, "
       "float scale, Tensor block_tables, Tensor seq_lens, int block_size, int max_seq_len, Tensor? alibi_slopes, "
-      "str kv_cache_dtype, Tensor k_scale, Tensor v_scale, str stage=\"optimized\") -> ()");
+      "str kv_cache_dtype, Tensor k_scale, Tensor v_scale, str stage=\"optimized\", Tensor? seq_lens_cpu=None) -> ()");
   m.def(
       "cascade_attention(Tensor(a!) out, Tensor query, Tensor key_cache, Tensor value_cache, int num_kv_heads, "
       "float scale, Tensor block_tables, Tensor seq_lens, int block_size, int max_seq_len, "
-      "int shared_prefix_len, Tensor? alibi_slopes=None) -> ()");
+      "int shared_prefix_len, Tensor? alibi_slopes=None, Tensor? seq_lens_cpu=None) -> ()");
+  m.def(
+      "describe_plan(Tensor query, Tensor key_cache, Tensor value_cache, int num_kv_heads, Tensor block_tables, "
+      "Tensor seq_lens, int block_size, int max_seq_len, str kv_cache_dtype, Tensor k_scale, Tensor v_scale, "
+      "str stage=\"optimized\", Tensor? seq_lens_cpu=None) -> str");
   m.def(
       "merge_attn_states(Tensor(a!) output, Tensor(b!)? output_lse, Tensor prefix_output, Tensor prefix_lse, "
       "Tensor suffix_output, Tensor suffix_lse) -> ()");
@@ -214,4 +258,5 @@ TORCH_LIBRARY_IMPL(pa_lab, CUDA, m) {
   m.impl("paged_attention", &ops::paged_attention);
   m.impl("cascade_attention", &ops::cascade_attention);
   m.impl("merge_attn_states", &ops::merge_attn_states);
+  m.impl("describe_plan", &ops::describe_plan);
 }

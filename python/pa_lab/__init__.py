@@ -17,7 +17,15 @@ and fill in defaults:
                      shared_prefix_len tokens (the same physical blocks);
                      caches in the query's dtype only (no fp8);
   merge_attn_states  two attention states (float32 outputs, natural-log lse
-                     [num_seqs, num_heads]) merged into one.
+                     [num_seqs, num_heads]) merged into one;
+  describe_plan      what paged_attention would run for a query and cache, in
+                     words (stage 8: the split, head tiles, occupancy),
+                     planned as the op plans, without launching.
+Both attention ops take the host's copy of seq_lens (cache.seq_lens_cpu,
+filled by paged_kv_cache), with which stage 8 plans its split on each
+sequence's own length rather than every one at max_seq_len; it is read on
+the host while planning, so it costs no synchronization and never changes
+the result, only the split.
 Bad arguments raise ValueError (a wrong size, stride, device or value) or
 TypeError (a wrong dtype), naming the argument and what is accepted. Each
 kernel runs on PyTorch's current CUDA stream; torch.compile traces through
@@ -42,7 +50,7 @@ from .paged import KV_CACHE_DTYPES, PagedCache, paged_kv_cache  # noqa: E402
 ops = torch.ops.pa_lab
 
 __all__ = ["LIBRARY", "KV_CACHE_DTYPES", "PagedCache", "paged_kv_cache", "paged_attention", "cascade_attention",
-           "merge_attn_states", "tolerance", "built", "ops"]
+           "merge_attn_states", "describe_plan", "tolerance", "built", "ops"]
 
 
 def _scale_tensor(scale: float) -> torch.Tensor:
@@ -64,6 +72,10 @@ def paged_attention(query: torch.Tensor, cache: PagedCache, *, scale: Optional[f
     contiguous) is allocated when not given. Returns out. The sequence
     lengths must not exceed cache.max_seq_len (not checked: reading them would
     synchronize with the GPU; a longer one overruns stage 6's partition buffers).
+    cache.seq_lens_cpu, the host's copy of the lengths (None: not known), is
+    what stage 8's split planner replays; each value is checked to lie in 1 to
+    max_seq_len (ValueError). It must equal cache.seq_lens for the best split;
+    a copy that differs costs speed, not correctness.
 
     An fp8 cache (paged_kv_cache(..., kv_cache_dtype="fp8_e4m3" or "fp8_e5m2"):
     uint8 codes, x = 16) is read by every stage with cache.k_scale and
@@ -77,8 +89,21 @@ def paged_attention(query: torch.Tensor, cache: PagedCache, *, scale: Optional[f
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
     ops.paged_attention(out, query, cache.key_cache, cache.value_cache, cache.key_cache.shape[1], scale,
                         cache.block_tables, cache.seq_lens, cache.block_size, cache.max_seq_len, alibi_slopes,
-                        cache.kv_cache_dtype, _scale_tensor(cache.k_scale), _scale_tensor(cache.v_scale), stage)
+                        cache.kv_cache_dtype, _scale_tensor(cache.k_scale), _scale_tensor(cache.v_scale), stage,
+                        cache.seq_lens_cpu)
     return out
+
+
+def describe_plan(query: torch.Tensor, cache: PagedCache, *, stage: str = "optimized") -> str:
+    """What paged_attention(query, cache, stage=stage) would run, in words, planned as the op
+    plans (the same checks and planner) without launching: for stage 8 its split
+    ("splits=13 split_blocks=...": CTAs along each sequence), head tiles, pipeline and
+    occupancy, and the device facts the planner used; for stage 6 its partitions; empty for
+    v1. With cache.seq_lens_cpu None every sequence is planned at max_seq_len
+    (dataclasses.replace(cache, seq_lens_cpu=None) shows that plan)."""
+    return ops.describe_plan(query, cache.key_cache, cache.value_cache, cache.key_cache.shape[1], cache.block_tables,
+                             cache.seq_lens, cache.block_size, cache.max_seq_len, cache.kv_cache_dtype,
+                             _scale_tensor(cache.k_scale), _scale_tensor(cache.v_scale), stage, cache.seq_lens_cpu)
 
 
 def cascade_attention(query: torch.Tensor, cache: PagedCache, shared_prefix_len: int, *,
@@ -101,7 +126,7 @@ def cascade_attention(query: torch.Tensor, cache: PagedCache, shared_prefix_len:
         out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
     ops.cascade_attention(out, query, cache.key_cache, cache.value_cache, cache.key_cache.shape[1], scale,
                           cache.block_tables, cache.seq_lens, cache.block_size, cache.max_seq_len,
-                          shared_prefix_len, alibi_slopes)
+                          shared_prefix_len, alibi_slopes, cache.seq_lens_cpu)
     return out
 
 

@@ -16,14 +16,14 @@ import torch
 @torch.library.register_fake("pa_lab::paged_attention")
 def _paged_attention_fake(out, query, key_cache, value_cache, num_kv_heads, scale, block_tables, seq_lens,
                           block_size, max_seq_len, alibi_slopes, kv_cache_dtype, k_scale, v_scale,
-                          stage="optimized"):
+                          stage="optimized", seq_lens_cpu=None):
     torch._check(out.shape == query.shape, lambda: "out: the query's shape")
     return None
 
 
 @torch.library.register_fake("pa_lab::cascade_attention")
 def _cascade_attention_fake(out, query, key_cache, value_cache, num_kv_heads, scale, block_tables, seq_lens,
-                            block_size, max_seq_len, shared_prefix_len, alibi_slopes=None):
+                            block_size, max_seq_len, shared_prefix_len, alibi_slopes=None, seq_lens_cpu=None):
     torch._check(out.shape == query.shape, lambda: "out: the query's shape")
     return None
 

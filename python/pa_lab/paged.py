@@ -42,6 +42,11 @@ class PagedCache:
     kv_cache_dtype: str = "auto"  # "auto", or the fp8 format of the codes (KV_CACHE_DTYPES)
     k_scale: float = 1.0          # fp8: element = float(code) * scale (float32 values); 1.0 for "auto"
     v_scale: float = 1.0
+    # The host's copy of seq_lens (CPU int32 [num_seqs]), as vLLM's attention
+    # metadata keeps one: the ops plan stage 8's split (and the cascade's
+    # suffix) on each sequence's own length. None: every sequence is planned
+    # at max_seq_len. Only the plan reads it, so it changes speed, not results.
+    seq_lens_cpu: Optional[torch.Tensor] = None
 
 
 def paged_kv_cache(keys: List[torch.Tensor], values: List[torch.Tensor], block_size: int, *,
@@ -120,13 +125,15 @@ def paged_kv_cache(keys: List[torch.Tensor], values: List[torch.Tensor], block_s
         idx = torch.tensor(phys[first:], dtype=torch.long, device=dev)
         key_cache[idx] = kb[first:].to(dt)
         value_cache[idx] = vb[first:].to(dt)
-    seq_lens = torch.tensor(lens, dtype=torch.int32, device=dev)
+    seq_lens_cpu = torch.tensor(lens, dtype=torch.int32)
+    seq_lens = seq_lens_cpu.to(dev)
     if fp8 is None:
-        return PagedCache(key_cache, value_cache, tables.to(dev), seq_lens, max(lens), block_size)
+        return PagedCache(key_cache, value_cache, tables.to(dev), seq_lens, max(lens), block_size,
+                          seq_lens_cpu=seq_lens_cpu)
     ks = _fp8_scale("k_scale", k_scale, keys, fp8)
     vs = _fp8_scale("v_scale", v_scale, values, fp8)
     return PagedCache(_fp8_codes(key_cache, fp8, ks), _fp8_codes(value_cache, fp8, vs), tables.to(dev), seq_lens,
-                      max(lens), block_size, kv_cache_dtype, ks, vs)
+                      max(lens), block_size, kv_cache_dtype, ks, vs, seq_lens_cpu)
 
 
 def _fp8_codes(x: torch.Tensor, fp8: torch.dtype, scale: float) -> torch.Tensor:

@@ -274,18 +274,53 @@ def test_bad_inputs_raise_the_documented_errors():
          ValueError, "query: data at an address not a multiple of 16 bytes"),
         (dict(query=torch.empty(2, 8 * 128 + 1, dtype=torch.float16, device=DEV)[:, :8 * 128].view(2, 8, 128)),
          ValueError, "query: row stride 1025"),
+        (dict(seq_lens_cpu=cache.seq_lens), ValueError, "seq_lens_cpu: on cuda"),
+        (dict(seq_lens_cpu=cache.seq_lens_cpu.long()), TypeError, "seq_lens_cpu: dtype Long; accepted: torch.int32"),
+        (dict(seq_lens_cpu=cache.seq_lens_cpu[:1]), ValueError, "seq_lens_cpu: sizes [1]; accepted: [2]"),
+        (dict(seq_lens_cpu=torch.tensor([40, 0, 70, 0], dtype=torch.int32)[::2]), ValueError,
+         "seq_lens_cpu: not contiguous"),
+        (dict(seq_lens_cpu=torch.tensor([40, 71], dtype=torch.int32)), ValueError,
+         "seq_lens_cpu[1] 71; accepted: 1 to max_seq_len (70)"),
+        (dict(seq_lens_cpu=torch.tensor([0, 70], dtype=torch.int32)), ValueError, "seq_lens_cpu[0] 0"),
     ]
     checked = 0
     for over, exc, text in cases:
         with pytest.raises(exc, match=text.replace("(", r"\(").replace(")", r"\)")):
             _call(query, cache, **over)
         checked += 1
-    assert checked == len(cases) == 21
+    assert checked == len(cases) == 27
     # Tensors of another device only: no CUDA kernel is dispatched to.
     cpu = dict(out=torch.empty(2, 8, 128, dtype=torch.float16), query=query.cpu(), key_cache=kc.cpu(),
                value_cache=vc.cpu(), block_tables=cache.block_tables.cpu(), seq_lens=cache.seq_lens.cpu())
     with pytest.raises(NotImplementedError, match="CPU"):
         _call(query, cache, **cpu)
+
+
+def test_host_lengths_steer_the_split_not_the_result():
+    """One long sequence among 63 short ones. With the host's copy of the lengths
+    (cache.seq_lens_cpu) stage 8's planner sees 8 long units and splits them;
+    planned at max_seq_len, 512 CTAs of 32768 tokens fill the GPU twice over and
+    it does not split. Both plans give the right output: the lengths steer the
+    split only (the CPU test of the planner, tests/kernels/test_split_plan.cpp,
+    has the same case)."""
+    require_built("optimized", torch.float16, 128, 16)
+    lens = [32768] + [16] * 63
+    query, keys, values, cache = make_case(torch.float16, 128, 16, 32, 8, lens, seed=31, spare_blocks=0)
+    without = dataclasses.replace(cache, seq_lens_cpu=None)
+    plans = {name: pa_lab.describe_plan(query, c) for name, c in (("with", cache), ("without", without))}
+    splits = {name: int(re.search(r"\bsplits=(\d+)", p).group(1)) for name, p in plans.items()}
+    assert splits["without"] == 1 and splits["with"] >= 8, plans
+    ref = reference(query, keys, values)
+    checked = 0
+    for c in (cache, without):
+        out = torch.full_like(query, float("nan"))
+        pa_lab.paged_attention(query, c, out=out)
+        assert_close(out, ref, torch.float16)
+        checked += 1
+    assert checked == 2
+    # Stage 6 plans its partitions at max_seq_len (512 tokens each); v1 has no plan to describe.
+    assert pa_lab.describe_plan(query, cache, stage="v2").startswith("V2: up to 64 partitions of 512 tokens")
+    assert pa_lab.describe_plan(query, cache, stage="v1") == ""
 
 
 def test_v1_refuses_a_context_past_its_shared_memory():
