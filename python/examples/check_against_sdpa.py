@@ -43,6 +43,10 @@ def main() -> int:
         ok = bool((err <= abs_tol + rel_tol * ref.abs()).all())
         failures += not ok
         print(f"{stage:>9}: max |out - SDPA| = {err.max().item():.2e}  {'ok' if ok else 'FAIL'}")
+    if pa_lab.built("optimized", dtype, head_size, 16):
+        # What stage 8 planned: with the host's copy of the lengths (cache.seq_lens_cpu) its split
+        # planner replays each sequence's own tokens; without, every sequence at the longest.
+        print(f"stage 8's plan: {pa_lab.describe_plan(query, cache)}")
     return 1 if failures else 0
 
 
