@@ -76,6 +76,9 @@ PA_HD constexpr int opt_merge_splits(int kv_bytes) { return kv_bytes == 1 ? 8 : 
 // faster, fp16 queries 2% slower, a 16-bit cache level. A 16-bit cache keeps 4
 // warps at every head size: its output must stay bit-equal across the KV
 // layouts, and a warp's steps (w, w + warps, ...) fix its summation order.
+// (8 warps of 3 stages where a step is 8 KB, head 128: one 192 KB CTA per SM,
+// was measured on an H200 no faster below a wave and 3-17% slower on full
+// waves: kernels/NOTES.md, "Stage 8 at 8 warps".)
 PA_HD constexpr int opt_num_warps(int head_size, int block_size, int kv_bytes, bool token_rows) {
   return kv_bytes == 1 && !token_rows && opt_step_bytes(head_size, block_size, kv_bytes) <= 4096 ? 8 : 4;
 }
