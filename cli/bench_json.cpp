@@ -36,7 +36,8 @@ std::string row_json(const BenchRow& r) {
          ", \"single_us\": " + num(r.single_us) + ", \"b2b_us\": " + num(r.b2b_us) + ", \"graph_us\": " +
          num(r.graph_us) + ", \"paged_read_us\": " + num(r.paged_read_us) + ", \"paged_bulk_us\": " +
          num(r.paged_bulk_us) + ", \"contiguous_read_us\": " + num(r.contiguous_read_us) +
-         ", \"held_step_ns\": " + num(r.held_step_ns) + ", \"held_read_us\": " + num(r.held_read_us) + "}";
+         ", \"held_step_ns\": " + num(r.held_step_ns) + ", \"held_read_us\": " + num(r.held_read_us) +
+         ", \"held_bulk_us\": " + num(r.held_bulk_us) + "}";
 }
 
 }  // namespace

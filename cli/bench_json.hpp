@@ -16,8 +16,9 @@
 //   rows: [{kernel, dtype, kv_dtype, layout, seqs, heads, kv_heads, context, prefix, head_size, block_size,
 //           kv_bytes, pool_sets, pool_bytes, status, median_us, min_us, p10_us, p90_us, timed,
 //           warmup_launches, gbps, pct_copy, xcheck_max_abs_vs_optimized, plan, single_us, b2b_us,
-//           graph_us, paged_read_us, paged_bulk_us, contiguous_read_us, held_step_ns, held_read_us}]
-//           (single_us .. graph_us: stage 8's end-to-end latency; paged_read_us .. held_read_us: the
+//           graph_us, paged_read_us, paged_bulk_us, contiguous_read_us, held_step_ns, held_read_us,
+//           held_bulk_us}]
+//           (single_us .. graph_us: stage 8's end-to-end latency; paged_read_us .. held_bulk_us: the
 //           reads of its tiles with nothing else done, pa-bench --paged-read; 0 where not measured)
 //   cascade: [{dtype, cascade_us, best_non_cascade, best_non_cascade_us, speedup}]
 // status is "ok", "error: ..." (the kernel failed where it should run, or its
@@ -49,9 +50,9 @@ struct BenchRow {
   // Stage 8's rows with --paged-read (cli/bench_paged_read.cuh): its tiles read
   // in its grid with nothing else done, by 16-byte cp.async and by
   // cp.async.bulk; as many contiguous bytes by the read-only kernel; and the
-  // cp.async read with each warp held held_step_ns after every step (0: not
-  // asked for). 0 where not measured.
-  double paged_read_us = 0, paged_bulk_us = 0, contiguous_read_us = 0, held_read_us = 0;
+  // two paged reads again with each warp held held_step_ns after every step
+  // (0: not asked for). 0 where not measured.
+  double paged_read_us = 0, paged_bulk_us = 0, contiguous_read_us = 0, held_read_us = 0, held_bulk_us = 0;
   int held_step_ns = 0;
 };
 

@@ -162,7 +162,7 @@ std::string bench_usage() {
          "                        the same tiles read in stage 8's grid with nothing done with them, by\n"
          "                        16-byte cp.async and by cp.async.bulk, and as many contiguous bytes by the\n"
          "                        read-only kernel; in stage 8's JSON row (paged_read_us ...) and printed\n"
-         "  --paged-read-step-ns N  with --paged-read: the cp.async read once more, each warp held N ns\n"
+         "  --paged-read-step-ns N  with --paged-read: both paged reads once more, each warp held N ns\n"
          "                        (1..100000) after every step, where stage 8 does its math\n"
          "  --kv-dtypes LIST      KV cache element types, comma separated: auto (default: the dtype's),\n"
          "                        fp8_e4m3, fp8_e5m2 (fp8 = fp8_e4m3; random codes at scale 1; the cascade\n"
@@ -273,7 +273,7 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
     throw UsageError("--paged-read runs beside stage 8's rows of the shape set: it excludes --cascade-only, "
                      "--multilevel and --split-sweep");
   if (o.paged_read_step_ns > 0 && !o.paged_read)
-    throw UsageError("--paged-read-step-ns holds the warps of --paged-read's cp.async read: it needs --paged-read");
+    throw UsageError("--paged-read-step-ns holds the warps of --paged-read's paged reads: it needs --paged-read");
   if (seen.count("--seed") && o.split_sweep == 0)
     throw UsageError("--seed draws the split sweep's shapes: it needs --split-sweep N");
   if (o.quick && o.has_shape) throw UsageError("--quick and --shape exclude each other (--shape times one shape)");

@@ -65,7 +65,7 @@ struct BenchOptions {
   // cache), stage 8's bytes read with nothing done with them
   // (cli/bench_paged_read.cuh), in that row and printed beside it.
   bool paged_read = false;
-  int paged_read_step_ns = 0;  // --paged-read-step-ns: the cp.async read again, each warp held this long a step
+  int paged_read_step_ns = 0;  // --paged-read-step-ns: both paged reads again, each warp held this long a step
   // --kv-dtypes: the KV cache element types timed, each with every dtype (fp8: one byte per element).
   std::vector<KvDType> kv_dtypes = {KvDType::same};
   // --layouts: stage 8 timed again on each of these cache layouts (the pool

@@ -12,12 +12,12 @@
 //    completing on the stage's mbarrier.
 // pa-bench times beside them read_stream over as many contiguous bytes (the
 // read-only ceiling at the shape's size, not at 2 GB) and, with
-// --paged-read-step-ns, the cp.async read again with each warp held that long
+// --paged-read-step-ns, both paged reads again with each warp held that long
 // after every step, where stage 8 does its math. Together they say where
 // stage 8's time goes that is not the read itself: what the paging and the
 // per-warp pipeline cost against a contiguous stream, whether the TMA engine
 // streams the same tiles faster than 16-byte copies, and what holding a warp
-// as long as its math costs the stream.
+// as long as its math costs the stream, with either copy.
 //
 // Tiles of 4096 bytes only (head 128 x block 16 in 16 bits, vLLM's layout,
 // where a (block, KV head) tile of K, and of V, is contiguous).

@@ -501,19 +501,21 @@ def paged_read_table(data, src):
     """Stage 8 beside the reads of its own tiles (pa-bench --paged-read;
     rows with paged_read_us): the same bytes read in its grid with nothing
     else done, by 16-byte cp.async and by cp.async.bulk, as many contiguous
-    bytes by the read-only kernel, and the cp.async read with each warp held
-    after every step."""
+    bytes by the read-only kernel, and the paged reads with each warp held
+    after every step (the bulk one only in files that have held_bulk_us)."""
     rows = [r for r in data["rows"] if r["kernel"] == "optimized" and r.get("paged_read_us", 0) > 0]
     if not rows:
         raise Refusal("--paged-read: no stage 8 row has paged_read_us (accepted: a pa-bench --paged-read file)")
     held_ns = sorted({r.get("held_step_ns", 0) for r in rows} - {0})
+    held_bulk_ns = sorted({r.get("held_step_ns", 0) for r in rows if r.get("held_bulk_us", 0) > 0} - {0})
     copy = data["copy_gbps"]
 
     def cell(r, key):
         us = r[key]
         return f"{fmt_us(us)} ({100 * r['kv_bytes'] / (us * 1e-6) / 1e9 / copy:.1f}%)" if us > 0 else "-"
-    held = (f" \"held N ns\": the cp.async read again, each warp held N ns (clock64 cycles at the device's "
-            f"maximum clock) after every step, where stage 8 does its math." if held_ns else "")
+    held = (f" \"held N ns\": the {'paged reads' if held_bulk_ns else 'cp.async read'} again, each warp held N ns "
+            f"(clock64 cycles at the device's maximum clock) after every step, where stage 8 does its math."
+            if held_ns else "")
     head = (f"Stage 8 beside the bare read of its tiles, measured on **{data['gpu']}** by `pa-bench --paged-read` "
             f"(one run); raw data: `{src}`. Copy bandwidth in the same run: **{copy:.0f} GB/s**; the read-only "
             f"kernel streams {data['read_gbps']:.0f} GB/s over {data['read_bytes'] / 2**30:.0f} GiB. Each cell: "
@@ -523,13 +525,16 @@ def paged_read_table(data, src):
             f"with them, by 16-byte cp.async (stage 8's copy) or by one cp.async.bulk per 4 KB tile; "
             f"\"contiguous\": the read-only kernel over as many contiguous bytes.{held} Head 128, block 16, "
             f"16-bit caches only.\n")
-    cols = ["stage 8", "paged, cp.async", "paged, bulk", "contiguous"] + [f"paged, held {n} ns" for n in held_ns]
+    cols = (["stage 8", "paged, cp.async", "paged, bulk", "contiguous"] + [f"paged, held {n} ns" for n in held_ns] +
+            [f"paged bulk, held {n} ns" for n in held_bulk_ns])
     lines = [head, "| seqs | heads | kv heads | context | dtype | KV MB | " + " | ".join(cols) + " |",
              "|---:|---:|---:|---:|---|---:|" + "---:|" * len(cols)]
     for r in rows:
         cells = [cell(r, "median_us"), cell(r, "paged_read_us"), cell(r, "paged_bulk_us"),
                  cell(r, "contiguous_read_us")]
         cells += [cell(r, "held_read_us") if r.get("held_step_ns") == n else "-" for n in held_ns]
+        cells += [cell(r, "held_bulk_us") if r.get("held_step_ns") == n and r.get("held_bulk_us", 0) > 0 else "-"
+                  for n in held_bulk_ns]
         lines.append(f"| {r['seqs']} | {r['heads']} | {r['kv_heads']} | {r['context']} | {dtype_text(r)} | "
                      f"{r['kv_bytes'] / 1e6:.1f} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

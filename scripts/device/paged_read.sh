@@ -6,7 +6,7 @@
 # launch each of stage 8 and the two paged reads at one 2 GB shape (SHAPE,
 # default 64,32,8,8192,128): DRAM and L2 throughput, L2 requests and sectors
 # from the SMs; with STEP_NS (a
-# list of ns) the cp.async read again on four one-wave shapes, each warp
+# list of ns) both paged reads again on four one-wave shapes, each warp
 # held that long after every step. Everything in
 # $OUT/paged_read.tgz; the paged-read lines and an ncu table last.
 set -u
@@ -17,7 +17,7 @@ timeout 300 "$P" --only optimized --paged-read --paged-read-step-ns "${HELD_NS:-
   --json "$W/paged.json" >"$W/paged.txt" 2>&1
 echo "pa-bench --paged-read rc=$?"
 cp "$W/paged.json" "$FINAL_OUT/paged.json"
-# The cp.async read holding each warp STEP_NS ns a step (stage 8's math of a
+# Both paged reads holding each warp STEP_NS ns a step (stage 8's math of a
 # step takes about that long), on the one-wave shapes.
 for ns in ${STEP_NS:-}; do
   for sh in 1,32,8,4096,128 8,32,8,4096,128 32,32,8,4096,128 1,32,8,131072,128; do
@@ -38,7 +38,7 @@ for k in 'opt_decode' 'paged_read_kernel<(false|.bool.0)>' 'paged_read_kernel<(t
 done
 tar czf "$FINAL_OUT/paged_read.tgz" -C "$W" .
 grep -E "^GPU|^paged-read" "$W/paged.txt"
-[[ -f $W/held.txt ]] && sed -E 's/.*hs128 fp16 \(([0-9.]+) MB.*stage 8 ([0-9.]+) us.*paged cp.async ([0-9.]+) us \(.*holding each warp ([0-9]+) ns.* ([0-9.]+) us$/held \1 MB: stage 8 \2, read \3, held \4 ns: \5 us/' "$W/held.txt"
+[[ -f $W/held.txt ]] && sed -E 's/.*hs128 fp16 \(([0-9.]+) MB.*stage 8 ([0-9.]+) us.*paged cp.async ([0-9.]+) us \(.*paged bulk ([0-9.]+) us \(.*holding each warp ([0-9]+) ns.*: paged cp.async ([0-9.]+) us, paged bulk ([0-9.]+) us$/held \1 MB: stage 8 \2, read \3, bulk \4; held \5 ns: read \6, bulk \7 us/' "$W/held.txt"
 python3 - "$W" <<'PY'
 import csv, glob, os, sys
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "ncu_*.csv"))):

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
       r.contiguous_read_us = 9.1;
       r.held_step_ns = 700;
       r.held_read_us = 11.4;
+      r.held_bulk_us = 11.6;
     }
     run.rows.push_back(r);
   }

@@ -501,7 +501,7 @@ class WriterSchema(unittest.TestCase):
                 "kv_bytes", "pool_sets", "pool_bytes", "status", "median_us", "min_us", "p10_us", "p90_us",
                 "timed", "warmup_launches", "gbps", "pct_copy", "xcheck_max_abs_vs_optimized", "plan",
                 "single_us", "b2b_us", "graph_us", "paged_read_us", "paged_bulk_us", "contiguous_read_us",
-                "held_step_ns", "held_read_us"]
+                "held_step_ns", "held_read_us", "held_bulk_us"]
     TOP_KEYS = ["gpu", "sm_count", "l2_bytes", "copy_gbps", "copy_bytes_each_way", "read_gbps", "read_bytes",
                 "dram_peak_gbps", "iters", "warmup", "warmup_ms",
                 "spin_us", "alibi", "kv_dtypes", "layouts", "pool_gb", "kv_bytes_note", "pct_copy_note", "pool_note", "rows", "cascade"]
@@ -548,7 +548,8 @@ class WriterSchema(unittest.TestCase):
         text = bench_table.paged_read_table(self.data, "sample.json")
         lines = table_lines(text)
         self.assertEqual(lines[0].split("|")[7:-1],
-                         [" stage 8 ", " paged, cp.async ", " paged, bulk ", " contiguous ", " paged, held 700 ns "])
+                         [" stage 8 ", " paged, cp.async ", " paged, bulk ", " contiguous ", " paged, held 700 ns ",
+                          " paged bulk, held 700 ns "])
         rows = lines[1:]
         self.assertEqual(len(rows), 1, text)  # only the stage 8 row with the reads
         cells = [c.strip() for c in rows[0].strip("|").split("|")]
@@ -556,8 +557,17 @@ class WriterSchema(unittest.TestCase):
         pct = lambda us: 100 * self.data["rows"][0]["kv_bytes"] / (us * 1e-6) / 1e9 / self.data["copy_gbps"]
         self.assertEqual(cells[4:], ["fp16", "16.8", f"15.0 us ({pct(15.0):.1f}%)", f"9.9 us ({pct(9.9):.1f}%)",
                                      f"10.0 us ({pct(10.0):.1f}%)", f"9.1 us ({pct(9.1):.1f}%)",
-                                     f"11.4 us ({pct(11.4):.1f}%)"])
-        self.assertIn("each warp held N ns", text)
+                                     f"11.4 us ({pct(11.4):.1f}%)", f"11.6 us ({pct(11.6):.1f}%)"])
+        self.assertIn("the paged reads again, each warp held N ns", text)
+
+    def test_paged_read_table_of_a_file_without_the_held_bulk_read(self):
+        # Files written before held_bulk_us existed keep their table: no bulk column.
+        for r in self.data["rows"]:
+            r.pop("held_bulk_us", None)
+        text = bench_table.paged_read_table(self.data, "sample.json")
+        self.assertEqual(table_lines(text)[0].split("|")[7:-1],
+                         [" stage 8 ", " paged, cp.async ", " paged, bulk ", " contiguous ", " paged, held 700 ns "])
+        self.assertIn("the cp.async read again, each warp held N ns", text)
 
 
 class SweepTable(unittest.TestCase):
