@@ -1,67 +1,89 @@
 #!/usr/bin/env bash
-# Before and after a change, in one device call on one GPU (GPU machine,
-# repository root): the working tree and an older source tree (a tarball from
-# `git archive --prefix=before/ REV | gzip`) each get the quick kernel build of
-# pa-bench, built side by side; then the benchmark runs before, after, before,
-# after (so a drift of the GPU's clocks shows up as a difference between the
-# two runs of one side), and a table gives each row's median per side (the
-# lower of its two runs) and after / before.
-#   scripts/device/bench_compare.sh BEFORE.tgz [pa-bench options...]
-# Environment: PA_BENCH_LIMIT (s per benchmark run, default 100).
+# Several versions of the kernels timed against each other in one device call
+# on one GPU (GPU machine, repository root). The sides:
+#   - before: an older source tree, given as a tarball from
+#     `git archive --prefix=before/ REV | gzip` (optional);
+#   - after: the working tree;
+#   - one side per patch given, named after its file: the working tree with
+#     that patch applied (`patch -p1`; a patch that does not apply is reported
+#     and its side dropped), so that several changes of one commit are timed
+#     in one call without a commit each.
+# Each side gets the quick kernel build of pa-bench, all built side by side;
+# then the benchmark runs every side in turn, ROUNDS times (so a drift of the
+# GPU's clocks shows up as a difference between one side's runs), and
+# scripts/device/bench_compare_table.py gives each row's median per side (the
+# lowest of its runs) and its time over the base's: before's if given, else
+# after's. Every run's JSON and log go into $OUT/bench_compare.tgz as they
+# finish, so a call cut short keeps what ran.
+#   scripts/device/bench_compare.sh [BEFORE.tgz] [X.patch ...] [pa-bench options...]
+# Environment: ROUNDS (default 2), PA_BENCH_LIMIT (s per benchmark run,
+# default 100), PATCH_TESTS (test targets, say "pa_optimized_tests
+# pa_layouts_gpu_tests": built and run on each patched side after the
+# benchmark, a patch's own correctness check).
 set -u
-tgz=${1:?usage: scripts/device/bench_compare.sh BEFORE.tgz [pa-bench options...]}; shift
 FINAL_OUT=${OUT:-/tmp/pa-out}; W=/tmp/bench_compare
 rm -rf "$W"; mkdir -p "$W" "$FINAL_OUT"
-tar xzf "$tgz" -C "$W" || { echo "cannot unpack $tgz"; exit 1; }
+sides=(); patches=(); before=
+while (($#)); do
+  case $1 in
+    *.tgz) before=$1; shift ;;
+    *.patch) patches+=("$(realpath "$1")"); shift ;;
+    *) break ;;
+  esac
+done
 nvidia-smi -L | tee "$W/gpu.txt"
-build() {  # source dir, build dir
-  cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF -DPA_BUILD_TESTS=OFF \
-    -DCMAKE_CUDA_ARCHITECTURES=90 -DPA_QUICK_KERNELS=ON >"$2.cmake.log" 2>&1 &&
-    ninja -C "$2" -j8 pa-bench >"$2.build.log" 2>&1
+src_of() { [[ $1 == after ]] && echo "$PWD" || echo "$W/$1"; }
+if [[ -n $before ]]; then
+  tar xzf "$before" -C "$W" && [[ -d $W/before ]] || { echo "cannot unpack $before (made with --prefix=before/?)"; exit 1; }
+  sides+=(before)
+fi
+sides+=(after)
+for p in "${patches[@]}"; do
+  name=$(basename "$p" .patch)
+  [[ $name == before || $name == after ]] && { echo "patch $p: rename it (before and after are taken)"; exit 2; }
+  mkdir -p "$W/$name"
+  # The working tree without its builds, dependencies and recorded data.
+  tar -c --exclude='./build*' --exclude=./.deps --exclude=./.git --exclude=./assets/traces \
+    --exclude=./assets/timelines --exclude=./assets/screenshots --exclude=./trace/results . | tar -x -C "$W/$name"
+  if (cd "$W/$name" && patch -p1 -s --dry-run <"$p" >/dev/null && patch -p1 -s <"$p"); then
+    sides+=("$name")
+  else
+    echo "patch $p does not apply to the working tree: side $name dropped"
+  fi
+done
+jobs=$(( $(nproc) / ${#sides[@]} )); ((jobs < 2)) && jobs=2
+build() {  # side
+  local b="$W/b_$1"
+  local tests=OFF
+  [[ -n ${PATCH_TESTS:-} ]] && tests=ON  # Catch2 from .deps (scripts/device-deps.sh)
+  cmake -S "$(src_of "$1")" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_VIEWER=OFF -DPA_BUILD_TESTS=$tests \
+    -DCMAKE_PREFIX_PATH="$PWD/.deps/catch2/usr" -DCMAKE_CUDA_ARCHITECTURES=90 -DPA_QUICK_KERNELS=ON \
+    >"$b.cmake.log" 2>&1 && ninja -C "$b" -j"$jobs" pa-bench >"$b.build.log" 2>&1
   echo "build $1: rc=$?"
 }
 t0=$SECONDS
-build "$W/before" "$W/b_before" & build "$PWD" "$W/b_after" & wait
-echo "builds: $((SECONDS - t0)) s"
-for run in before.1 after.1 before.2 after.2; do
-  side=${run%.*}
-  timeout "${PA_BENCH_LIMIT:-100}" "$W/b_$side/cli/pa-bench" --json "$W/$run.json" "$@" >"$W/$run.log" 2>&1
-  echo "$run rc=$? ($((SECONDS - t0)) s)"
+for s in "${sides[@]}"; do build "$s" & done
+wait
+echo "builds (${#sides[@]} sides, -j$jobs each): $((SECONDS - t0)) s"
+archive() { (cd "$W" && tar czf "$FINAL_OUT/bench_compare.tgz" gpu.txt ./*.json ./*.log 2>/dev/null); }
+for ((r = 1; r <= ${ROUNDS:-2}; ++r)); do
+  for s in "${sides[@]}"; do
+    timeout "${PA_BENCH_LIMIT:-100}" "$W/b_$s/cli/pa-bench" --json "$W/$s.$r.json" "$@" >"$W/$s.$r.log" 2>&1
+    echo "$s.$r rc=$? ($((SECONDS - t0)) s)"
+    archive
+  done
 done
-tar czf "$FINAL_OUT/bench_compare.tgz" -C "$W" gpu.txt before.1.json after.1.json before.2.json after.2.json \
-  before.1.log after.1.log before.2.log after.2.log 2>/dev/null
-python3 - "$W" <<'PY' | tee "$FINAL_OUT/bench_compare.txt"
-import json, os, sys
-w = sys.argv[1]
-def rows(run):
-    p = os.path.join(w, run + ".json")
-    if not os.path.exists(p):
-        return {}
-    # The dtype column names an fp8 cache too, so that rows of several caches stay apart.
-    return {(r["kernel"], r["dtype"] + ("" if r.get("kv_dtype", "auto") == "auto" else "+" + r["kv_dtype"][4:]),
-             r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"]): r
-            for r in json.load(open(p))["rows"]}
-runs = {k: rows(k) for k in ("before.1", "after.1", "before.2", "after.2")}
-keys = [k for k in runs["after.1"] if all(k in r for r in runs.values())]
-print(f"{open(os.path.join(w, 'gpu.txt')).read().strip()}; rows in all four runs: {len(keys)}")
-print(f"{'kernel':<14}{'dtype':<10}{'shape (seqs,heads,kv,ctx,d)':<30}{'before us':>10}{'after us':>10}{'after/before':>13}"
-      f"{'b1/b2':>7}{'a1/a2':>7}")
-ratios, skipped = [], []
-for k in keys:
-    b = [runs[r][k] for r in ("before.1", "before.2")]
-    a = [runs[r][k] for r in ("after.1", "after.2")]
-    if any(x["status"] != "ok" for x in a + b):
-        skipped.append(f"{k[0]} {k[1]} {','.join(map(str, k[2:]))}: before {b[0]['status'][:60]}; "
-                       f"after {a[0]['status'][:60]}")
-        continue
-    bm = min(x["median_us"] for x in b); am = min(x["median_us"] for x in a)
-    ratios.append(am / bm)
-    print(f"{k[0]:<14}{k[1]:<10}{','.join(map(str, k[2:])):<30}{bm:>10.2f}{am:>10.2f}{am / bm:>13.3f}"
-          f"{b[0]['median_us'] / b[1]['median_us']:>7.3f}{a[0]['median_us'] / a[1]['median_us']:>7.3f}")
-for line in skipped:
-    print("not timed on both sides:", line)
-if ratios:
-    ratios.sort()
-    print(f"after/before over {len(ratios)} rows: min {ratios[0]:.3f}, median {ratios[len(ratios) // 2]:.3f}, "
-          f"max {ratios[-1]:.3f}")
-PY
+for s in "${sides[@]}"; do
+  [[ $s == before || $s == after || -z ${PATCH_TESTS:-} ]] && continue
+  # shellcheck disable=SC2086  # a list of targets
+  ninja -C "$W/b_$s" -j"$(nproc)" $PATCH_TESTS >"$W/$s.tests.build.log" 2>&1
+  echo "$s tests build rc=$?"
+  for t in $PATCH_TESTS; do
+    exe=$(find "$W/b_$s/tests" -name "$t" -type f 2>/dev/null | head -1)
+    [[ -z $exe ]] && { echo "$s $t: not built (see $s.tests.build.log)"; continue; }
+    timeout 200 "$exe" >"$W/$s.$t.log" 2>&1
+    echo "$s $t rc=$?: $(grep -E '^test cases|^All tests passed' "$W/$s.$t.log" | head -1)"
+  done
+  archive
+done
+python3 scripts/device/bench_compare_table.py "$W" "${sides[@]}" | tee "$FINAL_OUT/bench_compare.txt"
