@@ -8,17 +8,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import unittest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SCRIPT = os.path.join(ROOT, "scripts", "device", "bench_compare_table.py")
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        sys.exit("FAIL: " + what)
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "device",
+                      "bench_compare_table.py")
 
 
 def row(median, seqs=1, layout="vllm", kv="auto", status="ok"):
@@ -26,47 +19,65 @@ def row(median, seqs=1, layout="vllm", kv="auto", status="ok"):
             "kv_heads": 8, "context": 4096, "head_size": 128, "status": status, "median_us": median}
 
 
-def write(d, name, rows):
-    with open(os.path.join(d, name), "w") as f:
-        json.dump({"gpu": "test", "rows": rows}, f)
+class BenchCompareTable(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+        with open(os.path.join(self.dir, "gpu.txt"), "w") as f:
+            f.write("GPU 0: test\n")
+        # base: 10 / 11 us; bulk: 10.5 / 10.2 us -> 10.2 / 10 = 1.020, spread max(11/10, 10.5/10.2) = 1.100.
+        # seqs=8 failed in one bulk run; seqs=2 is missing from bulk.2.
+        common = [row(20.0, layout="nhd"), row(30.0, kv="fp8_e4m3")]
+        self.write("base.1.json", [row(10.0)] + common + [row(5.0, seqs=8), row(7.0, seqs=2)])
+        self.write("base.2.json", [row(11.0)] + common + [row(5.0, seqs=8), row(7.0, seqs=2)])
+        bulk = [row(19.0, layout="nhd"), row(33.0, kv="fp8_e4m3")]
+        self.write("bulk.1.json", [row(10.5)] + bulk + [row(0.0, seqs=8, status="error: output differs"), row(7.0, seqs=2)])
+        self.write("bulk.2.json", [row(10.2)] + bulk + [row(5.0, seqs=8)])
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, rows):
+        with open(os.path.join(self.dir, name), "w") as f:
+            json.dump({"gpu": "test", "rows": rows}, f)
+
+    def table(self, *sides):
+        return subprocess.run([sys.executable, SCRIPT, self.dir, *sides], capture_output=True, text=True)
+
+    def rows_starting(self, lines, *fields):
+        return [x.split()[len(fields):] for x in lines if x.split()[:len(fields)] == list(fields)]
+
+    def test_known_answers(self):
+        r = self.table("base", "bulk")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], "GPU 0: test")
+        self.assertIn("side base: 2 run(s)", lines)
+        self.assertIn("side bulk: 2 run(s)", lines)
+        self.assertIn("rows timed in every run of every side: 4; ratios are time over base's", lines)
+        self.assertEqual(self.rows_starting(lines, "optimized", "fp16", "1,32,8,4096,128"), [["10.00", "1.020", "1.100"]])
+        self.assertEqual(self.rows_starting(lines, "optimized/nhd", "fp16", "1,32,8,4096,128"),
+                         [["20.00", "0.950", "1.000"]])
+        self.assertEqual(self.rows_starting(lines, "optimized", "fp16+e4m3", "1,32,8,4096,128"),
+                         [["30.00", "1.100", "1.000"]])
+        failed = [x for x in lines if x.startswith("not timed on every side")]
+        self.assertEqual(len(failed), 1)
+        self.assertIn("8,32,8,4096,128", failed[0])
+        self.assertIn("error: output differs", failed[0])
+        self.assertEqual(lines[-1], "bulk/base over 3 rows: min 0.950, median 1.020, max 1.100")
+
+    def test_usage_and_missing_base(self):
+        r = self.table()
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("usage", r.stderr)
+        r = self.table("nothing", "bulk")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("no run of the base side nothing: nothing to compare", r.stdout)
 
 
-def run(args):
-    return subprocess.run([sys.executable, SCRIPT] + args, capture_output=True, text=True)
-
-
-with tempfile.TemporaryDirectory() as d:
-    with open(os.path.join(d, "gpu.txt"), "w") as f:
-        f.write("GPU 0: test\n")
-    # base: 10 / 11 us; bulk: 10.5 / 10.2 us -> 10.2 / 10 = 1.020, spread max(11/10, 10.5/10.2) = 1.100.
-    write(d, "base.1.json", [row(10.0), row(20.0, layout="nhd"), row(30.0, kv="fp8_e4m3"), row(5.0, seqs=8),
-                             row(7.0, seqs=2)])
-    write(d, "base.2.json", [row(11.0), row(20.0, layout="nhd"), row(30.0, kv="fp8_e4m3"), row(5.0, seqs=8),
-                             row(7.0, seqs=2)])
-    write(d, "bulk.1.json", [row(10.5), row(19.0, layout="nhd"), row(33.0, kv="fp8_e4m3"),
-                             row(0.0, seqs=8, status="error: output differs"), row(7.0, seqs=2)])
-    write(d, "bulk.2.json", [row(10.2), row(19.0, layout="nhd"), row(33.0, kv="fp8_e4m3"), row(5.0, seqs=8)])
-    r = run([d, "base", "bulk"])
-    check(r.returncode == 0, "exit 0: " + r.stderr)
-    lines = r.stdout.splitlines()
-    check(lines[0] == "GPU 0: test", "the GPU line first")
-    check("side base: 2 run(s)" in lines and "side bulk: 2 run(s)" in lines, "each side's runs counted")
-    check(any("rows timed in every run of every side: 4" in x for x in lines),
-          "four rows in all runs (seqs=2 is missing from bulk.2): " + r.stdout)
-    vllm = [x for x in lines if x.split()[:3] == ["optimized", "fp16", "1,32,8,4096,128"]]
-    check(len(vllm) == 1 and vllm[0].split()[3:] == ["10.00", "1.020", "1.100"], "the vllm row: " + repr(vllm))
-    nhd = [x for x in lines if x.startswith("optimized/nhd")]
-    check(len(nhd) == 1 and nhd[0].split()[3:] == ["20.00", "0.950", "1.000"], "the nhd row apart: " + repr(nhd))
-    fp8 = [x for x in lines if x.split()[:2] == ["optimized", "fp16+e4m3"]]
-    check(len(fp8) == 1 and fp8[0].split()[4] == "1.100", "the fp8 cache's row apart: " + repr(fp8))
-    bad = [x for x in lines if x.startswith("not timed on every side")]
-    check(len(bad) == 1 and "8,32,8,4096,128" in bad[0] and "error: output differs" in bad[0],
-          "the failed row reported with its status: " + repr(bad))
-    check("bulk/base over 3 rows: min 0.950, median 1.020, max 1.100" in lines, "the summary: " + r.stdout)
-    r = run([d])
-    check(r.returncode == 2 and "usage" in r.stderr, "no side: usage, exit 2")
-    r = run([d, "nothing", "bulk"])
-    check(r.returncode == 0 and "no run of the base side nothing" in r.stdout, "a base without runs said so")
-if checks != 11:
-    sys.exit(f"FAIL: {checks} checks ran, not 11")
-print(f"{checks} checks passed")
+if __name__ == "__main__":
+    result = unittest.main(exit=False).result
+    ran = result.testsRun
+    if ran != 2:
+        sys.exit(f"FAIL: {ran} tests ran, not 2")
+    sys.exit(0 if result.wasSuccessful() else 1)
