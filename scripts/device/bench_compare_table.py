@@ -13,13 +13,17 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from bench_table import kv_dtype, layout  # noqa: E402  (what a row means in files before fp8 and layouts)
+
 
 def row_key(r):
-    # The dtype column names an fp8 cache too, so that rows of several caches stay apart.
-    kv = r.get("kv_dtype", "auto")
+    # The dtype column names an fp8 cache and the kernel column a layout other
+    # than vLLM's, so that rows of several caches and layouts stay apart (one
+    # word each: the table's columns are split on spaces).
+    kv = kv_dtype(r)
     dtype = r["dtype"] + ("" if kv == "auto" else "+" + kv[4:])
-    layout = r.get("layout", "vllm")
-    kernel = r["kernel"] + ("" if layout == "vllm" else "/" + layout)
+    kernel = r["kernel"] + ("" if layout(r) == "vllm" else "/" + layout(r))
     return (kernel, dtype, r["seqs"], r["heads"], r["kv_heads"], r["context"], r["head_size"])
 
 
