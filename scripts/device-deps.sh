@@ -4,18 +4,8 @@
 # Ninja but no Debian packages. Run it here (a Debian machine); the device
 # tool carries .deps along and the `device` preset points CMake at
 # .deps/catch2/usr (CMAKE_PREFIX_PATH). Idempotent; --force re-downloads.
-# Also .deps/bin/patch, this machine's GNU patch (it needs nothing but libc):
-# scripts/device/bench_compare.sh applies patches there, and the GPU machine's
-# image may have no patch program.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-
-if command -v patch >/dev/null 2>&1; then
-  mkdir -p "$PA_ROOT/.deps/bin"
-  cp "$(command -v patch)" "$PA_ROOT/.deps/bin/patch"
-else
-  pa_say "device-deps: no patch program here to copy (bench_compare.sh will need one there)"
-fi
 
 dest="$PA_ROOT/.deps/catch2"
 if [[ "${1:-}" != --force && -f "$dest/usr/lib/cmake/Catch2/Catch2Config.cmake" ]]; then

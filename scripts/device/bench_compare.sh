@@ -32,9 +32,7 @@ while (($#)); do
   esac
 done
 nvidia-smi -L | tee "$W/gpu.txt"
-# The GPU machine's image may lack patch: scripts/device-deps.sh puts one in .deps/bin.
-PATH="$PATH:$PWD/.deps/bin"
-((${#patches[@]})) && ! command -v patch >/dev/null && { echo "no patch program (run scripts/device-deps.sh here, carry .deps)"; exit 1; }
+((${#patches[@]})) && ! command -v patch >/dev/null && { echo "patches given but no patch program on this machine"; exit 1; }
 src_of() { [[ $1 == after ]] && echo "$PWD" || echo "$W/$1"; }
 if [[ -n $before ]]; then
   tar xzf "$before" -C "$W" && [[ -d $W/before ]] || { echo "cannot unpack $before (made with --prefix=before/?)"; exit 1; }
