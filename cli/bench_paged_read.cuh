@@ -5,8 +5,8 @@
 // its per-warp pipeline (4 warps; warp w takes steps w, w + 4, ...; a step is
 // one block's K and V tiles; kPagedStages deep), with no arithmetic.
 // paged_read_kernel moves a tile into shared memory one of two ways:
-//  - <false>: stage 8's copy, 16 bytes a lane per cp.async (with its L2
-//    256-byte hint), 256 copies per 4 KB tile, a group committed per step
+//  - <false>: stage 8's copy, 16 bytes a lane per cp.async (no L2 prefetch
+//    hint, as stage 8), 256 copies per 4 KB tile, a group committed per step
 //    and waited for with cp.async.wait_group;
 //  - <true>: one cp.async.bulk per 4 KB tile from lane 0 (the TMA engine),
 //    completing on the stage's mbarrier.
@@ -94,8 +94,8 @@ __global__ void __launch_bounds__(kPagedWarps * 32) paged_read_kernel(PagedReadA
     } else {
 #pragma unroll
       for (int c = lane; c < kPagedTileBytes / 16; c += 32) {
-        ptx::cp_async_16_l2_256b(dst + 16 * c, a.k + off + 16 * c, 16);
-        ptx::cp_async_16_l2_256b(dst + kPagedTileBytes + 16 * c, a.v + off + 16 * c, 16);
+        ptx::cp_async_16(dst + 16 * c, a.k + off + 16 * c, 16);
+        ptx::cp_async_16(dst + kPagedTileBytes + 16 * c, a.v + off + 16 * c, 16);
       }
     }
   };

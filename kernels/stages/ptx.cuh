@@ -40,15 +40,10 @@ __device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
 }
 
 // ---- cp.async --------------------------------------------------------------
-// 16-byte async copy global -> shared; bytes beyond src_bytes (0 or 16) are zero-filled.
+// 16-byte async copy global -> shared; the bytes past src_bytes (0 to 16) are
+// zero-filled, so stage 8's tokens past the context reach the math as zeros, never NaN.
 __device__ __forceinline__ void cp_async_16(std::uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-// The same with an L2 prefetch hint of the 256-byte region around src (stage
-// 8 streams whole blocks: the neighbouring sectors are read next); src_bytes <
-// 16 zero-fills the rest (tokens past the context never reach the math as NaN).
-__device__ __forceinline__ void cp_async_16_l2_256b(std::uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most N of this thread's committed groups are still in flight.
