@@ -41,7 +41,8 @@ __device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
 
 // ---- cp.async --------------------------------------------------------------
 // 16-byte async copy global -> shared; the bytes past src_bytes (0 to 16) are
-// zero-filled, so stage 8's tokens past the context reach the math as zeros, never NaN.
+// zero-filled, so the tokens past a context (stage 8's, the cascade prefix's V)
+// reach the math as zeros, never as NaN.
 __device__ __forceinline__ void cp_async_16(std::uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
