@@ -14,8 +14,10 @@
 // [64g, 64g + 64), warp w of it rows [16w, 16w + 16) (the wgmma fragment
 // layout, identical to mma.sync's per warp, so the softmax code is the same).
 // Warpgroup 2 produces: it copies the K/V tiles with 16-byte cp.async into
-// wgmma's canonical K-major layout (PrefixWgmmaTiling in pa/index/cascade.hpp),
-// 4 tile buffers, and hands them over through mbarriers, so no block-wide
+// wgmma's K-major layouts (PrefixWgmmaTiling in pa/index/cascade.hpp: K
+// unswizzled, V in rows of a whole cache block under wgmma's swizzle, so that
+// every 128-byte line of the cache lands in one 128-byte span of shared
+// memory and L2 serves the copies in whole-line requests), 4 tile buffers, and hands them over through mbarriers, so no block-wide
 // barrier is left in the loop. Per tile and consumer warpgroup: 8 wgmma
 // m64n64k16 (S, 64 rows x 64 tokens, A = Q from registers), the online softmax
 // in registers while O += P V of the previous tile (4 wgmma m64n128k16, A = P
@@ -99,11 +101,13 @@ __device__ __forceinline__ void frag_fence(std::uint32_t (&a)[K][4]) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[k][i])::"memory");
 }
-// Shared-memory matrix descriptor: start address, LBO, SBO (all >> 4), no swizzle.
-__device__ __forceinline__ std::uint64_t wgmma_desc(std::uint32_t smem_addr, int lbo, int sbo) {
+// Shared-memory matrix descriptor: start address, LBO, SBO (all >> 4) and
+// the swizzle mode (bits 62-63; 0 = none). Base offset 0: swizzled tiles are
+// 1024-byte aligned.
+__device__ __forceinline__ std::uint64_t wgmma_desc(std::uint32_t smem_addr, int lbo, int sbo, int swizzle_mode = 0) {
   return static_cast<std::uint64_t>((smem_addr & 0x3FFFF) >> 4) |
          (static_cast<std::uint64_t>((lbo >> 4) & 0x3FFF) << 16) |
-         (static_cast<std::uint64_t>((sbo >> 4) & 0x3FFF) << 32);
+         (static_cast<std::uint64_t>((sbo >> 4) & 0x3FFF) << 32) | (static_cast<std::uint64_t>(swizzle_mode & 3) << 62);
 }
 
 // What a wgmma prefix block works on: grid (query tile, KV head, prefix
@@ -417,6 +421,9 @@ __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProdu
   const int n_tiles = blk.n_tiles;
   if (n_tiles == 0) return;  // whole block: past the prefix
 
+  // wgmma swizzles V by absolute address bits: the tiles' offsets are
+  // multiples of 1024 (PrefixWgmmaTiling), so the window must be too.
+  if (tid == 0 && smem_base % 1024 != 0) __trap();
   if (tid == 0)
     for (int st = 0; st < Tl::kStages; ++st) {
       ptx::mbar_init(full_bar + 8 * st, kWgProducerThreads);  // every producer thread, after its copies landed
@@ -484,7 +491,7 @@ __global__ void __launch_bounds__(WgmmaPrefixTiling<Cfg>::kNumThreads + kWgProdu
       const std::uint32_t vs = smem_base + Tl::v_tile_byte(tile % Tl::kStages);
 #pragma unroll
       for (int kk = 0; kk < Tl::kTileTokens / 16; ++kk)
-        Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo), 1);
+        Wgmma<T, Tl::kHead>::mma(o, pa[kk], wgmma_desc(vs + Tl::v_step_byte(kk), Tl::kVLbo, Tl::kVSbo, Tl::kVSwizzleMode), 1);
       ptx::wgmma_commit();
     };
     // Waits for tile `tile` to land, issues S(tile) = Q K(tile)^T.

@@ -259,8 +259,10 @@ TEST_CASE("the prefix kernel's shared tiles hold exactly the K/V elements the mm
 
 namespace {
 // The wgmma tiles: the copy puts every (token, dim) where k_smem_byte /
-// v_smem_byte say, and wgmma's reading of the descriptors (canonical K-major,
-// no swizzle, start = k_step_byte / v_step_byte) lands on the same bytes.
+// v_smem_byte say, wgmma's reading of the descriptors (K-major; K without
+// swizzle, V with the swizzle of its row width; start = k_step_byte /
+// v_step_byte) lands on the same bytes, and every 128-byte line of the V
+// cache lands in one 128-byte span of shared memory (whole-line L2 requests).
 template <class Cfg>
 void check_wgmma_tile_map() {
   using Tl = PrefixWgmmaTiling<Cfg>;
@@ -286,10 +288,18 @@ void check_wgmma_tile_map() {
       REQUIRE(elem(kslot, kb) == g.k_offset(phys[t / Cfg::kBlockSize], kvh, d, t % Cfg::kBlockSize));
       REQUIRE(elem(vslot, vb) == g.v_offset(phys[t / Cfg::kBlockSize], kvh, d, t % Cfg::kBlockSize));
       // S = Q K^T, k16 step d / 16: operand element (k = d % 16, n = t).
-      REQUIRE(Tl::k_step_byte(d / 16) + Tl::canonical_kmajor_byte(d % 16, t, Tl::kKLbo, Tl::kKSbo) == kb);
+      REQUIRE(Tl::kmajor_operand_byte(Tl::k_step_byte(d / 16), d % 16, t, Tl::kKLbo, Tl::kKSbo, 16) == kb);
       // O = P V, k16 step t / 16: operand element (k = t % 16, n = d).
-      REQUIRE(Tl::v_step_byte(t / 16) + Tl::canonical_kmajor_byte(t % 16, d, Tl::kVLbo, Tl::kVSbo) == vb);
+      REQUIRE(Tl::kmajor_operand_byte(Tl::v_step_byte(t / 16), t % 16, d, Tl::kVLbo, Tl::kVSbo, Tl::kVRowBytes) == vb);
     }
+  // The copies' 16-byte chunks, 8 per 128-byte line of a region: one 128-byte span each line.
+  int lines = 0;
+  for (int c = 0; c < Tl::kTileChunks; c += 8, ++lines)
+    for (int i = 1; i < 8; ++i) {
+      REQUIRE(Tl::k_copy_byte(c + i) / 128 == Tl::k_copy_byte(c) / 128);
+      REQUIRE(Tl::v_copy_byte(c + i) / 128 == Tl::v_copy_byte(c) / 128);
+    }
+  REQUIRE(lines == Tl::kTileBytes / 128);
   // The producer warpgroup: thread p copies chunk c0 + p for c0 a
   // multiple of 128, addressed as its own chunk plus a thread-independent
   // constant (head 128: whole passes of 128 chunks per block; head 64 is not launched).

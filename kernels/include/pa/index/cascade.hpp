@@ -240,14 +240,24 @@ PA_HD constexpr int prefix_variant_tile_tokens(int variant, int head_size, int b
 // descriptor), not once per warp as with ldmatrix + mma.sync: a quarter of the
 // shared-memory reads per multiply-add. Q (A of S = Q K^T) and P (A of
 // O = P V) stay in registers, in the same fragment layout as mma.sync's.
-// Shared tiles use wgmma's canonical K-major layout without swizzle: 8 x 8
-// "core matrices" of 128 contiguous bytes (8 rows of 16 bytes, a row = 8
-// consecutive k elements of one n index); LBO = bytes between core matrices
-// adjacent in k, SBO = bytes between core matrices adjacent in n.
-//   K tile (B of S: k = head dim, n = token): [head/8][tile tokens][8 dims];
-//   V tile (B of O: k = token, n = head dim):  [tile tokens/8][head][8 tokens].
-// The cache's K region [head/8][block][8] and V region [head][block] are both
-// rows of 16 bytes, so one 16-byte cp.async per row puts every element in place.
+// Shared tiles use wgmma's K-major layouts (a row = consecutive k elements of
+// one n index; rows of 8 n indices form an atom, SBO = bytes between atoms
+// adjacent in n):
+//   K tile (B of S: k = head dim, n = token): [head/8][tile tokens][8 dims],
+//     without swizzle: 8 x 8 "core matrices" of 8 rows of 16 bytes, LBO =
+//     bytes between core matrices adjacent in k. The cache's K region
+//     [head/8][block][8] is rows of 16 bytes already.
+//   V tile (B of O: k = token, n = head dim): per cache block, the cache's V
+//     region [head][block] as it is, rows of 2 x block bytes (all of a
+//     block's tokens of one dim), under wgmma's swizzle of that row width
+//     (none at 16 bytes, then 32, 64, 128: the 16-byte chunks of a row
+//     XOR-ed with address bits 7 and up, v_swizzle). Rows of the full width
+//     matter to the copy, not to wgmma: a 16-byte cp.async is served in
+//     4-sector L2 requests only if each 128-byte line of the source lands in
+//     one 128-byte span of shared memory, and in one request per 16 bytes
+//     (a whole 32-byte sector each) otherwise. With 16-byte rows (block 16)
+//     the V copy asked L2 for 1.5 times its sectors in 4.5 times the
+//     requests and the prefix kernel was L2-bound (kernels/NOTES.md).
 // Head 128 only: the head-64 instances gave wrong outputs for fp16 on chunks
 // of several tiles on an H100 (kernels/NOTES.md; cause not found), so the
 // planner sends head 64 to the mma.sync kernels.
@@ -283,13 +293,28 @@ struct PrefixWgmmaTiling {
   static constexpr int kTileBytes = kTileTokens * kHead * 2;
   static constexpr int kStageBytes = 2 * kTileBytes;
   static constexpr int kSmemBytes = kQBytes + STAGES * kStageBytes;
-  // Descriptor strides (bytes).
+  static_assert(kQBytes % 1024 == 0 && kTileBytes % 1024 == 0, "K and V tiles 1024-byte aligned (the widest swizzle's period)");
+  // V rows: one cache block's tokens of one dim; a block's region; the
+  // swizzle's period (8 rows), to which every V region is aligned.
+  static constexpr int kVRowBytes = 2 * kBlock;
+  static_assert(kVRowBytes >= 16 && kVRowBytes <= 128, "wgmma swizzles rows of 16 to 128 bytes: block size 8 to 64");
+  static constexpr int kVRegionBytes = kHead * kVRowBytes;
+  static_assert(kVRegionBytes % (8 * kVRowBytes) == 0, "whole swizzle atoms per region");
+  // Descriptor strides (bytes). With a swizzle wgmma takes a k16 step's 32
+  // bytes from within one row, so V's LBO is unused (16, by convention).
   static constexpr int kKLbo = kTileTokens * 16, kKSbo = 128;
-  static constexpr int kVLbo = kHead * 16, kVSbo = 128;
+  static constexpr int kVLbo = kVRowBytes == 16 ? kVRegionBytes : 16, kVSbo = 8 * kVRowBytes;
 
+  // wgmma's swizzle of rows of kVRowBytes: 16-byte chunk bits [4, 4 + s) of a
+  // shared-memory byte address XOR-ed with bits [7, 7 + s), s = log2(row / 16)
+  // (none for 16-byte rows). Applied to addresses relative to a 1024-byte
+  // aligned tile, the same as to the absolute ones wgmma swizzles.
+  PA_HD static constexpr int v_swizzle(int byte) { return byte ^ (((byte >> 7) & (kVRowBytes / 16 - 1)) << 4); }
   // Byte of element (token t, dim d) in a K tile / V tile.
   PA_HD static int k_smem_byte(int t, int d) { return (d / 8) * kKLbo + t * 16 + (d % 8) * 2; }
-  PA_HD static int v_smem_byte(int t, int d) { return (t / 8) * kVLbo + d * 16 + (t % 8) * 2; }
+  PA_HD static int v_smem_byte(int t, int d) {
+    return (t / kBlock) * kVRegionBytes + v_swizzle(d * kVRowBytes + (t % kBlock) * 2);
+  }
   // Copy order: tile chunk c = region chunk `w` of tile block b.
   PA_HD static int tile_block_of_chunk(int c) { return c / kChunksPerBlock; }
   PA_HD static int region_chunk_of(int c) { return c % kChunksPerBlock; }
@@ -315,13 +340,21 @@ struct PrefixWgmmaTiling {
     const int b = c / kChunksPerBlock, w = c % kChunksPerBlock;
     return v_smem_byte(b * kBlock + (w % (kBlock / 8)) * 8, w / (kBlock / 8));
   }
-  // The k16 step kk of a product starts at core-matrix column 2 kk.
+  // The k16 step kk of a product starts at core-matrix column 2 kk (K), at
+  // token 16 kk's region and row offset (V; unswizzled: its column 2 kk).
   PA_HD static int k_step_byte(int kk) { return 2 * kk * kKLbo; }
-  PA_HD static int v_step_byte(int kk) { return 2 * kk * kVLbo; }
-  // How wgmma reads a K-major, unswizzled operand (what the descriptor means):
-  // element (k, n) of the 16 x N operand at start + this byte.
-  PA_HD static int canonical_kmajor_byte(int k, int n, int lbo, int sbo) {
-    return (k / 8) * lbo + (n / 8) * sbo + (n % 8) * 16 + (k % 8) * 2;
+  PA_HD static int v_step_byte(int kk) { return (16 * kk / kBlock) * kVRegionBytes + (16 * kk % kBlock) * 2; }
+  // wgmma's swizzle mode field of V's descriptor (PTX ISA, matrix descriptor:
+  // 0 none, 1 128-byte, 2 64-byte, 3 32-byte).
+  static constexpr int kVSwizzleMode = kVRowBytes == 16 ? 0 : kVRowBytes == 32 ? 3 : kVRowBytes == 64 ? 2 : 1;
+  // How wgmma reads a K-major operand (what the descriptor means): the byte
+  // of element (k, n) of the 16 x N operand whose descriptor starts at
+  // `start`, rows of row_bytes (16: no swizzle, LBO between the two core
+  // matrices of k; wider: the swizzle of that width on the whole address).
+  PA_HD static int kmajor_operand_byte(int start, int k, int n, int lbo, int sbo, int row_bytes) {
+    if (row_bytes == 16) return start + (k / 8) * lbo + (n / 8) * sbo + (n % 8) * 16 + (k % 8) * 2;
+    const int byte = start + (n / 8) * sbo + (n % 8) * row_bytes + k * 2;
+    return byte ^ (((byte >> 7) & (row_bytes / 16 - 1)) << 4);
   }
   PA_HD static int q_smem_elem(int row, int d) { return row * kHead + (d ^ ((row % 8) * 8)); }  // chunk d / 8 XOR row % 8
   PA_HD static int k_tile_byte(int stage) { return kQBytes + stage * kStageBytes; }
