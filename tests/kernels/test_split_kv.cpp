@@ -244,6 +244,12 @@ void check_tile_map() {
       REQUIRE(kb.size() == 8);
       REQUIRE(vb.size() == 8);
     }
+  // The copy keeps each 128-byte line of the cache (8 region chunks) in one
+  // 128-byte span of shared memory, so L2 serves it in whole-line requests.
+  int lines = 0;
+  for (int c = 0; c < Tl::kTileChunks; c += 8, ++lines)
+    for (int i = 1; i < 8; ++i) REQUIRE(Tl::swizzle(c + i) / 8 == Tl::swizzle(c) / 8);
+  REQUIRE(lines == Tl::kTileChunks / 8);
 }
 }  // namespace
 
