@@ -255,9 +255,10 @@ PA_HD constexpr int prefix_variant_tile_tokens(int variant, int head_size, int b
 //     matter to the copy, not to wgmma: a 16-byte cp.async is served in
 //     4-sector L2 requests only if each 128-byte line of the source lands in
 //     one 128-byte span of shared memory, and in one request per 16 bytes
-//     (a whole 32-byte sector each) otherwise. With 16-byte rows (block 16)
-//     the V copy asked L2 for 1.5 times its sectors in 4.5 times the
-//     requests and the prefix kernel was L2-bound (kernels/NOTES.md).
+//     (a whole 32-byte sector each) otherwise. With 16-byte rows at block
+//     16, each V copy took 8 times the requests and twice the sectors, and
+//     the prefix kernel, L2-bound, 4.5 times the requests and 1.5 times the
+//     sectors of its bytes (kernels/NOTES.md).
 // Head 128 only: the head-64 instances gave wrong outputs for fp16 on chunks
 // of several tiles on an H100 (kernels/NOTES.md; cause not found), so the
 // planner sends head 64 to the mma.sync kernels.
