@@ -17,11 +17,12 @@
 // wgmma's K-major layouts (PrefixWgmmaTiling in pa/index/cascade.hpp: K
 // unswizzled, V in rows of a whole cache block under wgmma's swizzle, so that
 // every 128-byte line of the cache lands in one 128-byte span of shared
-// memory and L2 serves the copies in whole-line requests), 4 tile buffers, and hands them over through mbarriers, so no block-wide
-// barrier is left in the loop. Per tile and consumer warpgroup: 8 wgmma
-// m64n64k16 (S, 64 rows x 64 tokens, A = Q from registers), the online softmax
-// in registers while O += P V of the previous tile (4 wgmma m64n128k16, A = P
-// from registers) runs on the tensor cores.
+// memory and L2 serves the copies in whole-line requests), 4 tile buffers,
+// and hands them over through mbarriers, so no block-wide barrier is left in
+// the loop. Per tile and consumer warpgroup: 8 wgmma m64n64k16 (S, 64 rows x
+// 64 tokens, A = Q from registers), the online softmax in registers while
+// O += P V of the previous tile (4 wgmma m64n128k16, A = P from registers)
+// runs on the tensor cores.
 //
 // Ordering: cp.async writes go through the generic proxy and wgmma reads
 // through the async proxy, so the producer fences (fence.proxy.async) its

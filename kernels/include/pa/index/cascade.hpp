@@ -254,8 +254,9 @@ PA_HD constexpr int prefix_variant_tile_tokens(int variant, int head_size, int b
 //     XOR-ed with address bits 7 and up, v_swizzle). Rows of the full width
 //     matter to the copy, not to wgmma: a 16-byte cp.async is served in
 //     4-sector L2 requests only if each 128-byte line of the source lands in
-//     one 128-byte span of shared memory, and in one request per 16 bytes
-//     (a whole 32-byte sector each) otherwise. With 16-byte rows at block
+//     one 128-byte span of shared memory, in one request per sector if only
+//     each 32-byte sector lands in one 32-byte span, and in one request per
+//     16 bytes (a whole sector each) otherwise. With 16-byte rows at block
 //     16, each V copy took 8 times the requests and twice the sectors, and
 //     the prefix kernel, L2-bound, 4.5 times the requests and 1.5 times the
 //     sectors of its bytes (kernels/NOTES.md).
