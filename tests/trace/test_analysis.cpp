@@ -83,6 +83,77 @@ TEST_CASE("global coalescing: sectors vs ideal", "[trace][analysis]") {
   }
 }
 
+namespace {
+// One warp's cp.async of 32 x 16 contiguous source bytes: lane l copies bytes
+// [16 l, 16 l + 16) to shared byte dst(l), recorded as the kernels do (the
+// async_copy, then its shared_store). Returns the copy's request.
+template <class Dst>
+MemoryRequest copy_request(Dst dst, bool record_destination = true) {
+  std::vector<Event> ev;
+  for (int l = 0; l < 32; ++l) {
+    Event c{};
+    c.stage = Stage::optimized;
+    c.step = Step::v_load;
+    c.op = Op::async_copy;
+    c.tensor = Tensor::v_cache;
+    c.lane = static_cast<std::uint16_t>(l);
+    c.logical_block = 3;
+    c.byte_offset = 4096 + 16 * l;
+    c.bytes = 16;
+    ev.push_back(c);
+    if (!record_destination) continue;
+    Event d = c;
+    d.op = Op::shared_store;
+    d.tensor = Tensor::kv_smem;
+    d.seq_in_thread = 1;
+    d.byte_offset = dst(l);
+    ev.push_back(d);
+  }
+  const auto reqs = memory_requests(ev);
+  REQUIRE(reqs.size() == (record_destination ? 2u : 1u));
+  for (const auto& r : reqs)
+    if (!r.shared) return r;
+  FAIL("no cp.async request");
+  return {};
+}
+}  // namespace
+
+// The destinations of the diagnosis in kernels/NOTES.md (cascade change 20),
+// where Nsight Compute counted 32 sectors for the split halves and 16 for the rest.
+TEST_CASE("cp.async: a source sector split across shared memory is delivered once per piece", "[trace][analysis]") {
+  SECTION("in source order: 16 sectors, ideal 16") {
+    const auto r = copy_request([](int l) { return 16 * l; });
+    CHECK(r.sectors == 16);
+    CHECK(r.ideal_sectors == 16);
+  }
+  SECTION("each sector's halves 2 KB apart (rows of 8 tokens): 32 sectors, ideal 16") {
+    const auto r = copy_request([](int l) { return (l % 2) * 2048 + (l / 2) * 16; });
+    CHECK(r.sectors == 32);
+    CHECK(r.ideal_sectors == 16);
+    CHECK(r.efficiency() == 0.5);
+  }
+  SECTION("each sector's halves swapped inside its 32-byte span: 16") {
+    CHECK(copy_request([](int l) { return (l / 2) * 32 + (1 - l % 2) * 16; }).sectors == 16);
+  }
+  SECTION("the 32-byte swizzle: 16") {
+    CHECK(copy_request([](int l) { return (l / 2) * 32 + ((l % 2) ^ ((l / 8) % 2)) * 16; }).sectors == 16);
+  }
+  SECTION("sectors whole, a line's four sectors 1 KB apart: 16 (more requests, not more sectors)") {
+    CHECK(copy_request([](int l) { return ((l / 2) % 4) * 1024 + (l / 8) * 32 + (l % 2) * 16; }).sectors == 16);
+  }
+  SECTION("no destination recorded: the source sectors alone") {
+    CHECK(copy_request([](int) { return 0; }, false).sectors == 16);
+  }
+  SECTION("partial copies: a sector's pieces of 10 and 16 bytes") {
+    const CopyAccess whole[] = {{0, 16, 64}, {16, 10, 80}};
+    CHECK(async_copy_sectors(whole) == 1);
+    const CopyAccess split[] = {{0, 16, 64}, {16, 10, 512}};
+    CHECK(async_copy_sectors(split) == 2);
+    const CopyAccess unknown[] = {{0, 16, -1}, {16, 16, 512}};
+    CHECK(async_copy_sectors(unknown) == 1);
+  }
+}
+
 TEST_CASE("shared memory: bank wavefronts per request", "[trace][analysis]") {
   SECTION("4 B x 32 lanes consecutive: 1 wavefront") {
     auto r = one_request(warp_access(Op::shared_load, Tensor::logits, 4, 0, 4));

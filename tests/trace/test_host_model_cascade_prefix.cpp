@@ -11,6 +11,7 @@
 #include "pa/index/cascade.hpp"
 #include "pa/index/events.hpp"
 #include "pa/core/paged_cache.hpp"
+#include "pa/trace/analysis.hpp"
 #include "pa/trace/host_model.hpp"
 #include "../support/spec_of.hpp"
 
@@ -79,5 +80,14 @@ TEST_CASE("host model: cascade prefix kernel blocks", "[trace][cascade]") {
       CHECK(std::set<std::int64_t>(bytes.begin(), bytes.end()).size() == bytes.size());
       CHECK(bytes.size() % 2 == 0);  // K and V chunks alike
     }
+    // The copies keep each source sector in one 32-byte span of shared memory
+    // (the swizzle stays inside 128-byte lines): delivered sectors = ideal.
+    int copies = 0;
+    for (const MemoryRequest& r : memory_requests(events))
+      if (events[r.events.front()].op == Op::async_copy && is_prefix_block(events[r.events.front()].partition)) {
+        ++copies;
+        CHECK(r.sectors == r.ideal_sectors);
+      }
+    CHECK(copies > 0);
   }
 }

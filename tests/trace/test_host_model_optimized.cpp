@@ -170,7 +170,7 @@ TEST_CASE("stage 8 model, fp16 head 128 block 16, GQA 4:1, 100 tokens, one split
   // Analyses: the swizzle makes every ldmatrix (4 phases of 8 rows) and every
   // cp.async destination conflict-free; the K/V copies are fully coalesced.
   const auto reqs = memory_requests(ev);
-  int ldsm = 0, copies = 0;
+  int ldsm = 0, copies = 0, v_copies = 0;
   for (const auto& r : reqs) {
     const Event& e = ev[r.events.front()];
     if (e.tensor == Tensor::kv_smem) {
@@ -184,11 +184,17 @@ TEST_CASE("stage 8 model, fp16 head 128 block 16, GQA 4:1, 100 tokens, one split
     if (e.op == Op::async_copy && e.tensor == Tensor::k_cache && e.token >= 0 && e.token < 96) {
       ++copies;
       CHECK(r.sectors == r.ideal_sectors);
-      CHECK(r.sectors == 16);  // 32 lanes x 16 contiguous bytes
+      CHECK(r.sectors == 16);  // 32 lanes x 16 contiguous bytes, each sector landing whole
+    }
+    if (e.op == Op::async_copy && e.tensor == Tensor::v_cache && e.token >= 0 && e.token < 96) {
+      ++v_copies;
+      CHECK(r.sectors == r.ideal_sectors);  // V's destinations keep each sector whole too
+      CHECK(r.sectors == 16);
     }
   }
   CHECK(ldsm == 7 * (2 * 4 + 8));
   CHECK(copies > 0);
+  CHECK(v_copies > 0);
 }
 
 TEST_CASE("stage 8 model: bf16 queries with an fp8 cache rescale Q into fp16 after its loads, before the copies",

@@ -82,6 +82,40 @@ WavefrontCount shared_wavefronts(std::span<const LaneAccess> accesses) {
   return w;
 }
 
+int async_copy_sectors(std::span<const CopyAccess> copies) {
+  // Per 32-byte source sector, where in shared memory each lane's piece of it lands.
+  std::map<std::int64_t, std::vector<std::pair<std::int64_t, std::int64_t>>> pieces;  // sector -> [dst begin, end)
+  for (const auto& c : copies) {
+    if (c.bytes <= 0) continue;
+    for (std::int64_t sec = c.global_offset / kSectorBytes; sec <= (c.global_offset + c.bytes - 1) / kSectorBytes;
+         ++sec) {
+      const std::int64_t b = std::max(c.global_offset, sec * kSectorBytes);
+      const std::int64_t e = std::min(c.global_offset + c.bytes, (sec + 1) * kSectorBytes);
+      if (c.shared_offset < 0) {  // destination unknown: the source sector alone
+        pieces[sec].emplace_back(-1, -1);
+        continue;
+      }
+      pieces[sec].emplace_back(c.shared_offset + (b - c.global_offset), c.shared_offset + (e - c.global_offset));
+    }
+  }
+  int sectors = 0;
+  for (const auto& [sec, ps] : pieces) {
+    // One sector when it stays whole: every piece inside one 32-byte span of
+    // shared memory (or a destination unknown); otherwise one per piece.
+    const std::int64_t span = ps.front().first / kSectorBytes;
+    bool whole = true;
+    for (const auto& [b, e] : ps) {
+      if (b < 0) {  // a destination unknown: the source sector alone
+        whole = true;
+        break;
+      }
+      if (b / kSectorBytes != span || (e - 1) / kSectorBytes != span) whole = false;
+    }
+    sectors += whole ? 1 : static_cast<int>(ps.size());
+  }
+  return sectors;
+}
+
 std::vector<MemoryRequest> memory_requests(std::span<const Event> events) {
   // Occurrence numbering needs each lane's events in program order.
   std::vector<std::uint32_t> order;
@@ -95,6 +129,18 @@ std::vector<MemoryRequest> memory_requests(std::span<const Event> events) {
     return std::tie(x.seq, x.head, x.partition, x.warp, x.lane, x.epoch, x.seq_in_thread, a) <
            std::tie(y.seq, y.head, y.partition, y.warp, y.lane, y.epoch, y.seq_in_thread, b);
   });
+
+  // A cp.async's destination: the shared_store the same thread records right
+  // after it (same step, iter and block), as the kernels and host models do.
+  std::unordered_map<std::uint32_t, std::int64_t> copy_dst;  // async_copy event -> shared byte
+  for (std::size_t n = 0; n + 1 < order.size(); ++n) {
+    const Event& c = events[order[n]];
+    const Event& d = events[order[n + 1]];
+    if (c.op == Op::async_copy && d.op == Op::shared_store && d.seq == c.seq && d.head == c.head &&
+        d.partition == c.partition && d.warp == c.warp && d.lane == c.lane && d.epoch == c.epoch && d.step == c.step &&
+        d.iter == c.iter && d.logical_block == c.logical_block)
+      copy_dst[order[n]] = d.byte_offset;
+  }
 
   std::map<RequestKey, MemoryRequest> reqs;
   std::map<std::pair<RequestKey, int>, int> seen;  // (key without occurrence, lane) -> count
@@ -137,6 +183,14 @@ std::vector<MemoryRequest> memory_requests(std::span<const Event> events) {
       const WavefrontCount w = shared_wavefronts(acc);
       r.wavefronts = w.wavefronts;
       r.ideal_wavefronts = w.ideal;
+    } else if (first.op == Op::async_copy) {
+      std::vector<CopyAccess> copies;
+      for (std::uint32_t i : r.events) {
+        const auto dst = copy_dst.find(i);
+        copies.push_back({events[i].byte_offset, events[i].bytes, dst == copy_dst.end() ? -1 : dst->second});
+      }
+      r.sectors = async_copy_sectors(copies);
+      r.ideal_sectors = static_cast<int>((r.unique_bytes + kSectorBytes - 1) / kSectorBytes);
     } else {
       r.sectors = global_sectors(acc);
       r.ideal_sectors = static_cast<int>((r.unique_bytes + kSectorBytes - 1) / kSectorBytes);

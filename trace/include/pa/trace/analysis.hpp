@@ -46,7 +46,8 @@ struct MemoryRequest {
   int max_access_bytes = 0;
   std::int64_t bytes_requested = 0;  // sum over lanes
   std::int64_t unique_bytes = 0;     // distinct bytes (broadcasts count once)
-  // Global: distinct 32-byte sectors touched, and the fewest that could hold
+  // Global: distinct 32-byte sectors touched (a cp.async: the sectors L2
+  // delivers, async_copy_sectors), and the fewest that could hold
   // unique_bytes: ceil(unique_bytes / 32).
   int sectors = 0;
   int ideal_sectors = 0;
@@ -87,6 +88,18 @@ WavefrontCount shared_wavefronts(std::span<const LaneAccess> accesses);
 
 // Distinct 32-byte sectors of a set of byte ranges.
 int global_sectors(std::span<const LaneAccess> accesses);
+
+// The sectors L2 delivers for one warp's cp.async (measured on an H100,
+// kernels/NOTES.md, cascade change 20): a source sector whose pieces all land
+// in one 32-byte span of shared memory is delivered once; otherwise each
+// lane's piece of it is delivered as a whole sector of its own. A copy whose
+// destination is unknown (shared_offset -1) counts its source sectors alone.
+struct CopyAccess {
+  std::int64_t global_offset;
+  int bytes;
+  std::int64_t shared_offset;
+};
+int async_copy_sectors(std::span<const CopyAccess> copies);
 
 // For every event index, the index of its request in `requests`, or -1 (not
 // a memory event). O(events): what a viewer should use per frame.
