@@ -2,12 +2,14 @@
 # Where the cascade prefix kernel's L2 traffic comes from (kernels/NOTES.md,
 # "cascade changes": the prefix is L2-bound, not DRAM-bound): Nsight Compute
 # memory metrics of one launch of the (wgmma) prefix kernel next to stage 8
-# at (64,32,8,8192), which reaches the copy bandwidth. A table last; logs in
-# $OUT/l2.tgz.
+# at (64,32,8,8192), which reaches the copy bandwidth; the requests and
+# sectors the SMs ask L2 for (srcunit_tex) are the ones cascade changes 20-21
+# count. A table last; logs in $OUT/l2.tgz.
 set -u
 source scripts/device/quick_build.sh
 device_bench_setup /tmp/l2
 M=dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_read.sum,lts__t_requests_op_read.sum,\
+lts__t_requests_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read.sum,\
 lts__t_sectors_srcunit_ltcfabric.sum,lts__t_sectors_srcunit_tex.sum,lts__t_sector_op_read_hit_rate.pct,\
 lts__t_sectors_op_write.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed,\
 dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second
