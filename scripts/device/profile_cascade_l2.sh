@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Where the cascade prefix kernel's L2 traffic comes from (kernels/NOTES.md,
-# "cascade changes": the prefix is L2-bound, not DRAM-bound): Nsight Compute
+# "cascade changes": the prefix was L2-bound, not DRAM-bound, until its V
+# copies kept each cache line together): Nsight Compute
 # memory metrics of one launch of the (wgmma) prefix kernel next to stage 8
 # at (64,32,8,8192), which reaches the copy bandwidth; the requests and
 # sectors the SMs ask L2 for (srcunit_tex) are the ones cascade changes 20-21
