@@ -644,3 +644,45 @@ TEST_CASE("stage 8 model: head 64 with an fp8 cache runs 8 warps (a 4 KB step), 
   }
   CHECK(ran == 2);
 }
+
+TEST_CASE("stage 8 model: no cp.async splits a source sector across shared memory (every layout, cache dtype, block)",
+          "[trace][model][optimized][layouts]") {
+  int ran = 0;
+  for (const auto& [dt, hs, bs, heads, kvh] : std::vector<std::tuple<DType, int, int, int, int>>{
+           {DType::f16, 128, 16, 8, 2}, {DType::bf16, 64, 8, 4, 4}, {DType::f16, 80, 32, 16, 1},
+           {DType::bf16, 256, 32, 32, 1}, {DType::f16, 128, 8, 8, 1}})
+    for (const KvDType kv : {KvDType::same, KvDType::fp8_e4m3})
+      for (const KvLayout layout : kAllKvLayouts) {
+        // fp8 caches: vLLM's layout, blocks of 16 and 32.
+        if (kv != KvDType::same && (bs < 16 || layout != KvLayout::vllm)) continue;
+        ProblemSpec s = opt_spec(dt, hs, bs, {4 * bs + 3, 2 * bs}, heads, kvh);
+        s.kv_layout = layout;
+        s.kv_dtype = kv;
+        INFO(s.describe() << " layout " << kv_layout_name(layout));
+        const auto ev = model_events(s, Stage::optimized, {}, splits(1));
+        int copies = 0;
+        for (const MemoryRequest& r : memory_requests(ev)) {
+          if (ev[r.events.front()].op != Op::async_copy) continue;
+          std::vector<LaneAccess> src;
+          for (std::uint32_t i : r.events) src.push_back({ev[i].lane, ev[i].byte_offset, ev[i].bytes});
+          INFO(describe(ev[r.events.front()]));
+          CHECK(r.sectors == global_sectors(src));  // the destinations add no sector
+          ++copies;
+        }
+        CHECK(copies > 0);
+        ++ran;
+      }
+  CHECK(ran == 5 * 3 + 3);
+  // The analysis pairs each copy with its destination in these traces: moving
+  // the odd lanes' destinations 2 KB away splits every whole-copy sector.
+  auto ev = model_events(opt_spec(DType::f16, 128, 16, {64}, 8, 2), Stage::optimized, {}, splits(1));
+  for (Event& e : ev)
+    if (e.op == Op::shared_store && e.tensor == Tensor::kv_smem && e.lane % 2 == 1) e.byte_offset += 2048;
+  int split = 0;
+  for (const MemoryRequest& r : memory_requests(ev))
+    if (ev[r.events.front()].op == Op::async_copy) {
+      CHECK(r.sectors == 2 * r.ideal_sectors);
+      ++split;
+    }
+  CHECK(split > 0);
+}
