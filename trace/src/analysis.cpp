@@ -83,35 +83,31 @@ WavefrontCount shared_wavefronts(std::span<const LaneAccess> accesses) {
 }
 
 int async_copy_sectors(std::span<const CopyAccess> copies) {
-  // Per 32-byte source sector, where in shared memory each lane's piece of it lands.
-  std::map<std::int64_t, std::vector<std::pair<std::int64_t, std::int64_t>>> pieces;  // sector -> [dst begin, end)
+  // Per 32-byte source sector, where in shared memory each lane's piece of it
+  // lands ([begin, end); -1 where the destination is unknown).
+  std::map<std::int64_t, std::vector<std::pair<std::int64_t, std::int64_t>>> pieces;
   for (const auto& c : copies) {
     if (c.bytes <= 0) continue;
     for (std::int64_t sec = c.global_offset / kSectorBytes; sec <= (c.global_offset + c.bytes - 1) / kSectorBytes;
          ++sec) {
-      const std::int64_t b = std::max(c.global_offset, sec * kSectorBytes);
-      const std::int64_t e = std::min(c.global_offset + c.bytes, (sec + 1) * kSectorBytes);
-      if (c.shared_offset < 0) {  // destination unknown: the source sector alone
+      const std::int64_t b = std::max(c.global_offset, sec * kSectorBytes) - c.global_offset;
+      const std::int64_t e = std::min(c.global_offset + c.bytes, (sec + 1) * kSectorBytes) - c.global_offset;
+      if (c.shared_offset < 0)
         pieces[sec].emplace_back(-1, -1);
-        continue;
-      }
-      pieces[sec].emplace_back(c.shared_offset + (b - c.global_offset), c.shared_offset + (e - c.global_offset));
+      else
+        pieces[sec].emplace_back(c.shared_offset + b, c.shared_offset + e);
     }
   }
   int sectors = 0;
   for (const auto& [sec, ps] : pieces) {
-    // One sector when it stays whole: every piece inside one 32-byte span of
-    // shared memory (or a destination unknown); otherwise one per piece.
+    // Delivered once when it stays whole (every piece inside one 32-byte span
+    // of shared memory) or a destination is unknown; otherwise once per piece.
     const std::int64_t span = ps.front().first / kSectorBytes;
-    bool whole = true;
-    for (const auto& [b, e] : ps) {
-      if (b < 0) {  // a destination unknown: the source sector alone
-        whole = true;
-        break;
-      }
-      if (b / kSectorBytes != span || (e - 1) / kSectorBytes != span) whole = false;
-    }
-    sectors += whole ? 1 : static_cast<int>(ps.size());
+    const bool unknown = std::any_of(ps.begin(), ps.end(), [](const auto& p) { return p.first < 0; });
+    const bool whole = std::all_of(ps.begin(), ps.end(), [&](const auto& p) {
+      return p.first / kSectorBytes == span && (p.second - 1) / kSectorBytes == span;
+    });
+    sectors += unknown || whole ? 1 : static_cast<int>(ps.size());
   }
   return sectors;
 }
@@ -183,16 +179,17 @@ std::vector<MemoryRequest> memory_requests(std::span<const Event> events) {
       const WavefrontCount w = shared_wavefronts(acc);
       r.wavefronts = w.wavefronts;
       r.ideal_wavefronts = w.ideal;
-    } else if (first.op == Op::async_copy) {
-      std::vector<CopyAccess> copies;
-      for (std::uint32_t i : r.events) {
-        const auto dst = copy_dst.find(i);
-        copies.push_back({events[i].byte_offset, events[i].bytes, dst == copy_dst.end() ? -1 : dst->second});
-      }
-      r.sectors = async_copy_sectors(copies);
-      r.ideal_sectors = static_cast<int>((r.unique_bytes + kSectorBytes - 1) / kSectorBytes);
     } else {
-      r.sectors = global_sectors(acc);
+      if (first.op == Op::async_copy) {
+        std::vector<CopyAccess> copies;
+        for (std::uint32_t i : r.events) {
+          const auto dst = copy_dst.find(i);
+          copies.push_back({events[i].byte_offset, events[i].bytes, dst == copy_dst.end() ? -1 : dst->second});
+        }
+        r.sectors = async_copy_sectors(copies);
+      } else {
+        r.sectors = global_sectors(acc);
+      }
       r.ideal_sectors = static_cast<int>((r.unique_bytes + kSectorBytes - 1) / kSectorBytes);
     }
     out.push_back(std::move(r));

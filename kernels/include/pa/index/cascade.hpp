@@ -265,6 +265,11 @@ PA_HD constexpr int prefix_variant_tile_tokens(int variant, int head_size, int b
 // planner sends head 64 to the mma.sync kernels.
 PA_HD constexpr bool prefix_wgmma_head_ok(int head_size) { return head_size == 128; }
 
+// wgmma's swizzle of K-major rows of row_bytes (16 to 128): the 16-byte
+// chunk bits [4, 4 + s) of a shared-memory byte address XOR-ed with bits
+// [7, 7 + s), s = log2(row_bytes / 16); none for 16-byte rows.
+PA_HD constexpr int wgmma_swizzle_byte(int byte, int row_bytes) { return byte ^ (((byte >> 7) & (row_bytes / 16 - 1)) << 4); }
+
 template <class Cfg, int TILE_TOKENS = 64, int STAGES = 3, int WARPGROUPS = 2>
 struct PrefixWgmmaTiling {
   static_assert(Cfg::kElemBytes == 2, "the tensor-core prefix kernel is for fp16/bf16");
@@ -307,11 +312,10 @@ struct PrefixWgmmaTiling {
   static constexpr int kKLbo = kTileTokens * 16, kKSbo = 128;
   static constexpr int kVLbo = kVRowBytes == 16 ? kVRegionBytes : 16, kVSbo = 8 * kVRowBytes;
 
-  // wgmma's swizzle of rows of kVRowBytes: 16-byte chunk bits [4, 4 + s) of a
-  // shared-memory byte address XOR-ed with bits [7, 7 + s), s = log2(row / 16)
-  // (none for 16-byte rows). Applied to addresses relative to a 1024-byte
-  // aligned tile, the same as to the absolute ones wgmma swizzles.
-  PA_HD static constexpr int v_swizzle(int byte) { return byte ^ (((byte >> 7) & (kVRowBytes / 16 - 1)) << 4); }
+  // wgmma's swizzle of V's rows (wgmma_swizzle_byte), applied to addresses
+  // relative to a 1024-byte aligned tile, the same as to the absolute ones
+  // wgmma swizzles.
+  PA_HD static constexpr int v_swizzle(int byte) { return wgmma_swizzle_byte(byte, kVRowBytes); }
   // Byte of element (token t, dim d) in a K tile / V tile.
   PA_HD static int k_smem_byte(int t, int d) { return (d / 8) * kKLbo + t * 16 + (d % 8) * 2; }
   PA_HD static int v_smem_byte(int t, int d) {
@@ -355,8 +359,7 @@ struct PrefixWgmmaTiling {
   // matrices of k; wider: the swizzle of that width on the whole address).
   PA_HD static int kmajor_operand_byte(int start, int k, int n, int lbo, int sbo, int row_bytes) {
     if (row_bytes == 16) return start + (k / 8) * lbo + (n / 8) * sbo + (n % 8) * 16 + (k % 8) * 2;
-    const int byte = start + (n / 8) * sbo + (n % 8) * row_bytes + k * 2;
-    return byte ^ (((byte >> 7) & (row_bytes / 16 - 1)) << 4);
+    return wgmma_swizzle_byte(start + (n / 8) * sbo + (n % 8) * row_bytes + k * 2, row_bytes);
   }
   PA_HD static int q_smem_elem(int row, int d) { return row * kHead + (d ^ ((row % 8) * 8)); }  // chunk d / 8 XOR row % 8
   PA_HD static int k_tile_byte(int stage) { return kQBytes + stage * kStageBytes; }
