@@ -46,6 +46,8 @@ TEST_CASE("global coalescing: sectors vs ideal", "[trace][analysis]") {
     CHECK(r.sectors == 16);
     CHECK(r.ideal_sectors == 16);
     CHECK(r.efficiency() == 1.0);
+    CHECK(r.l2_requests == 4);  // one per 128-byte line
+    CHECK(r.ideal_l2_requests == 4);
   }
   SECTION("16 B x 32 lanes starting 16 B into a sector: 17 sectors") {
     auto r = one_request(warp_access(Op::global_load, Tensor::k_cache, 16, 16, 16));
@@ -62,6 +64,8 @@ TEST_CASE("global coalescing: sectors vs ideal", "[trace][analysis]") {
     CHECK(r.sectors == 32);
     CHECK(r.ideal_sectors == 4);
     CHECK(r.efficiency() == 0.125);
+    CHECK(r.l2_requests == 32);  // a line each
+    CHECK(r.ideal_l2_requests == 1);
   }
   SECTION("4 B x 32 lanes, stride 8 B: 8 sectors, ideal 4") {
     auto r = one_request(warp_access(Op::global_load, Tensor::q, 4, 0, 8));
@@ -74,12 +78,20 @@ TEST_CASE("global coalescing: sectors vs ideal", "[trace][analysis]") {
     CHECK(r.unique_bytes == 4);
     CHECK(r.sectors == 1);
     CHECK(r.ideal_sectors == 1);
+    CHECK(r.l2_requests == 1);
+    CHECK(r.ideal_l2_requests == 1);
   }
   SECTION("an access straddling a sector boundary touches 2") {
     auto r = one_request(warp_access(Op::global_store, Tensor::output, 16, 24, 0, 1));
     CHECK(r.store);
     CHECK(r.sectors == 2);
     CHECK(r.ideal_sectors == 1);
+    CHECK(r.l2_requests == 1);  // both sectors in line 0
+  }
+  SECTION("L2 requests: one per distinct 128-byte line, direct calls") {
+    const std::vector<LaneAccess> a = {{0, 120, 16}, {1, 0, 4}, {2, 1000, 8}, {3, 1001, 0}};
+    CHECK(global_l2_requests(a) == 3);  // lines 0, 1 (the straddle) and 7; the empty access none
+    CHECK(global_sectors(a) == 4);      // sectors 0, 3, 4 and 31
   }
 }
 
@@ -119,38 +131,85 @@ MemoryRequest copy_request(Dst dst, bool record_destination = true) {
 }  // namespace
 
 // The destinations of the diagnosis in kernels/NOTES.md (cascade change 20),
-// where Nsight Compute counted 32 sectors for the split halves and 16 for the rest.
-TEST_CASE("cp.async: a source sector split across shared memory is delivered once per piece", "[trace][analysis]") {
-  SECTION("in source order: 16 sectors, ideal 16") {
-    const auto r = copy_request([](int l) { return 16 * l; });
+// as its patches place one block's 16-byte chunks (lane l: chunk l), with what
+// Nsight Compute counted per warp copy: sectors, and requests from the SMs to L2.
+TEST_CASE("cp.async: where the pieces land sets the sectors and L2 requests (the measured layouts)",
+          "[trace][analysis]") {
+  struct Layout {
+    const char* name;
+    std::int64_t (*dst)(int lane);
+    int sectors, l2_requests;
+  };
+  const Layout layouts[] = {
+      {"base: each sector's halves 2 KB apart (rows of 8 tokens)",
+       [](int l) -> std::int64_t { return (l % 2) * 2048 + (l / 2) * 16; }, 32, 32},
+      {"ident: in source order", [](int l) -> std::int64_t { return 16 * l; }, 16, 4},
+      {"swap: each sector's halves swapped inside its 32-byte span",
+       [](int l) -> std::int64_t { return (l / 2) * 32 + (1 - l % 2) * 16; }, 16, 4},
+      {"sw32: the 32-byte swizzle",
+       [](int l) -> std::int64_t { return (l / 2) * 32 + ((l % 2) ^ ((l / 8) % 2)) * 16; }, 16, 4},
+      {"sector: sectors whole, a line's four sectors 1 KB apart",
+       [](int l) -> std::int64_t { return ((l / 2) % 4) * 1024 + (l / 8) * 32 + (l % 2) * 16; }, 16, 16},
+      {"sw128: the 128-byte swizzle, a line over four rows 128 bytes apart",
+       [](int l) -> std::int64_t { return (l / 2) * 128 + ((l % 2) ^ ((l / 2) % 8)) * 16; }, 16, 16},
+  };
+  int ran = 0;
+  for (const Layout& layout : layouts) {
+    INFO(layout.name);
+    const auto r = copy_request(layout.dst);
+    CHECK(r.sectors == layout.sectors);
+    CHECK(r.ideal_sectors == 16);
+    CHECK(r.l2_requests == layout.l2_requests);
+    CHECK(r.ideal_l2_requests == 4);
+    CHECK(r.efficiency() == 16.0 / layout.sectors);
+    ++ran;
+  }
+  CHECK(ran == 6);
+}
+
+TEST_CASE("cp.async: unknown destinations, partial copies and lines split part-way", "[trace][analysis]") {
+  SECTION("no destination recorded: the source sectors and lines alone") {
+    const auto r = copy_request([](int) -> std::int64_t { return 0; }, false);
     CHECK(r.sectors == 16);
-    CHECK(r.ideal_sectors == 16);
-  }
-  SECTION("each sector's halves 2 KB apart (rows of 8 tokens): 32 sectors, ideal 16") {
-    const auto r = copy_request([](int l) { return (l % 2) * 2048 + (l / 2) * 16; });
-    CHECK(r.sectors == 32);
-    CHECK(r.ideal_sectors == 16);
-    CHECK(r.efficiency() == 0.5);
-  }
-  SECTION("each sector's halves swapped inside its 32-byte span: 16") {
-    CHECK(copy_request([](int l) { return (l / 2) * 32 + (1 - l % 2) * 16; }).sectors == 16);
-  }
-  SECTION("the 32-byte swizzle: 16") {
-    CHECK(copy_request([](int l) { return (l / 2) * 32 + ((l % 2) ^ ((l / 8) % 2)) * 16; }).sectors == 16);
-  }
-  SECTION("sectors whole, a line's four sectors 1 KB apart: 16 (more requests, not more sectors)") {
-    CHECK(copy_request([](int l) { return ((l / 2) % 4) * 1024 + (l / 8) * 32 + (l % 2) * 16; }).sectors == 16);
-  }
-  SECTION("no destination recorded: the source sectors alone") {
-    CHECK(copy_request([](int) { return 0; }, false).sectors == 16);
+    CHECK(r.l2_requests == 4);
+    CHECK(r.ideal_l2_requests == 4);
   }
   SECTION("partial copies: a sector's pieces of 10 and 16 bytes") {
     const CopyAccess whole[] = {{0, 16, 64}, {16, 10, 80}};
     CHECK(async_copy_sectors(whole) == 1);
+    CHECK(async_copy_l2_requests(whole) == 1);
     const CopyAccess split[] = {{0, 16, 64}, {16, 10, 512}};
     CHECK(async_copy_sectors(split) == 2);
+    CHECK(async_copy_l2_requests(split) == 2);  // the line split, its one sector split: one per piece
     const CopyAccess unknown[] = {{0, 16, -1}, {16, 16, 512}};
     CHECK(async_copy_sectors(unknown) == 1);
+    CHECK(async_copy_l2_requests(unknown) == 1);
+  }
+  SECTION("a copy of 8 bytes; a zero-byte copy (it only zero-fills) is no piece") {
+    const CopyAccess eight[] = {{200, 8, 1000}};
+    CHECK(async_copy_sectors(eight) == 1);
+    CHECK(async_copy_l2_requests(eight) == 1);
+    const CopyAccess with_zero_fill[] = {{0, 16, 0}, {16, 0, 4096}};
+    CHECK(async_copy_sectors(with_zero_fill) == 1);
+    CHECK(async_copy_l2_requests(with_zero_fill) == 1);
+    CHECK(async_copy_sectors({}) == 0);
+    CHECK(async_copy_l2_requests({}) == 0);
+  }
+  SECTION("one line: three sectors whole in three 1 KB rows, the fourth split: 3 + 2 requests") {
+    std::vector<CopyAccess> c;
+    for (int k = 0; k < 8; ++k) {
+      const int sector = k / 2, half = k % 2;
+      const std::int64_t dst = sector < 3 ? sector * 1024 + half * 16 : 3072 + half * (1024 + 16);
+      c.push_back({16 * k, 16, dst});
+    }
+    CHECK(async_copy_sectors(c) == 5);
+    CHECK(async_copy_l2_requests(c) == 5);
+  }
+  SECTION("one line landing in one 128-byte span in reverse chunk order: 1 request, 4 sectors") {
+    std::vector<CopyAccess> c;
+    for (int k = 0; k < 8; ++k) c.push_back({16 * k, 16, 256 + (7 - k) * 16});
+    CHECK(async_copy_sectors(c) == 4);
+    CHECK(async_copy_l2_requests(c) == 1);
   }
 }
 
@@ -229,6 +288,10 @@ TEST_CASE("request grouping, per-thread counts and traffic", "[trace][analysis]"
     if (!r.shared) {
       CHECK(r.sectors == 4);
       CHECK(r.ideal_sectors == 4);
+      CHECK(r.l2_requests == 1);  // 16 x 8 B = one aligned 128-byte line
+      CHECK(r.ideal_l2_requests == 1);
+    } else {
+      CHECK(r.l2_requests == 0);
     }
     if (r.key.warp == 0 && r.key.iter == 0 && !r.shared) {
       // The two instructions of iter 0 are told apart by their occurrence.
@@ -261,9 +324,23 @@ TEST_CASE("request grouping, per-thread counts and traffic", "[trace][analysis]"
   CHECK(tot.shared_load_requests == 1);
   CHECK(tot.shared_load_wavefronts == 1);
   CHECK(tot.global_sectors == 16);
+  CHECK(tot.global_l2_requests == 4);
+  CHECK(tot.global_ideal_l2_requests == 4);
+  CHECK(tot.global_load_l2_requests == 4);
+  CHECK(tot.global_store_l2_requests == 0);
   CHECK(tot.shared_requests == 1);
   CHECK(tot.shared_load_bytes == 128);
   CHECK(tot.shared_wavefronts == 1);  // broadcast; lanes 0-15 = the first half-warp phase only
   const auto steps = traffic_by_step(ev, reqs);
   REQUIRE(steps.size() == 3);
+  int k_steps = 0;
+  for (const StepTraffic& t : steps)
+    if (t.op == Op::global_load) {
+      CHECK(t.l2_requests == 4);
+      CHECK(t.ideal_l2_requests == 4);
+      ++k_steps;
+    } else {
+      CHECK(t.l2_requests == 0);
+    }
+  CHECK(k_steps == 1);
 }

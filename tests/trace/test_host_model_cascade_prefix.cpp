@@ -40,6 +40,7 @@ TEST_CASE("host model: cascade prefix kernel blocks", "[trace][cascade]") {
       {DType::bf16, 64, 8, 8, 2, 8, {3}, {{{0, 5, 0}}}},                              // one block, GQA 4
       {DType::f16, 256, 32, 2, 1, 96, std::vector<int>(40, 2), {{{37, 1, 0}}}},       // head 256 (32-token tiles, 2 buffers), 80 rows
   };
+  int ran = 0;
   for (const C& c : cases) {
     const ProblemSpec s = cascade_spec(c.dt, c.head, c.block, c.heads, c.kv, c.prefix, c.suffixes);
     INFO(s.describe());
@@ -81,13 +82,17 @@ TEST_CASE("host model: cascade prefix kernel blocks", "[trace][cascade]") {
       CHECK(bytes.size() % 2 == 0);  // K and V chunks alike
     }
     // The copies keep each source sector in one 32-byte span of shared memory
-    // (the swizzle stays inside 128-byte lines): delivered sectors = ideal.
+    // and each line in one 128-byte span (the swizzle stays inside 128-byte
+    // lines): delivered sectors and L2 requests = ideal.
     int copies = 0;
     for (const MemoryRequest& r : memory_requests(events))
       if (events[r.events.front()].op == Op::async_copy && is_prefix_block(events[r.events.front()].partition)) {
         ++copies;
         CHECK(r.sectors == r.ideal_sectors);
+        CHECK(r.l2_requests == r.ideal_l2_requests);
       }
     CHECK(copies > 0);
+    ++ran;
   }
+  CHECK(ran == 3);
 }

@@ -185,11 +185,13 @@ TEST_CASE("stage 8 model, fp16 head 128 block 16, GQA 4:1, 100 tokens, one split
       ++copies;
       CHECK(r.sectors == r.ideal_sectors);
       CHECK(r.sectors == 16);  // 32 lanes x 16 contiguous bytes, each sector landing whole
+      CHECK(r.l2_requests == 4);  // and each 128-byte line in one 128-byte span
     }
     if (e.op == Op::async_copy && e.tensor == Tensor::v_cache && e.token >= 0 && e.token < 96) {
       ++v_copies;
-      CHECK(r.sectors == r.ideal_sectors);  // V's destinations keep each sector whole too
+      CHECK(r.sectors == r.ideal_sectors);  // V's destinations keep each sector and line whole too
       CHECK(r.sectors == 16);
+      CHECK(r.l2_requests == 4);
     }
   }
   CHECK(ldsm == 7 * (2 * 4 + 8));
@@ -645,7 +647,7 @@ TEST_CASE("stage 8 model: head 64 with an fp8 cache runs 8 warps (a 4 KB step), 
   CHECK(ran == 2);
 }
 
-TEST_CASE("stage 8 model: no cp.async splits a source sector across shared memory (every layout, cache dtype, block)",
+TEST_CASE("stage 8 model: no cp.async splits a source sector or line across shared memory (every layout, cache dtype, block)",
           "[trace][model][optimized][layouts]") {
   int ran = 0;
   for (const auto& [dt, hs, bs, heads, kvh] : std::vector<std::tuple<DType, int, int, int, int>>{
@@ -660,21 +662,30 @@ TEST_CASE("stage 8 model: no cp.async splits a source sector across shared memor
         s.kv_dtype = kv;
         INFO(s.describe() << " layout " << kv_layout_name(layout));
         const auto ev = model_events(s, Stage::optimized, {}, splits(1));
-        int copies = 0;
+        int copies = 0, whole_copies = 0;
         for (const MemoryRequest& r : memory_requests(ev)) {
           if (ev[r.events.front()].op != Op::async_copy) continue;
           std::vector<LaneAccess> src;
           for (std::uint32_t i : r.events) src.push_back({ev[i].lane, ev[i].byte_offset, ev[i].bytes});
           INFO(describe(ev[r.events.front()]));
           CHECK(r.sectors == global_sectors(src));  // the destinations add no sector
+          // and no L2 request: each source line lands in one 128-byte span
+          // (the fewest possible where 32 lanes read 512 bytes).
+          CHECK(r.l2_requests == global_l2_requests(src));
+          if (r.bytes_requested == 512) {
+            CHECK(r.l2_requests == r.ideal_l2_requests);
+            ++whole_copies;
+          }
           ++copies;
         }
         CHECK(copies > 0);
+        CHECK(whole_copies > 0);
         ++ran;
       }
   CHECK(ran == 5 * 3 + 3);
   // The analysis pairs each copy with its destination in these traces: moving
-  // the odd lanes' destinations 2 KB away splits every whole-copy sector.
+  // the odd lanes' destinations 2 KB away splits every whole-copy sector, and
+  // every line with it: one request per 16-byte piece.
   auto ev = model_events(opt_spec(DType::f16, 128, 16, {64}, 8, 2), Stage::optimized, {}, splits(1));
   for (Event& e : ev)
     if (e.op == Op::shared_store && e.tensor == Tensor::kv_smem && e.lane % 2 == 1) e.byte_offset += 2048;
@@ -682,6 +693,8 @@ TEST_CASE("stage 8 model: no cp.async splits a source sector across shared memor
   for (const MemoryRequest& r : memory_requests(ev))
     if (ev[r.events.front()].op == Op::async_copy) {
       CHECK(r.sectors == 2 * r.ideal_sectors);
+      CHECK(r.l2_requests == r.lanes);
+      CHECK(r.l2_requests == 8 * r.ideal_l2_requests);
       ++split;
     }
   CHECK(split > 0);

@@ -53,6 +53,15 @@ int global_sectors(std::span<const LaneAccess> accesses) {
   return static_cast<int>(s.size());
 }
 
+int global_l2_requests(std::span<const LaneAccess> accesses) {
+  std::set<std::int64_t> lines;
+  for (const auto& a : accesses) {
+    if (a.bytes <= 0) continue;
+    for (std::int64_t l = a.byte_offset / kLineBytes; l <= (a.byte_offset + a.bytes - 1) / kLineBytes; ++l) lines.insert(l);
+  }
+  return static_cast<int>(lines.size());
+}
+
 WavefrontCount shared_wavefronts(std::span<const LaneAccess> accesses) {
   int width = 0;
   for (const auto& a : accesses) width = std::max(width, a.bytes);
@@ -82,10 +91,15 @@ WavefrontCount shared_wavefronts(std::span<const LaneAccess> accesses) {
   return w;
 }
 
-int async_copy_sectors(std::span<const CopyAccess> copies) {
-  // Per 32-byte source sector, where in shared memory each lane's piece of it
-  // lands ([begin, end); -1 where the destination is unknown).
-  std::map<std::int64_t, std::vector<std::pair<std::int64_t, std::int64_t>>> pieces;
+namespace {
+// Where in shared memory the parts of one source sector land: one [begin, end)
+// per lane's piece of it, or (-1, -1) where the destination is unknown.
+using Pieces = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
+// One warp's cp.async cut into pieces, per 32-byte source sector (in order,
+// so the sectors of one 128-byte line are neighbours).
+std::map<std::int64_t, Pieces> copy_pieces_by_sector(std::span<const CopyAccess> copies) {
+  std::map<std::int64_t, Pieces> pieces;
   for (const auto& c : copies) {
     if (c.bytes <= 0) continue;
     for (std::int64_t sec = c.global_offset / kSectorBytes; sec <= (c.global_offset + c.bytes - 1) / kSectorBytes;
@@ -98,18 +112,47 @@ int async_copy_sectors(std::span<const CopyAccess> copies) {
         pieces[sec].emplace_back(c.shared_offset + b, c.shared_offset + e);
     }
   }
+  return pieces;
+}
+
+// Whether every piece lands inside one aligned span of `span_bytes` of shared
+// memory; a piece whose destination is unknown counts as landing whole.
+bool lands_whole(const Pieces& ps, int span_bytes) {
+  if (std::any_of(ps.begin(), ps.end(), [](const auto& p) { return p.first < 0; })) return true;
+  const std::int64_t span = ps.front().first / span_bytes;
+  return std::all_of(ps.begin(), ps.end(), [&](const auto& p) {
+    return p.first / span_bytes == span && (p.second - 1) / span_bytes == span;
+  });
+}
+
+// The sectors L2 delivers for one source sector: once when it lands whole,
+// otherwise once per piece.
+int sector_deliveries(const Pieces& ps) { return lands_whole(ps, kSectorBytes) ? 1 : static_cast<int>(ps.size()); }
+}  // namespace
+
+int async_copy_sectors(std::span<const CopyAccess> copies) {
   int sectors = 0;
-  for (const auto& [sec, ps] : pieces) {
-    // Delivered once when it stays whole (every piece inside one 32-byte span
-    // of shared memory) or a destination is unknown; otherwise once per piece.
-    const std::int64_t span = ps.front().first / kSectorBytes;
-    const bool unknown = std::any_of(ps.begin(), ps.end(), [](const auto& p) { return p.first < 0; });
-    const bool whole = std::all_of(ps.begin(), ps.end(), [&](const auto& p) {
-      return p.first / kSectorBytes == span && (p.second - 1) / kSectorBytes == span;
-    });
-    sectors += unknown || whole ? 1 : static_cast<int>(ps.size());
-  }
+  for (const auto& [sec, ps] : copy_pieces_by_sector(copies)) sectors += sector_deliveries(ps);
   return sectors;
+}
+
+int async_copy_l2_requests(std::span<const CopyAccess> copies) {
+  constexpr int kSectorsPerLine = kLineBytes / kSectorBytes;
+  const auto by_sector = copy_pieces_by_sector(copies);
+  int requests = 0;
+  for (auto it = by_sector.begin(); it != by_sector.end();) {
+    // One line's sectors: one request when the line lands whole, otherwise one
+    // per sector delivered (a sector's own request, or one per piece).
+    const std::int64_t line = it->first / kSectorsPerLine;
+    Pieces line_pieces;
+    int deliveries = 0;
+    for (; it != by_sector.end() && it->first / kSectorsPerLine == line; ++it) {
+      line_pieces.insert(line_pieces.end(), it->second.begin(), it->second.end());
+      deliveries += sector_deliveries(it->second);
+    }
+    requests += lands_whole(line_pieces, kLineBytes) ? 1 : deliveries;
+  }
+  return requests;
 }
 
 std::vector<MemoryRequest> memory_requests(std::span<const Event> events) {
@@ -187,10 +230,13 @@ std::vector<MemoryRequest> memory_requests(std::span<const Event> events) {
           copies.push_back({events[i].byte_offset, events[i].bytes, dst == copy_dst.end() ? -1 : dst->second});
         }
         r.sectors = async_copy_sectors(copies);
+        r.l2_requests = async_copy_l2_requests(copies);
       } else {
         r.sectors = global_sectors(acc);
+        r.l2_requests = global_l2_requests(acc);
       }
       r.ideal_sectors = static_cast<int>((r.unique_bytes + kSectorBytes - 1) / kSectorBytes);
+      r.ideal_l2_requests = static_cast<int>((r.unique_bytes + kLineBytes - 1) / kLineBytes);
     }
     out.push_back(std::move(r));
   }
@@ -264,6 +310,8 @@ std::vector<StepTraffic> traffic_by_step(std::span<const Event> events, const st
     t.unique_bytes += r.unique_bytes;
     t.sectors += r.sectors;
     t.ideal_sectors += r.ideal_sectors;
+    t.l2_requests += r.l2_requests;
+    t.ideal_l2_requests += r.ideal_l2_requests;
     t.wavefronts += r.wavefronts;
     t.ideal_wavefronts += r.ideal_wavefronts;
   }
@@ -294,8 +342,11 @@ TrafficTotals traffic_totals(std::span<const Event> events, const std::vector<Me
       ++t.global_requests;
       t.global_sectors += r.sectors;
       t.global_ideal_sectors += r.ideal_sectors;
+      t.global_l2_requests += r.l2_requests;
+      t.global_ideal_l2_requests += r.ideal_l2_requests;
       (r.store ? t.global_store_requests : t.global_load_requests) += 1;
       (r.store ? t.global_store_sectors : t.global_load_sectors) += r.sectors;
+      (r.store ? t.global_store_l2_requests : t.global_load_l2_requests) += r.l2_requests;
     }
   }
   return t;

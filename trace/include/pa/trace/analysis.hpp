@@ -1,7 +1,7 @@
 // Analyses derived from trace events: how well each warp-level memory
-// request coalesces (32-byte sectors vs the fewest possible), how many
-// shared-memory wavefronts it needs (bank conflicts), per-thread access
-// counts, and bytes moved per step. The model is documented in
+// request coalesces (32-byte sectors and L2 requests vs the fewest possible),
+// how many shared-memory wavefronts it needs (bank conflicts), per-thread
+// access counts, and bytes moved per step. The model is documented in
 // trace/ANALYSIS.md and compared with Nsight Compute in trace/NOTES.md.
 //
 // Request key: the events of one warp that one instruction issues. Lanes of a
@@ -21,6 +21,7 @@
 namespace pa::trace {
 
 inline constexpr int kSectorBytes = 32;
+inline constexpr int kLineBytes = 128;  // an L2 request carries up to the 4 sectors of one line
 inline constexpr int kSmemBanks = 32;
 inline constexpr int kSmemBankBytes = 4;
 inline constexpr int kWavefrontBytes = kSmemBanks * kSmemBankBytes;  // 128
@@ -51,6 +52,11 @@ struct MemoryRequest {
   // unique_bytes: ceil(unique_bytes / 32).
   int sectors = 0;
   int ideal_sectors = 0;
+  // Global: the requests the SM sends to L2 for them (a cp.async:
+  // async_copy_l2_requests; other accesses: global_l2_requests), and the
+  // fewest 128-byte lines that could hold unique_bytes: ceil(unique_bytes / 128).
+  int l2_requests = 0;
+  int ideal_l2_requests = 0;
   // Shared: wavefronts the bank model needs, and the fewest for these bytes
   // (see shared_wavefronts()).
   int wavefronts = 0;
@@ -89,17 +95,31 @@ WavefrontCount shared_wavefronts(std::span<const LaneAccess> accesses);
 // Distinct 32-byte sectors of a set of byte ranges.
 int global_sectors(std::span<const LaneAccess> accesses);
 
-// The sectors L2 delivers for one warp's cp.async (measured on an H100,
-// kernels/NOTES.md, cascade change 20): a source sector whose pieces all land
-// in one 32-byte span of shared memory is delivered once; otherwise each
-// lane's piece of it is delivered as a whole sector of its own. A copy whose
-// destination is unknown (shared_offset -1) counts its source sectors alone.
+// The L2 requests of one warp's ordinary global loads or stores: one per
+// distinct 128-byte line touched (an L1 request to L2 carries up to the four
+// sectors of one line). The textbook model, not measured in this lab: it
+// assumes no access hits in L1.
+int global_l2_requests(std::span<const LaneAccess> accesses);
+
+// One warp's cp.async, lane by lane: the global bytes read and the shared
+// byte they land at (-1: unknown). Where the bytes land decides how L2 serves
+// them (measured on an H100, kernels/NOTES.md, cascade change 20); a piece is
+// the part of one lane's copy inside one 32-byte source sector.
 struct CopyAccess {
   std::int64_t global_offset;
   int bytes;
   std::int64_t shared_offset;
 };
+// The sectors L2 delivers: a source sector whose pieces all land in one
+// 32-byte span of shared memory is delivered once; otherwise each piece is
+// delivered as a whole sector of its own.
 int async_copy_sectors(std::span<const CopyAccess> copies);
+// The requests L2 receives, per 128-byte source line: one when all its pieces
+// land in one 128-byte span of shared memory (in any order inside it);
+// otherwise, per sector of the line, one when the sector's pieces land in one
+// 32-byte span, else one per piece. A copy whose destination is unknown counts
+// as landing whole, in both functions (its source sectors and lines alone).
+int async_copy_l2_requests(std::span<const CopyAccess> copies);
 
 // For every event index, the index of its request in `requests`, or -1 (not
 // a memory event). O(events): what a viewer should use per frame.
@@ -115,8 +135,8 @@ struct ThreadCounts {
 };
 std::vector<ThreadCounts> per_thread_counts(std::span<const Event> events);
 
-// Traffic per (stage, step, op, tensor): events, bytes, requests, sectors and
-// wavefronts (requests from memory_requests()).
+// Traffic per (stage, step, op, tensor): events, bytes, requests, sectors, L2
+// requests and wavefronts (requests from memory_requests()).
 struct StepTraffic {
   Stage stage = Stage::q_to_smem;
   Step step = Step::q_load;
@@ -125,6 +145,7 @@ struct StepTraffic {
   std::int64_t events = 0, bytes = 0, unique_bytes = 0;
   std::int64_t requests = 0;
   std::int64_t sectors = 0, ideal_sectors = 0;
+  std::int64_t l2_requests = 0, ideal_l2_requests = 0;
   std::int64_t wavefronts = 0, ideal_wavefronts = 0;
 };
 std::vector<StepTraffic> traffic_by_step(std::span<const Event> events,
@@ -136,10 +157,11 @@ struct TrafficTotals {
   std::int64_t shared_load_bytes = 0, shared_store_bytes = 0;
   // Loads and stores together:
   std::int64_t global_requests = 0, global_sectors = 0, global_ideal_sectors = 0;
+  std::int64_t global_l2_requests = 0, global_ideal_l2_requests = 0;
   std::int64_t shared_requests = 0, shared_wavefronts = 0, shared_ideal_wavefronts = 0;
   // Split by direction (what Nsight Compute reports per op):
-  std::int64_t global_load_requests = 0, global_load_sectors = 0;
-  std::int64_t global_store_requests = 0, global_store_sectors = 0;
+  std::int64_t global_load_requests = 0, global_load_sectors = 0, global_load_l2_requests = 0;
+  std::int64_t global_store_requests = 0, global_store_sectors = 0, global_store_l2_requests = 0;
   std::int64_t shared_load_requests = 0, shared_load_wavefronts = 0;
   std::int64_t shared_store_requests = 0, shared_store_wavefronts = 0;
 };
