@@ -120,27 +120,33 @@ trace::Selection parse_selection(const std::string& text, const ProblemSpec& spe
 void print_summary(const trace::TraceData& d) {
   using namespace trace;
   const auto reqs = memory_requests(d.events);
-  std::printf("%-18s %-13s %-12s %8s %10s %8s %9s %8s %9s\n", "step", "op", "tensor", "events", "bytes", "requests",
-              "sectors", "ideal", "wavefronts");
+  // "ideal" is the sectors' for global rows, the wavefronts' for shared rows;
+  // L2 req / L2 ideal: the global requests' L2 requests and the fewest lines.
+  std::printf("%-18s %-13s %-12s %8s %10s %8s %9s %8s %8s %8s %10s\n", "step", "op", "tensor", "events", "bytes",
+              "requests", "sectors", "ideal", "L2 req", "L2 ideal", "wavefronts");
   for (const auto& t : traffic_by_step(d.events, reqs)) {
     if (t.op == Op::barrier) continue;
-    std::printf("%-18s %-13s %-12s %8lld %10lld %8lld %9lld %8lld %9lld\n", to_string(t.step), to_string(t.op),
+    std::printf("%-18s %-13s %-12s %8lld %10lld %8lld %9lld %8lld %8lld %8lld %10lld\n", to_string(t.step), to_string(t.op),
                 to_string(t.tensor), static_cast<long long>(t.events), static_cast<long long>(t.bytes),
                 static_cast<long long>(t.requests),
                 static_cast<long long>(t.op == Op::global_load || t.op == Op::global_store || t.op == Op::async_copy ? t.sectors : 0),
                 static_cast<long long>(t.op == Op::shared_load || t.op == Op::shared_store ? t.ideal_wavefronts
                                                                                            : t.ideal_sectors),
+                static_cast<long long>(t.l2_requests), static_cast<long long>(t.ideal_l2_requests),
                 static_cast<long long>(t.wavefronts));
   }
   const auto tot = traffic_totals(d.events, reqs);
   auto ll = [](std::int64_t v) { return static_cast<long long>(v); };
   std::printf("totals: global ld %lld requests %lld sectors; global st %lld requests %lld sectors "
               "(all: %lld sectors, ideal %lld)\n"
+              "        L2 requests: global ld %lld, st %lld (all: %lld, fewest %lld)\n"
               "        shared ld %lld requests %lld wavefronts; shared st %lld requests %lld wavefronts "
               "(all: %lld wavefronts, ideal %lld)\n"
               "        bytes: global ld %lld st %lld, shared ld %lld st %lld\n",
               ll(tot.global_load_requests), ll(tot.global_load_sectors), ll(tot.global_store_requests),
               ll(tot.global_store_sectors), ll(tot.global_sectors), ll(tot.global_ideal_sectors),
+              ll(tot.global_load_l2_requests), ll(tot.global_store_l2_requests), ll(tot.global_l2_requests),
+              ll(tot.global_ideal_l2_requests),
               ll(tot.shared_load_requests), ll(tot.shared_load_wavefronts), ll(tot.shared_store_requests),
               ll(tot.shared_store_wavefronts), ll(tot.shared_wavefronts), ll(tot.shared_ideal_wavefronts),
               ll(tot.global_load_bytes), ll(tot.global_store_bytes), ll(tot.shared_load_bytes),

@@ -85,6 +85,7 @@ TEST_CASE("Focus, who_touches and steps_of_thread on the host-model QK trace", "
     CHECK(r.global());
     CHECK(r.lanes == 32);
     CHECK(r.sectors == r.ideal_sectors);
+    CHECK(r.l2_requests == r.ideal_l2_requests);
     CHECK(r.events.size() == 32);
   }
 }

@@ -69,7 +69,8 @@ TEST_CASE("new tensors get their own colours; new ops their names", "[viewer][st
 
 TEST_CASE("cp.async and atomics are global requests (sectors); kv_smem stores are shared (wavefronts)", "[viewer][stages]") {
   std::vector<Event> v;
-  // A warp's cp.async of 32 x 16 contiguous bytes: 16 sectors, ideal 16.
+  // A warp's cp.async of 32 x 16 contiguous bytes: 16 sectors, ideal 16; 4 L2
+  // requests (one per 128-byte line; no destination recorded), ideal 4.
   for (int l = 0; l < 32; ++l) v.push_back(ev(0, l, Step::k_load, Op::async_copy, Tensor::k_cache, 4096 + 16 * l, 16, 0));
   std::vector<std::uint32_t> idx;
   for (std::uint32_t i = 0; i < v.size(); ++i) idx.push_back(i);
@@ -79,6 +80,8 @@ TEST_CASE("cp.async and atomics are global requests (sectors); kv_smem stores ar
   CHECK_FALSE(reqs[0].shared());
   CHECK(reqs[0].sectors == 16);
   CHECK(reqs[0].ideal_sectors == 16);
+  CHECK(reqs[0].l2_requests == 4);
+  CHECK(reqs[0].ideal_l2_requests == 4);
   // The same bytes stored to kv_smem with a 256-byte row stride: lanes 0, 2, 4...
   // share banks -> more wavefronts than the ideal.
   std::vector<Event> w;

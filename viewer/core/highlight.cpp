@@ -86,6 +86,8 @@ std::vector<Request> requests_of_step(const std::vector<trace::Event>& ev, std::
     r.bytes = m.unique_bytes;
     r.sectors = m.sectors;
     r.ideal_sectors = m.ideal_sectors;
+    r.l2_requests = m.l2_requests;
+    r.ideal_l2_requests = m.ideal_l2_requests;
     r.wavefronts = m.wavefronts;
     r.ideal_wavefronts = m.ideal_wavefronts;
     for (std::uint32_t k : m.events) r.events.push_back(step_events[k]);

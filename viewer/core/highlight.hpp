@@ -1,7 +1,7 @@
 // Highlight and filter sets: what a selected thread, warp or memory element
 // touches and when; the memory requests of a replay step with their 32-byte
-// sectors (global) or bank wavefronts (shared) against the ideal; the colour
-// of each thread.
+// sectors and L2 requests (global) or bank wavefronts (shared) against the
+// ideal; the colour of each thread.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -87,6 +87,8 @@ struct Request {
   std::int64_t bytes = 0;        // unique bytes touched
   int sectors = 0;               // global: distinct 32-byte sectors
   int ideal_sectors = 0;         // ceil(unique bytes / 32)
+  int l2_requests = 0;           // global: requests to L2 (up to one 128-byte line each)
+  int ideal_l2_requests = 0;     // ceil(unique bytes / 128)
   int wavefronts = 0;            // shared: bank wavefronts
   int ideal_wavefronts = 0;      // per active phase: max(1, ceil(unique bytes / 128))
   std::vector<std::uint32_t> events;  // indices into the trace's events

@@ -39,7 +39,7 @@ void draw_colour_key(AppState& s) {
     key.swatch(dimmed(tensor_color(trace::Tensor::kv_smem), palette::earlier_dim), "stored at an earlier step (K/V tiles)");
     key.swatch(palette::word_even, "bank rows (shared) / sectors (global), alternating");
     key.framed(palette::word_even, palette::atomic_frame, "an atomic's word");
-    ImGui::TextDisabled("requests (global: sectors; shared: bank wavefronts)");
+    ImGui::TextDisabled("requests (global: sectors, L2 requests; shared: bank wavefronts)");
     key.words(palette::at_ideal, "8 / 8", "cost at the ideal");
     key.words(palette::over_ideal, "16 / 8", "over the ideal: wasted sectors or a bank conflict");
     key.swatch(palette::sector_fetched, "a sector the request fetches");

@@ -1,6 +1,7 @@
 // The memory requests of the current step, one per warp instruction:
-// global requests with the 32-byte sectors they touch against the ideal
-// (perfect coalescing), shared requests with their bank wavefronts.
+// global requests with the 32-byte sectors they touch and the requests they
+// send to L2, each against the ideal (perfect coalescing), shared requests
+// with their bank wavefronts.
 #include <cmath>
 #include <imgui.h>
 
@@ -20,14 +21,17 @@ void draw_requests_panel(AppState& s) {
     return;
   }
   ImGui::TextWrapped("One row per warp instruction. Global: 32-byte sectors fetched / the fewest that hold the "
-                     "bytes. Shared: wavefronts (bank passes) / the fewest.");
-  if (ImGui::BeginTable("##reqs", 5, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_ScrollY |
+                     "bytes, and L2 requests / the fewest. An L2 request is one ask from the SM to the L2 cache, "
+                     "for up to the four sectors of one 128-byte line. Shared: wavefronts (bank passes) / the "
+                     "fewest.");
+  if (ImGui::BeginTable("##reqs", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_ScrollY |
                                          ImGuiTableFlags_SizingStretchProp)) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("w");
     ImGui::TableSetupColumn("access");
     ImGui::TableSetupColumn("lanes x B");
     ImGui::TableSetupColumn("cost/ideal");
+    ImGui::TableSetupColumn("L2");
     ImGui::TableSetupColumn("sectors", ImGuiTableColumnFlags_WidthStretch, 2.0f);
     ImGui::TableHeadersRow();
     for (const Request& r : reqs) {
@@ -45,9 +49,28 @@ void draw_requests_panel(AppState& s) {
       ImGui::TableNextColumn();
       ImGui::Text("%d x %d", r.lanes, r.access_bytes);
       ImGui::TableNextColumn();
-      const int cost = r.global() ? r.sectors : r.wavefronts;
-      const int ideal = r.global() ? r.ideal_sectors : r.ideal_wavefronts;
-      ImGui::TextColored(cost > ideal ? ImVec4(1, 0.55f, 0.4f, 1) : ImVec4(0.5f, 0.9f, 0.55f, 1), "%d / %d", cost, ideal);
+      auto cost_text = [](int cost, int ideal) {
+        const Rgba c = cost > ideal ? palette::over_ideal : palette::at_ideal;
+        ImGui::TextColored(ImVec4(c.r, c.g, c.b, c.a), "%d / %d", cost, ideal);
+      };
+      if (r.global()) {
+        cost_text(r.sectors, r.ideal_sectors);
+        if (ImGui::IsItemHovered())
+          ImGui::SetTooltip("%d sector%s of 32 B (fewest %d)", r.sectors, r.sectors == 1 ? "" : "s", r.ideal_sectors);
+      } else {
+        cost_text(r.wavefronts, r.ideal_wavefronts);
+        if (ImGui::IsItemHovered())
+          ImGui::SetTooltip("%d wavefront%s (fewest %d)", r.wavefronts, r.wavefronts == 1 ? "" : "s", r.ideal_wavefronts);
+      }
+      ImGui::TableNextColumn();
+      if (r.global()) {
+        cost_text(r.l2_requests, r.ideal_l2_requests);
+        if (ImGui::IsItemHovered())
+          ImGui::SetTooltip("L2 requests %d (fewest %d): one per 128-byte line the warp reads or writes;\n"
+                            "a cp.async whose line lands split across shared memory costs one per sector,\n"
+                            "or one per 16-byte piece where a sector splits (trace/ANALYSIS.md)",
+                            r.l2_requests, r.ideal_l2_requests);
+      }
       ImGui::TableNextColumn();
       // Picture: the sectors from the lowest to the highest touched, lit if fetched.
       if (r.global()) {

@@ -47,7 +47,7 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
     std::snprintf(detail, sizeof detail, "%s, %d B = %d words, %d bank row%s%s", b.what, b.bytes, g.words, g.rows(),
                   g.rows() == 1 ? "" : "s", b.base > 0 ? (", from byte " + std::to_string(b.base)).c_str() : "");
   title_with_detail(s, b.title, detail);
-  // This step's requests on this buffer: bank conflicts (shared), sectors (global).
+  // This step's requests on this buffer: bank conflicts (shared), sectors and L2 requests (global).
   std::vector<std::uint32_t> mine;
   for (std::uint32_t i : cur)
     if (s.events[i].tensor == b.tensor) mine.push_back(i);
@@ -55,9 +55,11 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
     int shown = 0;
     for (const Request& r : requests_of_step(s.events, mine)) {
       if (r.global())
-        ImGui::TextColored(r.sectors > r.ideal_sectors ? ImVec4(1, 0.55f, 0.4f, 1) : ImVec4(0.5f, 0.9f, 0.55f, 1),
-                           "  warp %d %s: %d lane%s x %d B, %d sector%s (ideal %d)", r.warp, access_verb(r.op), r.lanes,
-                           r.lanes == 1 ? "" : "s", r.access_bytes, r.sectors, r.sectors == 1 ? "" : "s", r.ideal_sectors);
+        ImGui::TextColored(r.sectors > r.ideal_sectors || r.l2_requests > r.ideal_l2_requests ? ImVec4(1, 0.55f, 0.4f, 1)
+                                                                                               : ImVec4(0.5f, 0.9f, 0.55f, 1),
+                           "  warp %d %s: %d lane%s x %d B, %d sector%s (ideal %d), L2 requests %d (fewest %d)", r.warp,
+                           access_verb(r.op), r.lanes, r.lanes == 1 ? "" : "s", r.access_bytes, r.sectors,
+                           r.sectors == 1 ? "" : "s", r.ideal_sectors, r.l2_requests, r.ideal_l2_requests);
       else
         ImGui::TextColored(r.wavefronts > r.ideal_wavefronts ? ImVec4(1, 0.55f, 0.4f, 1) : ImVec4(0.5f, 0.9f, 0.55f, 1),
                            "  warp %d %s: %d lanes x %d B, %d wavefront%s (ideal %d)%s", r.warp, access_verb(r.op), r.lanes,
