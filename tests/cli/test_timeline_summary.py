@@ -17,22 +17,24 @@ SCRIPT = os.path.join(ROOT, "scripts", "timeline_summary.py")
 PA_LAB = None
 
 
-def span(name, kernel, ts, dur, block=0, warp=0):
-    return {"name": name, "cat": "cascade_merge," + kernel, "ph": "X", "ts": ts, "dur": dur, "pid": 1, "tid": 1,
+def span(name, kernel, ts, dur, block=0, warp=0, pid=1):
+    return {"name": name, "cat": "cascade_merge," + kernel, "ph": "X", "ts": ts, "dur": dur, "pid": pid, "tid": 1,
             "args": {"block": block, "warp": warp, "iter": -1, "cycles": 1}}
 
 
 # Two kernels, three warps, times in microseconds from 10.0: warp (main, 0, 0)
-# ends at 12.0, (main, 0, 1) at 14.0, (reduce, 0, 0) at 20.0.
+# ends at 12.0, (main, 0, 1) at 14.0, (reduce, 0, 0) at 20.0. Warp (main, 0, 1)
+# ran on SM 5 (process 2), the others on SM 0.
 FIXTURE = {
     "displayTimeUnit": "ns",
     "otherData": {"source": "test GPU", "stage": "cascade_merge", "revision": "abc1234", "problem": "p",
                   "launch": "l", "untimed_ns": 8000, "timed_ns": 10000},
     "traceEvents": [
         {"name": "process_name", "ph": "M", "ts": 0, "pid": 1, "tid": 1, "args": {"name": "SM 0"}},
+        {"name": "process_name", "ph": "M", "ts": 0, "pid": 2, "tid": 9, "args": {"name": "SM 5"}},
         span("qk", "main", 10.0, 1.0),
         span("lv", "main", 11.0, 1.0),
-        span("qk", "main", 10.5, 3.5, warp=1),
+        span("qk", "main", 10.5, 3.5, warp=1, pid=2),
         span("merge", "reduce", 18.0, 2.0),
     ],
 }
@@ -60,6 +62,11 @@ class Fixture(unittest.TestCase):
         self.assertEqual((t["untimed_us"], t["timed_us"], t["overhead_pct"]), (8.0, 10.0, 25.0))
         self.assertEqual(t["window_us"], 10.0)  # 10.0 .. 20.0
         self.assertEqual((t["first_warp_end_us"], t["median_warp_end_us"], t["last_warp_end_us"]), (2.0, 4.0, 10.0))
+        # SM 0 ran block 0 of both kernels (10.0 .. 20.0), SM 5 block 0 of main (10.5 .. 14.0).
+        self.assertEqual(s["sms"], [{"file": "fix", "sm": 0, "blocks": 2, "first_start_us": 0.0, "last_end_us": 10.0},
+                                    {"file": "fix", "sm": 5, "blocks": 1, "first_start_us": 0.5, "last_end_us": 4.0}])
+        self.assertEqual((t["sms"], t["first_sm_end_us"], t["median_sm_end_us"], t["last_sm_end_us"]),
+                         (2, 4.0, 10.0, 10.0))
         kernels = {k["kernel"]: (k["first_start_us"], k["last_end_us"]) for k in s["kernels"]}
         self.assertEqual(kernels, {"main": (0.0, 4.0), "reduce": (8.0, 10.0)})
         phases = {(p["kernel"], p["phase"]): (p["spans"], p["mean_us"], p["share_pct"]) for p in s["phases"]}
