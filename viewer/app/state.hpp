@@ -413,6 +413,9 @@ bool timeline_panel_shown(const AppState& s);
 ImU32 col(Rgba c, float alpha = 1.0f);
 ImU32 dim_col(Rgba c, float amount);  // towards the background
 Rgba dimmed(Rgba c, float amount);    // the same colour, as Rgba
+// A request's cost against its ideal (sectors, L2 requests, wavefronts): the
+// text colour, palette::over_ideal when over it, else palette::at_ideal.
+ImVec4 cost_colour(int cost, int ideal);
 void help_marker(const char* text);
 void section_title(AppState& s, const char* text);
 // A bold title and, after it, a detail in the disabled colour, wrapped at

@@ -49,10 +49,7 @@ void draw_requests_panel(AppState& s) {
       ImGui::TableNextColumn();
       ImGui::Text("%d x %d", r.lanes, r.access_bytes);
       ImGui::TableNextColumn();
-      auto cost_text = [](int cost, int ideal) {
-        const Rgba c = cost > ideal ? palette::over_ideal : palette::at_ideal;
-        ImGui::TextColored(ImVec4(c.r, c.g, c.b, c.a), "%d / %d", cost, ideal);
-      };
+      auto cost_text = [](int cost, int ideal) { ImGui::TextColored(cost_colour(cost, ideal), "%d / %d", cost, ideal); };
       if (r.global()) {
         cost_text(r.sectors, r.ideal_sectors);
         if (ImGui::IsItemHovered())

@@ -55,13 +55,13 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
     int shown = 0;
     for (const Request& r : requests_of_step(s.events, mine)) {
       if (r.global())
-        ImGui::TextColored(r.sectors > r.ideal_sectors || r.l2_requests > r.ideal_l2_requests ? ImVec4(1, 0.55f, 0.4f, 1)
-                                                                                               : ImVec4(0.5f, 0.9f, 0.55f, 1),
+        ImGui::TextColored(r.l2_requests > r.ideal_l2_requests ? cost_colour(r.l2_requests, r.ideal_l2_requests)
+                                                               : cost_colour(r.sectors, r.ideal_sectors),
                            "  warp %d %s: %d lane%s x %d B, %d sector%s (ideal %d), L2 requests %d (fewest %d)", r.warp,
                            access_verb(r.op), r.lanes, r.lanes == 1 ? "" : "s", r.access_bytes, r.sectors,
                            r.sectors == 1 ? "" : "s", r.ideal_sectors, r.l2_requests, r.ideal_l2_requests);
       else
-        ImGui::TextColored(r.wavefronts > r.ideal_wavefronts ? ImVec4(1, 0.55f, 0.4f, 1) : ImVec4(0.5f, 0.9f, 0.55f, 1),
+        ImGui::TextColored(cost_colour(r.wavefronts, r.ideal_wavefronts),
                            "  warp %d %s: %d lanes x %d B, %d wavefront%s (ideal %d)%s", r.warp, access_verb(r.op), r.lanes,
                            r.access_bytes, r.wavefronts, r.wavefronts == 1 ? "" : "s", r.ideal_wavefronts,
                            r.wavefronts > r.ideal_wavefronts ? "  bank conflict" : "");
