@@ -415,7 +415,8 @@ ImU32 dim_col(Rgba c, float amount);  // towards the background
 Rgba dimmed(Rgba c, float amount);    // the same colour, as Rgba
 // A request's cost against its ideal (sectors, L2 requests, wavefronts): the
 // text colour, palette::over_ideal when over it, else palette::at_ideal.
-ImVec4 cost_colour(int cost, int ideal);
+ImVec4 cost_colour(bool over_ideal);
+ImVec4 cost_colour(int cost, int ideal);  // cost_colour(cost > ideal)
 void help_marker(const char* text);
 void section_title(AppState& s, const char* text);
 // A bold title and, after it, a detail in the disabled colour, wrapped at

@@ -55,8 +55,7 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
     int shown = 0;
     for (const Request& r : requests_of_step(s.events, mine)) {
       if (r.global())
-        ImGui::TextColored(r.l2_requests > r.ideal_l2_requests ? cost_colour(r.l2_requests, r.ideal_l2_requests)
-                                                               : cost_colour(r.sectors, r.ideal_sectors),
+        ImGui::TextColored(cost_colour(r.sectors > r.ideal_sectors || r.l2_requests > r.ideal_l2_requests),
                            "  warp %d %s: %d lane%s x %d B, %d sector%s (ideal %d), L2 requests %d (fewest %d)", r.warp,
                            access_verb(r.op), r.lanes, r.lanes == 1 ? "" : "s", r.access_bytes, r.sectors,
                            r.sectors == 1 ? "" : "s", r.ideal_sectors, r.l2_requests, r.ideal_l2_requests);

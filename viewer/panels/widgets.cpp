@@ -15,10 +15,12 @@ Rgba dimmed(Rgba c, float amount) {
 
 ImU32 dim_col(Rgba c, float amount) { return to_u32(dimmed(c, amount)); }
 
-ImVec4 cost_colour(int cost, int ideal) {
-  const Rgba c = cost > ideal ? palette::over_ideal : palette::at_ideal;
+ImVec4 cost_colour(bool over_ideal) {
+  const Rgba c = over_ideal ? palette::over_ideal : palette::at_ideal;
   return ImVec4(c.r, c.g, c.b, c.a);
 }
+
+ImVec4 cost_colour(int cost, int ideal) { return cost_colour(cost > ideal); }
 
 void help_marker(const char* text) {
   ImGui::SameLine();
