@@ -22,7 +22,8 @@
 // token's K is one contiguous row, so each thread loads a whole 16-byte chunk
 // (kVecSize = x, config.hpp) and a group's threads read adjacent chunks of
 // their token's row: kThreadGroupSize x 16 consecutive bytes per load (32 at
-// block 16: a whole sector), half as many loads as vLLM's layout needs. A
+// block 16: a whole sector), half as many loads as vLLM's layout needs at
+// block 16 (kVecSize, config.hpp: a quarter at block 8, as many at block 32). A
 // warp's request then spans kThreadGroupsPerWarp rows, token_stride apart.
 //
 // Page tables: the sequence's row of its table is found once (load_seq_pages):

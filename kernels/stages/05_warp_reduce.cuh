@@ -4,7 +4,8 @@
 //
 // What it adds to stage 4: a tree reduction across the kNumWarps warps through
 // shared memory (the logits' space is reused as out scratch, hence the barrier
-// before it), and the output store in the cache's dtype.
+// before it), and the output store in the query's dtype (fp16, bf16 or fp32;
+// with an fp8 cache the output is still the query's 16-bit dtype).
 //
 // Every layout and table: stage 5 is built for vLLM's layout and, with
 // 2-byte caches, for the token-row layouts nhd and hnd (KernelConfig's
@@ -72,7 +73,7 @@ __device__ __forceinline__ void warp_tree_reduce(RowAcc<Cfg>& acc, const ThreadC
 }
 
 // Step out_store: warp 0's row owners write their valid rows (iter = i) in the
-// cache's dtype (store_owned_rows, 04_lv.cuh): global_store output, dims
+// query's dtype (store_owned_rows, 04_lv.cuh): global_store output, dims
 // [row, 1), byte_offset = out_offset(seq, head, row) * elem bytes, bytes =
 // elem bytes, value = the output (before rounding).
 template <class Cfg, class Tracer>

@@ -148,7 +148,8 @@ CascadePlan plan_cascade(const StageArgs& b, int prefix_len, int chunk_len, cons
   p.suffix_partitions = std::max(1, num_partitions(std::max(1, b.max_context_len - prefix_len), b.partition_size));
   // Suffix kernel: stage 8 where it is built for the configuration (fp16/bf16),
   // else V2; lean falls back to stage 8's full pipeline where it is not built
-  // (heads other than 128).
+  // (heads other than 128, GQA groups of more than 8 heads, fp8 caches,
+  // layouts other than vLLM's: plan_optimized).
   const CascadeOptions::Suffix suffix = opt.suffix == CascadeOptions::Suffix::automatic ? kDefaultSuffix : opt.suffix;
   if (suffix != CascadeOptions::Suffix::v2 && prefix_len > 0 &&
       optimized_supported(b.dtype, b.head_size, b.block_size)) {

@@ -13,18 +13,20 @@
 // Cascade: when N sequences share their first P tokens (the same physical
 // blocks), decoding each of them over its whole context reads the prefix's
 // K/V N times. Here the prefix is attended ONCE for all of them:
-//   1. prefix kernel (below): for each KV head, the queries of all N sequences
-//      (x the GQA ratio) form a small matrix Q[g x head_size]; S = Q K^T and
-//      O = softmax(S) V are tensor-core matrix products (mma.sync m16n8k16,
-//      fp16/bf16 in, fp32 accumulate) over the prefix, split into chunks
-//      across thread blocks; each chunk writes a V2-style partition
-//      (out normalized in the chunk, max, sum).
+//   1. the prefix kernel (07_cascade_prefix_wgmma.cuh on Hopper, the default;
+//      07_cascade_prefix_mma.cuh elsewhere): for each KV head, the queries of
+//      all N sequences (x the GQA ratio) form a small matrix Q[g x head_size];
+//      S = Q K^T and O = softmax(S) V are tensor-core matrix products (wgmma
+//      or mma.sync m16n8k16, fp16/bf16 in, fp32 accumulate) over the prefix,
+//      split into chunks across thread blocks; each chunk writes a V2-style
+//      partition (out normalized in the chunk, max, sum).
 //   2. stage 6's reduce kernel merges the chunks into the prefix state.
-//   3. stage 6's decode kernel (the stage 1-5 steps over a token range)
-//      computes each sequence's suffix state over tokens [P, context).
-//   4. merge_states_kernel merges prefix and suffix states into the output.
-// Step 3 runs on a second stream, concurrently with 1-2 (the prefix kernel is
-// compute-heavy, the suffix decode memory-bound), joined by an event before 4.
+//   3. each sequence's suffix state over tokens [P, context): stage 8 (its
+//      lean pipeline by default) writing the state instead of the output, or
+//      stage 6's decode kernel where stage 8 is not built or V2 is asked for.
+//   4. the merge kernel (below) merges prefix and suffix states into the output.
+// Step 3 runs on a second stream, concurrently with 1-2, joined by an event
+// before 4 (07_cascade_pipeline.cuh).
 // fp32 has no fp16-style mma: its prefix goes through the stage 6 decode
 // kernel per sequence (correct, no sharing).
 //
@@ -134,7 +136,7 @@ __global__ void merge_states_kernel(const float* __restrict__ a_out, const float
 // LESSON-END(cascade_merge.merge)
 
 // Merge launch: 256 threads per block, one thread per 4 output elements, at
-// most 65535 blocks (grid-stride beyond): merge_grid_blocks (cascade.hpp).
+// most 65535 blocks (grid-stride beyond): merge_grid (pa/index/merge.hpp).
 template <class OutT, class Tracer = NullTracer>
 void launch_merge_kernel(const MergeArgs& m, cudaStream_t stream, Tracer tracer = {}) {
   const std::int64_t rows = static_cast<std::int64_t>(m.num_seqs) * m.num_heads;

@@ -94,7 +94,8 @@ CascadeStates run(const StageArgs& b, const CascadePlan& p, void* ws, float* lse
   st.suffix_out = at<float>(ws, p.suffix_state_out);
   st.suffix_lse = at<float>(ws, p.suffix_state_lse);
 
-  // 3. Suffix states: V2 over tokens [prefix_len, context), on the side
+  // 3. Suffix states over tokens [prefix_len, context): stage 8 (p.suffix),
+  // else V2; on the side
   // stream (forked from `stream`, joined before the merge). With
   // plan.streams == 2 the prefix goes first, on the high-priority stream.
   const bool fork = parts == CascadeParts::all && p.streams > 0;

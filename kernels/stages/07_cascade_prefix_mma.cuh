@@ -6,9 +6,11 @@
 // cascade.
 //
 // Thread mapping of the prefix kernel: grid (query tile, KV head, chunk),
-// 4 warps; warp w owns query rows [16w, 16w + 16) of the tile (PrefixTiling in
-// pa/index/cascade.hpp). All 128 threads copy each K/V tile (whole KV blocks)
-// into shared memory with 16-byte cp.async (double buffered, swizzled); then
+// 4 or 8 warps (PrefixVariant below: mma_4warps, mma_8warps); warp w owns
+// query rows [16w, 16w + 16) of the tile (PrefixTiling in
+// pa/index/cascade.hpp). All the block's threads copy each K/V tile (whole KV
+// blocks) into shared memory with 16-byte cp.async (swizzled; 3 buffers at
+// heads up to 128, 2 above); then
 // each warp runs S = Q K^T (ldmatrix A from Q, B from K), an online softmax
 // over its 16 rows (a row lives in the 4 lanes of a quad), and O += P V with
 // P converted in registers to the A operand (no shared-memory round trip).
@@ -568,7 +570,8 @@ __global__ void __launch_bounds__((PrefixVariant<Cfg, VARIANT>::Tiling::kNumThre
   cascade_prefix::prefix_store(a, c, acc, tracer);
 }
 
-// Prefix kernel launch: grid (query tiles, KV heads, chunks), 4 warps.
+// Prefix kernel launch: grid (query tiles, KV heads, chunks), the variant's
+// warps (Tl::kNumThreads: 128 or 256 threads).
 // The kernel index math of both variants is PrefixTiling's.
 template <class Cfg, int VARIANT, class Tracer = NullTracer>
 void launch_cascade_prefix(const PrefixArgs& a, cudaStream_t stream, Tracer tracer = {}) {

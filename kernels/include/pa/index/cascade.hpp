@@ -294,8 +294,7 @@ struct PrefixWgmmaTiling {
   static constexpr int kTileChunks = kBlocksPerTile * kChunksPerBlock;
   // Q staging: rows of kHead elements, the 16-byte chunks of row r XOR-ed with
   // r % 8 so the 8 rows one ldmatrix reads hit 8 different bank groups (no
-  // padding: 2 KB less than padded rows, which lets variant 7's 4 buffers and
-  // a lean stage 8 CTA share an SM).
+  // padding: 2 KB less than padded rows).
   static constexpr int kQBytes = kRows * kHead * 2;
   static constexpr int kTileBytes = kTileTokens * kHead * 2;
   static constexpr int kStageBytes = 2 * kTileBytes;

@@ -30,15 +30,16 @@
 
 namespace pa {
 
-// The lean pipeline (PIPE_KB below), 64 KB: a CTA that fits on an SM beside
-// a cascade prefix block. On sm_90 an SM has 228 KB of shared memory and each
-// resident block reserves 1 KB more; the wgmma prefix block takes 128 KB (Q
-// 32 KB + 3 x 32 KB tiles; variant 7: 160 KB, 4 tiles) and the automatic
-// 3-stage head-128 CTA 96.3 KB, too many. At 64 KB (64.3 with its statistics)
-// one suffix CTA fits beside every prefix block (variant 7: 160 + 1 + 64.3 + 1
-// of 228 KB), and registers allow it too at up to 8 query heads per KV head
-// (head tiles 1: 256 x 184 + 128 x 128 = 63488 of 65536; variant 7: 256 x 192
-// + 128 x 128 = 65536).
+// The lean pipeline (PIPE_KB below), 64 KB: stage 8 as the cascade's suffix,
+// which streams on a side stream while the prefix kernel runs. It was sized
+// for a suffix CTA to share an SM with a prefix block: on sm_90 an SM has
+// 228 KB of shared memory (each resident block reserves 1 KB more) and the
+// automatic 3-stage head-128 CTA takes 96.3 KB, the lean one 64.3 with its
+// statistics. The wgmma prefix block (Q 32 KB + 4 x 32 KB tiles, 384 threads
+// filling the register file: 07_cascade_prefix_wgmma.cuh) leaves no room for
+// one, so the two kernels share the GPU by SMs, not within one; the lean
+// pipeline stays the cascade's suffix because it still measured fastest there
+// (kernels/NOTES.md, the cascade's plans).
 // (A "deep" 192 KB pipeline for grids of one CTA per SM was tried and measured
 // slower at (1,32,8,4096): kernels/NOTES.md.)
 inline constexpr int kOptLeanPipeKB = 64;
