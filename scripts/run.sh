@@ -16,7 +16,7 @@ viewer_args=()
 while (($#)); do
   case "$1" in
     --lesson)
-      (($# >= 2)) || pa_die "--lesson needs a number (0-8), e.g. bash scripts/run.sh --lesson 0"
+      (($# >= 2)) || pa_die "--lesson needs a number (0-9), e.g. bash scripts/run.sh --lesson 0"
       lesson="$2"
       lesson_given=1
       shift 2
@@ -32,7 +32,7 @@ while (($#)); do
       ;;
   esac
 done
-[[ "$lesson" =~ ^[0-8]$ ]] || pa_die "--lesson '$lesson': the lessons are numbered 0-8 (lessons/README.md)"
+[[ "$lesson" =~ ^[0-9]$ ]] || pa_die "--lesson '$lesson': the lessons are numbered 0-9 (lessons/README.md)"
 
 bash "$PA_ROOT/scripts/setup.sh"
 
