@@ -262,9 +262,11 @@ BenchOptions parse_bench_options(const std::vector<std::string>& args) {
   if (o.cascade_only && (o.quick || o.has_shape || o.only_optimized))
     throw UsageError("--cascade-only times the cascade shape alone: it excludes --quick, --shape and --only");
   if (o.multilevel && (o.quick || o.has_shape || o.only_optimized || o.cascade_only || !o.cascade_sweep.empty() ||
-                       o.alibi || o.layouts.size() > 1 || o.kv_dtypes != std::vector<KvDType>{KvDType::same}))
-    throw UsageError("--multilevel times its own problem alone: it excludes --quick, --shape, --only, "
-                     "--cascade-only, --cascade-sweep, --alibi, --layouts and --kv-dtypes");
+                       o.alibi || o.layouts.size() > 1 || o.kv_dtypes != std::vector<KvDType>{KvDType::same} ||
+                       seen.count("--splits") || seen.count("--pool-gb") || seen.count("--warmup-ms")))
+    throw UsageError("--multilevel times its own problem alone, on its own pool and warm-up: it excludes --quick, "
+                     "--shape, --only, --cascade-only, --cascade-sweep, --alibi, --layouts, --kv-dtypes, --splits, "
+                     "--pool-gb and --warmup-ms");
   if (o.split_sweep > 0 && (o.quick || o.has_shape || o.only_optimized || o.cascade_only || o.multilevel ||
                             !o.cascade_sweep.empty() || o.layouts.size() > 1 || o.force_splits > 0))
     throw UsageError("--split-sweep times stage 8 on its own random shapes at every split count: it excludes "

@@ -248,7 +248,8 @@ void take_cascade_flags(Flags& f, ProblemSpec& spec) {
 
 const char* cascade_flags_help() {
   return "  --prefix-len P             tokens every sequence shares (same physical blocks;\n"
-         "                             a multiple of the block size; default 0)\n"
+         "                             a multiple of the block size; default 0, where run computes\n"
+         "                             plain V2; timeline needs P > 0)\n"
          "  --suffix-lens A,B,...      unique tokens after the prefix, one per sequence, or one\n"
          "                             value for all --seqs sequences (context = P + suffix);\n"
          "                             without it the contexts come from --context-len(s)\n";

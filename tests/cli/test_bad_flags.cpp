@@ -93,6 +93,8 @@ const std::vector<BadFlag>& cases() {
       {Tool::lab, "run --stage optimized --devices 2 --exchange all_gather,bcast",
        {"--exchange", "'bcast'", "all_gather, sums"}},
       {Tool::lab, "run --stage optimized --devices 2 --sequence-groups 0", {"--sequence-groups", "0", "1 .."}},
+      {Tool::lab, "run --stage optimized --shard-policy round_robin", {"--shard-policy", "needs --devices N"}},
+      {Tool::lab, "run --stage optimized --sequence-groups 2", {"--sequence-groups", "needs --devices N"}},
       {Tool::lab, "run --stage optimized --layout foo", {"--layout", "'foo'", "accepted: vllm, nhd, hnd"}},
       {Tool::lab, "run --stage optimized --layout NHD", {"--layout", "'NHD'", "accepted: vllm, nhd, hnd"}},
       {Tool::lab, "run --stage qk --page-table x", {"--page-table", "'x'", "accepted: padded, csr"}},

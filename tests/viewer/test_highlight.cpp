@@ -130,3 +130,33 @@ TEST_CASE("first_store_steps: each q_vecs word's first store, for the shared-mem
   CHECK(first_store_steps(ev, idx, 0, trace::Tensor::logits).empty());
   CHECK(first_store_steps(ev, idx, 0, trace::Tensor::kv_smem).empty());
 }
+
+TEST_CASE("stored_dims: the Q dims a q_vecs word holds, from the store that wrote it", "[viewer][highlight]") {
+  // Stage 1, fp16, head 128, block 16: thread groups of 2 threads, 4-dim (8-byte) vecs, 16
+  // per thread. Slot s = g_off * 16 + i holds dims (g_off + 2 i) * 4 .. + 3, so word w (half
+  // w % 2 of slot w / 2) holds two of them: not dims 2w, 2w + 1 of a plain row.
+  const ProblemSpec spec;
+  const auto ev = trace::model_events(spec, trace::Stage::q_to_smem, trace::Selection{});
+  const TraceIndex idx(ev, Granularity::instruction);
+  const std::vector<int> first = first_store_steps(ev, idx, 0, trace::Tensor::q_smem);
+  REQUIRE(first.size() == 64);
+  int checked = 0;
+  for (int w = 0; w < 64; ++w) {
+    INFO("word " << w);
+    const int slot = w / 2, g_off = slot / 16, i = slot % 16;
+    const int d0 = (g_off + 2 * i) * 4 + 2 * (w % 2);
+    const auto d = stored_dims(ev, idx, 0, first[w], trace::Tensor::q_smem, 4 * w, 2);
+    REQUIRE(d.has_value());
+    CHECK(d->first == d0);
+    CHECK(d->second == d0 + 1);
+    ++checked;
+  }
+  CHECK(checked == 64);
+  const auto w2 = stored_dims(ev, idx, 0, first[2], trace::Tensor::q_smem, 8, 2);
+  REQUIRE(w2.has_value());
+  CHECK(*w2 == std::pair<int, int>{8, 9});
+  // A step that stores nothing there, and a step out of range: nothing.
+  CHECK_FALSE(stored_dims(ev, idx, 0, 0, trace::Tensor::q_smem, 8, 2).has_value());
+  CHECK_FALSE(stored_dims(ev, idx, 0, -1, trace::Tensor::q_smem, 8, 2).has_value());
+  CHECK_FALSE(stored_dims(ev, idx, 0, idx.num_steps(0), trace::Tensor::q_smem, 8, 2).has_value());
+}

@@ -198,6 +198,15 @@ TEST_CASE("kv dtype: the dequant step is named, described, timed and reachable f
   REQUIRE(qs5.has_value());
   CHECK(qs5->kv_dtype == KvDType::fp8_e5m2);
   CHECK(qs5->dtype == DType::bf16);
+  // The marker button's tooltip names exactly what the click changes.
+  CHECK(describe_step_change(ProblemSpec{}, *qs) ==
+        "store the KV cache in fp8_e4m3 (the Problem tab's KV cache choice) and make the queries bf16 (the Problem "
+        "tab's dtype)");
+  CHECK(describe_step_change(e5, *qs5) == "make the queries bf16 (the Problem tab's dtype)");
+  CHECK(describe_step_change(ProblemSpec{}, *with) == "store the KV cache in fp8_e4m3 (the Problem tab's KV cache choice)");
+  CHECK(describe_step_change(ProblemSpec{}, *problem_with_step(ProblemSpec{}, trace::Step::alibi_bias, trace::Stage::qk)) ==
+        "give it the paper's ALiBi slopes (the Problem tab's ALiBi checkbox)");
+  CHECK(describe_step_change(ProblemSpec{}, ProblemSpec{}).empty());
   CHECK_FALSE(problem_with_step(ProblemSpec{}, trace::Step::q_scale, trace::Stage::qk).has_value());  // stage 8 only
   ProblemSpec bf16_fp8 = fp8_spec();
   bf16_fp8.dtype = DType::bf16;

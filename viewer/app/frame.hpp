@@ -7,7 +7,7 @@
 
 namespace pa::viewer {
 
-// Space, arrows, Home/End, Esc, ? and 0-8 (unless a text field has the keyboard).
+// Space, arrows, Home/End, Esc, ? and 0-9 (unless a text field has the keyboard).
 void handle_keys(AppState& s);
 // The panels of one frame, between ImGui::NewFrame and ImGui::Render.
 void draw_frame(AppState& s);

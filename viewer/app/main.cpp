@@ -66,7 +66,7 @@ void state_from_args(AppState& s, const Args& args) {
     s.sel_partition = model_partition_of_label(s.sel_label);
     s.block_requested = true;
   }
-  if (args.coarse) s.granularity = Granularity::step;
+  if (args.granularity_given) s.granularity = args.coarse ? Granularity::step : Granularity::instruction;
 }
 
 // What the command line asks of the replay applies to the first trace, once
@@ -116,7 +116,8 @@ int main(int argc, char** argv) {
   const SettingsPaths settings = interactive ? settings_paths() : SettingsPaths{};
   SavedPosition saved;
   if (!settings.viewer_ini.empty()) saved = load_settings(settings.viewer_ini, s);
-  if (args.coarse) s.granularity = Granularity::step;  // the command line wins over saved settings
+  if (args.granularity_given)  // the command line wins over saved settings
+    s.granularity = args.coarse ? Granularity::step : Granularity::instruction;
   s.follow_focus = args.follow_selection;
   bool lesson_given = false;
   for (int i = 1; i < argc; ++i) lesson_given |= std::string(argv[i]) == "--lesson";

@@ -31,7 +31,7 @@ SavedPosition load_settings(const std::string& path, AppState& s) {
     if (eq == std::string::npos) continue;
     const std::string k = line.substr(0, eq), v = line.substr(eq + 1);
     try {
-      if (k == "lesson") { s.lesson = std::clamp(std::stoi(v), 0, 8); saved.have_lesson = true; }
+      if (k == "lesson") { s.lesson = std::clamp(std::stoi(v), 0, kMaxLesson); saved.have_lesson = true; }
       else if (k == "step") saved.step = std::max(0, std::stoi(v));
       else if (k == "speed") s.replay.set_speed(std::stof(v));
       else if (k == "granularity") s.granularity = v == "step" ? Granularity::step : Granularity::instruction;

@@ -116,7 +116,8 @@ int model_partition_of_label(int label) {
 std::string usage() {
   return std::string(
       "usage: pa-viewer [options]\n"
-      "  --lesson N            open lesson N (0-9; default 1)\n"
+      "  --lesson N            open lesson N (0-9; default: an interactive run reopens the last run's lesson and\n"
+      "                        step, else 1; screenshots and benchmarks: 1)\n"
       "  --step K              replay step K (0-based) of the lesson's trace\n"
       "  --trace FILE          open a recorded trace file instead of the host model\n"
       "  --timeline FILE       open a timeline (.patl, measured on a GPU) in the Timeline panel\n"
@@ -124,7 +125,8 @@ std::string usage() {
       "  --select SEL          select warp=W | warp=W,lane=L | k=PB,D,T | v=PB,D,T\n"
       "                        (PB physical block, D head dim, T token in block)\n"
       "  --follow-selection    Left/Right (and < >) step only through the selection's steps\n"
-      "  --granularity G       instruction (one warp instruction per step, default) | step\n"
+      "  --granularity G       instruction (one warp instruction per step) | step (default: an interactive run\n"
+      "                        keeps the last run's, else instruction)\n"
       "  --dtype T             fp32 | fp16 | bf16        (host model problem)\n"
       "  --head-size N         ") + head_sizes_text() + "\n"
       "  --block-size N        " + block_sizes_text() + "\n"
@@ -150,14 +152,15 @@ std::string usage() {
       "  --mouse X,Y [--click] with --screenshot: pointer there (tooltips), optionally one click\n"
       "  --wheel N             with --mouse: turn the wheel N notches there (the timeline zooms)\n"
       "  --drag DX,DY          with --mouse: drag from there by DX,DY pixels (the timeline pans)\n"
-      "  --keys K              with --screenshot: press keys first (R/L right/left, H/E home/end, space, 0-8, ?,\n"
+      "  --keys K              with --screenshot: press keys first (R/L right/left, H/E home/end, space, 0-9, ?,\n"
       "                        F fit the timeline)\n"
       "  --tab T               open tab T: requests values partitions inspect kv shared lesson problem trace\n"
       "  --shards N[,P]        the Partitions tab's Across GPUs picture: N = 2, 4 or 8 GPUs, P = contiguous | round_robin\n"
       "  --levels G:T,...      the Partitions tab's Across levels picture: a level per item, groups of G requests sharing T tokens\n"
       "  --answer ID=VALUE     type VALUE into the lesson's exercise ID and check it (repeatable)\n"
       "  --help                this text\n"
-      "keys: Space play/pause, Left/Right step, Home/End, 0-8 lesson, ? help, F fit the timeline\n";
+      "keys: Space play/pause, Left/Right step, Home/End, 0-9 lesson, ? help, Esc close help / clear the selection,\n"
+      "F fit the timeline\n";
 }
 
 Args parse_args(const std::vector<std::string>& av) {
@@ -172,7 +175,7 @@ Args parse_args(const std::vector<std::string>& av) {
       return av[++i];
     };
     if (f == "--help" || f == "-h") a.help = true;
-    else if (f == "--lesson") a.lesson = to_int(f, value(), 0, 9);
+    else if (f == "--lesson") a.lesson = to_int(f, value(), 0, kMaxLesson);
     else if (f == "--step") a.step = to_int(f, value(), 0, 1 << 30);
     else if (f == "--trace") a.trace_file = value();
     else if (f == "--timeline") a.timeline_file = value();
@@ -189,8 +192,8 @@ Args parse_args(const std::vector<std::string>& av) {
     else if (f == "--keys") {
       a.keys = value();
       for (char c : a.keys)
-        if (std::string("RLHE ?012345678F").find(c) == std::string::npos)
-          throw UsageError(std::string("--keys: '") + c + "' (accepted: R L H E space ? 0-8 F)");
+        if (std::string("RLHE ?0123456789F").find(c) == std::string::npos)
+          throw UsageError(std::string("--keys: '") + c + "' (accepted: R L H E space ? 0-9 F)");
     }
     else if (f == "--block") {
       const auto p = split(value(), ',');
@@ -264,6 +267,7 @@ Args parse_args(const std::vector<std::string>& av) {
       if (v == "instruction") a.coarse = false;
       else if (v == "step") a.coarse = true;
       else throw UsageError("--granularity: '" + v + "' (accepted: instruction, step)");
+      a.granularity_given = true;
     } else if (f == "--select") {
       const std::string v = value();
       if (v.rfind("k=", 0) == 0 || v.rfind("v=", 0) == 0) {

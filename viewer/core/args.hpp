@@ -12,6 +12,9 @@
 
 namespace pa::viewer {
 
+// Lessons are opened by one digit key (0-9) and by --lesson N in the same range.
+inline constexpr int kMaxLesson = 9;
+
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -25,7 +28,7 @@ struct TimelineViewArg {
 };
 
 struct Args {
-  int lesson = 1;                  // 0..8
+  int lesson = 1;                  // 0..kMaxLesson
   std::optional<int> step;         // replay step (0-based)
   std::string trace_file;          // open this trace instead of the host model
   std::string timeline_file;       // --timeline: a timeline (.patl) to open in the Timeline panel
@@ -43,6 +46,7 @@ struct Args {
   std::optional<int> block_seq, block_head, block_label;
   bool follow_selection = false;   // --follow-selection: Left/Right step through the selection's steps
   bool coarse = false;             // --granularity step
+  bool granularity_given = false;  // --granularity on the command line (it wins over saved settings)
   // Problem overrides for the host model.
   std::optional<DType> dtype;
   std::optional<int> head_size, block_size, num_heads, num_kv_heads, partition_size, prefix;

@@ -173,6 +173,25 @@ std::vector<int> first_store_steps(const std::vector<trace::Event>& ev, const Tr
   return first;
 }
 
+std::optional<std::pair<int, int>> stored_dims(const std::vector<trace::Event>& ev, const TraceIndex& idx, int b, int k,
+                                               trace::Tensor t, std::int64_t byte, int elem_bytes) {
+  std::optional<std::pair<int, int>> r;
+  if (elem_bytes <= 0 || k < 0 || k >= idx.num_steps(b)) return r;
+  for (std::uint32_t i : idx.events_of(b, k)) {
+    const trace::Event& e = ev[i];
+    if (e.tensor != t || e.op != trace::Op::shared_store || e.byte_offset < 0 || e.dim_count <= 0 ||
+        static_cast<std::int64_t>(e.dim_count) * elem_bytes != e.bytes)
+      continue;
+    const std::int64_t lo = std::max<std::int64_t>(byte, e.byte_offset);
+    const std::int64_t hi = std::min<std::int64_t>(byte + 4, e.byte_offset + e.bytes);
+    if (lo >= hi) continue;
+    const int d0 = e.dim_begin + static_cast<int>((lo - e.byte_offset) / elem_bytes);
+    const int d1 = e.dim_begin + static_cast<int>((hi - 1 - e.byte_offset) / elem_bytes);
+    r = r ? std::pair<int, int>{std::min(r->first, d0), std::max(r->second, d1)} : std::pair<int, int>{d0, d1};
+  }
+  return r;
+}
+
 namespace {
 Rgba hsv(float h, float s, float v) {
   h = h - std::floor(h);

@@ -4,6 +4,8 @@
 // ideal; the colour of each thread.
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,6 +59,13 @@ std::vector<Touch> who_touches(const std::vector<trace::Event>& ev, const TraceI
 // stored before the current step, as the KV panel tints earlier loads. The
 // vector ends at the last word stored. O(events of the block).
 std::vector<int> first_store_steps(const std::vector<trace::Event>& ev, const TraceIndex& idx, int b, trace::Tensor t);
+// The head dims that the shared_store events of tensor t in step k of block
+// b wrote into the word at byte (bytes [byte, byte + 4)): the lowest and the
+// highest, from events whose dims are contiguous in their bytes (dim_count x
+// elem_bytes == bytes); nullopt when none did. With first_store_steps' step,
+// what the word holds. O(events of the step).
+std::optional<std::pair<int, int>> stored_dims(const std::vector<trace::Event>& ev, const TraceIndex& idx, int b, int k,
+                                               trace::Tensor t, std::int64_t byte, int elem_bytes);
 // The steps of block b in which the thread (lane -1: any lane of the warp) is active.
 std::vector<int> steps_of_thread(const std::vector<trace::Event>& ev, const TraceIndex& idx, int b,
                                  int warp, int lane);

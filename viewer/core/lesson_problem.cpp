@@ -116,6 +116,16 @@ std::optional<ProblemSpec> problem_with_step(const ProblemSpec& spec, trace::Ste
   return std::nullopt;
 }
 
+std::string describe_step_change(const ProblemSpec& from, const ProblemSpec& to) {
+  std::string r;
+  auto add = [&](const std::string& part) { r += (r.empty() ? "" : " and ") + part; };
+  if (to.alibi && !from.alibi) add("give it the paper's ALiBi slopes (the Problem tab's ALiBi checkbox)");
+  if (to.kv_dtype != from.kv_dtype)
+    add(std::string("store the KV cache in ") + kv_dtype_name(to.kv_dtype) + " (the Problem tab's KV cache choice)");
+  if (to.dtype != from.dtype) add(std::string("make the queries ") + dtype_name(to.dtype) + " (the Problem tab's dtype)");
+  return r;
+}
+
 LessonOpening lesson_opening(int lesson, trace::Stage stage) {
   LessonOpening o;
   if (lesson == 0) {

@@ -64,6 +64,10 @@ LessonProblem lesson_problem_of(int lesson, const ProblemSpec& current, trace::S
 // it (kv_cache_refusal, core/trace_load.hpp). A lesson's marker button for
 // such a step asks for this problem when the trace shown lacks the step.
 std::optional<ProblemSpec> problem_with_step(const ProblemSpec& spec, trace::Step step, trace::Stage stage);
+// What problem_with_step changed, for the button's tooltip: "give it ALiBi
+// slopes (...)", "store the KV cache in fp8_e4m3 (...)", "make the queries
+// bf16 (...)", joined by " and "; "" when nothing differs in those fields.
+std::string describe_step_change(const ProblemSpec& from, const ProblemSpec& to);
 
 // Where a lesson opens, besides its first step: the tab to show ("" none;
 // names as pa-viewer --tab) and the step to jump to: the shown block's first

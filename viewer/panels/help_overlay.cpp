@@ -20,13 +20,13 @@ void draw_colour_key(AppState& s) {
     key.lanes("a thread: hue by lane, shade by warp (warp 0 brightest)");
     key.swatch(dimmed(thread_color(0, 8, 4), 0.86f), "faint: idle at this step");
     key.swatch(dimmed(thread_color(0, 8, 4), 0.65f), "dimmed: active, outside the selection");
-    key.framed(thread_color(0, 8, 4), {1, 1, 1, 1}, "white frame: the selection");
+    key.framed(thread_color(0, 8, 4), {1, 1, 1, 1}, "white frame: the selected thread (a selected warp: its label)");
     ImGui::TextDisabled("paged KV cache");
     key.lanes("lit: touched now, in the touching thread's colour");
     key.swatch(dimmed(tensor_color(trace::Tensor::k_cache), palette::earlier_dim), "K element loaded at an earlier step");
     key.swatch(dimmed(tensor_color(trace::Tensor::v_cache), palette::earlier_dim), "V element loaded at an earlier step");
     key.swatch(palette::untouched, "not loaded yet");
-    key.swatch(palette::past_context, "past the sequence's context: never read");
+    key.swatch(palette::past_context, "past the sequence's context: masked (a load of its block may read it)");
     key.swatch(palette::table_read, "block-table entry read now");
     key.swatch(palette::table_shared, "another sequence's entry: a physical block shared");
   }
@@ -37,6 +37,9 @@ void draw_colour_key(AppState& s) {
     key.lanes("lit: touched now, in the touching thread's colour");
     key.swatch(dimmed(tensor_color(trace::Tensor::q_smem), palette::earlier_dim), "stored at an earlier step (q_vecs)");
     key.swatch(dimmed(tensor_color(trace::Tensor::kv_smem), palette::earlier_dim), "stored at an earlier step (K/V tiles)");
+    key.swatch(dimmed(tensor_color(trace::Tensor::logits), palette::earlier_dim), "stored at an earlier step (logits)");
+    key.swatch(dimmed(tensor_color(trace::Tensor::out_scratch), palette::earlier_dim),
+               "stored at an earlier step (reduction and out scratch)");
     key.swatch(palette::word_even, "bank rows (shared) / sectors (global), alternating");
     key.framed(palette::word_even, palette::atomic_frame, "an atomic's word");
     ImGui::TextDisabled("requests (global: sectors, L2 requests; shared: bank wavefronts)");
@@ -67,7 +70,7 @@ void draw_help_overlay(AppState& s) {
         {"Space", "play / pause"},
         {"Left / Right", "previous / next step"},
         {"Home / End", "first / last step"},
-        {"0 .. 8", "open lesson N"},
+        {"0 .. 9", "open lesson N"},
         {"?", "this help"},
         {"Esc", "clear the selection / close help"},
         {"click a lane", "select that thread: what it touches, when"},
@@ -78,6 +81,7 @@ void draw_help_overlay(AppState& s) {
         {"timeline: drag, F", "pan in time and through the rows; fit the whole timeline"},
         {"timeline: click a phase or a span", "highlight that phase's spans (again: clear)"},
         {"timeline: click a row label", "one level down: an SM's blocks, a block's warps"},
+        {"timeline: double-click a row", "one level down, as clicking its label"},
     };
     if (ImGui::BeginTable("##keys", 2, ImGuiTableFlags_RowBg)) {
       for (auto& r : rows) {

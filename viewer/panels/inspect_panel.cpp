@@ -10,8 +10,8 @@ namespace pa::viewer {
 
 void draw_inspect_panel(AppState& s) {
   if (!s.focus.active()) {
-    ImGui::TextWrapped("Click a thread (lane) or a warp label in the thread block, or an element of the KV cache, Q or "
-                       "a shared buffer. This tab then lists what it touches, or who touches it, at which steps.");
+    ImGui::TextWrapped("Click a thread (lane) or a warp label in the thread block, or an element of the KV cache or "
+                       "a word of a shared buffer (Q's among them). This tab then lists what it touches, or who touches it, at which steps.");
     return;
   }
   ImGui::PushFont(s.fonts.bold);

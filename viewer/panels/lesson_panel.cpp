@@ -290,14 +290,10 @@ void draw_lesson_panel(AppState& s) {
       }
       if (ImGui::IsItemHovered()) {
         const StepLocation at = locate_step(s.index, s.block, m.step, m.block);
-        const bool can_add = !at.found() && s.trace_path.empty() && problem_with_step(s.spec, m.step, s.stage);
-        if (can_add && m.step == trace::Step::alibi_bias)
-          ImGui::SetTooltip("the problem has no ALiBi slopes: click to give it the paper's slopes (the Problem\n"
-                            "tab's ALiBi checkbox) and jump to the first alibi_bias step (source anchor %s)",
-                            m.anchor.c_str());
-        else if (can_add)
-          ImGui::SetTooltip("the problem's KV cache is not fp8: click to store it in fp8_e4m3 (the Problem tab's\n"
-                            "KV cache choice) and jump to the first dequant step (source anchor %s)",
+        const auto with = !at.found() && s.trace_path.empty() ? problem_with_step(s.spec, m.step, s.stage) : std::nullopt;
+        if (with)
+          ImGui::SetTooltip("this problem has no %s step: click to %s,\nthen jump to its first %s step (source anchor %s)",
+                            m.step_name.c_str(), describe_step_change(s.spec, *with).c_str(), m.step_name.c_str(),
                             m.anchor.c_str());
         else if (!at.found())
           ImGui::SetTooltip("no %s step%s%s in this trace (source anchor %s)", m.step_name.c_str(),

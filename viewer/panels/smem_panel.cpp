@@ -183,9 +183,14 @@ void draw_bank_buffer(AppState& s, const Buffer& b, float cell) {
     else
       ImGui::Text("%s word %lld: bytes [%lld, %lld), bank %lld", tensor_name(b.tensor), static_cast<long long>(byte / 4),
                   static_cast<long long>(byte), static_cast<long long>(byte + 4), static_cast<long long>((byte / 4) % 32));
-    if (b.tensor == trace::Tensor::q_smem)
-      ImGui::Text("holds Q dims %lld..%lld", static_cast<long long>(byte / s.cfg.elem_bytes),
-                  static_cast<long long>((byte + 3) / s.cfg.elem_bytes));
+    if (b.tensor == trace::Tensor::q_smem) {  // what the word's first store wrote there
+      const std::size_t wi = static_cast<std::size_t>(byte / 4);
+      const int k = stored && wi < stored->size() ? (*stored)[wi] : -1;
+      if (const auto d = stored_dims(s.events, s.index, s.block, k, b.tensor, byte, s.cfg.elem_bytes))
+        ImGui::Text("holds Q dims %d..%d (stored at step %d)", d->first, d->second, k);
+      else
+        ImGui::TextDisabled("this block's trace stores no Q dims here");
+    }
     if (b.tensor == trace::Tensor::logits) ImGui::Text("logit of token %lld of the partition", static_cast<long long>(byte / 4));
     for (std::uint32_t i : hover_events) {
       const auto& e = s.events[i];
@@ -216,7 +221,7 @@ void draw_smem_panel(AppState& s) {
     Legend key(s);
     key.lanes("touched now: the thread's colour");
     key.swatch(dimmed(tensor_color(tiles_shown ? trace::Tensor::kv_smem : trace::Tensor::q_smem), palette::earlier_dim),
-               "stored at an earlier step");
+               "stored at an earlier step (each buffer its own colour, dimmed: ? has them all)");
     key.framed(palette::word_even, palette::atomic_frame, "atomic");
     key.words(palette::over_ideal, "bank conflict", "more passes than ideal");
   }
