@@ -94,6 +94,8 @@ const std::vector<BadFlag>& cases() {
        {"--exchange", "'bcast'", "all_gather, sums"}},
       {Tool::lab, "run --stage optimized --devices 2 --sequence-groups 0", {"--sequence-groups", "0", "1 .."}},
       {Tool::lab, "run --stage optimized --shard-policy round_robin", {"--shard-policy", "needs --devices N"}},
+      {Tool::lab, "run --stage cascade_merge --prefix-len 16 --baselines 5", {"--baselines", "5", "accepted: 0, 1"}},
+      {Tool::lab, "run --stage v2_partition --baselines 0", {"--baselines", "stage cascade_merge only"}},
       {Tool::lab, "run --stage optimized --sequence-groups 2", {"--sequence-groups", "needs --devices N"}},
       {Tool::lab, "run --stage optimized --layout foo", {"--layout", "'foo'", "accepted: vllm, nhd, hnd"}},
       {Tool::lab, "run --stage optimized --layout NHD", {"--layout", "'NHD'", "accepted: vllm, nhd, hnd"}},
