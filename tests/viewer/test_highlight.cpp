@@ -99,64 +99,61 @@ TEST_CASE("Thread colours are distinct per lane and stable", "[viewer][highlight
   CHECK((to_u32(Rgba{1, 0, 0, 1}) & 0xffu) == 255u);  // IM_COL32 order: R in the low byte
 }
 
-TEST_CASE("first_store_steps: each q_vecs word's first store, for the shared-memory tint", "[viewer][highlight]") {
+TEST_CASE("first_store_steps and stored_dims: each q_vecs word's first store and the Q dims it wrote",
+          "[viewer][highlight]") {
   // Stage 1 on the default problem (fp16, head size 128): q_vecs is 256 bytes, 64 words.
   const ProblemSpec spec;
   const auto ev = trace::model_events(spec, trace::Stage::q_to_smem, trace::Selection{});
   const TraceIndex idx(ev, Granularity::instruction);
   const std::vector<int> first = first_store_steps(ev, idx, 0, trace::Tensor::q_smem);
   REQUIRE(first.size() == 64);
-  int checked = 0;
-  for (std::size_t w = 0; w < first.size(); ++w) {
-    INFO("word " << w);
-    REQUIRE(first[w] >= 0);
-    // That step stores the word, and no earlier step does.
-    auto stores = [&](int k) {
-      for (std::uint32_t i : idx.events_of(0, k)) {
-        const trace::Event& e = ev[i];
-        if (e.tensor == trace::Tensor::q_smem && e.op == trace::Op::shared_store &&
-            overlaps(e.byte_offset, e.bytes, static_cast<std::int64_t>(w) * 4, 4))
-          return true;
-      }
-      return false;
-    };
-    CHECK(idx.steps(0)[first[w]].step == trace::Step::q_smem_store);
-    CHECK(stores(first[w]));
-    for (int k = 0; k < first[w]; ++k) CHECK_FALSE(stores(k));
-    ++checked;
+  SECTION("the first store step of every word: the tint of earlier stores") {
+    int checked = 0;
+    for (std::size_t w = 0; w < first.size(); ++w) {
+      INFO("word " << w);
+      REQUIRE(first[w] >= 0);
+      // That step stores the word, and no earlier step does.
+      auto stores = [&](int k) {
+        for (std::uint32_t i : idx.events_of(0, k)) {
+          const trace::Event& e = ev[i];
+          if (e.tensor == trace::Tensor::q_smem && e.op == trace::Op::shared_store &&
+              overlaps(e.byte_offset, e.bytes, static_cast<std::int64_t>(w) * 4, 4))
+            return true;
+        }
+        return false;
+      };
+      CHECK(idx.steps(0)[first[w]].step == trace::Step::q_smem_store);
+      CHECK(stores(first[w]));
+      for (int k = 0; k < first[w]; ++k) CHECK_FALSE(stores(k));
+      ++checked;
+    }
+    CHECK(checked == 64);
+    // Loads are not stores; a tensor the block never stores has no words.
+    CHECK(first_store_steps(ev, idx, 0, trace::Tensor::logits).empty());
+    CHECK(first_store_steps(ev, idx, 0, trace::Tensor::kv_smem).empty());
   }
-  CHECK(checked == 64);
-  // Loads are not stores; a tensor the block never stores has no words.
-  CHECK(first_store_steps(ev, idx, 0, trace::Tensor::logits).empty());
-  CHECK(first_store_steps(ev, idx, 0, trace::Tensor::kv_smem).empty());
-}
-
-TEST_CASE("stored_dims: the Q dims a q_vecs word holds, from the store that wrote it", "[viewer][highlight]") {
-  // Stage 1, fp16, head 128, block 16: thread groups of 2 threads, 4-dim (8-byte) vecs, 16
-  // per thread. Slot s = g_off * 16 + i holds dims (g_off + 2 i) * 4 .. + 3, so word w (half
-  // w % 2 of slot w / 2) holds two of them: not dims 2w, 2w + 1 of a plain row.
-  const ProblemSpec spec;
-  const auto ev = trace::model_events(spec, trace::Stage::q_to_smem, trace::Selection{});
-  const TraceIndex idx(ev, Granularity::instruction);
-  const std::vector<int> first = first_store_steps(ev, idx, 0, trace::Tensor::q_smem);
-  REQUIRE(first.size() == 64);
-  int checked = 0;
-  for (int w = 0; w < 64; ++w) {
-    INFO("word " << w);
-    const int slot = w / 2, g_off = slot / 16, i = slot % 16;
-    const int d0 = (g_off + 2 * i) * 4 + 2 * (w % 2);
-    const auto d = stored_dims(ev, idx, 0, first[w], trace::Tensor::q_smem, 4 * w, 2);
-    REQUIRE(d.has_value());
-    CHECK(d->first == d0);
-    CHECK(d->second == d0 + 1);
-    ++checked;
+  SECTION("the dims each word holds, from the store that wrote it (the q_vecs tooltip)") {
+    // fp16, head 128, block 16: thread groups of 2 threads, 4-dim (8-byte) vecs, 16 per
+    // thread. Slot s = g_off * 16 + i holds dims (g_off + 2 i) * 4 .. + 3, so word w (half
+    // w % 2 of slot w / 2) holds two of them: not dims 2w, 2w + 1 of a plain row.
+    int checked = 0;
+    for (int w = 0; w < 64; ++w) {
+      INFO("word " << w);
+      const int slot = w / 2, g_off = slot / 16, i = slot % 16;
+      const int d0 = (g_off + 2 * i) * 4 + 2 * (w % 2);
+      const auto d = stored_dims(ev, idx, 0, first[w], trace::Tensor::q_smem, 4 * w, 2);
+      REQUIRE(d.has_value());
+      CHECK(d->first == d0);
+      CHECK(d->second == d0 + 1);
+      ++checked;
+    }
+    CHECK(checked == 64);
+    const auto w2 = stored_dims(ev, idx, 0, first[2], trace::Tensor::q_smem, 8, 2);
+    REQUIRE(w2.has_value());
+    CHECK(*w2 == std::pair<int, int>{8, 9});
+    // A step that stores nothing there, and a step out of range: nothing.
+    CHECK_FALSE(stored_dims(ev, idx, 0, 0, trace::Tensor::q_smem, 8, 2).has_value());
+    CHECK_FALSE(stored_dims(ev, idx, 0, -1, trace::Tensor::q_smem, 8, 2).has_value());
+    CHECK_FALSE(stored_dims(ev, idx, 0, idx.num_steps(0), trace::Tensor::q_smem, 8, 2).has_value());
   }
-  CHECK(checked == 64);
-  const auto w2 = stored_dims(ev, idx, 0, first[2], trace::Tensor::q_smem, 8, 2);
-  REQUIRE(w2.has_value());
-  CHECK(*w2 == std::pair<int, int>{8, 9});
-  // A step that stores nothing there, and a step out of range: nothing.
-  CHECK_FALSE(stored_dims(ev, idx, 0, 0, trace::Tensor::q_smem, 8, 2).has_value());
-  CHECK_FALSE(stored_dims(ev, idx, 0, -1, trace::Tensor::q_smem, 8, 2).has_value());
-  CHECK_FALSE(stored_dims(ev, idx, 0, idx.num_steps(0), trace::Tensor::q_smem, 8, 2).has_value());
 }
