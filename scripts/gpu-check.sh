@@ -26,8 +26,8 @@ FORMS+=" optimized@hnd cascade_merge@levels"
 usage() {
   cat <<EOF
 usage: scripts/gpu-check.sh [options]
-  --quick              quick kernel build (PA_QUICK_KERNELS=ON: head 128 x block 16
-                       only, much faster to build) and two configurations (fp16, block 16;
+  --quick              quick kernel build (PA_QUICK_KERNELS=ON: head 128 x block 16,
+                       stage 8 also heads 64 and 256; much faster to build) and two configurations (fp16, block 16;
                        bf16 with an fp8_e5m2 cache, block 16)
   --quick-kernels      the quick kernel build, keeping the configurations given
   --full-kernels       every kernel configuration (the default; needed for blocks 8, 32)
@@ -270,7 +270,7 @@ fi
   echo "gpu-check summary ($(date -u +%Y-%m-%dT%H:%MZ), $(cat "$LOGDIR/gpu.txt" 2>/dev/null | head -1 || echo 'GPU unknown'))"
   # The kernel set of the build the steps used (with --no-build: the existing one's).
   if grep -q '^PA_QUICK_KERNELS:BOOL=ON' "$bdir/CMakeCache.txt" 2>/dev/null; then
-    echo "kernels: quick (fp16 and bf16, head 128, block 16)"
+    echo "kernels: quick (head 128, block 16; stage 8 also heads 64 and 256)"
   elif [[ -f $bdir/CMakeCache.txt ]]; then
     echo "kernels: full (every dtype x head size x block size)"
   fi

@@ -17,11 +17,18 @@ import re
 import sys
 
 BEGIN, END = "<!-- gpu-check:begin -->", "<!-- gpu-check:end -->"
-STEP_RE = re.compile(r"^(build|tests \(.*?\)|sanitizers)\s{2,}(\S.*)$")
+# gpu-check.sh pads a step's name to 40 columns and then one space, so a name of
+# 40 or more characters ("tests (all tests (no test is labelled gpu))") is followed
+# by a single space: one or more.
+STEP_RE = re.compile(r"^(build|tests \(.*?\)|sanitizers)\s+(\S.*)$")
 HEAD_RE = re.compile(r"^gpu-check summary \((\S+), (.*)\)$")
 # gpu-check.sh's ALL_STAGES: a summary's table with fewer rows ran fewer.
 ALL_STAGES = ("q_to_smem", "qk", "softmax", "lv", "warp_reduce", "v2_partition", "cascade_merge", "optimized")
 CELL_RE = re.compile(r"^([\w@-]+)\s+((?:(?:PASS|FAIL|ERROR) \d+/\d+|-)\s*)+$")
+
+
+# gpu-check.sh's ALL_TOOLS.
+SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 
 
 class SummaryError(Exception):
@@ -35,7 +42,7 @@ def parse_summary(text, name):
     if head is None:
         raise SummaryError(f"{name}: no 'gpu-check summary (DATE, GPU)' line: not a gpu-check summary.txt")
     out = {"date": head.group(1), "gpu": head.group(2).split(",")[0].strip(), "steps": [], "configs": None,
-           "cells": {}, "kernels": None}
+           "cells": {}, "kernels": None, "tools": None}
     for l in lines:
         m = STEP_RE.match(l)
         if m:
@@ -44,6 +51,9 @@ def parse_summary(text, name):
             out["kernels"] = l[len("kernels: "):].strip()
         if l.startswith("configurations: "):
             out["configs"] = l[len("configurations: "):].split(";")[0].strip()
+        words = l.split()
+        if len(words) > 1 and words[0] == "stage" and set(words[1:]) <= set(SANITIZER_TOOLS):
+            out["tools"] = words[1:]  # the sanitizer table's header: the tools this run used
         m = CELL_RE.match(l)
         if m and m.group(1) != "stage":
             out["cells"][m.group(1)] = re.findall(r"(?:PASS|FAIL|ERROR) \d+/\d+|-", l[len(m.group(1)):])
@@ -78,7 +88,7 @@ def paragraph(summaries, commit):
                  ("stage " if len(stages) == 1 else "stages ") + ", ".join(stages))
         if forms:
             which += f" and {len(forms)} other cache form{'s' if len(forms) > 1 else ''} ({', '.join(forms)})"
-        text += (f" compute-sanitizer (memcheck, racecheck, synccheck, initcheck) ran {which} in the "
+        text += (f" compute-sanitizer ({', '.join(s['tools'] or SANITIZER_TOOLS)}) ran {which} in the "
                  f"configurations {s['configs']}: {clean} of {total} runs clean.")
     return text
 

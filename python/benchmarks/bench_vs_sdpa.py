@@ -144,7 +144,7 @@ def bench_shape(shape, dtype, iters, gbps_copy, tol):
                                           iters)
             got = pa_lab.paged_attention(queries[0], caches[0]).float()
             row["pa_lab_status"] = "ok"
-        except (RuntimeError, ValueError) as e:  # the binding's checks raise ValueError
+        except (RuntimeError, ValueError, TypeError) as e:  # the binding's checks: ValueError, TypeError (dtype)
             row["pa_lab_us"] = None
             row["pa_lab_status"] = "error: " + first_line(e)
     abs_tol, rel_tol = tol

@@ -5,9 +5,9 @@
 Three sequences of different lengths, grouped-query attention (32 query
 heads over 8 KV heads), fp16. Their keys and values start contiguous,
 [num_kv_heads, seq_len, head_size] each, as a model produces them; the paged
-cache stores them in shuffled 16-token blocks (pa_lab.paged_kv_cache). Each
-stage of the lab decodes the same queries; SDPA over the contiguous tensors
-is the reference.
+cache stores them in shuffled 16-token blocks (pa_lab.paged_kv_cache). Stages 5
+(v1), 6 (v2) and 8 (optimized), the three the op offers, decode the same
+queries; SDPA over the contiguous tensors is the reference.
 """
 import sys
 

@@ -27,7 +27,9 @@ sequence's own length rather than every one at max_seq_len; it is read on
 the host while planning, so it costs no synchronization and never changes
 the result, only the split.
 Bad arguments raise ValueError (a wrong size, stride, device or value) or
-TypeError (a wrong dtype), naming the argument and what is accepted. Each
+TypeError (a wrong dtype), naming the argument and what is accepted; with
+every tensor on the CPU no CUDA kernel is registered, and PyTorch's dispatcher
+raises NotImplementedError. Each
 kernel runs on PyTorch's current CUDA stream; torch.compile traces through
 the ops (pa_lab/_fake.py) and CUDA graphs capture them.
 

@@ -153,7 +153,10 @@ def _fp8_scale(name: str, given: Optional[float], xs: List[torch.Tensor], fp8: t
         if not math.isfinite(amax):
             raise ValueError(f"{name}: the data holds inf or NaN; accepted: finite data, or {name} given")
         scale = amax / torch.finfo(fp8).max if amax > 0 else 1.0
+    wanted = scale
     scale = float(torch.tensor(scale, dtype=torch.float32))
     if not scale > 0:  # a positive double below float32's smallest subnormal
-        raise ValueError(f"{name} {given}: 0 in float32; accepted: at least float32's smallest positive value")
+        source = "given" if given is not None else "chosen from the data (max |x| / the format's largest value)"
+        raise ValueError(f"{name} {wanted!r} ({source}) is 0 in float32; accepted: at least float32's smallest "
+                         f"positive value, about 1.4e-45")
     return scale

@@ -7,8 +7,8 @@ cache's reference reads its codes back through the block tables as the
 kernels do, float32(code) * scale), and the acceptance rule is the lab's one
 tolerance per dtype of the output (pa_lab.tolerance, pa/core/tolerance.hpp):
 |got - ref| <= abs + rel |ref|, every element.
-Configurations this build does not hold (a quick kernel build has head 128 x
-block 16 only) are skipped, saying so.
+Configurations this build does not hold (a quick kernel build has block 16
+only: head 128, and for stage 8 heads 64 and 256 too) are skipped, saying so.
 """
 import dataclasses
 import math

@@ -4,7 +4,7 @@ side's median (the lowest of its runs), each other side's as time over the base'
 slower), and the largest spread between one side's own runs (the noise to read the ratios
 against); then each side's ratios summed up.
 
-    bench_compare_table.py WORKDIR BASE_SIDE OTHER_SIDE...
+    bench_compare_table.py WORKDIR BASE_SIDE [OTHER_SIDE...]
 
 WORKDIR holds SIDE.ROUND.json (pa-bench --json) and gpu.txt."""
 import glob

@@ -19,7 +19,7 @@ grep "pa: PyTorch" "$OUTD/cmake.log" 2>/dev/null
 ninja -C "$B" pa_lab_torch >"$OUTD/build.log" 2>&1; rc=$?
 echo "build pa_lab_torch: rc=$rc ($((SECONDS - t0)) s)"
 [ $rc -eq 0 ] || { grep -B2 -A12 "error" "$OUTD/build.log" | head -80; exit 1; }
-export PA_LAB_LIBRARY=$PWD/$B/python/libpa_lab_torch.so PYTHONPATH=$PWD/python
+export PA_LAB_LIBRARY=$(realpath "$B")/python/libpa_lab_torch.so PYTHONPATH=$PWD/python
 python3 -m pytest -q -rs ${PYTEST_ARGS:-} python/tests >"$OUTD/pytest.log" 2>&1; echo "pytest: rc=$? ($((SECONDS - t0)) s)"
 tail -30 "$OUTD/pytest.log"
 python3 python/examples/check_against_sdpa.py 2>&1 | tee "$OUTD/example.log"

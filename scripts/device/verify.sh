@@ -25,7 +25,10 @@ gc=$?
 echo "gpu-check rc=$gc $((SECONDS - t0)) s"
 # Side by side: the GPU tests are small, and pytest is mostly host time.
 (timeout 300 ctest --test-dir build-device -L gpu -j4 --timeout 200 >"$W/ctest.log" 2>&1; echo "ctest rc=$?" >>"$W/ctest.log") &
-(PYTHONPATH=$PWD/python timeout 300 python3 -m pytest -q -rs python/tests >"$W/pytest.log" 2>&1
+# build-device's op, named: without PA_LAB_LIBRARY the package would load the
+# newest build*/ folder's, which may be another build.
+(PA_LAB_LIBRARY=$PWD/build-device/python/libpa_lab_torch.so PYTHONPATH=$PWD/python timeout 300 \
+   python3 -m pytest -q -rs python/tests >"$W/pytest.log" 2>&1
  echo "pytest rc=$?" >>"$W/pytest.log") &
 wait
 echo "tests done $((SECONDS - t0)) s"

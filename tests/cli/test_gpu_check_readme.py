@@ -63,9 +63,9 @@ class GpuCheckReadme(unittest.TestCase):
     def test_kernel_set_is_stated_never_assumed(self):
         r = run("--commit", "abc1234", self.build, self.tests)
         self.assertIn("kernels: full (every dtype x head size x block size)", r.stdout)
-        quick = BUILD.replace("full (every dtype x head size x block size)", "quick (fp16 and bf16, head 128, block 16)")
+        quick = BUILD.replace("full (every dtype x head size x block size)", "quick (head 128, block 16; stage 8 also heads 64 and 256)")
         p = self.paragraph_with(self.build, quick)
-        self.assertIn("kernels: quick (fp16 and bf16, head 128, block 16)", p)
+        self.assertIn("kernels: quick (head 128, block 16; stage 8 also heads 64 and 256)", p)
         self.assertNotIn("every dtype", p)
         # A summary from before the kernels line: said so, not guessed.
         p = self.paragraph_with(self.build, BUILD.replace("kernels: full (every dtype x head size x block size)\n", ""))
@@ -87,6 +87,23 @@ class GpuCheckReadme(unittest.TestCase):
         p = self.paragraph_with(self.tests, forms)
         self.assertIn("ran every stage and 1 other cache form (warp_reduce@nhd) in the configurations", p)
         self.assertIn("35 of 36 runs clean", p)
+
+    def test_the_tools_are_the_runs_own(self):
+        r = run("--commit", "abc1234", self.build, self.tests)
+        self.assertIn("compute-sanitizer (memcheck, racecheck, synccheck, initcheck) ran", r.stdout)
+        one = (TESTS.replace("stage          memcheck    racecheck   synccheck   initcheck", "stage          memcheck")
+               .replace("PASS 3/3    PASS 3/3    PASS 3/3    PASS 3/3", "PASS 3/3")
+               .replace("PASS 2/2    FAIL 1/2    PASS 2/2    PASS 2/2", "FAIL 1/2"))
+        p = self.paragraph_with(self.tests, one)
+        self.assertIn("compute-sanitizer (memcheck) ran", p)
+        self.assertIn("4 of 5 runs clean", p)
+
+    def test_a_step_name_of_40_characters_or_more_is_read(self):
+        # gpu-check pads names to 40 columns plus one space: a longer name has one space after it.
+        long_step = TESTS.replace("tests (label gpu)                        PASS (161s)",
+                                  "tests (all tests (no test is labelled gpu)) PASS (161s)")
+        p = self.paragraph_with(self.tests, long_step)
+        self.assertIn("tests (all tests (no test is labelled gpu)): PASS (161s)", p)
 
     def test_all_passed(self):
         ok = TESTS.replace("FAIL 1/2", "PASS 2/2").replace("FAIL (19/20", "PASS (20/20")

@@ -221,7 +221,7 @@ void draw_smem_panel(AppState& s) {
     Legend key(s);
     key.lanes("touched now: the thread's colour");
     key.swatch(dimmed(tensor_color(tiles_shown ? trace::Tensor::kv_smem : trace::Tensor::q_smem), palette::earlier_dim),
-               "stored at an earlier step (each buffer its own colour, dimmed: ? has them all)");
+               "stored earlier (dimmed, each buffer's colour)");
     key.framed(palette::word_even, palette::atomic_frame, "atomic");
     key.words(palette::over_ideal, "bank conflict", "more passes than ideal");
   }

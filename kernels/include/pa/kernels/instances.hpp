@@ -1,7 +1,8 @@
 // The (head size, block size) pairs compiled for each dtype and stage, as an
 // X-macro so that the instance files, the dispatcher and `pa-lab list` share
 // one list. PA_QUICK_KERNELS (CMake option, a compile definition of
-// pa_kernels) keeps only head 128 x block 16 for a fast edit-compile loop.
+// pa_kernels) keeps only head 128 x block 16 for a fast edit-compile loop
+// (stages 1-7; stage 8's quick set is kernels/stages/optimized.cmake's).
 // Threads per block: 128 (kSupportedThreadCounts).
 #pragma once
 
