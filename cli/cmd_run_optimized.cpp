@@ -39,7 +39,8 @@ int cmd_run_optimized(Flags& f, ProblemSpec spec, int iters, const CacheForm& fo
   }
   for (const char* o : {"shard-policy", "exchange", "sequence-groups"})
     if (f.has(o))
-      throw UsageError(std::string("--") + o + " shapes a run over several GPUs: it needs --devices N (pa-lab run --help)");
+      throw UsageError(std::string("--") + o +
+                       " shapes a run over several GPUs: it needs --devices N (pa-lab run --help)");
   const int splits = f.take_int("splits", 0, 0);
   f.finish("run");
   validate_problem_flags(spec);

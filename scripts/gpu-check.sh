@@ -27,8 +27,8 @@ usage() {
   cat <<EOF
 usage: scripts/gpu-check.sh [options]
   --quick              quick kernel build (PA_QUICK_KERNELS=ON: head 128 x block 16,
-                       stage 8 also heads 64 and 256; much faster to build) and two configurations (fp16, block 16;
-                       bf16 with an fp8_e5m2 cache, block 16)
+                       stage 8 also heads 64 and 256; much faster to build) and two
+                       configurations (fp16, block 16; bf16 with an fp8_e5m2 cache, block 16)
   --quick-kernels      the quick kernel build, keeping the configurations given
   --full-kernels       every kernel configuration (the default; needed for blocks 8, 32)
   --full-matrix        every dtype x block size (9 configurations)

@@ -7,9 +7,9 @@
 //    whole (block, kv head) K and V tiles (16-byte LDGSTS.BYPASS, contiguous
 //    4 KB tiles for head 128 / block 16) into shared memory, so about 64 KB per
 //    CTA (two of its ~96 KB pipeline's three stages; two CTAs per SM where the
-//    grid has them) is always on its way from HBM. The copies carry no L2 prefetch hint:
-//    the warp reads every byte of a tile anyway, so a 256-byte prefetch brings
-//    no new byte and only adds L2 work (12.5% more sectors asked of L2 for the
+//    grid has them) is always on its way from HBM. The copies carry no L2
+//    prefetch hint: the warp reads every byte of a tile anyway, so a 256-byte
+//    prefetch brings no new byte and only adds L2 work (12.5% more sectors asked of L2 for the
 //    same DRAM bytes); on an H200, where L2 and not DRAM is the limit, the
 //    hint cost 4-5% of the time.
 //  * Tensor cores: QK (S = Q K^T, the unit's query heads are the m rows, padded

@@ -1,6 +1,7 @@
 // Launching one stage kernel for one configuration and tracer. The normal
 // build instantiates it with NullTracer (generated instance files, one per
-// stage x dtype x cache dtype x layout x head size: kernels/CMakeLists.txt); the trace module instantiates it with its recording tracer.
+// stage x dtype x cache dtype x layout x head size: kernels/CMakeLists.txt);
+// the trace module instantiates it with its recording tracer.
 // Grid: (num_heads, num_seqs, 1), 128 threads; dynamic shared memory for the
 // logits / out scratch (v1_dynamic_smem_bytes, layout.hpp).
 #pragma once

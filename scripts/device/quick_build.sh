@@ -1,8 +1,8 @@
 # Sourced by the scripts beside it (GPU machine, repository root):
 # device_quick_build OUTDIR TARGET... configures the quick kernel set
 # (stages 1-7 at head 128 x block 16; stage 8 at heads 64, 128 and 256 x
-# block 16, fp8 caches at head 128) in /tmp/q with Catch2 from .deps/catch2 and builds the
-# targets, logging to OUTDIR/cmake_q.log and OUTDIR/build_q.log.
+# block 16, fp8 caches at head 128) in /tmp/q with Catch2 from .deps/catch2
+# and builds the targets, logging to OUTDIR/cmake_q.log and OUTDIR/build_q.log.
 # Environment: PA_REV (the source revision for trace headers), BUILD_LIMIT (s).
 # device_out_setup WORKDIR: the start of a script whose logs go to WORKDIR and
 # whose results to $OUT: sets FINAL_OUT ($OUT, else /tmp/pa-out, created),

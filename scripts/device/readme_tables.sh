@@ -9,8 +9,9 @@
 # shapes). $OUT/r gets the JSON files under the names scripts/bench_table.py
 # expects once copied to assets/bench/ (<gpu>.json, <gpu>-fp8.json,
 # <gpu>-sdpa-<dtype>.json, <gpu>-split-sweep.json for seed 2), and logs.tgz
-# (every log and the ncu reports' text pages; the .ncu-rep files stay in /tmp). On an H100 its build (pa-bench and the op, every
-# kernel configuration) took 91 s and the whole script 272 s; on an H200,
+# (every log and the ncu reports' text pages; the .ncu-rep files stay in
+# /tmp). On an H100 its build (pa-bench and the op, every kernel
+# configuration) took 91 s and the whole script 272 s; on an H200,
 # reusing gpu-check's build-device, the runs took 177 s.
 # The files are named after the GPU that ran them (nvidia-h100, nvidia-h200,
 # from nvidia-smi), never after the machine kind that was asked for.

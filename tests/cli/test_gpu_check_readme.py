@@ -63,7 +63,8 @@ class GpuCheckReadme(unittest.TestCase):
     def test_kernel_set_is_stated_never_assumed(self):
         r = run("--commit", "abc1234", self.build, self.tests)
         self.assertIn("kernels: full (every dtype x head size x block size)", r.stdout)
-        quick = BUILD.replace("full (every dtype x head size x block size)", "quick (head 128, block 16; stage 8 also heads 64 and 256)")
+        quick = BUILD.replace("full (every dtype x head size x block size)",
+                              "quick (head 128, block 16; stage 8 also heads 64 and 256)")
         p = self.paragraph_with(self.build, quick)
         self.assertIn("kernels: quick (head 128, block 16; stage 8 also heads 64 and 256)", p)
         self.assertNotIn("every dtype", p)

@@ -203,8 +203,11 @@ TEST_CASE("kv dtype: the dequant step is named, described, timed and reachable f
         "store the KV cache in fp8_e4m3 (the Problem tab's KV cache choice) and make the queries bf16 (the Problem "
         "tab's dtype)");
   CHECK(describe_step_change(e5, *qs5) == "make the queries bf16 (the Problem tab's dtype)");
-  CHECK(describe_step_change(ProblemSpec{}, *with) == "store the KV cache in fp8_e4m3 (the Problem tab's KV cache choice)");
-  CHECK(describe_step_change(ProblemSpec{}, *problem_with_step(ProblemSpec{}, trace::Step::alibi_bias, trace::Stage::qk)) ==
+  CHECK(describe_step_change(ProblemSpec{}, *with) ==
+        "store the KV cache in fp8_e4m3 (the Problem tab's KV cache choice)");
+  const auto slopes = problem_with_step(ProblemSpec{}, trace::Step::alibi_bias, trace::Stage::qk);
+  REQUIRE(slopes.has_value());
+  CHECK(describe_step_change(ProblemSpec{}, *slopes) ==
         "give it the paper's ALiBi slopes (the Problem tab's ALiBi checkbox)");
   CHECK(describe_step_change(ProblemSpec{}, ProblemSpec{}).empty());
   CHECK_FALSE(problem_with_step(ProblemSpec{}, trace::Step::q_scale, trace::Stage::qk).has_value());  // stage 8 only

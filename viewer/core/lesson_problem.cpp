@@ -122,7 +122,8 @@ std::string describe_step_change(const ProblemSpec& from, const ProblemSpec& to)
   if (to.alibi && !from.alibi) add("give it the paper's ALiBi slopes (the Problem tab's ALiBi checkbox)");
   if (to.kv_dtype != from.kv_dtype)
     add(std::string("store the KV cache in ") + kv_dtype_name(to.kv_dtype) + " (the Problem tab's KV cache choice)");
-  if (to.dtype != from.dtype) add(std::string("make the queries ") + dtype_name(to.dtype) + " (the Problem tab's dtype)");
+  if (to.dtype != from.dtype)
+    add(std::string("make the queries ") + dtype_name(to.dtype) + " (the Problem tab's dtype)");
   return r;
 }
 

@@ -11,7 +11,8 @@ namespace pa::viewer {
 void draw_inspect_panel(AppState& s) {
   if (!s.focus.active()) {
     ImGui::TextWrapped("Click a thread (lane) or a warp label in the thread block, or an element of the KV cache or "
-                       "a word of a shared buffer (Q's among them). This tab then lists what it touches, or who touches it, at which steps.");
+                       "a word of a shared buffer (Q's among them). This tab then lists what it touches, or who "
+                       "touches it, at which steps.");
     return;
   }
   ImGui::PushFont(s.fonts.bold);

@@ -427,7 +427,8 @@ void draw_kv_panel(AppState& s) {
     if (is_fp8(c.kv_dtype))
       ImGui::Text("a 1-byte %s code: read back as float(code) * %s", kv_dtype_name(c.kv_dtype),
                   isk ? "k_scale" : "v_scale");
-    if (hcell->slot * B + hcell->t >= ctx) ImGui::TextDisabled("past the context: masked, never reaches the output (a load of its block may still read it)");
+    if (hcell->slot * B + hcell->t >= ctx)
+      ImGui::TextDisabled("past the context: masked, never reaches the output (a load of its block may still read it)");
     for (auto [w, ln] : hover_threads) ImGui::TextColored(ImVec4(1, 0.85f, 0.4f, 1), "touched now by warp %d lane %d", w, ln);
     ImGui::TextDisabled("click: who touches it, and when");
     ImGui::EndTooltip();

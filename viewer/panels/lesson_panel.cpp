@@ -290,9 +290,11 @@ void draw_lesson_panel(AppState& s) {
       }
       if (ImGui::IsItemHovered()) {
         const StepLocation at = locate_step(s.index, s.block, m.step, m.block);
-        const auto with = !at.found() && s.trace_path.empty() ? problem_with_step(s.spec, m.step, s.stage) : std::nullopt;
+        const auto with =
+            !at.found() && s.trace_path.empty() ? problem_with_step(s.spec, m.step, s.stage) : std::nullopt;
         if (with)
-          ImGui::SetTooltip("this problem has no %s step: click to %s,\nthen jump to its first %s step (source anchor %s)",
+          ImGui::SetTooltip("this problem has no %s step: click to %s,\n"
+                            "then jump to its first %s step (source anchor %s)",
                             m.step_name.c_str(), describe_step_change(s.spec, *with).c_str(), m.step_name.c_str(),
                             m.anchor.c_str());
         else if (!at.found())
