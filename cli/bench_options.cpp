@@ -170,7 +170,7 @@ std::string bench_usage() {
          "  --layouts LIST        stage 8 also on these KV cache layouts: nhd, hnd (vllm, vLLM's own, is always\n"
          "                        timed, first; 2-byte caches; each row is checked against vLLM's output)\n"
          "  --shape S,H,KV,C,D    one shape instead of the set: seqs, heads, kv heads (divides heads), context,\n"
-         "                        head size (" + head_sizes_text() + ")\n"
+         "                        head size: " + head_sizes_text() + "\n"
          "  --dtypes LIST         fp16,bf16 (default), or one of them\n"
          "  --split-sweep N       stage 8 alone on N random shapes (1.." + std::to_string(kMaxSweepShapes) +
          "; sequences 1-256, contexts 128-131072,\n"

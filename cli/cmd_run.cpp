@@ -46,6 +46,7 @@ int cmd_run(Args args) {
   spec.page_table = form.table;
   if (stage_name) {  // stages 6-7 take more flags: cli/cmd_run_split_kv.cpp
     const auto st = kernels::parse_stage(*stage_name);
+    if (st) refuse_splits_unless_optimized(f, *st == kernels::Stage::optimized, *stage_name);
     // A form the stage does not read (kernels::stage_reads) is refused here,
     // before a GPU is asked for.
     if (st) check_cache_form_for_stage(*st, form);

@@ -87,6 +87,7 @@ int record(Flags& f, const std::string& stage_name) {
   ProblemSpec spec = take_problem_flags(f);
   if (*stage == trace::Stage::cascade_merge) take_cascade_flags(f, spec);
   trace::TimelineOptions opt;
+  refuse_splits_unless_optimized(f, *stage == trace::Stage::optimized, stage_name);
   opt.force_splits = f.take_int("splits", 0, 0);
   const auto json = f.take("json");
   const auto out = f.take("output");

@@ -183,6 +183,7 @@ int cmd_trace(Args args_in) {
   // cascade_merge: the tokens every sequence shares (the cascade's prefix).
   spec.shared_prefix_len = f.take_int("prefix-len", 0, 0);
   trace::ModelOptions mopt;
+  refuse_splits_unless_optimized(f, *stage == kernels::Stage::optimized, *stage_name);
   mopt.optimized.force_splits = f.take_int("splits", 0, 0);
   const auto sel_text = f.take("select");
   validate_problem_flags(spec);

@@ -63,15 +63,13 @@ long long parse_ll(const std::string& name, const std::string& v, const std::str
 }
 }  // namespace
 
-int Flags::take_int(const std::string& name, int def, int min_value) {
+int Flags::take_int(const std::string& name, int def, int min_value, const std::string& accepted) {
   auto v = take(name);
   if (!v) return def;
-  const std::string range = std::to_string(min_value) + " .. 2147483647";
+  const std::string range = accepted.empty() ? std::to_string(min_value) + " .. 2147483647" : accepted;
   const long long x = parse_ll(name, *v, range);
-  if (x < min_value || x > 2147483647LL) {
-    throw UsageError("option --" + name + ": " + *v + " is out of range (accepted: " + std::to_string(min_value) +
-                     " .. 2147483647)");
-  }
+  if (x < min_value || x > 2147483647LL)
+    throw UsageError("option --" + name + ": " + *v + " is out of range (accepted: " + range + ")");
   return static_cast<int>(x);
 }
 
@@ -136,8 +134,8 @@ static float take_scale(Flags& f, const std::string& name) {
 ProblemSpec take_problem_flags(Flags& f) {
   ProblemSpec s;
   s.dtype = parse_dtype(f.take_str("dtype", "fp16"));
-  s.head_size = f.take_int("head-size", 128, 1);
-  s.block_size = f.take_int("block-size", 16, 1);
+  s.head_size = f.take_int("head-size", 128, 1, head_sizes_text());
+  s.block_size = f.take_int("block-size", 16, 1, block_sizes_text());
   s.num_threads = f.take_int("threads", 128, 1);
   s.num_heads = f.take_int("heads", 8, 1);
   s.num_kv_heads = f.take_int("kv-heads", s.num_heads, 1);
@@ -227,6 +225,12 @@ const char* problem_flags_help() {
          "                             element (fp8 = fp8_e4m3; with fp16 or bf16)\n"
          "  --k-scale S, --v-scale S   fp8 scales (element = code * scale; default: from the data)\n";
   return text.c_str();
+}
+
+void refuse_splits_unless_optimized(const Flags& f, bool optimized, const std::string& stage_name) {
+  if (f.has("splits") && !optimized)
+    throw UsageError("--splits sets stage 8's split count: stage optimized only (stage " + stage_name +
+                     " has no splits)");
 }
 
 void take_cascade_flags(Flags& f, ProblemSpec& spec) {

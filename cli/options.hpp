@@ -26,7 +26,9 @@ class Flags {
   bool has(const std::string& name) const { return values_.count(name) != 0; }
   std::optional<std::string> take(const std::string& name);
   std::string take_str(const std::string& name, const std::string& def);
-  int take_int(const std::string& name, int def, int min_value);
+  // accepted, when given, is what a parse or range error names instead of
+  // min_value .. INT_MAX (the head sizes a build has, say).
+  int take_int(const std::string& name, int def, int min_value, const std::string& accepted = {});
   std::uint64_t take_u64(const std::string& name, std::uint64_t def);
   std::vector<int> take_int_list(const std::string& name);  // "1,17,100"
   bool take_switch(const std::string& name);
@@ -48,6 +50,10 @@ const char* problem_flags_help();
 // flag at fault (--head-size for head_size, --prefix-len for
 // shared_prefix_len, ...), the value and what is accepted.
 void validate_problem_flags(const ProblemSpec& spec);
+
+// --splits sets stage 8's split count; every other stage has none, so the
+// flag is refused by name there (run, trace, timeline) rather than ignored.
+void refuse_splits_unless_optimized(const Flags& f, bool optimized, const std::string& stage_name);
 
 // The cascade's problem flags (pa-lab run and timeline, stage cascade_merge):
 // --prefix-len P (the tokens every sequence shares) and --suffix-lens

@@ -35,8 +35,10 @@ const std::vector<BadFlag>& cases() {
   static const std::vector<BadFlag> t = {
       // pa-lab: the problem flags (through `trace`, which needs no GPU) and each command's own.
       {Tool::lab, "trace --stage qk --head-size 7", {"--head-size", "7", "64, 80, 96, 112, 128, 192, 256"}},
-      {Tool::lab, "trace --stage qk --head-size -1", {"--head-size", "-1", "1 .. 2147483647"}},
-      {Tool::lab, "trace --stage qk --head-size 99999999999", {"--head-size", "99999999999", "1 .. 2147483647"}},
+      {Tool::lab, "trace --stage qk --head-size -1", {"--head-size", "-1", "out of range", "64, 80, 96"}},
+      {Tool::lab, "trace --stage qk --head-size 99999999999", {"--head-size", "99999999999", "64, 80, 96"}},
+      {Tool::lab, "trace --stage qk --head-size 12x", {"--head-size", "'12x'", "not an integer", "64, 80, 96"}},
+      {Tool::lab, "trace --stage qk --block-size 1.5", {"--block-size", "'1.5'", "not an integer", "{8, 16, 32}"}},
       {Tool::lab, "trace --stage qk --heads 0", {"--heads", "0", "1 .. 2147483647"}},
       {Tool::lab, "trace --stage qk --heads abc", {"--heads", "'abc'", "accepted: 1 .. 2147483647"}},
       {Tool::lab, "trace --stage qk --heads ''", {"--heads", "''", "accepted: 1 .. 2147483647"}},
@@ -96,6 +98,8 @@ const std::vector<BadFlag>& cases() {
       {Tool::lab, "run --stage optimized --shard-policy round_robin", {"--shard-policy", "needs --devices N"}},
       {Tool::lab, "run --stage cascade_merge --prefix-len 16 --baselines 5", {"--baselines", "5", "accepted: 0, 1"}},
       {Tool::lab, "run --stage v2_partition --baselines 0", {"--baselines", "stage cascade_merge only"}},
+      {Tool::lab, "run --stage 6 --splits 2", {"--splits", "stage optimized only", "stage 6 has no splits"}},
+      {Tool::lab, "trace --stage cascade_merge --splits 2", {"--splits", "stage optimized only", "cascade_merge"}},
       {Tool::lab, "run --stage optimized --sequence-groups 2", {"--sequence-groups", "needs --devices N"}},
       {Tool::lab, "run --stage optimized --layout foo", {"--layout", "'foo'", "accepted: vllm, nhd, hnd"}},
       {Tool::lab, "run --stage optimized --layout NHD", {"--layout", "'NHD'", "accepted: vllm, nhd, hnd"}},

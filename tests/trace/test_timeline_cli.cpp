@@ -103,6 +103,8 @@ TEST_CASE("pa-lab timeline refuses wrong command lines and files, saying what is
        {"--suffix-lens lists 2 lengths", "3 sequences"}},
       {"timeline --stage cascade_merge --prefix-len 7 --suffix-lens 1 -o " + out_patl, kUsage,
        {"--prefix-len", "7", "multiple of block_size"}},
+      {"timeline --stage v2_partition --splits 2 -o " + out_patl, kUsage,
+       {"--splits", "stage optimized only", "stage v2_partition has no splits"}},
   };
   int ran = 0;
   for (const Case& c : cases) {
@@ -115,7 +117,7 @@ TEST_CASE("pa-lab timeline refuses wrong command lines and files, saying what is
     for (const std::string& s : c.must_say) CHECK_THAT(out, ContainsSubstring(s));
     ++ran;
   }
-  CHECK(ran == 19);
+  CHECK(ran == 20);
   CHECK_FALSE(fs::exists(out_json));  // no case wrote anything
   CHECK_FALSE(fs::exists(out_patl));
 

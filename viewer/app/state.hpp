@@ -411,6 +411,7 @@ bool timeline_panel_shown(const AppState& s);
 
 // Small drawing helpers (panels/widgets.cpp).
 ImU32 col(Rgba c, float alpha = 1.0f);
+inline ImVec4 vec4(Rgba c) { return ImVec4(c.r, c.g, c.b, c.a); }  // for ImGui's text colours
 ImU32 dim_col(Rgba c, float amount);  // towards the background
 Rgba dimmed(Rgba c, float amount);    // the same colour, as Rgba
 // A request's cost against its ideal (sectors, L2 requests, wavefronts): the
@@ -435,7 +436,9 @@ class Legend {
   void swatch(Rgba fill, const char* text);                 // a filled square
   void framed(Rgba fill, Rgba frame, const char* text);     // a square with a frame
   void lanes(const char* text);                             // the thread colours (hue by lane, shade by warp)
-  void band(Rgba fill, Rgba text_colour, const char* text); // a line band, as the source panel's regions
+  // A line band as the source panel draws a region: its fill, a line number
+  // in number_colour, then the text in the region's code colour.
+  void band(Rgba fill, Rgba number_colour, const char* text);
   void words(Rgba text_colour, const char* sample, const char* text);  // coloured sample text
   // A swatch that is a button (the timeline's phases): framed white when on.
   // True when clicked.

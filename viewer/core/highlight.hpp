@@ -154,7 +154,7 @@ Rgba phase_color(trace::Phase p);
 namespace palette {
 constexpr Rgba rgb8(int r, int g, int b) { return {r / 255.0f, g / 255.0f, b / 255.0f, 1.0f}; }
 inline constexpr Rgba untouched = rgb8(40, 43, 52);      // a KV element no step has loaded yet
-inline constexpr Rgba past_context = rgb8(28, 29, 34);   // a KV slot past the sequence's context: never read
+inline constexpr Rgba past_context = rgb8(28, 29, 34);   // a KV slot past the sequence's context: masked
 inline constexpr float earlier_dim = 0.62f;              // loaded/stored at an earlier step: the tensor's colour, dimmed
 inline constexpr Rgba table_read = rgb8(90, 150, 230);   // a block-table entry this step reads
 inline constexpr Rgba table_entry = rgb8(45, 50, 62);    // a block-table entry
@@ -164,6 +164,8 @@ inline constexpr Rgba word_even = rgb8(47, 50, 61), word_odd = rgb8(42, 45, 55);
 inline constexpr Rgba atomic_frame = rgb8(255, 70, 60);  // a word an atomic touches
 inline constexpr Rgba own_region = rgb8(95, 80, 30);     // source lines (and lesson bar) of the step's own marker
 inline constexpr Rgba enclosing_region = rgb8(40, 58, 88);  // ... of the enclosing region of a step without one
+inline constexpr Rgba region_text = rgb8(255, 247, 224);  // the code inside either region
+inline constexpr Rgba own_number = rgb8(255, 217, 102), enclosing_number = rgb8(158, 194, 242);  // its line numbers
 inline constexpr Rgba own_bar = rgb8(255, 190, 70), enclosing_bar = rgb8(110, 160, 235);
 inline constexpr Rgba at_ideal = {0.5f, 0.9f, 0.55f, 1}, over_ideal = {1.0f, 0.55f, 0.4f, 1};  // request costs
 inline constexpr Rgba sector_fetched = rgb8(240, 170, 70), sector_skipped = rgb8(55, 58, 68);  // requests' sector bars

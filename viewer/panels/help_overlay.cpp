@@ -47,8 +47,8 @@ void draw_colour_key(AppState& s) {
     key.words(palette::over_ideal, "16 / 8", "over the ideal: wasted sectors or a bank conflict");
     key.swatch(palette::sector_fetched, "a sector the request fetches");
     ImGui::TextDisabled("kernel source and lesson text");
-    key.band(palette::own_region, {1, 0.97f, 0.88f, 1}, "the lines (and section) of the step");
-    key.band(palette::enclosing_region, {0.62f, 0.76f, 0.95f, 1}, "a step without its own: the enclosing region");
+    key.band(palette::own_region, palette::own_number, "the lines (and section) of the step");
+    key.band(palette::enclosing_region, palette::enclosing_number, "a step without its own: the enclosing region");
     ImGui::TextDisabled("timeline (its legend names each phase's colour)");
     key.swatch(phase_color(trace::Phase::opt_pipeline_wait), "a phase's spans: full colour, or highlighted");
     key.swatch(dimmed(phase_color(trace::Phase::opt_pipeline_wait), 0.72f), "dimmed: another phase is highlighted");

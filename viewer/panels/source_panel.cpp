@@ -111,10 +111,10 @@ void draw_source_panel(AppState& s) {
         dl->AddRectFilled(p, ImVec2(p.x + ImGui::GetWindowWidth() + ImGui::GetScrollX(), p.y + lh),
                           col(bind.enclosing ? palette::enclosing_region : palette::own_region));
       const bool marker_line = f.lines[i].find("LESSON-") != std::string::npos;
-      const ImVec4 num_col = bind.enclosing ? ImVec4(0.62f, 0.76f, 0.95f, 1) : ImVec4(1, 0.85f, 0.4f, 1);
+      const ImVec4 num_col = vec4(bind.enclosing ? palette::enclosing_number : palette::own_number);
       ImGui::TextColored(hl ? num_col : ImVec4(0.45f, 0.47f, 0.52f, 1), "%4d", ln);
       ImGui::SameLine();
-      ImVec4 c = hl ? ImVec4(1, 0.97f, 0.88f, 1) : ImVec4(0.74f, 0.76f, 0.80f, 1);
+      ImVec4 c = hl ? vec4(palette::region_text) : ImVec4(0.74f, 0.76f, 0.80f, 1);
       if (marker_line) c = ImVec4(0.45f, 0.55f, 0.45f, 1);
       else if (f.lines[i].find("//") != std::string::npos && f.lines[i].find_first_not_of(' ') == f.lines[i].find("//"))
         c = ImVec4(0.50f, 0.65f, 0.50f, 1);

@@ -16,6 +16,8 @@ namespace {
 
 void plot(const char* title, const std::vector<float>& v, const std::vector<int>& step_of, int step, ImU32 colour) {
   const int n = static_cast<int>(v.size());
+  // The axis spans every token's value (and zero), computed or not, so that
+  // bars keep their height as the replay steps on.
   float lo = 0, hi = 0;
   int known = 0;
   for (int i = 0; i < n; ++i)
@@ -23,7 +25,7 @@ void plot(const char* title, const std::vector<float>& v, const std::vector<int>
   for (int i = 0; i < n; ++i) known += step_of[i] >= 0 && step_of[i] <= step;
   ImGui::Text("%s", title);
   ImGui::SameLine();
-  ImGui::TextDisabled("%d of %d tokens so far, range [%.3g, %.3g]", known, n, lo, hi);
+  ImGui::TextDisabled("%d of %d tokens so far; axis [%.3g, %.3g] spans all %d", known, n, lo, hi, n);
   const float w = ImGui::GetContentRegionAvail().x, h = std::max(50.0f, ImGui::GetFontSize() * 5);
   const ImVec2 o = ImGui::GetCursorScreenPos();
   ImGui::InvisibleButton(title, ImVec2(std::max(1.0f, w), h));

@@ -119,11 +119,15 @@ void Legend::lanes(const char* text) {
   dl->AddText(ImVec2(p.x + 8 * cw + 5, p.y + 1), ImGui::GetColorU32(ImGuiCol_Text), text);
 }
 
-void Legend::band(Rgba fill, Rgba text_colour, const char* text) {
-  const ImVec2 ts = ImGui::CalcTextSize(text);
-  const ImVec2 p = place(ts.x + 8);
-  ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, p.y), ImVec2(p.x + ts.x + 8, p.y + ts.y + 2), col(fill));
-  ImGui::GetWindowDrawList()->AddText(ImVec2(p.x + 4, p.y + 1), col(text_colour), text);
+void Legend::band(Rgba fill, Rgba number_colour, const char* text) {
+  const char* number = "  42 ";
+  const ImVec2 ns = ImGui::CalcTextSize(number), ts = ImGui::CalcTextSize(text);
+  const float w = ns.x + ts.x + 8;
+  const ImVec2 p = place(w);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->AddRectFilled(ImVec2(p.x, p.y), ImVec2(p.x + w, p.y + ts.y + 2), col(fill));
+  dl->AddText(ImVec2(p.x + 2, p.y + 1), col(number_colour), number);
+  dl->AddText(ImVec2(p.x + 2 + ns.x, p.y + 1), col(palette::region_text), text);
 }
 
 void Legend::words(Rgba text_colour, const char* sample, const char* text) {

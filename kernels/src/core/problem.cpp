@@ -184,17 +184,8 @@ std::int64_t host_memory_limit_bytes() {
   return static_cast<std::int64_t>(pages) * page / 2;
 }
 
-namespace {
-template <class Arr>
-std::string spaced_list(const Arr& arr) {
-  std::string s;
-  for (int v : arr) s += (s.empty() ? "" : " ") + std::to_string(v);
-  return s;
-}
-}  // namespace
-
-std::string head_sizes_text() { return spaced_list(kSupportedHeadSizes); }
-std::string block_sizes_text() { return spaced_list(kSupportedBlockSizes); }
+std::string head_sizes_text() { return list_text(kSupportedHeadSizes); }
+std::string block_sizes_text() { return list_text(kSupportedBlockSizes); }
 
 std::string ProblemSpec::describe() const {
   std::ostringstream os;
