@@ -388,8 +388,8 @@ struct OptConfig {
   // The last CTA's split merge: splits whose states a thread loads together,
   // one L2 round trip per kMergeSplits splits (48 loads in flight per thread
   // with 16: the 13 splits of one 4096-token sequence in one round). The fp8
-  // instances keep 8: with 16 some of their rows measured up to 5% slower,
-  // in two A/B runs (cause not found; kernels/NOTES.md).
+  // instances keep 8: with 16 some of their rows were up to 5% slower (cause
+  // not found; the A/B is in kernels/NOTES.md).
   // Both epilogue merges (the warps', then the splits'): what a thread
   // merges. Item q (q = tid, tid + kNumThreads, ... below the unit's heads x
   // kMergeItemsPerHead) holds head merge_head(q)'s dims merge_dim(q, e),
