@@ -148,6 +148,8 @@ const std::vector<BadFlag>& cases() {
       {Tool::viewer, "--step -1", {"--step", "'-1'", "[0, 1073741824]"}},
       {Tool::viewer, "--head-size 7", {"--head-size", "head_size 7", "64, 80, 96"}},
       {Tool::viewer, "--block-size 7", {"--block-size", "block_size 7", "{8, 16, 32}"}},
+      {Tool::viewer, "--head-size 12x", {"--head-size", "'12x'", "accepted: {64, 80, 96"}},
+      {Tool::viewer, "--block-size 0", {"--block-size", "'0'", "accepted: {8, 16, 32}"}},
       {Tool::viewer, "--heads 8 --kv-heads 3", {"--kv-heads", "num_kv_heads 3", "dividing num_heads"}},
       {Tool::viewer, "--dtype fp8", {"--dtype", "'fp8'", "fp32, fp16, bf16"}},
       {Tool::viewer, "--context 0", {"--context", "'0'", "[1, 16777216]"}},

@@ -16,13 +16,17 @@
 namespace pa::viewer {
 namespace {
 
-int to_int(const std::string& flag, const std::string& v, int lo, int hi) {
+// accepted, when given, names what the flag takes in the error (the head
+// sizes a build has, say) instead of [lo, hi].
+int to_int(const std::string& flag, const std::string& v, int lo, int hi, const std::string& accepted = {}) {
   int out = 0;
   const auto* end = v.data() + v.size();
   auto [p, ec] = std::from_chars(v.data(), end, out);
-  if (ec != std::errc() || p != end || out < lo || out > hi)
+  if (ec != std::errc() || p != end || out < lo || out > hi) {
+    if (!accepted.empty()) throw UsageError(flag + ": '" + v + "' (accepted: " + accepted + ")");
     throw UsageError(flag + ": '" + v + "' is not an integer in [" + std::to_string(lo) + ", " +
                      std::to_string(hi) + "]");
+  }
   return out;
 }
 
@@ -292,8 +296,8 @@ Args parse_args(const std::vector<std::string>& av) {
       const std::string v = value();
       a.dtype = dtype_from_name(v);
       if (!a.dtype) throw UsageError("--dtype: '" + v + "' (accepted: " + kDTypeNamesText + ")");
-    } else if (f == "--head-size") a.head_size = to_int(f, value(), 1, 4096);
-    else if (f == "--block-size") a.block_size = to_int(f, value(), 1, 4096);
+    } else if (f == "--head-size") a.head_size = to_int(f, value(), 1, 4096, head_sizes_text());
+    else if (f == "--block-size") a.block_size = to_int(f, value(), 1, 4096, block_sizes_text());
     else if (f == "--heads") a.num_heads = to_int(f, value(), 1, 4096);
     else if (f == "--kv-heads") a.num_kv_heads = to_int(f, value(), 1, 4096);
     else if (f == "--partition-size") a.partition_size = to_int(f, value(), 0, 1 << 20);
