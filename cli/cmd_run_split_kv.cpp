@@ -214,7 +214,7 @@ int cmd_run_split_kv(kernels::Stage stage, Flags& f, ProblemSpec spec, int iters
   if (stage == kernels::Stage::cascade_merge) take_cascade_flags(f, spec);
   if (stage != kernels::Stage::cascade_merge && f.has("baselines"))
     throw UsageError("--baselines times the cascade against v2, v1 and optimized: stage cascade_merge only");
-  const int baselines_flag = f.take_int("baselines", 1, 0);
+  const int baselines_flag = f.take_int("baselines", 1, 0, "0, 1");
   if (baselines_flag > 1) throw UsageError("--baselines " + std::to_string(baselines_flag) + " (accepted: 0, 1)");
   const bool baselines = baselines_flag != 0;
   kernels::CascadeOptions opt;

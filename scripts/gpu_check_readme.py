@@ -24,11 +24,9 @@ STEP_RE = re.compile(r"^(build|tests \(.*?\)|sanitizers)\s+(\S.*)$")
 HEAD_RE = re.compile(r"^gpu-check summary \((\S+), (.*)\)$")
 # gpu-check.sh's ALL_STAGES: a summary's table with fewer rows ran fewer.
 ALL_STAGES = ("q_to_smem", "qk", "softmax", "lv", "warp_reduce", "v2_partition", "cascade_merge", "optimized")
-CELL_RE = re.compile(r"^([\w@-]+)\s+((?:(?:PASS|FAIL|ERROR) \d+/\d+|-)\s*)+$")
-
-
-# gpu-check.sh's ALL_TOOLS.
+# gpu-check.sh's ALL_TOOLS: the header of a summary's table names those that ran.
 SANITIZER_TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+CELL_RE = re.compile(r"^([\w@-]+)\s+((?:(?:PASS|FAIL|ERROR) \d+/\d+|-)\s*)+$")
 
 
 class SummaryError(Exception):

@@ -9,9 +9,9 @@
 //    CTA (two of its ~96 KB pipeline's three stages; two CTAs per SM where the
 //    grid has them) is always on its way from HBM. The copies carry no L2
 //    prefetch hint: the warp reads every byte of a tile anyway, so a 256-byte
-//    prefetch brings no new byte and only adds L2 work (12.5% more sectors asked of L2 for the
-//    same DRAM bytes); on an H200, where L2 and not DRAM is the limit, the
-//    hint cost 4-5% of the time.
+//    prefetch brings no new byte and only adds L2 work (12.5% more sectors
+//    asked of L2 for the same DRAM bytes); on an H200, where L2 and not DRAM
+//    is the limit, the hint cost 4-5% of the time.
 //  * Tensor cores: QK (S = Q K^T, the unit's query heads are the m rows, padded
 //    to 16) and PV (O^T = V^T P^T, head dims are the m rows, so no padding in
 //    the accumulators) run as mma.m16n8k16 with fp32 accumulation, fed by

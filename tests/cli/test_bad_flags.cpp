@@ -97,6 +97,7 @@ const std::vector<BadFlag>& cases() {
       {Tool::lab, "run --stage optimized --devices 2 --sequence-groups 0", {"--sequence-groups", "0", "1 .."}},
       {Tool::lab, "run --stage optimized --shard-policy round_robin", {"--shard-policy", "needs --devices N"}},
       {Tool::lab, "run --stage cascade_merge --prefix-len 16 --baselines 5", {"--baselines", "5", "accepted: 0, 1"}},
+      {Tool::lab, "run --stage cascade_merge --prefix-len 16 --baselines -1", {"--baselines", "-1", "accepted: 0, 1"}},
       {Tool::lab, "run --stage v2_partition --baselines 0", {"--baselines", "stage cascade_merge only"}},
       {Tool::lab, "run --stage 6 --splits 2", {"--splits", "stage optimized only", "stage 6 has no splits"}},
       {Tool::lab, "trace --stage cascade_merge --splits 2", {"--splits", "stage optimized only", "cascade_merge"}},
