@@ -210,81 +210,122 @@ __device__ __forceinline__ bool opt_split_arrive(const OptParams& p, const OptCt
 // thread t owns the items q = t, t + kNumThreads, ... (item q: four
 // consecutive dims merge_dim(q, 0..3) of head g = merge_head(q), as in the
 // warp merge) and merges the splits' states of its dims itself, as stage 7
-// merges two states (attention_state.cuh), kMergeSplits splits at a time: it
-// issues every load of a round together (per split the head's max m_s and
-// exp sum l_s and the item's unnormalized output, one 16-byte load: all L2
-// loads, __ldcg), then moves what it has summed so far to the round's new
-// max M and adds each split weighed by 2^(m_s - M):
+// merges two states (attention_state.cuh). A round issues kMergeSplits
+// loads of states together, one L2 round trip: kS = kMergeSplits / kB
+// splits of each of kB items (per split the head's max m_s and exp sum l_s
+// and the item's unnormalized output, one 16-byte load: all L2 loads,
+// __ldcg). Then, per item, it moves what it has summed so far to the round's
+// new max M and adds each split weighed by 2^(m_s - M):
 //   L = sum_s 2^(m_s - M) l_s,  O = (sum_s 2^(m_s - M) O_s) / L.
-// A round covers up to kMergeSplits splits, so a merge of that many costs
-// one L2 round trip; the lanes of a warp read consecutive items of each
-// split's output (512 contiguous bytes for a head of 128) and, within a
-// head, the same m_s and l_s (one request). The item's output (or, for a
-// cascade suffix, its state) is then written as the warp merge writes it
-// with one split (opt_store_item).
+// The lanes of a warp read consecutive items of each split's output (512
+// contiguous bytes for a head of 128) and, within a head, the same m_s and
+// l_s (one request). Each item's output (or, for a cascade suffix, its
+// state) is then written as the warp merge writes it with one split
+// (opt_store_item).
+template <class Cfg, int kB, class Tracer>
+__device__ __forceinline__ void opt_merge_items(const OptParams& p, const OptCta<Cfg>& c, int n_active,
+                                                Tracer& tracer) {
+  constexpr int HS = Cfg::kHeadSize;
+  constexpr int kS = Cfg::kMergeSplits / kB;
+  using WS = OptWorkspaceGeometry;
+  // Each item's first split of the round addressed once; the other splits,
+  // and the sum beside each max, at the workspace's constant strides for
+  // this head size: immediate offsets, so no register holds 48 addresses.
+  constexpr int kOutStride = WS::out_split_stride(HS);
+  const int unit = c.unit, seq = c.seq, n_items = c.nh * Cfg::kMergeItemsPerHead;
+  const TraceCtx& tc = c.tc;
+  for (int k0 = 0; threadIdx.x + k0 * Cfg::kNumThreads < n_items; k0 += kB) {
+    float M[kB], L[kB], o[kB][4];
+#pragma unroll
+    for (int b = 0; b < kB; ++b) {
+      M[b] = kNegInf;
+      L[b] = 0.f;
+      o[b][0] = o[b][1] = o[b][2] = o[b][3] = 0.f;
+    }
+    for (int sp0 = 0; sp0 < n_active; sp0 += kS) {
+      float m[kB][kS], l[kB][kS];
+      float4 v[kB][kS];
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        const int k = k0 + b, q = threadIdx.x + k * Cfg::kNumThreads;
+        const int g = Cfg::merge_head(q), d0 = Cfg::merge_dim(q, 0);
+        const float* st = p.ws_stat + p.wsg.stat_offset(seq, unit, sp0, 0, g);
+        const float* ov = p.ws_out + p.wsg.out_offset(seq, unit, sp0, g, d0);
+#pragma unroll
+        for (int u = 0; u < kS; ++u) {
+          const int sp = sp0 + u;
+          m[b][u] = kNegInf;
+          l[b][u] = 0.f;
+          v[b][u] = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (q < n_items && sp < n_active) {
+            m[b][u] = __ldcg(st + u * WS::kStatSplitStride);
+            PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
+                                 .it(sp).lane_it(k).at(p.wsg.stat_byte(seq, unit, sp, 0, g), 4));
+            l[b][u] = __ldcg(st + u * WS::kStatSplitStride + WS::kStatSumOffset);
+            PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
+                                 .it(sp).lane_it(k).at(p.wsg.stat_byte(seq, unit, sp, 1, g), 4));
+            v[b][u] = __ldcg(reinterpret_cast<const float4*>(ov + u * kOutStride));
+            PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
+                                 .it(sp).lane_it(k).dims(d0, 4).at(p.wsg.out_byte(seq, unit, sp, g, d0), 16));
+          }
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kB; ++b) {
+        float M_new = M[b];
+#pragma unroll
+        for (int u = 0; u < kS; ++u) M_new = fmaxf(M_new, m[b][u]);
+        // What the earlier rounds summed, moved to the new max (nothing yet
+        // in the first round: its sums are 0 and M is -inf).
+        const float f = M[b] == kNegInf ? 0.f : rescale<LogBase::two>(M[b], M_new);
+        L[b] *= f;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[b][e] *= f;
+#pragma unroll
+        for (int u = 0; u < kS; ++u) {
+          if (sp0 + u < n_active) {
+            const float w = rescale<LogBase::two>(m[b][u], M_new);
+            L[b] = fmaf(w, l[b][u], L[b]);
+            o[b][0] = fmaf(w, v[b][u].x, o[b][0]);
+            o[b][1] = fmaf(w, v[b][u].y, o[b][1]);
+            o[b][2] = fmaf(w, v[b][u].z, o[b][2]);
+            o[b][3] = fmaf(w, v[b][u].w, o[b][3]);
+          }
+        }
+        M[b] = M_new;
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < kB; ++b) {
+      const int k = k0 + b, q = threadIdx.x + k * Cfg::kNumThreads;
+      if (q < n_items) opt_store_item<Cfg>(p, c, k, Cfg::merge_head(q), Cfg::merge_dim(q, 0), o[b], M[b], L[b], tracer);
+    }
+  }
+}
+
+// The batch (kB above) that merges this unit's items in the fewest round
+// trips (opt_merge_batch): 1 wherever the splits fill a round by
+// themselves, up to 8 for few splits of a large state (16 heads of 256 dims,
+// 2 splits: one round trip, not eight).
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCta<Cfg>& c, int n_active,
                                                  Tracer& tracer) {
-  constexpr int HS = Cfg::kHeadSize;
-  constexpr int kU = Cfg::kMergeSplits;
-  using WS = OptWorkspaceGeometry;
-  // The round's first split addressed once; the others, and the sum beside
-  // each max, at the workspace's constant strides for this head size: all
-  // immediate offsets, so no register holds 48 addresses.
-  constexpr int kOutStride = WS::out_split_stride(HS);
-  const int unit = c.unit, seq = c.seq;
-  const TraceCtx& tc = c.tc;
-  for (int q = threadIdx.x, k = 0; q < c.nh * Cfg::kMergeItemsPerHead; q += Cfg::kNumThreads, ++k) {
-    const int g = Cfg::merge_head(q), d0 = Cfg::merge_dim(q, 0);
-    float M = kNegInf, L = 0.f;
-    float o[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int sp0 = 0; sp0 < n_active; sp0 += kU) {
-      const float* st = p.ws_stat + p.wsg.stat_offset(seq, unit, sp0, 0, g);
-      const float* ov = p.ws_out + p.wsg.out_offset(seq, unit, sp0, g, d0);
-      float m[kU], l[kU];
-      float4 v[kU];
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const int sp = sp0 + u;
-        m[u] = kNegInf;
-        l[u] = 0.f;
-        v[u] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (sp < n_active) {
-          m[u] = __ldcg(st + u * WS::kStatSplitStride);
-          PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
-                               .it(sp).lane_it(k).at(p.wsg.stat_byte(seq, unit, sp, 0, g), 4));
-          l[u] = __ldcg(st + u * WS::kStatSplitStride + WS::kStatSumOffset);
-          PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
-                               .it(sp).lane_it(k).at(p.wsg.stat_byte(seq, unit, sp, 1, g), 4));
-          v[u] = __ldcg(reinterpret_cast<const float4*>(ov + u * kOutStride));
-          PA_TRACE(tracer, ev(tc, Step::merge, Op::global_load, Tensor::workspace)
-                               .it(sp).lane_it(k).dims(d0, 4).at(p.wsg.out_byte(seq, unit, sp, g, d0), 16));
-        }
-      }
-      float M_new = M;
-#pragma unroll
-      for (int u = 0; u < kU; ++u) M_new = fmaxf(M_new, m[u]);
-      // What the earlier rounds summed, moved to the new max (nothing yet
-      // in the first round: its sums are 0 and M is -inf).
-      const float f = M == kNegInf ? 0.f : rescale<LogBase::two>(M, M_new);
-      L *= f;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[e] *= f;
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        if (sp0 + u < n_active) {
-          const float w = rescale<LogBase::two>(m[u], M_new);
-          L = fmaf(w, l[u], L);
-          o[0] = fmaf(w, v[u].x, o[0]);
-          o[1] = fmaf(w, v[u].y, o[1]);
-          o[2] = fmaf(w, v[u].z, o[2]);
-          o[3] = fmaf(w, v[u].w, o[3]);
-        }
-      }
-      M = M_new;
-    }
-    opt_store_item<Cfg>(p, c, k, g, d0, o, M, L, tracer);
+  constexpr int kMax = opt_merge_max_batch(Cfg::kHeadSize, Cfg::kNumThreads, Cfg::kMergeSplits);
+  const int items = ceil_div(c.nh * Cfg::kMergeItemsPerHead, Cfg::kNumThreads);
+  switch (opt_merge_batch(items, n_active, Cfg::kMergeSplits, kMax)) {
+    case 8:
+      if constexpr (kMax >= 8) return opt_merge_items<Cfg, 8>(p, c, n_active, tracer);
+      break;
+    case 4:
+      if constexpr (kMax >= 4) return opt_merge_items<Cfg, 4>(p, c, n_active, tracer);
+      break;
+    case 2:
+      if constexpr (kMax >= 2) return opt_merge_items<Cfg, 2>(p, c, n_active, tracer);
+      break;
+    default:
+      break;
   }
+  opt_merge_items<Cfg, 1>(p, c, n_active, tracer);
 }
 
 // The split merge: the arrival (every CTA but the last ends here), then the

@@ -270,6 +270,43 @@ TEST_CASE("stage 8's merges: every (head, dim) of a unit merged by one thread, a
   CHECK(strides == 12);
 }
 
+TEST_CASE("stage 8's split merge batch: the fewest L2 round trips, one round's states at most kMergeSplits",
+          "[optimized]") {
+  // opt_merge_batch (the kernel's opt_merge_states and the host model pick
+  // with it): a thread's items in batches of b, b x (merge_splits / b) states
+  // a round.
+  CHECK(opt_merge_max_batch(256, 128, 16) == 8);  // 16 heads x 64 items over 128 threads
+  CHECK(opt_merge_max_batch(192, 128, 16) == 8);  // 6 items, rounded up
+  CHECK(opt_merge_max_batch(128, 128, 16) == 4);
+  CHECK(opt_merge_max_batch(64, 128, 16) == 2);
+  CHECK(opt_merge_max_batch(64, 256, 8) == 1);   // fp8 head 64: 8 warps
+  CHECK(opt_merge_max_batch(256, 128, 8) == 8);  // fp8 head 256: 8 splits a round, 8 items x 1 split
+  CHECK(opt_merge_batch(8, 2, 16, 8) == 8);      // 16 heads of 256, 2 splits: one round trip, not 8
+  CHECK(opt_merge_rounds(8, 2, 16, 8) == 1);
+  CHECK(opt_merge_rounds(8, 2, 16, 1) == 8);
+  CHECK(opt_merge_batch(1, 13, 16, 4) == 1);     // one item: 13 splits in one round, as before
+  CHECK(opt_merge_batch(4, 3, 16, 4) == 4);
+  CHECK(opt_merge_batch(8, 3, 16, 8) == 4);      // 4 and 8 both take 2 trips: the smaller batch
+  CHECK(opt_merge_batch(2, 32, 16, 2) == 1);     // splits that fill their rounds: one item at a time
+  CHECK(opt_merge_batch(2, 40, 16, 2) == 2);     // 40 = 16 + 16 + 8: 2 x 3 trips one at a time, 5 two at a time
+  int ran = 0;
+  for (const int ms : {8, 16})
+    for (const int max_batch : {1, 2, 4, 8})
+      for (int items = 1; items <= 8; ++items)
+        for (int splits = 1; splits <= 256; ++splits) {
+          const int b = opt_merge_batch(items, splits, ms, max_batch);
+          INFO(items << " items, " << splits << " splits, " << ms << " a round, batch at most " << max_batch);
+          REQUIRE((b >= 1 && b <= max_batch && (b & (b - 1)) == 0));
+          REQUIRE(ms % b == 0);  // b x (ms / b) = ms states in flight
+          int fewest = opt_merge_rounds(items, splits, ms, 1);
+          for (int c = 2; c <= max_batch; c *= 2) fewest = std::min(fewest, opt_merge_rounds(items, splits, ms, c));
+          REQUIRE(opt_merge_rounds(items, splits, ms, b) == fewest);
+          for (int c = 1; c < b; c *= 2) REQUIRE(opt_merge_rounds(items, splits, ms, c) > fewest);
+          ++ran;
+        }
+  CHECK(ran == 2 * 4 * 8 * 256);
+}
+
 TEST_CASE("stage 8's warp merge: a warp's fragment stores hit 32 banks, its item loads are 16-byte aligned",
           "[optimized]") {
   // opt_warp_merge stores each lane's O^T fragment element (dim o_dim(dt,
@@ -496,6 +533,35 @@ TEST_CASE("stage 8: split counts and long ragged contexts", "[optimized][gpu]") 
     s.alibi = dt == DType::f16;  // ALiBi across splits: positions from the sequence's end in every split
     check_case(s, splits);
   }
+}
+
+TEST_CASE("stage 8's split merge: every batch of items", "[optimized][gpu]") {
+  // Units of 16 and 5 query heads, split counts that make opt_merge_batch
+  // pick each batch its head size allows (16 heads of 256 dims: 8 items a
+  // thread), with a thread's last batch part empty (5 heads x 64 items over
+  // 128 threads: some threads own 3 items of a batch of 4).
+  PA_REQUIRE_GPU();
+  int ran = 0;
+  std::vector<int> batches_seen;
+  for (const int hs : built_head_sizes())
+    for (const auto& [heads, kv_heads] : {std::pair{16, 1}, std::pair{10, 2}})
+      for (const int splits : {2, 3, 5, 9, 17}) {
+        ProblemSpec s;
+        s.dtype = (splits % 2) ? DType::f16 : DType::bf16;
+        s.head_size = hs;
+        s.block_size = 16;
+        s.num_heads = heads;
+        s.num_kv_heads = kv_heads;
+        s.context_lens = {17 * 16 * 3, 200, 1};
+        s.seed = 5150 + hs + splits + heads;
+        check_case(s, splits);
+        const int items = ceil_div(heads / kv_heads * hs / 4, 128);
+        batches_seen.push_back(opt_merge_batch(items, splits, 16, opt_merge_max_batch(hs, 128, 16)));
+        ++ran;
+      }
+  CHECK(ran == static_cast<int>(built_head_sizes().size()) * 2 * 5);
+  // Head 128 (every build has it) reaches batches 1 to 4.
+  for (const int b : {1, 2, 4}) CHECK(std::count(batches_seen.begin(), batches_seen.end(), b) > 0);
 }
 
 TEST_CASE("stage 8: heuristic split on one long sequence", "[optimized][gpu]") {

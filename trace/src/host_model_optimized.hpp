@@ -370,21 +370,35 @@ struct OptModel : BlockModel {
 
   // The last CTA's merge of every split's state (optimized.split_merge,
   // opt_merge_states): thread t's items of four consecutive dims (merge_head,
-  // merge_dim); no shared memory, no barrier.
+  // merge_dim), kB at a time (opt_merge_batch), each round loading kS splits
+  // of each of the kB items; no shared memory, no barrier.
   void merge(int n_active) {
+    const int n_items = nh * Cfg::kMergeItemsPerHead;
+    const int kB = opt_merge_batch(ceil_div(n_items, kThreads), n_active, Cfg::kMergeSplits,
+                                   opt_merge_max_batch(HS, kThreads, Cfg::kMergeSplits));
+    const int kS = Cfg::kMergeSplits / kB;
     for (int tid = 0; tid < kThreads; ++tid) {
-      for (int q = tid, k = 0; q < nh * Cfg::kMergeItemsPerHead; q += kThreads, ++k) {
-        const int g = Cfg::merge_head(q);
-        const int d0 = Cfg::merge_dim(q, 0);
-        for (int sp = 0; sp < n_active; ++sp) {
-          em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
-                             .it(sp).lane_it(k).at(wsg.stat_byte(c.seq, c.unit, sp, 0, g), 4));
-          em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
-                             .it(sp).lane_it(k).at(wsg.stat_byte(c.seq, c.unit, sp, 1, g), 4));
-          em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
-                             .it(sp).lane_it(k).dims(d0, 4).at(wsg.out_byte(c.seq, c.unit, sp, g, d0), 16));
+      for (int k0 = 0; tid + k0 * kThreads < n_items; k0 += kB) {
+        for (int sp0 = 0; sp0 < n_active; sp0 += kS) {
+          for (int b = 0; b < kB; ++b) {
+            const int k = k0 + b, q = tid + k * kThreads;
+            if (q >= n_items) continue;
+            const int g = Cfg::merge_head(q);
+            const int d0 = Cfg::merge_dim(q, 0);
+            for (int sp = sp0; sp < sp0 + kS && sp < n_active; ++sp) {
+              em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
+                                 .it(sp).lane_it(k).at(wsg.stat_byte(c.seq, c.unit, sp, 0, g), 4));
+              em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
+                                 .it(sp).lane_it(k).at(wsg.stat_byte(c.seq, c.unit, sp, 1, g), 4));
+              em.record(tid, ev_(tid, Step::merge, Op::global_load, Tensor::workspace)
+                                 .it(sp).lane_it(k).dims(d0, 4).at(wsg.out_byte(c.seq, c.unit, sp, g, d0), 16));
+            }
+          }
         }
-        store_item(tid, k, g, d0);
+        for (int b = 0; b < kB; ++b) {
+          const int k = k0 + b, q = tid + k * kThreads;
+          if (q < n_items) store_item(tid, k, Cfg::merge_head(q), Cfg::merge_dim(q, 0));
+        }
       }
     }
   }

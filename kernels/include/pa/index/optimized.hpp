@@ -63,8 +63,12 @@ PA_HD constexpr int opt_step_bytes(int head_size, int block_size, int kv_bytes) 
   return 2 * head_size * opt_step_tokens(block_size, kv_bytes) * kv_bytes;
 }
 
-// The split merge's splits per round (OptConfig::kMergeSplits): one L2 round
-// trip per this many splits; the split planner counts the rounds too.
+// The split merge's loads per round (OptConfig::kMergeSplits): this many
+// states in flight per thread, one L2 round trip, spread over splits and
+// items by opt_merge_batch. The split planner charges one item at a time, an
+// upper bound where the merge batches items: its constants are fitted to
+// sweeps of both GPUs, so that changes only with both measured again
+// (kernels/NOTES.md, "The split merge batches items").
 PA_HD constexpr int opt_merge_splits(int kv_bytes) { return kv_bytes == 1 ? 8 : 16; }
 
 // Warps per CTA (OptConfig's NUM_WARPS = 0; the trace's bounds): 4, and 8
@@ -462,6 +466,30 @@ PA_HD int opt_unit_num_heads(int unit, int head_chunks, int group) {
 // Splits that hold tokens of a sequence with context_len tokens.
 PA_HD int opt_active_splits(int context_len, int block_size, int split_blocks) {
   return ceil_div(ceil_div(context_len, block_size), split_blocks);
+}
+
+// The split merge's batches. A thread owns `items` items (a unit's heads x
+// head_size / 4 over the CTA's threads: 8 for 16 heads of 256 dims) and loads
+// merge_splits states per round, one L2 round trip: the states of
+// merge_splits / batch splits of each of `batch` items. One item at a time
+// (batch 1) takes items x ceil(splits / merge_splits) round trips, which for
+// 2 splits of 8 items is 8 trips with 2 loads each; a batch of 8 takes one.
+// The batch is a power of two up to max_batch (opt_merge_max_batch); the
+// fewest round trips win, the smaller batch among equals.
+PA_HD constexpr int opt_merge_rounds(int items, int splits, int merge_splits, int batch) {
+  return ceil_div(items, batch) * ceil_div(splits, merge_splits / batch);
+}
+PA_HD constexpr int opt_merge_batch(int items, int splits, int merge_splits, int max_batch) {
+  int best = 1;
+  for (int b = 2; b <= max_batch; b *= 2)
+    if (opt_merge_rounds(items, splits, merge_splits, b) < opt_merge_rounds(items, splits, merge_splits, best)) best = b;
+  return best;
+}
+// The largest batch an instance needs: its most items per thread (a unit of
+// 16 heads), rounded up to a power of two, and at most merge_splits.
+PA_HD constexpr int opt_merge_max_batch(int head_size, int num_threads, int merge_splits) {
+  const int most = pow2_ceil(ceil_div(OptWorkspaceGeometry::kUnitHeads * head_size / 4, num_threads));
+  return most < merge_splits ? most : merge_splits;
 }
 
 // Head tiling of a GQA group (plan_optimized): 8 query heads per tile, up to
