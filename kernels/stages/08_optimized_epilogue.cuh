@@ -210,9 +210,9 @@ __device__ __forceinline__ bool opt_split_arrive(const OptParams& p, const OptCt
 // thread t owns the items q = t, t + kNumThreads, ... (item q: four
 // consecutive dims merge_dim(q, 0..3) of head g = merge_head(q), as in the
 // warp merge) and merges the splits' states of its dims itself, as stage 7
-// merges two states (attention_state.cuh). A round issues kMergeSplits
-// loads of states together, one L2 round trip: kS = kMergeSplits / kB
-// splits of each of kB items (per split the head's max m_s and exp sum l_s
+// merges two states (attention_state.cuh). A round issues the loads of
+// opt_merge_round_states states together, one L2 round trip: kS splits of
+// each of kB items (per split the head's max m_s and exp sum l_s
 // and the item's unnormalized output, one 16-byte load: all L2 loads,
 // __ldcg). Then, per item, it moves what it has summed so far to the round's
 // new max M and adds each split weighed by 2^(m_s - M):
@@ -226,7 +226,7 @@ template <class Cfg, int kB, class Tracer>
 __device__ __forceinline__ void opt_merge_items(const OptParams& p, const OptCta<Cfg>& c, int n_active,
                                                 Tracer& tracer) {
   constexpr int HS = Cfg::kHeadSize;
-  constexpr int kS = Cfg::kMergeSplits / kB;
+  constexpr int kS = opt_merge_round_states(Cfg::kMergeSplits, kB) / kB;
   using WS = OptWorkspaceGeometry;
   // Each item's first split of the round addressed once; the other splits,
   // and the sum beside each max, at the workspace's constant strides for
@@ -306,7 +306,7 @@ __device__ __forceinline__ void opt_merge_items(const OptParams& p, const OptCta
 // The batch (kB above) that merges this unit's items in the fewest round
 // trips (opt_merge_batch): 1 wherever the splits fill a round by
 // themselves, up to 8 for few splits of a large state (16 heads of 256 dims,
-// 2 splits: one round trip, not eight).
+// 2 splits: two round trips, not eight).
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCta<Cfg>& c, int n_active,
                                                  Tracer& tracer) {

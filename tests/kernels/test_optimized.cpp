@@ -280,31 +280,34 @@ TEST_CASE("stage 8's split merge batch: the fewest L2 round trips, one round's s
   CHECK(opt_merge_max_batch(128, 128, 16) == 4);
   CHECK(opt_merge_max_batch(64, 128, 16) == 2);
   CHECK(opt_merge_max_batch(64, 256, 8) == 1);   // fp8 head 64: 8 warps
-  CHECK(opt_merge_max_batch(256, 128, 8) == 8);  // fp8 head 256: 8 splits a round, 8 items x 1 split
-  CHECK(opt_merge_batch(8, 2, 16, 8) == 8);      // 16 heads of 256, 2 splits: one round trip, not 8
-  CHECK(opt_merge_rounds(8, 2, 16, 8) == 1);
+  CHECK(opt_merge_max_batch(256, 128, 8) == 4);  // fp8 head 256: a batched round holds 4 states
+  CHECK(opt_merge_round_states(16, 1) == 16);
+  CHECK(opt_merge_round_states(16, 4) == 8);
+  CHECK(opt_merge_batch(8, 2, 16, 8) == 4);      // 16 heads of 256, 2 splits: 2 round trips, not 8
+  CHECK(opt_merge_rounds(8, 2, 16, 4) == 2);
   CHECK(opt_merge_rounds(8, 2, 16, 1) == 8);
   CHECK(opt_merge_batch(1, 13, 16, 4) == 1);     // one item: 13 splits in one round, as before
-  CHECK(opt_merge_batch(4, 3, 16, 4) == 4);
-  CHECK(opt_merge_batch(8, 3, 16, 8) == 4);      // 4 and 8 both take 2 trips: the smaller batch
-  CHECK(opt_merge_batch(2, 32, 16, 2) == 1);     // splits that fill their rounds: one item at a time
-  CHECK(opt_merge_batch(2, 40, 16, 2) == 2);     // 40 = 16 + 16 + 8: 2 x 3 trips one at a time, 5 two at a time
+  CHECK(opt_merge_batch(4, 3, 16, 4) == 2);      // 2 and 4 both take 2 trips: the smaller batch
+  CHECK(opt_merge_batch(8, 3, 16, 8) == 8);      // 3 trips of one split of each item
+  CHECK(opt_merge_batch(2, 32, 16, 2) == 1);     // many splits fill their rounds: one item at a time
   int ran = 0;
   for (const int ms : {8, 16})
     for (const int max_batch : {1, 2, 4, 8})
       for (int items = 1; items <= 8; ++items)
         for (int splits = 1; splits <= 256; ++splits) {
+          if (max_batch > ms / 2) continue;  // opt_merge_max_batch never gives more
           const int b = opt_merge_batch(items, splits, ms, max_batch);
           INFO(items << " items, " << splits << " splits, " << ms << " a round, batch at most " << max_batch);
           REQUIRE((b >= 1 && b <= max_batch && (b & (b - 1)) == 0));
-          REQUIRE(ms % b == 0);  // b x (ms / b) = ms states in flight
+          const int states = opt_merge_round_states(ms, b);
+          REQUIRE((states % b == 0 && states <= ms));  // b items x (states / b) splits, at most ms in flight
           int fewest = opt_merge_rounds(items, splits, ms, 1);
           for (int c = 2; c <= max_batch; c *= 2) fewest = std::min(fewest, opt_merge_rounds(items, splits, ms, c));
           REQUIRE(opt_merge_rounds(items, splits, ms, b) == fewest);
           for (int c = 1; c < b; c *= 2) REQUIRE(opt_merge_rounds(items, splits, ms, c) > fewest);
           ++ran;
         }
-  CHECK(ran == 2 * 4 * 8 * 256);
+  CHECK(ran == (3 + 4) * 8 * 256);  // ms 8: batches up to 4; ms 16: up to 8
 }
 
 TEST_CASE("stage 8's warp merge: a warp's fragment stores hit 32 banks, its item loads are 16-byte aligned",

@@ -376,7 +376,7 @@ struct OptModel : BlockModel {
     const int n_items = nh * Cfg::kMergeItemsPerHead;
     const int kB = opt_merge_batch(ceil_div(n_items, kThreads), n_active, Cfg::kMergeSplits,
                                    opt_merge_max_batch(HS, kThreads, Cfg::kMergeSplits));
-    const int kS = Cfg::kMergeSplits / kB;
+    const int kS = opt_merge_round_states(Cfg::kMergeSplits, kB) / kB;
     for (int tid = 0; tid < kThreads; ++tid) {
       for (int k0 = 0; tid + k0 * kThreads < n_items; k0 += kB) {
         for (int sp0 = 0; sp0 < n_active; sp0 += kS) {

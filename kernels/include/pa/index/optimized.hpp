@@ -63,9 +63,9 @@ PA_HD constexpr int opt_step_bytes(int head_size, int block_size, int kv_bytes) 
   return 2 * head_size * opt_step_tokens(block_size, kv_bytes) * kv_bytes;
 }
 
-// The split merge's loads per round (OptConfig::kMergeSplits): this many
-// states in flight per thread, one L2 round trip, spread over splits and
-// items by opt_merge_batch. The split planner charges one item at a time, an
+// The split merge's states per round (OptConfig::kMergeSplits): this many
+// in flight per thread, one L2 round trip, when a thread merges one item at
+// a time (half as many, over several items, in opt_merge_batch's batches). The split planner charges one item at a time, an
 // upper bound where the merge batches items: its constants are fitted to
 // sweeps of both GPUs, so that changes only with both measured again
 // (kernels/NOTES.md, "The split merge batches items").
@@ -469,15 +469,24 @@ PA_HD int opt_active_splits(int context_len, int block_size, int split_blocks) {
 }
 
 // The split merge's batches. A thread owns `items` items (a unit's heads x
-// head_size / 4 over the CTA's threads: 8 for 16 heads of 256 dims) and loads
-// merge_splits states per round, one L2 round trip: the states of
-// merge_splits / batch splits of each of `batch` items. One item at a time
-// (batch 1) takes items x ceil(splits / merge_splits) round trips, which for
-// 2 splits of 8 items is 8 trips with 2 loads each; a batch of 8 takes one.
-// The batch is a power of two up to max_batch (opt_merge_max_batch); the
-// fewest round trips win, the smaller batch among equals.
+// head_size / 4 over the CTA's threads: 8 for 16 heads of 256 dims) and
+// merges them `batch` at a time, each round loading the states of
+// round_states / batch splits of each item of the batch together: one L2
+// round trip. One item at a time (batch 1) a round holds merge_splits
+// states, so 2 splits of 8 items take 8 trips of 2 states each; a batch of 4
+// takes 2. A batch of several items holds half as many states a round
+// (opt_merge_round_states): its accumulators and addresses come on top of
+// the states, and with merge_splits states as well they raised the whole
+// kernel's register count (ptxas, head 128: 167 to 208; 151 at half), and
+// that build ran launches whose merges take one item at a time 2% slower
+// (cause not isolated; kernels/NOTES.md, "The split merge batches items"). The batch is a power of two up to max_batch
+// (opt_merge_max_batch); the fewest round trips win, the smaller batch among
+// equals.
+PA_HD constexpr int opt_merge_round_states(int merge_splits, int batch) {
+  return batch == 1 ? merge_splits : merge_splits / 2;
+}
 PA_HD constexpr int opt_merge_rounds(int items, int splits, int merge_splits, int batch) {
-  return ceil_div(items, batch) * ceil_div(splits, merge_splits / batch);
+  return ceil_div(items, batch) * ceil_div(splits, opt_merge_round_states(merge_splits, batch) / batch);
 }
 PA_HD constexpr int opt_merge_batch(int items, int splits, int merge_splits, int max_batch) {
   int best = 1;
@@ -486,10 +495,11 @@ PA_HD constexpr int opt_merge_batch(int items, int splits, int merge_splits, int
   return best;
 }
 // The largest batch an instance needs: its most items per thread (a unit of
-// 16 heads), rounded up to a power of two, and at most merge_splits.
+// 16 heads), rounded up to a power of two, and at most a batched round's
+// states (one split of each item).
 PA_HD constexpr int opt_merge_max_batch(int head_size, int num_threads, int merge_splits) {
   const int most = pow2_ceil(ceil_div(OptWorkspaceGeometry::kUnitHeads * head_size / 4, num_threads));
-  return most < merge_splits ? most : merge_splits;
+  return most < merge_splits / 2 ? most : merge_splits / 2;
 }
 
 // Head tiling of a GQA group (plan_optimized): 8 query heads per tile, up to
