@@ -63,12 +63,13 @@ PA_HD constexpr int opt_step_bytes(int head_size, int block_size, int kv_bytes) 
   return 2 * head_size * opt_step_tokens(block_size, kv_bytes) * kv_bytes;
 }
 
-// The split merge's states per round (OptConfig::kMergeSplits): this many
-// in flight per thread, one L2 round trip, when a thread merges one item at
-// a time (half as many, over several items, in opt_merge_batch's batches). The split planner charges one item at a time, an
-// upper bound where the merge batches items: its constants are fitted to
-// sweeps of both GPUs, so that changes only with both measured again
-// (kernels/NOTES.md, "The split merge batches items").
+// The split merge's states per round (OptConfig::kMergeSplits): this many in
+// flight per thread, one L2 round trip, when a thread merges one item at a
+// time (half as many, over several items, in opt_merge_batch's batches). The
+// split planner charges one item at a time, an upper bound where the merge
+// batches items: its constants are fitted to sweeps of both GPUs, so that
+// changes only with both measured again (kernels/NOTES.md, "The split merge
+// batches items").
 PA_HD constexpr int opt_merge_splits(int kv_bytes) { return kv_bytes == 1 ? 8 : 16; }
 
 // Warps per CTA (OptConfig's NUM_WARPS = 0; the trace's bounds): 4, and 8
@@ -479,9 +480,9 @@ PA_HD int opt_active_splits(int context_len, int block_size, int split_blocks) {
 // the states, and with merge_splits states as well they raised the whole
 // kernel's register count (ptxas, head 128: 167 to 208; 151 at half), and
 // that build ran launches whose merges take one item at a time 2% slower
-// (cause not isolated; kernels/NOTES.md, "The split merge batches items"). The batch is a power of two up to max_batch
-// (opt_merge_max_batch); the fewest round trips win, the smaller batch among
-// equals.
+// (cause not isolated; kernels/NOTES.md, "The split merge batches items").
+// The batch is a power of two up to max_batch (opt_merge_max_batch); the
+// fewest round trips win, the smaller batch among equals.
 PA_HD constexpr int opt_merge_round_states(int merge_splits, int batch) {
   return batch == 1 ? merge_splits : merge_splits / 2;
 }
