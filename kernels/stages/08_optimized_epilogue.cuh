@@ -303,27 +303,18 @@ __device__ __forceinline__ void opt_merge_items(const OptParams& p, const OptCta
   }
 }
 
-// The batch (kB above) that merges this unit's items in the fewest round
-// trips (opt_merge_batch): 1 wherever the splits fill a round by
-// themselves, up to 8 for few splits of a large state (16 heads of 256 dims,
-// 2 splits: two round trips, not eight).
+// The batch (kB above) that merges this unit's items in fewer round trips
+// (opt_merge_batch): 1 wherever the splits fill a round by themselves, the
+// instance's largest batch (8 at head 256) for few splits of a large state
+// (16 heads of 256 dims, 2 splits: two round trips, not eight).
 template <class Cfg, class Tracer>
 __device__ __forceinline__ void opt_merge_states(const OptParams& p, const OptCta<Cfg>& c, int n_active,
                                                  Tracer& tracer) {
   constexpr int kMax = opt_merge_max_batch(Cfg::kHeadSize, Cfg::kNumThreads, Cfg::kMergeSplits);
   const int items = ceil_div(c.nh * Cfg::kMergeItemsPerHead, Cfg::kNumThreads);
-  switch (opt_merge_batch(items, n_active, Cfg::kMergeSplits, kMax)) {
-    case 8:
-      if constexpr (kMax >= 8) return opt_merge_items<Cfg, 8>(p, c, n_active, tracer);
-      break;
-    case 4:
-      if constexpr (kMax >= 4) return opt_merge_items<Cfg, 4>(p, c, n_active, tracer);
-      break;
-    case 2:
-      if constexpr (kMax >= 2) return opt_merge_items<Cfg, 2>(p, c, n_active, tracer);
-      break;
-    default:
-      break;
+  if constexpr (kMax > 1) {
+    if (opt_merge_batch(items, n_active, Cfg::kMergeSplits, kMax) == kMax)
+      return opt_merge_items<Cfg, kMax>(p, c, n_active, tracer);
   }
   opt_merge_items<Cfg, 1>(p, c, n_active, tracer);
 }

@@ -80,7 +80,7 @@ TEST_CASE("stage 8: recorded GPU events equal the host model", "[gpu][trace][rec
       {DType::f16, 128, 16, {3000, 40}, 8, 2, 1, {}, KvDType::same, KvLayout::hnd, PageTableForm::csr},
       // The split merge's largest batch (opt_merge_batch): 16 heads of 256
       // dims are 8 items a thread, merged 8 at a time over 3 splits (the MQA
-      // case of 16 heads of 128 above merges 2 at a time over 3).
+      // case of 16 heads of 128 above merges 4 at a time over 3).
       {DType::f16, 256, 16, {300, 40}, 16, 1, 3, {}},
   };
   std::size_t compared = 0;

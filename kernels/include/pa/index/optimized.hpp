@@ -481,8 +481,9 @@ PA_HD int opt_active_splits(int context_len, int block_size, int split_blocks) {
 // kernel's register count (ptxas, head 128: 167 to 208; 151 at half), and
 // that build ran launches whose merges take one item at a time 2% slower
 // (cause not isolated; kernels/NOTES.md, "The split merge batches items").
-// The batch is a power of two up to max_batch (opt_merge_max_batch); the
-// fewest round trips win, the smaller batch among equals.
+// The batch is 1 or max_batch (opt_merge_max_batch), whichever takes fewer
+// round trips (1 where they tie): two instances of the merge, not one per
+// power of two, so that the kernel's code grows by one merge.
 PA_HD constexpr int opt_merge_round_states(int merge_splits, int batch) {
   return batch == 1 ? merge_splits : merge_splits / 2;
 }
@@ -490,10 +491,9 @@ PA_HD constexpr int opt_merge_rounds(int items, int splits, int merge_splits, in
   return ceil_div(items, batch) * ceil_div(splits, opt_merge_round_states(merge_splits, batch) / batch);
 }
 PA_HD constexpr int opt_merge_batch(int items, int splits, int merge_splits, int max_batch) {
-  int best = 1;
-  for (int b = 2; b <= max_batch; b *= 2)
-    if (opt_merge_rounds(items, splits, merge_splits, b) < opt_merge_rounds(items, splits, merge_splits, best)) best = b;
-  return best;
+  return opt_merge_rounds(items, splits, merge_splits, max_batch) < opt_merge_rounds(items, splits, merge_splits, 1)
+             ? max_batch
+             : 1;
 }
 // The largest batch an instance needs: its most items per thread (a unit of
 // 16 heads), rounded up to a power of two, and at most a batched round's
