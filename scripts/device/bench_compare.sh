@@ -17,7 +17,10 @@
 # finish, so a call cut short keeps what ran.
 #   scripts/device/bench_compare.sh [BEFORE.tgz] [X.patch ...] [pa-bench options...]
 # Environment: ROUNDS (default 2), PA_BENCH_LIMIT (s per benchmark run,
-# default 100), PATCH_TESTS (test targets, say "pa_optimized_tests
+# default 100), SHAPES (say "1,32,8,4096,128 8,128,8,1024,256": one pa-bench
+# run per shape, --shape added to the options, each round's runs read as one
+# by the table; the quick build has heads 64, 128 and 256 at block 16, and
+# fp8 at head 128), PATCH_TESTS (test targets, say "pa_optimized_tests
 # pa_layouts_gpu_tests": built and run on each patched side after the
 # benchmark, a patch's own correctness check).
 set -u
@@ -67,10 +70,19 @@ for s in "${sides[@]}"; do build "$s" & done
 wait
 echo "builds (${#sides[@]} sides, -j$jobs each): $((SECONDS - t0)) s"
 archive() { (cd "$W" && tar czf "$FINAL_OUT/bench_compare.tgz" gpu.txt ./*.json ./*.log 2>/dev/null); }
+read -r -a shapes <<<"${SHAPES:-}"
 for ((r = 1; r <= ${ROUNDS:-2}; ++r)); do
   for s in "${sides[@]}"; do
-    timeout "${PA_BENCH_LIMIT:-100}" "$W/b_$s/cli/pa-bench" --json "$W/$s.$r.json" "$@" >"$W/$s.$r.log" 2>&1
-    echo "$s.$r rc=$? ($((SECONDS - t0)) s)"
+    if ((${#shapes[@]} == 0)); then
+      timeout "${PA_BENCH_LIMIT:-100}" "$W/b_$s/cli/pa-bench" --json "$W/$s.$r.json" "$@" >"$W/$s.$r.log" 2>&1
+      echo "$s.$r rc=$? ($((SECONDS - t0)) s)"
+    else
+      for i in "${!shapes[@]}"; do
+        timeout "${PA_BENCH_LIMIT:-100}" "$W/b_$s/cli/pa-bench" --json "$W/$s.$r.$i.json" "$@" --shape "${shapes[$i]}" \
+          >"$W/$s.$r.$i.log" 2>&1
+        echo "$s.$r shape ${shapes[$i]} rc=$? ($((SECONDS - t0)) s)"
+      done
+    fi
     archive
   done
 done

@@ -6,7 +6,9 @@ against); then each side's ratios summed up.
 
     bench_compare_table.py WORKDIR BASE_SIDE [OTHER_SIDE...]
 
-WORKDIR holds SIDE.ROUND.json (pa-bench --json) and gpu.txt."""
+WORKDIR holds SIDE.ROUND.json (pa-bench --json) and gpu.txt; a round run as several
+pa-bench calls (bench_compare.sh's SHAPES: one --shape each) is SIDE.ROUND.PART.json, its
+parts' rows taken together."""
 import glob
 import json
 import os
@@ -28,13 +30,13 @@ def row_key(r):
 
 
 def load_runs(workdir, side):
-    """{round: {row key: row}} of one side's JSON files."""
+    """{round: {row key: row}} of one side's JSON files (a round's parts together)."""
     runs = {}
-    for path in glob.glob(os.path.join(workdir, glob.escape(side) + ".*.json")):
-        m = re.fullmatch(re.escape(side) + r"\.(\d+)\.json", os.path.basename(path))
+    for path in sorted(glob.glob(os.path.join(workdir, glob.escape(side) + ".*.json"))):
+        m = re.fullmatch(re.escape(side) + r"\.(\d+)(\.\d+)?\.json", os.path.basename(path))
         if m:
             with open(path) as f:
-                runs[int(m.group(1))] = {row_key(r): r for r in json.load(f)["rows"]}
+                runs.setdefault(int(m.group(1)), {}).update({row_key(r): r for r in json.load(f)["rows"]})
     return runs
 
 

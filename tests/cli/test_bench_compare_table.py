@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """scripts/device/bench_compare_table.py: known answers on synthetic pa-bench files of two
 sides and two rounds (the lowest median per side, the ratio to the base, the spread of one
-side's runs), rows of other layouts and caches kept apart, a failed row reported, a row
-missing from one run left out, and its usage errors."""
+side's runs), rows of other layouts and caches kept apart, a round read from its parts (one
+file per shape), a failed row reported, a row missing from one run left out, and its usage
+errors."""
 import json
 import os
 import subprocess
@@ -66,6 +67,20 @@ class BenchCompareTable(unittest.TestCase):
         self.assertIn("error: output differs", failed[0])
         self.assertEqual(lines[-1], "bulk/base over 3 rows: min 0.950, median 1.020, max 1.100")
 
+    def test_a_round_in_parts(self):
+        # bench_compare.sh's SHAPES: one file per shape and round, SIDE.ROUND.PART.json.
+        self.write("parts.1.0.json", [row(9.0)])
+        self.write("parts.1.1.json", [row(5.5, seqs=8)])
+        self.write("parts.2.0.json", [row(9.5)])
+        self.write("parts.2.1.json", [row(6.0, seqs=8)])
+        r = self.table("base", "parts")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertIn("side parts: 2 run(s)", lines)
+        self.assertIn("rows timed in every run of every side: 2; ratios are time over base's", lines)
+        self.assertEqual(self.rows_starting(lines, "optimized", "fp16", "1,32,8,4096,128"), [["10.00", "0.900", "1.100"]])
+        self.assertEqual(self.rows_starting(lines, "optimized", "fp16", "8,32,8,4096,128"), [["5.00", "1.100", "1.091"]])
+
     def test_usage_and_missing_base(self):
         r = self.table()
         self.assertEqual(r.returncode, 2)
@@ -78,6 +93,6 @@ class BenchCompareTable(unittest.TestCase):
 if __name__ == "__main__":
     result = unittest.main(exit=False).result
     ran = result.testsRun
-    if ran != 2:
-        sys.exit(f"FAIL: {ran} tests ran, not 2")
+    if ran != 3:
+        sys.exit(f"FAIL: {ran} tests ran, not 3")
     sys.exit(0 if result.wasSuccessful() else 1)
