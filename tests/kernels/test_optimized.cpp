@@ -558,8 +558,10 @@ TEST_CASE("stage 8's split merge: every batch of items", "[optimized][gpu]") {
         s.context_lens = {17 * 16 * 3, 200, 1};
         s.seed = 5150 + hs + splits + heads;
         check_case(s, splits);
-        const int items = ceil_div(heads / kv_heads * hs / 4, 128);
-        batches_seen.push_back(opt_merge_batch(items, splits, 16, opt_merge_max_batch(hs, 128, 16)));
+        // The kernel's threads and states a round for this instance (2-byte cache, pages).
+        const int threads = 32 * opt_num_warps(hs, s.block_size, 2, false), states = opt_merge_splits(2);
+        const int items = ceil_div(heads / kv_heads * hs / 4, threads);
+        batches_seen.push_back(opt_merge_batch(items, splits, states, opt_merge_max_batch(hs, threads, states)));
         ++ran;
       }
   CHECK(ran == static_cast<int>(built_head_sizes().size()) * 2 * 5);

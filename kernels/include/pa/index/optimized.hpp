@@ -478,12 +478,13 @@ PA_HD int opt_active_splits(int context_len, int block_size, int split_blocks) {
 // takes 2. A batch of several items holds half as many states a round
 // (opt_merge_round_states): its accumulators and addresses come on top of
 // the states, and with merge_splits states as well they raised the whole
-// kernel's register count (ptxas, head 128: 167 to 208; 151 at half), and
-// that build ran launches whose merges take one item at a time 2% slower
-// (cause not isolated; kernels/NOTES.md, "The split merge batches items").
-// The batch is 1 or max_batch (opt_merge_max_batch), whichever takes fewer
-// round trips (1 where they tie): two instances of the merge, not one per
-// power of two, so that the kernel's code grows by one merge.
+// kernel's register count (ptxas, head 128: 167 to 208; 151 at half). The
+// batch is 1 or max_batch (opt_merge_max_batch), whichever takes fewer round
+// trips (1 where they tie): two instances of the merge, not one per power of
+// two. Of the forms timed side by side on one H100, this is the only one no
+// slower than the one-item merge on any shape, (1,32,8,4096) included; one
+// instance per power of two ran that shape 2% slower (kernels/NOTES.md, "The
+// split merge batches items").
 PA_HD constexpr int opt_merge_round_states(int merge_splits, int batch) {
   return batch == 1 ? merge_splits : merge_splits / 2;
 }
