@@ -2,7 +2,6 @@
 #include "bench_options.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -10,6 +9,7 @@
 #include <sstream>
 
 #include "pa/core/config_dispatch.hpp"
+#include "pa/core/parse_number.hpp"
 #include "pa/index/config.hpp"
 
 namespace pa::bench {
@@ -46,24 +46,19 @@ std::vector<std::string> split(const std::string& s, char c) {
 }
 
 int to_int(const std::string& flag, const std::string& v, long long lo, long long hi, const std::string& what = "") {
-  long long x = 0;
-  const char* end = v.data() + v.size();
-  const auto [p, ec] = std::from_chars(v.data(), end, x);
+  const auto x = parse_number<long long>(v);
   const std::string accepted = (what.empty() ? "" : what + ": ") + "an integer in [" + std::to_string(lo) + ", " +
                                std::to_string(hi) + "] is accepted";
-  if (v.empty() || ec != std::errc() || p != end || x < lo || x > hi) bad(flag, v, accepted);
-  return static_cast<int>(x);
+  if (!x || *x < lo || *x > hi) bad(flag, v, accepted);
+  return static_cast<int>(*x);
 }
 
 double to_number(const std::string& flag, const std::string& v, double lo, double hi, bool lo_open) {
-  double x = 0;
-  const char* end = v.data() + v.size();
-  const auto [p, ec] = std::from_chars(v.data(), end, x);
+  const auto x = parse_number<double>(v);
   std::ostringstream accepted;
   accepted << "a number in " << (lo_open ? "(" : "[") << lo << ", " << hi << "] is accepted";
-  if (v.empty() || ec != std::errc() || p != end || !std::isfinite(x) || x < lo || (lo_open && x == lo) || x > hi)
-    bad(flag, v, accepted.str());
-  return x;
+  if (!x || *x < lo || (lo_open && *x == lo) || *x > hi) bad(flag, v, accepted.str());
+  return *x;
 }
 
 std::string join(const int* b, const int* e) {

@@ -3,9 +3,9 @@
 
 #include "pa/core/atomic_file.hpp"
 #include "pa/core/config_dispatch.hpp"
+#include "pa/core/parse_number.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 
 namespace pa::cli {
@@ -53,13 +53,9 @@ std::string Flags::take_str(const std::string& name, const std::string& def) {
 
 namespace {
 long long parse_ll(const std::string& name, const std::string& v, const std::string& accepted) {
-  long long x = 0;
-  const auto* end = v.data() + v.size();
-  auto [p, ec] = std::from_chars(v.data(), end, x);
-  if (v.empty() || ec != std::errc() || p != end) {
-    throw UsageError("option --" + name + ": '" + v + "' is not an integer (accepted: " + accepted + ")");
-  }
-  return x;
+  const auto x = parse_number<long long>(v);
+  if (!x) throw UsageError("option --" + name + ": '" + v + "' is not an integer (accepted: " + accepted + ")");
+  return *x;
 }
 }  // namespace
 
@@ -120,15 +116,13 @@ DType parse_dtype(const std::string& s) {
 static float take_scale(Flags& f, const std::string& name) {
   const auto v = f.take(name);
   if (!v) return 0.0f;
-  float x = 0;
-  const char* end = v->data() + v->size();
-  const auto [p, ec] = std::from_chars(v->data(), end, x);
-  if (v->empty() || ec != std::errc() || p != end || !std::isfinite(x) || x <= 0.0f) {
+  const auto x = parse_number<float>(*v);
+  if (!x || *x <= 0.0f) {
     throw UsageError("option --" + name + ": '" + *v +
                      "' is not accepted (accepted: a finite number > 0; without the option the scale is chosen "
                      "from the data)");
   }
-  return x;
+  return *x;
 }
 
 ProblemSpec take_problem_flags(Flags& f) {
@@ -155,13 +149,9 @@ ProblemSpec take_problem_flags(Flags& f) {
   s.extra_q_stride = f.take_int("extra-q-stride", 0, 0);
   s.seed = f.take_u64("seed", 1);
   if (const auto spread = f.take("spread")) {
-    float x = 0;
-    const char* end = spread->data() + spread->size();
-    const auto [p, ec] = std::from_chars(spread->data(), end, x);
-    if (spread->empty() || ec != std::errc() || p != end) {
-      throw UsageError("option --spread: '" + *spread + "' is not a number (accepted: a finite number > 0)");
-    }
-    s.logit_spread = x;
+    const auto x = parse_number<float>(*spread);
+    if (!x) throw UsageError("option --spread: '" + *spread + "' is not a number (accepted: a finite number > 0)");
+    s.logit_spread = *x;
   }
   s.alibi = f.take_switch("alibi");
   const std::string kv = f.take_str("kv-dtype", "auto");

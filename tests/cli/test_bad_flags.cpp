@@ -53,7 +53,7 @@ const std::vector<BadFlag>& cases() {
       {Tool::lab, "trace --stage qk --k-scale 0.5", {"--k-scale", "fp8 cache", "fp8_e4m3 or fp8_e5m2"}},
       {Tool::lab, "trace --stage nope", {"--stage", "'nope'", "q_to_smem"}},
       {Tool::lab, "trace --stage qk --spread 3abc", {"--spread", "'3abc'", "a finite number > 0"}},
-      {Tool::lab, "trace --stage qk --spread nan", {"--spread", "nan", "a finite value > 0"}},
+      {Tool::lab, "trace --stage qk --spread nan", {"--spread", "'nan'", "is not a number", "a finite number > 0"}},
       {Tool::lab, "trace --stage qk --spread -1", {"--spread", "-1", "a finite value > 0"}},
       {Tool::lab, "trace --stage qk --context-lens 1,,2", {"--context-lens", "'1,,2'", "e.g. 1,17,100"}},
       {Tool::lab, "trace --stage qk --context-lens 0", {"--context-lens", "context_lens[0] = 0", ">= 1"}},

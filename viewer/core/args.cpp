@@ -1,13 +1,13 @@
 #include "core/args.hpp"
 
 #include "pa/core/config_dispatch.hpp"
+#include "pa/core/parse_number.hpp"
 #include "pa/index/events.hpp"
 #include "pa/index/shard.hpp"
 #include "pa/trace/trace_file.hpp"
 
 #include <cmath>
 #include <algorithm>
-#include <charconv>
 #include <iterator>
 #include <map>
 #include <set>
@@ -19,27 +19,23 @@ namespace {
 // accepted, when given, names what the flag takes in the error (the head
 // sizes a build has, say) instead of [lo, hi].
 int to_int(const std::string& flag, const std::string& v, int lo, int hi, const std::string& accepted = {}) {
-  int out = 0;
-  const auto* end = v.data() + v.size();
-  auto [p, ec] = std::from_chars(v.data(), end, out);
-  if (ec != std::errc() || p != end || out < lo || out > hi) {
+  const auto out = parse_number<int>(v);
+  if (!out || *out < lo || *out > hi) {
     if (!accepted.empty()) throw UsageError(flag + ": '" + v + "' (accepted: " + accepted + ")");
     throw UsageError(flag + ": '" + v + "' is not an integer in [" + std::to_string(lo) + ", " +
                      std::to_string(hi) + "]");
   }
-  return out;
+  return *out;
 }
 
 // An fp8 scale: a finite number > 0 (no flag: ProblemSpec's 0, the scale chosen from the data).
 float to_scale(const std::string& flag, const std::string& v) {
-  float out = 0;
-  const auto* end = v.data() + v.size();
-  auto [p, ec] = std::from_chars(v.data(), end, out);
-  if (v.empty() || ec != std::errc() || p != end || !std::isfinite(out) || out <= 0.0f)
+  const auto out = parse_number<float>(v);
+  if (!out || *out <= 0.0f)
     throw UsageError(flag + ": '" + v +
                      "' is not a scale (accepted: a finite number > 0; without the flag the scale is chosen from the "
                      "data)");
-  return out;
+  return *out;
 }
 
 std::vector<std::string> split(const std::string& s, char c) {
@@ -60,10 +56,8 @@ int parse_block_label(const std::string& v) {
   if (v == "prefix_reduce" || v == "-2") return kPrefixReduceBlock;
   if (v == "merge" || v == "-3") return kMergeBlock;
   auto number = [&](const std::string& digits) -> std::optional<int> {
-    int out = 0;
-    const auto* end = digits.data() + digits.size();
-    auto [p, ec] = std::from_chars(digits.data(), end, out);
-    if (digits.empty() || ec != std::errc() || p != end || out < 0 || out >= (1 << 20)) return std::nullopt;
+    const auto out = parse_number<int>(digits);
+    if (!out || *out < 0 || *out >= (1 << 20)) return std::nullopt;
     return out;
   };
   if (v.rfind("prefix:", 0) == 0) {
@@ -220,12 +214,9 @@ Args parse_args(const std::vector<std::string>& av) {
     }
     else if (f == "--scale") {
       const std::string v = value();
-      float x = 0;
-      const auto* end = v.data() + v.size();
-      auto [p, ec] = std::from_chars(v.data(), end, x);
-      if (ec != std::errc() || p != end || !(x >= 0.5f && x <= 4.0f))
-        throw UsageError("--scale: '" + v + "' is not a number in [0.5, 4]");
-      a.scale = x;
+      const auto x = parse_number<float>(v);
+      if (!x || !(*x >= 0.5f && *x <= 4.0f)) throw UsageError("--scale: '" + v + "' is not a number in [0.5, 4]");
+      a.scale = *x;
     }
     else if (f == "--tab") {
       a.tab = value();
