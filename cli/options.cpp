@@ -130,7 +130,7 @@ ProblemSpec take_problem_flags(Flags& f) {
   s.dtype = parse_dtype(f.take_str("dtype", "fp16"));
   s.head_size = f.take_int("head-size", 128, 1, head_sizes_text());
   s.block_size = f.take_int("block-size", 16, 1, block_sizes_text());
-  s.num_threads = f.take_int("threads", 128, 1);
+  s.num_threads = f.take_int("threads", 128, 1, thread_counts_text());
   s.num_heads = f.take_int("heads", 8, 1);
   s.num_kv_heads = f.take_int("kv-heads", s.num_heads, 1);
   const int seqs = f.take_int("seqs", 4, 1);
@@ -199,7 +199,7 @@ const char* problem_flags_help() {
                   "  --head-size N              ") +
       head_sizes_text() + " (default 128)\n"
          "  --block-size N             tokens per KV block: " + block_sizes_text() + " (default 16)\n"
-         "  --threads N                threads per block: 128 (default)\n"
+         "  --threads N                threads per block: " + thread_counts_text() + " (default 128)\n"
          "  --seqs N                   sequences (default 4)\n"
          "  --heads N                  query heads (default 8)\n"
          "  --kv-heads N               KV heads, divides --heads (default = heads; 1 = MQA)\n"

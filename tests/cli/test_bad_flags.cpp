@@ -45,6 +45,7 @@ const std::vector<BadFlag>& cases() {
       {Tool::lab, "trace --stage qk --heads 8 --kv-heads 3", {"--kv-heads", "num_kv_heads 3", "dividing num_heads"}},
       {Tool::lab, "trace --stage qk --block-size 7", {"--block-size", "7", "{8, 16, 32}"}},
       {Tool::lab, "trace --stage qk --threads 64", {"--threads", "64", "{128}"}},
+      {Tool::lab, "trace --stage qk --threads x", {"--threads", "'x'", "{128}"}},
       {Tool::lab, "trace --stage qk --dtype fp8", {"--dtype", "'fp8'", "fp32, fp16, bf16"}},
       {Tool::lab, "trace --stage qk --kv-dtype fp4", {"--kv-dtype", "'fp4'", "fp8_e4m3, fp8_e5m2"}},
       {Tool::lab, "trace --stage qk --dtype fp32 --kv-dtype fp8", {"--kv-dtype", "fp32", "fp16 or bf16"}},

@@ -186,6 +186,7 @@ std::int64_t host_memory_limit_bytes() {
 
 std::string head_sizes_text() { return list_text(kSupportedHeadSizes); }
 std::string block_sizes_text() { return list_text(kSupportedBlockSizes); }
+std::string thread_counts_text() { return list_text(kSupportedThreadCounts); }
 
 std::string ProblemSpec::describe() const {
   std::ostringstream os;

@@ -46,10 +46,11 @@ constexpr RuntimeConfig runtime_config_of() {
 // "supported: fp32 fp16 bf16 x head sizes {...} x block sizes {...} x threads {...}"
 std::string supported_configs_text();
 // The registry's lists for help texts and messages, as the problem's own
-// errors give them: "{64, 80, 96, 112, 128, 192, 256}", "{8, 16, 32}"
-// (pa/index/config.hpp is the one source).
+// errors give them: "{64, 80, 96, 112, 128, 192, 256}", "{8, 16, 32}",
+// "{128}" (pa/index/config.hpp is the one source).
 std::string head_sizes_text();
 std::string block_sizes_text();
+std::string thread_counts_text();
 
 namespace detail {
 template <DType DT, KvDType KV, bool ROWS, int H, int B, class F, std::size_t... I>
