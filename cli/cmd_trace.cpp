@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cache_form.hpp"
+#include "pa/core/parse_number.hpp"
 #include "commands.hpp"
 #include "options.hpp"
 #include "pa/index/cascade.hpp"
@@ -97,13 +98,9 @@ trace::Selection parse_selection(const std::string& text, const ProblemSpec& spe
     std::stringstream is(item);
     std::string num;
     while (std::getline(is, num, ',')) {
-      try {
-        std::size_t used = 0;
-        v.push_back(std::stoi(num, &used));
-        if (used != num.size()) throw std::invalid_argument(num);
-      } catch (const std::exception&) {
-        throw UsageError("option --select: '" + num + "' in '" + item + "' is not an integer (expected seq,head[,partition])");
-      }
+      const auto n = parse_number<int>(num);
+      if (!n) throw UsageError("option --select: '" + num + "' in '" + item + "' is not an integer (expected seq,head[,partition])");
+      v.push_back(*n);
     }
     if (v.size() < 2 || v.size() > 3) {
       throw UsageError("option --select: '" + item + "' (expected seq,head or seq,head,partition)");

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "pa/core/parallel.hpp"
+#include "pa/core/parse_number.hpp"
 #include "pa/index/cascade.hpp"
 
 namespace pa {
@@ -181,8 +182,9 @@ std::vector<CascadeLevelSpec> parse_cascade_levels(const std::string& text, int 
     const std::string item = text.substr(at, comma - at);
     const std::size_t colon = item.find(':');
     auto number = [&](const std::string& t) {
-      if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos) bad("item '" + item + "'");
-      return std::stoi(t);
+      const auto v = t.find_first_not_of("0123456789") == std::string::npos ? parse_number<int>(t) : std::nullopt;
+      if (!v) bad("item '" + item + "'");
+      return *v;
     };
     if (colon == std::string::npos) bad("item '" + item + "'");
     const int g = number(item.substr(0, colon)), tokens = number(item.substr(colon + 1));

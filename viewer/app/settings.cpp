@@ -1,11 +1,15 @@
 // The remembered settings (settings.hpp).
 #include "app/settings.hpp"
 
-#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <system_error>
+
+#include "pa/core/atomic_file.hpp"
+#include "core/settings_text.hpp"
 
 namespace pa::viewer {
 
@@ -25,27 +29,26 @@ SettingsPaths settings_paths() {
 SavedPosition load_settings(const std::string& path, AppState& s) {
   SavedPosition saved;
   std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto eq = line.find('=');
-    if (eq == std::string::npos) continue;
-    const std::string k = line.substr(0, eq), v = line.substr(eq + 1);
-    try {
-      if (k == "lesson") { s.lesson = std::clamp(std::stoi(v), 0, kMaxLesson); saved.have_lesson = true; }
-      else if (k == "step") saved.step = std::max(0, std::stoi(v));
-      else if (k == "speed") s.replay.set_speed(std::stof(v));
-      else if (k == "granularity") s.granularity = v == "step" ? Granularity::step : Granularity::instruction;
-    } catch (...) {
-      // A damaged settings file is ignored, value by value.
-    }
+  std::ostringstream text;
+  text << in.rdbuf();
+  const SettingsValues v = parse_settings(text.str());
+  if (v.lesson) {
+    s.lesson = *v.lesson;
+    saved.have_lesson = true;
   }
+  if (v.step) saved.step = *v.step;
+  if (v.speed) s.replay.set_speed(*v.speed);
+  if (v.granularity) s.granularity = *v.granularity;
   return saved;
 }
 
 void save_settings(const std::string& path, const AppState& s) {
-  std::ofstream out(path);
-  out << "lesson=" << s.lesson << "\nstep=" << s.replay.current() << "\nspeed=" << s.replay.speed()
-      << "\ngranularity=" << (s.granularity == Granularity::step ? "step" : "instruction") << "\n";
+  // Written whole or not at all: a full disk on exit keeps the last settings.
+  try {
+    core::write_file_atomically(path, settings_text(s.lesson, s.replay.current(), s.replay.speed(), s.granularity));
+  } catch (const core::FileWriteError& e) {
+    std::fprintf(stderr, "pa-viewer: settings not saved: %s\n", e.what());
+  }
 }
 
 }  // namespace pa::viewer

@@ -24,9 +24,11 @@ struct SavedPosition {
   bool have_lesson = false;
   int step = 0;
 };
-// Reads pa-viewer.ini into s (lesson, speed, granularity). A missing or
-// damaged file is ignored, value by value.
+// Reads pa-viewer.ini into s (lesson, speed, granularity; core/settings_text.hpp
+// reads the text). A missing or damaged file is ignored, value by value.
 SavedPosition load_settings(const std::string& path, AppState& s);
+// Replaces the file whole (write, then rename); a failure is reported on
+// stderr and keeps the previous file.
 void save_settings(const std::string& path, const AppState& s);
 
 }  // namespace pa::viewer

@@ -11,6 +11,7 @@
 
 #include "app/state.hpp"
 #include "core/names.hpp"
+#include "pa/core/parse_number.hpp"
 #include "pa/index/config.hpp"
 
 namespace pa::viewer {
@@ -190,12 +191,11 @@ void draw_config_panel(AppState& s) {
     std::istringstream in(ctx_buf);
     bool ok = true;
     while (std::getline(in, tok, ',')) {
-      try {
-        const int v = std::stoi(tok);
-        lens.push_back(v);
-      } catch (...) {
-        ok = false;
-      }
+      // "5, 17" as well as "5,17": spaces around an item are not part of it.
+      const auto first = tok.find_first_not_of(' '), last = tok.find_last_not_of(' ');
+      const auto v = first == std::string::npos ? std::nullopt : parse_number<int>(tok.substr(first, last - first + 1));
+      if (v) lens.push_back(*v);
+      else ok = false;
     }
     if (ok && !lens.empty() && lens != sp.context_lens) { sp.context_lens = lens; changed = true; }
     else if (!ok) s.load_error = std::string("context lengths: '") + ctx_buf + "' is not a comma-separated list of integers";
