@@ -213,7 +213,12 @@ CascadeProblem make_cascade_problem(const ProblemSpec& base, const std::vector<C
       const int size = lv.group_sizes[grp], tokens = lv.group_tokens[grp];
       if (size < 1) bad(at + " group " + str(grp) + ": " + str(size) + " requests; accepted: >= 1");
       if (tokens < 0) bad(at + " group " + str(grp) + ": " + str(tokens) + " tokens; accepted: >= 0");
-      for (int i = 0; i < size && first + i < num_requests; ++i) request_tokens[first + i] += tokens;
+      for (int i = 0; i < size && first + i < num_requests; ++i) {
+        if (tokens > std::numeric_limits<int>::max() - request_tokens[first + i])
+          bad(at + " group " + str(grp) + ": request " + str(first + i) + " would read more than " +
+              str(std::numeric_limits<int>::max()) + " tokens; accepted: a request's levels add up to at most that");
+        request_tokens[first + i] += tokens;
+      }
       first += size;
     }
     if (first != num_requests || num_requests < 1)

@@ -509,7 +509,8 @@ TEST_CASE("multi-level cascade: the builder refuses descriptions it cannot build
   refused_with({level({2}, {5}), level({1, 1}, {3, -1})}, "level 1 group 1: -1 tokens");
   refused_with({level({2}, {5}), level({1, 2}, {3, 4})}, "level 1: groups cover 3 requests");
   refused_with({level({2}, {0}), level({1, 1}, {3, 0})}, "request 1 has no token at any level");
-  CHECK(refused == 6);
+  refused_with({level({2}, {2147483647}), level({1, 1}, {0, 1})}, "level 1 group 1: request 1 would read more than");
+  CHECK(refused == 7);
   CHECK_THROWS_WITH(CascadeLevelSpec::uniform(6, 4, 10), ContainsSubstring("groups of 4 over 6 requests"));
   // What ProblemSpec::validate refuses (here the head size) comes through as its ProblemError.
   ProblemSpec odd = base;
