@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "cache_form.hpp"
-#include "pa/core/parse_number.hpp"
 #include "commands.hpp"
 #include "options.hpp"
+#include "pa/core/parse_number.hpp"
 #include "pa/index/cascade.hpp"
 #include "pa/index/optimized.hpp"
 #include "pa/kernels/api.hpp"

@@ -1,4 +1,5 @@
 #include "core/args.hpp"
+#include "core/names.hpp"
 
 #include "pa/core/config_dispatch.hpp"
 #include "pa/core/parse_number.hpp"
@@ -259,9 +260,9 @@ Args parse_args(const std::vector<std::string>& av) {
       a.size_given = true;
     } else if (f == "--granularity") {
       const std::string v = value();
-      if (v == "instruction") a.coarse = false;
-      else if (v == "step") a.coarse = true;
-      else throw UsageError("--granularity: '" + v + "' (accepted: instruction, step)");
+      const auto g = granularity_from_name(v);
+      if (!g) throw UsageError("--granularity: '" + v + "' (accepted: instruction, step)");
+      a.coarse = *g == trace::Granularity::step;
       a.granularity_given = true;
     } else if (f == "--select") {
       const std::string v = value();

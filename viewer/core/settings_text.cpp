@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/args.hpp"
+#include "core/names.hpp"
 #include "pa/core/parse_number.hpp"
 
 namespace pa::viewer {
@@ -26,8 +27,7 @@ SettingsValues parse_settings(std::string_view text) {
     } else if (k == "speed") {
       if (const auto x = parse_number<float>(v); x && *x > 0.0f) out.speed = *x;
     } else if (k == "granularity") {
-      if (v == "step") out.granularity = Granularity::step;
-      else if (v == "instruction") out.granularity = Granularity::instruction;
+      if (const auto g = granularity_from_name(v)) out.granularity = *g;
     }
   }
   return out;
@@ -36,7 +36,7 @@ SettingsValues parse_settings(std::string_view text) {
 std::string settings_text(int lesson, int step, float speed, Granularity granularity) {
   std::ostringstream out;
   out << "lesson=" << lesson << "\nstep=" << step << "\nspeed=" << speed
-      << "\ngranularity=" << (granularity == Granularity::step ? "step" : "instruction") << "\n";
+      << "\ngranularity=" << granularity_name(granularity) << "\n";
   return out.str();
 }
 
